@@ -1,0 +1,156 @@
+"""The ``rk1`` version naming convention: ``{dataset}_{YYYYMMDD}_v{N}[_{desc}]``.
+
+Pure functions, no I/O; the service and the client share them.  Every version records the
+convention that named it (:data:`CONVENTION`), so a later convention can coexist with old names.
+
+>>> name = format_version_name("coco", datetime.date(2023, 10, 15), 3, "add_person")
+>>> name
+'coco_20231015_v3_add_person'
+>>> parse_version_name(name).number
+3
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass
+
+from recordkeeper.errors import InvalidDate, InvalidDescription, InvalidName, InvalidVersionName
+
+__all__ = [
+    "CONVENTION",
+    "MAX_DATASET_NAME_LENGTH",
+    "MAX_DESC_LENGTH",
+    "VersionName",
+    "format_version_name",
+    "parse_date",
+    "parse_version_name",
+    "slugify",
+    "validate_dataset_name",
+    "validate_desc",
+]
+
+CONVENTION = "rk1"
+MAX_DATASET_NAME_LENGTH = 64
+MAX_DESC_LENGTH = 80
+
+_DATASET_RE = re.compile(r"[a-z][a-z0-9_-]*")
+_EMBEDDED_VERSION_RE = re.compile(r"_\d{8}_v\d+")
+_DESC_RE = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
+_VERSION_RE = re.compile(
+    r"(?P<dataset>[a-z][a-z0-9_-]*?)_(?P<date>\d{8})_v(?P<number>\d+)(?:_(?P<desc>.+))?"
+)
+
+
+@dataclass(frozen=True, order=True)
+class VersionName:
+    """A parsed ``rk1`` version name."""
+
+    dataset: str
+    date: datetime.date
+    number: int
+    desc: str | None = None
+
+    def __str__(self) -> str:
+        return format_version_name(self.dataset, self.date, self.number, self.desc)
+
+
+def validate_dataset_name(name: str) -> str:
+    """Return ``name`` if it is a valid dataset name, else raise :class:`InvalidName`.
+
+    Lowercase letters, digits, ``_`` and ``-``; starts with a letter; at most 64 characters;
+    must not contain the ``_YYYYMMDD_vN`` pattern (it would make version names ambiguous).
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidName("dataset name must be a non-empty string")
+    if len(name) > MAX_DATASET_NAME_LENGTH:
+        raise InvalidName(
+            f"dataset name {name!r} is {len(name)} characters long; "
+            f"at most {MAX_DATASET_NAME_LENGTH} are allowed"
+        )
+    if not _DATASET_RE.fullmatch(name):
+        raise InvalidName(
+            f"dataset name {name!r} is invalid: use lowercase letters, digits, '_' and '-', "
+            "starting with a letter"
+        )
+    if _EMBEDDED_VERSION_RE.search(name):
+        raise InvalidName(
+            f"dataset name {name!r} contains a '_YYYYMMDD_vN' version pattern; "
+            "it would make version names ambiguous"
+        )
+    return name
+
+
+def validate_desc(desc: str | None) -> str | None:
+    """Return ``desc`` if it is ``None`` or a lowercase slug (``add_person``), else raise."""
+    if desc is None:
+        return None
+    if not isinstance(desc, str) or not desc:
+        raise InvalidDescription("desc must be a non-empty lowercase slug such as 'add_person'")
+    if len(desc) > MAX_DESC_LENGTH:
+        raise InvalidDescription(
+            f"desc is {len(desc)} characters long; at most {MAX_DESC_LENGTH} are allowed"
+        )
+    if not _DESC_RE.fullmatch(desc):
+        suggestion = slugify(desc)
+        hint = f"; did you mean {suggestion!r}?" if suggestion else ""
+        raise InvalidDescription(
+            f"desc {desc!r} is not a lowercase slug (letters, digits, single '_' between words)"
+            + hint
+        )
+    return desc
+
+
+def slugify(text: str) -> str:
+    """Turn free text into a desc slug: ``"Add person!"`` → ``"add_person"``."""
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    return "_".join(words)[:MAX_DESC_LENGTH].strip("_")
+
+
+def parse_date(text: str) -> datetime.date:
+    """Parse ``YYYYMMDD`` (or ISO ``YYYY-MM-DD``) strictly; ``20231301`` is rejected."""
+    compact = text.replace("-", "") if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text) else text
+    if not re.fullmatch(r"\d{8}", compact):
+        raise InvalidDate(f"date {text!r} is not in YYYYMMDD form")
+    try:
+        return datetime.date(int(compact[:4]), int(compact[4:6]), int(compact[6:]))
+    except ValueError as exc:
+        raise InvalidDate(f"date {text!r} is not a calendar date: {exc}") from None
+
+
+def format_version_name(
+    dataset: str, date: datetime.date, number: int, desc: str | None = None
+) -> str:
+    """Format an ``rk1`` name after validating every part."""
+    validate_dataset_name(dataset)
+    validate_desc(desc)
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        raise InvalidVersionName(f"version number must be a positive integer, got {number!r}")
+    name = f"{dataset}_{date:%Y%m%d}_v{number}"
+    return f"{name}_{desc}" if desc else name
+
+
+def parse_version_name(name: str) -> VersionName:
+    """Parse an ``rk1`` version name, raising :class:`InvalidVersionName` with the reason."""
+    if not isinstance(name, str):
+        raise InvalidVersionName(f"version name must be a string, got {type(name).__name__}")
+    match = _VERSION_RE.fullmatch(name)
+    if match is None:
+        raise InvalidVersionName(
+            f"{name!r} is not a version name of the form dataset_YYYYMMDD_vN[_desc] "
+            "(e.g. coco_20231015_v3_add_person)"
+        )
+    try:
+        dataset = validate_dataset_name(match["dataset"])
+        date = parse_date(match["date"])
+        desc = validate_desc(match["desc"])
+    except (InvalidName, InvalidDate, InvalidDescription) as exc:
+        raise InvalidVersionName(f"version name {name!r}: {exc.detail}") from None
+    digits = match["number"]
+    if digits.startswith("0"):
+        raise InvalidVersionName(
+            f"version name {name!r}: version number 'v{digits}' must be positive "
+            "and have no leading zeros"
+        )
+    return VersionName(dataset=dataset, date=date, number=int(digits), desc=desc)

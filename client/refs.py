@@ -1,0 +1,130 @@
+"""The reference grammar: one way to name a dataset version everywhere.
+
+==============================================  =====================================
+reference                                       means
+==============================================  =====================================
+``coco_20231015_v3_add_person``                 that exact version
+``coco_20231015_v3``                            that version (desc omitted)
+``coco@v3``, ``coco@3``                         version 3 of coco
+``coco@latest``, ``coco@prod``                  an alias, resolved when asked
+``coco@sha256:9f2c4e1a7b3d``                    by content digest (12 to 64 hex digits)
+==============================================  =====================================
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from recordkeeper.errors import InvalidAlias, InvalidName, InvalidReference, InvalidVersionName
+from recordkeeper.naming import VersionName, parse_version_name, validate_dataset_name
+
+__all__ = [
+    "LATEST",
+    "MIN_DIGEST_PREFIX",
+    "RefKind",
+    "Reference",
+    "parse_reference",
+    "validate_alias_name",
+]
+
+LATEST = "latest"
+MIN_DIGEST_PREFIX = 12
+_ALIAS_RE = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+_NUMBER_RE = re.compile(r"v?(\d+)")
+_HEX_RE = re.compile(r"[0-9a-f]+")
+
+
+class RefKind(enum.StrEnum):
+    NAME = "name"
+    NUMBER = "number"
+    ALIAS = "alias"
+    DIGEST = "digest"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A parsed reference.  ``str(ref)`` gives back its canonical spelling."""
+
+    dataset: str
+    kind: RefKind
+    number: int | None = None
+    alias: str | None = None
+    digest_prefix: str | None = None
+    name: VersionName | None = None
+
+    def __str__(self) -> str:
+        if self.kind is RefKind.NAME:
+            return str(self.name)
+        if self.kind is RefKind.NUMBER:
+            return f"{self.dataset}@v{self.number}"
+        if self.kind is RefKind.ALIAS:
+            return f"{self.dataset}@{self.alias}"
+        return f"{self.dataset}@sha256:{self.digest_prefix}"
+
+    @property
+    def is_pinned(self) -> bool:
+        """True when the reference can never point at different content (not an alias)."""
+        return self.kind is not RefKind.ALIAS
+
+
+def validate_alias_name(alias: str) -> str:
+    """Return ``alias`` if usable as an alias name (``prod``, ``golden``), else raise."""
+    if not isinstance(alias, str) or not _ALIAS_RE.fullmatch(alias):
+        raise InvalidAlias(
+            f"alias {alias!r} is invalid: use lowercase letters, digits, '_' and '-', "
+            "starting with a letter, at most 64 characters"
+        )
+    if _NUMBER_RE.fullmatch(alias) or alias == "sha256":
+        raise InvalidAlias(f"alias {alias!r} would be read as a version number or digest")
+    return alias
+
+
+def parse_reference(text: str) -> Reference:
+    """Parse any reference form, raising :class:`InvalidReference` with a precise reason."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidReference("reference must be a non-empty string such as 'coco@latest'")
+    text = text.strip()
+    if "@" not in text:
+        try:
+            name = parse_version_name(text)
+        except InvalidVersionName as exc:
+            raise InvalidReference(
+                f"{text!r} is neither a version name (dataset_YYYYMMDD_vN[_desc]) nor "
+                f"'dataset@selector': {exc.detail.split(': ', 1)[-1]}"
+            ) from None
+        return Reference(dataset=name.dataset, kind=RefKind.NAME, number=name.number, name=name)
+
+    dataset, _, selector = text.partition("@")
+    try:
+        validate_dataset_name(dataset)
+    except InvalidName as exc:
+        raise InvalidReference(f"reference {text!r}: {exc.detail}") from None
+    if not selector:
+        raise InvalidReference(
+            f"reference {text!r} has nothing after '@'; use vN, latest, an alias or sha256:<hex>"
+        )
+    if selector.startswith("sha256:"):
+        digest = selector.removeprefix("sha256:")
+        if not _HEX_RE.fullmatch(digest):
+            raise InvalidReference(
+                f"reference {text!r}: digest must be lowercase hex, got {digest!r}"
+            )
+        if not MIN_DIGEST_PREFIX <= len(digest) <= 64:
+            raise InvalidReference(
+                f"reference {text!r}: a digest needs {MIN_DIGEST_PREFIX} to 64 hex digits, "
+                f"got {len(digest)}"
+            )
+        return Reference(dataset=dataset, kind=RefKind.DIGEST, digest_prefix=digest)
+    number = _NUMBER_RE.fullmatch(selector)
+    if number:
+        value = int(number[1])
+        if value < 1:
+            raise InvalidReference(f"reference {text!r}: version numbers start at 1")
+        return Reference(dataset=dataset, kind=RefKind.NUMBER, number=value)
+    try:
+        alias = validate_alias_name(selector)
+    except InvalidAlias as exc:
+        raise InvalidReference(f"reference {text!r}: {exc.detail}") from None
+    return Reference(dataset=dataset, kind=RefKind.ALIAS, alias=alias)

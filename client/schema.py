@@ -1,0 +1,228 @@
+"""The schema model: what features the records of a shard or version carry.
+
+A :class:`Schema` is inferred per shard while bytes stream (see
+:mod:`recordkeeper.schema_inference`), merged across shards at commit time by the service, and
+content-addressed by :meth:`Schema.digest` so identical schemas are stored once.
+
+Statistics are kept in mergeable form: ``present_count`` (records that carry the feature) rather
+than a fraction, so merging two shards is exact.  ``presence`` is derived.
+
+``record_type`` is ``"example"`` (``tf.train.Example``), ``"sequence_example"``
+(``tf.train.SequenceExample``: ``context`` features and ``feature_lists``), ``"opaque"`` (records
+that are not Example protos) or ``"empty"`` (no records yet; merges with anything).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import orjson
+
+from recordkeeper.errors import InvalidRequest, SchemaConflict
+
+__all__ = [
+    "KINDS",
+    "RECORD_TYPES",
+    "SCOPES",
+    "Feature",
+    "Schema",
+    "merge_schemas",
+]
+
+FeatureKind = Literal["bytes", "float", "int64"]
+Scope = Literal["features", "context", "feature_lists"]
+RecordType = Literal["example", "sequence_example", "opaque", "empty"]
+KINDS: tuple[str, ...] = ("bytes", "float", "int64")
+SCOPES: tuple[str, ...] = ("features", "context", "feature_lists")
+RECORD_TYPES: tuple[str, ...] = ("example", "sequence_example", "opaque", "empty")
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One feature's kind and value-count statistics.
+
+    ``min_count``/``max_count`` are the fewest/most values per record among records that carry
+    the feature (for ``feature_lists``: values per step).  ``min_steps``/``max_steps`` are only
+    set for ``feature_lists`` and count the steps per record.
+    """
+
+    name: str
+    kind: FeatureKind
+    min_count: int
+    max_count: int
+    present_count: int
+    scope: Scope = "features"
+    min_steps: int | None = None
+    max_steps: int | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.scope, self.name)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "kind": self.kind,
+            "scope": self.scope,
+            "min_count": self.min_count,
+            "max_count": self.max_count,
+            "present_count": self.present_count,
+        }
+        if self.scope == "feature_lists":
+            out["min_steps"] = self.min_steps
+            out["max_steps"] = self.max_steps
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Feature:
+        try:
+            kind = data["kind"]
+            scope = data.get("scope", "features")
+            if kind not in KINDS:
+                raise InvalidRequest(f"feature kind must be one of {KINDS}, got {kind!r}")
+            if scope not in SCOPES:
+                raise InvalidRequest(f"feature scope must be one of {SCOPES}, got {scope!r}")
+            feature = cls(
+                name=str(data["name"]),
+                kind=kind,
+                min_count=int(data["min_count"]),
+                max_count=int(data["max_count"]),
+                present_count=int(data["present_count"]),
+                scope=scope,
+                min_steps=_opt_int(data.get("min_steps")),
+                max_steps=_opt_int(data.get("max_steps")),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, InvalidRequest):
+                raise
+            raise InvalidRequest(f"malformed feature {dict(data)!r}: {exc}") from None
+        if not 0 <= feature.min_count <= feature.max_count or feature.present_count < 0:
+            raise InvalidRequest(f"feature {feature.name!r} has inconsistent counts")
+        return feature
+
+
+def _opt_int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Features of a set of records, with the number of records they were inferred from."""
+
+    record_type: RecordType = "empty"
+    record_count: int = 0
+    features: tuple[Feature, ...] = field(default_factory=tuple)
+
+    def feature(self, name: str, scope: Scope | None = None) -> Feature:
+        """The feature called ``name`` (in ``scope`` if given); ``KeyError`` if absent."""
+        for feat in self.features:
+            if feat.name == name and (scope is None or feat.scope == scope):
+                return feat
+        raise KeyError(name)
+
+    def presence(self, feat: Feature) -> float:
+        """Fraction of records that carry ``feat`` (1.0 for an empty schema)."""
+        return feat.present_count / self.record_count if self.record_count else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "record_type": self.record_type,
+            "record_count": self.record_count,
+            "features": [f.to_dict() for f in self.features],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Schema:
+        if not isinstance(data, Mapping):
+            raise InvalidRequest("schema must be a JSON object")
+        record_type = data.get("record_type", "empty")
+        if record_type not in RECORD_TYPES:
+            raise InvalidRequest(
+                f"schema record_type must be one of {RECORD_TYPES}, got {record_type!r}"
+            )
+        raw_features = data.get("features", [])
+        if not isinstance(raw_features, list):
+            raise InvalidRequest("schema features must be a list")
+        try:
+            record_count = int(data.get("record_count", 0))
+        except (TypeError, ValueError):
+            raise InvalidRequest("schema record_count must be an integer") from None
+        features = tuple(sorted((Feature.from_dict(f) for f in raw_features), key=_sort_key))
+        keys = [f.key for f in features]
+        if len(set(keys)) != len(keys):
+            raise InvalidRequest("schema lists a feature twice")
+        return cls(record_type=record_type, record_count=record_count, features=features)
+
+    def canonical_bytes(self) -> bytes:
+        return orjson.dumps(self.to_dict(), option=orjson.OPT_SORT_KEYS)
+
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the canonical JSON form; equal schemas share a digest."""
+        return "sha256:" + hashlib.sha256(self.canonical_bytes()).hexdigest()
+
+    def merge(self, other: Schema) -> Schema:
+        """Combine two schemas (see :func:`merge_schemas`)."""
+        return merge_schemas([self, other])
+
+
+def _sort_key(feat: Feature) -> tuple[int, str]:
+    return (SCOPES.index(feat.scope), feat.name)
+
+
+def _merge_feature(a: Feature, b: Feature) -> Feature:
+    if a.kind != b.kind:
+        raise SchemaConflict(
+            f"feature {a.name!r} is {a.kind} in one shard and {b.kind} in another",
+            feature=a.name,
+            kinds=sorted({a.kind, b.kind}),
+        )
+    steps: dict[str, int | None] = {}
+    if a.scope == "feature_lists":
+        steps = {
+            "min_steps": _min_opt(a.min_steps, b.min_steps),
+            "max_steps": _max_opt(a.max_steps, b.max_steps),
+        }
+    return replace(
+        a,
+        min_count=min(a.min_count, b.min_count),
+        max_count=max(a.max_count, b.max_count),
+        present_count=a.present_count + b.present_count,
+        **steps,  # type: ignore[arg-type]
+    )
+
+
+def _min_opt(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _max_opt(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def merge_schemas(schemas: Iterable[Schema]) -> Schema:
+    """Merge shard schemas into one: counts add up, value counts widen.
+
+    A feature with different kinds in two shards, or shards of different record types (other
+    than ``empty``), raise :class:`SchemaConflict`.
+    """
+    record_type: RecordType = "empty"
+    record_count = 0
+    merged: dict[tuple[str, str], Feature] = {}
+    for schema in schemas:
+        if schema.record_type != "empty":
+            if record_type not in ("empty", schema.record_type):
+                raise SchemaConflict(
+                    f"shards hold different record types: {record_type} and "
+                    f"{schema.record_type}",
+                    record_types=sorted({record_type, schema.record_type}),
+                )
+            record_type = schema.record_type
+        record_count += schema.record_count
+        for feat in schema.features:
+            seen = merged.get(feat.key)
+            merged[feat.key] = feat if seen is None else _merge_feature(seen, feat)
+    features = tuple(sorted(merged.values(), key=_sort_key))
+    return Schema(record_type=record_type, record_count=record_count, features=features)

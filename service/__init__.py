@@ -1,0 +1,1 @@
+"""The recordkeeper registry service (FastAPI + SQLAlchemy). Build it with ``create_app``."""
