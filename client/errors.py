@@ -18,6 +18,7 @@ Exception tree::
     │   ├── InvalidShard                          invalid_shard
     │   ├── InvalidAlias                          invalid_alias
     │   ├── InvalidRequest                        invalid_request
+    │   ├── InvalidCheckpoint                     invalid_checkpoint
     │   └── PayloadTooLarge                       payload_too_large
     ├── NotFound (LookupError)                    404
     │   ├── DatasetNotFound                       dataset_not_found
@@ -25,6 +26,8 @@ Exception tree::
     │   ├── AliasNotFound                         alias_not_found
     │   ├── SchemaNotFound                        schema_not_found
     │   ├── TokenNotFound                         token_not_found
+    │   ├── ModelNotFound                         model_not_found
+    │   ├── CheckpointNotFound                    checkpoint_not_found
     │   └── RouteNotFound                         not_found
     ├── Conflict                                  409
     │   ├── DatasetExists                         dataset_exists
@@ -34,7 +37,8 @@ Exception tree::
     │   ├── ShardConflict                         shard_conflict
     │   ├── SchemaConflict                        schema_conflict
     │   ├── DuplicateContent                      duplicate_content
-    │   └── VersionInUse                          version_in_use
+    │   ├── VersionInUse                          version_in_use
+    │   └── CheckpointConflict                    checkpoint_conflict
     ├── DigestMismatch                            digest_mismatch (409)
     ├── StorageRootNotAllowed (PermissionError)   storage_root_not_allowed (403)
     ├── AuthenticationRequired (PermissionError)  unauthorized (401)
@@ -52,6 +56,8 @@ from typing import Any, ClassVar
 __all__ = [
     "AliasNotFound",
     "AuthenticationRequired",
+    "CheckpointConflict",
+    "CheckpointNotFound",
     "Conflict",
     "CorruptShard",
     "DatasetExists",
@@ -59,6 +65,7 @@ __all__ = [
     "DigestMismatch",
     "DuplicateContent",
     "InvalidAlias",
+    "InvalidCheckpoint",
     "InvalidDate",
     "InvalidDescription",
     "InvalidHash",
@@ -68,6 +75,7 @@ __all__ = [
     "InvalidRequest",
     "InvalidShard",
     "InvalidVersionName",
+    "ModelNotFound",
     "NotFound",
     "PayloadTooLarge",
     "PermissionDenied",
@@ -156,6 +164,12 @@ class InvalidRequest(InvalidInput):
     status = 422
 
 
+class InvalidCheckpoint(InvalidInput):
+    """A model or checkpoint name, checkpoint reference, role or data entry is malformed."""
+
+    code = "invalid_checkpoint"
+
+
 class PayloadTooLarge(InvalidInput):
     code = "payload_too_large"
     status = 413
@@ -188,6 +202,14 @@ class TokenNotFound(NotFound):
 
 class RouteNotFound(NotFound):
     code = "not_found"
+
+
+class ModelNotFound(NotFound):
+    code = "model_not_found"
+
+
+class CheckpointNotFound(NotFound):
+    code = "checkpoint_not_found"
 
 
 class Conflict(RecordkeeperError):
@@ -229,6 +251,12 @@ class VersionInUse(Conflict):
     """The version trained checkpoints (``extra["checkpoints"]``) and cannot be removed."""
 
     code = "version_in_use"
+
+
+class CheckpointConflict(Conflict):
+    """A checkpoint was registered again with different lineage (parent, data, step, URI)."""
+
+    code = "checkpoint_conflict"
 
 
 class DigestMismatch(RecordkeeperError):
