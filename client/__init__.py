@@ -6,6 +6,9 @@ TensorFlow integrations live in :mod:`recordkeeper.tf`.
 
 from __future__ import annotations
 
+from recordkeeper.client import Client, DuplicateWarning
+from recordkeeper.dataset import Dataset, ShardFile
+from recordkeeper.diff import FeatureChange, ShardChange, VersionDiff
 from recordkeeper.errors import (
     AliasNotFound,
     AuthenticationRequired,
@@ -45,22 +48,31 @@ from recordkeeper.errors import (
     VersionNotStaged,
 )
 from recordkeeper.manifest import ManifestEntry, content_digest
+from recordkeeper.models import DatasetInfo, DatasetVersion, Shard, Split
 from recordkeeper.naming import VersionName, format_version_name, parse_version_name
 from recordkeeper.refs import Reference, parse_reference
 from recordkeeper.schema import Feature, Schema
+from recordkeeper.verify import ShardProblem, VerifyReport
+from recordkeeper.writer import VersionWriter
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AliasNotFound",
     "AuthenticationRequired",
+    "Client",
     "Conflict",
     "CorruptShard",
+    "Dataset",
     "DatasetExists",
+    "DatasetInfo",
     "DatasetNotFound",
+    "DatasetVersion",
     "DigestMismatch",
     "DuplicateContent",
+    "DuplicateWarning",
     "Feature",
+    "FeatureChange",
     "InvalidAlias",
     "InvalidDate",
     "InvalidDescription",
@@ -83,16 +95,24 @@ __all__ = [
     "SchemaNotFound",
     "ServerError",
     "ServiceUnavailable",
+    "Shard",
+    "ShardChange",
     "ShardConflict",
+    "ShardFile",
+    "ShardProblem",
+    "Split",
     "StorageError",
     "StorageRootNotAllowed",
     "TokenNotFound",
+    "VerifyReport",
+    "VersionDiff",
     "VersionImmutable",
     "VersionInUse",
     "VersionIncomplete",
     "VersionName",
     "VersionNotFound",
     "VersionNotStaged",
+    "VersionWriter",
     "__version__",
     "content_digest",
     "format_version_name",

@@ -1,0 +1,179 @@
+"""The one HTTP helper every client call goes through.
+
+It owns three concerns and nothing else:
+
+* **Retries** with exponential backoff (and ``Retry-After`` when the service sends one) on
+  408, 429, 5xx answers and on connection errors — but only for requests that are safe to
+  replay: ``GET``/``HEAD``/``PUT``/``DELETE`` and ``POST`` calls the caller marks idempotent
+  (registering the same shards again, commit, abandon).  Other 4xx answers are never retried.
+* **Error mapping**: an error answer becomes the typed exception of its ``code`` (body field, or
+  the ``X-Error-Code`` header) via :func:`recordkeeper.errors.error_for_code`.
+* **Connection failures** become :class:`~recordkeeper.errors.ServiceUnavailable` naming the URL,
+  so "is the service running?" is the first thing a user reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from recordkeeper.errors import (
+    RecordkeeperError,
+    ServerError,
+    ServiceUnavailable,
+    error_for_code,
+)
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["RETRY_STATUSES", "SAFE_METHODS", "HttpCore", "quote_segment"]
+
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+_STATUS_CODES = {
+    400: "invalid_input",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    409: "conflict",
+    413: "payload_too_large",
+    422: "invalid_request",
+    503: "service_unavailable",
+}
+
+
+def quote_segment(value: str) -> str:
+    """Percent-encode one path segment (``coco@latest`` → ``coco%40latest``)."""
+    return quote(value, safe="")
+
+
+class HttpCore:
+    """Sends requests to one service with retries and typed errors.
+
+    ``http_client`` may be any :class:`httpx.Client` — including FastAPI's ``TestClient`` —
+    so tests can run the client against the app in-process or over a real socket.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        http_client: httpx.Client | None = None,
+        timeout: float = 60.0,
+        retries: int = 4,
+        backoff: float = 0.25,
+        max_backoff: float = 8.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self._owns_client = http_client is None
+        if http_client is None:
+            import httpx  # imported here: httpx pulls in rich/pygments at import time
+
+            http_client = httpx.Client(timeout=timeout)
+        self._client = http_client
+        self.timeout = timeout
+
+    def close(self) -> None:
+        """Close the underlying connection pool if this helper created it."""
+        if self._owns_client:
+            self._client.close()
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        idempotent: bool | None = None,
+    ) -> Any:
+        """Send ``method path`` and return the decoded JSON answer (``None`` for 204).
+
+        ``idempotent`` overrides the method's default replay safety (set it for POSTs the
+        service documents as idempotent).
+        """
+        method = method.upper()
+        replayable = method in SAFE_METHODS if idempotent is None else idempotent
+        url = self.url(path)
+        headers = {"Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        clean_params = {k: v for k, v in (params or {}).items() if v is not None}
+        import httpx
+
+        attempt = 0
+        while True:
+            try:
+                response = self._client.request(
+                    method, url, params=clean_params, json=json, headers=headers,
+                    timeout=self.timeout,
+                )
+            except httpx.TransportError as exc:
+                if replayable and attempt < self.retries:
+                    self._sleep(attempt, None)
+                    attempt += 1
+                    continue
+                raise ServiceUnavailable(
+                    f"cannot reach the recordkeeper service at {self.base_url} "
+                    f"({type(exc).__name__}: {exc or 'no answer'}); is it running? "
+                    "Set RECORDKEEPER_URL or pass url= to Client",
+                    url=self.base_url,
+                ) from None
+            if response.status_code in RETRY_STATUSES and replayable and attempt < self.retries:
+                self._sleep(attempt, response.headers.get("Retry-After"))
+                attempt += 1
+                continue
+            if response.status_code >= 400:
+                raise _error_from_response(response, method, url)
+            if response.status_code == 204 or not response.content:
+                return None
+            try:
+                return response.json()
+            except ValueError:
+                raise ServerError(
+                    f"{method} {url} answered {response.status_code} with a body that is not "
+                    "JSON; is RECORDKEEPER_URL pointing at a recordkeeper service?"
+                ) from None
+
+    def _sleep(self, attempt: int, retry_after: str | None) -> None:
+        delay = min(self.max_backoff, self.backoff * 2**attempt)
+        if retry_after:
+            with contextlib.suppress(ValueError):
+                delay = min(self.max_backoff, max(0.0, float(retry_after)))
+        time.sleep(delay * (0.5 + random.random() / 2))
+
+
+def _error_from_response(response: httpx.Response, method: str, url: str) -> RecordkeeperError:
+    body: Any = None
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    code = None
+    detail = None
+    extra: dict[str, Any] = {}
+    if isinstance(body, dict):
+        code = body.get("code")
+        detail = body.get("detail")
+        extra = {k: v for k, v in body.items() if k not in ("code", "detail")}
+    code = code or response.headers.get("X-Error-Code")
+    if not isinstance(detail, str):
+        text = response.text.strip()[:300] if detail is None else str(detail)
+        detail = text or f"{method} {url} answered HTTP {response.status_code}"
+    if not isinstance(code, str):
+        status = response.status_code
+        code = _STATUS_CODES.get(status, "internal_error" if status >= 500 else "invalid_input")
+    return error_for_code(code, detail, **extra)

@@ -1,0 +1,346 @@
+"""Value objects the client hands out: :class:`DatasetVersion`, :class:`Split`, :class:`Shard`.
+
+A :class:`DatasetVersion` is immutable and keeps both the reference the user wrote
+(``ref="coco@latest"``) and the immutable version it resolved to (``name``, ``content_digest``),
+like a resolved revision in huggingface_hub.  Methods that need the outside world
+(``schema`` when not included, ``verify``, ``tf_dataset``) go through the client that made it
+and the storage options it was given.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
+
+from recordkeeper.manifest import shard_file_name
+from recordkeeper.schema import Schema
+
+if TYPE_CHECKING:
+    from recordkeeper.client import Client
+    from recordkeeper.verify import VerifyReport
+
+__all__ = ["DatasetInfo", "DatasetVersion", "Shard", "Split"]
+
+Compression = Literal["none", "gzip", "zlib"]
+
+
+def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One registered TFRecord file of a version.
+
+    ``size``, ``sha256`` and ``crc32c`` describe the stored bytes; ``records_sha256`` and
+    ``record_count`` the uncompressed framed records (stable across compression);
+    ``storage_identity`` is what the object store said at registration time.
+    """
+
+    split: str
+    index: int
+    count: int
+    uri: str
+    compression: Compression
+    size: int
+    sha256: str
+    crc32c: str
+    records_sha256: str
+    record_count: int
+    storage_identity: Mapping[str, Any] = field(default_factory=lambda: _frozen(None))
+    schema_digest: str | None = None
+
+    @property
+    def name(self) -> str:
+        """``train-00003-of-00016``: the shard's position, whatever its file is called."""
+        return shard_file_name(self.split, self.index, self.count, suffix="")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Shard:
+        return cls(
+            split=data["split"],
+            index=int(data["index"]),
+            count=int(data["count"]),
+            uri=data["uri"],
+            compression=data.get("compression", "none"),
+            size=int(data["size"]),
+            sha256=data["sha256"],
+            crc32c=data["crc32c"],
+            records_sha256=data["records_sha256"],
+            record_count=int(data["record_count"]),
+            storage_identity=_frozen(data.get("storage_identity")),
+            schema_digest=data.get("schema_digest"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The REST ``Shard`` input form (without ``schema``)."""
+        return {
+            "split": self.split,
+            "index": self.index,
+            "count": self.count,
+            "uri": self.uri,
+            "compression": self.compression,
+            "size": self.size,
+            "sha256": self.sha256,
+            "crc32c": self.crc32c,
+            "records_sha256": self.records_sha256,
+            "record_count": self.record_count,
+            "storage_identity": dict(self.storage_identity),
+        }
+
+
+@dataclass(frozen=True)
+class Split:
+    """The shards of one split, in index order."""
+
+    name: str
+    shards: tuple[Shard, ...]
+    record_count: int
+    size: int
+
+    @property
+    def shard_count(self) -> int:
+        return len(self.shards)
+
+    @property
+    def uris(self) -> list[str]:
+        return [s.uri for s in self.shards]
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """A dataset as listed by the service."""
+
+    name: str
+    description: str | None
+    version_count: int
+    latest: str | None
+    created_at: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DatasetInfo:
+        return cls(
+            name=data["name"],
+            description=data.get("description"),
+            version_count=int(data.get("version_count", 0)),
+            latest=data.get("latest"),
+            created_at=data.get("created_at"),
+        )
+
+
+@dataclass(frozen=True)
+class DatasetVersion:
+    """One immutable version of a dataset, as resolved from a reference.
+
+    ``ref`` is what the caller asked for (``coco@latest``), ``name`` what it resolved to
+    (``coco_20231015_v3_add_person``).  ``splits`` is empty when the version was listed
+    without shards (:meth:`Client.versions`); :meth:`Client.resolve` always includes them.
+    """
+
+    ref: str
+    name: str
+    dataset: str
+    number: int
+    date: datetime.date
+    desc: str | None
+    state: str
+    content_digest: str | None
+    schema_digest: str | None
+    storage_prefix: str
+    record_count: int
+    shard_count: int
+    size: int
+    splits: Mapping[str, Split] = field(default_factory=lambda: _frozen(None))
+    convention: str = "rk1"
+    created_at: str | None = None
+    committed_at: str | None = None
+    created_by: str | None = None
+    deprecated_reason: str | None = None
+    duplicate_of: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=lambda: _frozen(None))
+    _client: Client | None = field(default=None, repr=False, compare=False)
+    _storage_options: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    _schema_cache: list[Schema] = field(default_factory=list, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        client: Client | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        schema: Schema | None = None,
+    ) -> DatasetVersion:
+        """Build from the service's ``Version`` JSON."""
+        splits: dict[str, Split] = {}
+        for split_name, split in (data.get("splits") or {}).items():
+            shards = tuple(
+                sorted((Shard.from_dict(s) for s in split.get("shards", [])), key=lambda s: s.index)
+            )
+            splits[split_name] = Split(
+                name=split_name,
+                shards=shards,
+                record_count=int(split.get("record_count", sum(s.record_count for s in shards))),
+                size=int(split.get("size", sum(s.size for s in shards))),
+            )
+        raw_date = data.get("date")
+        date = (
+            datetime.date.fromisoformat(raw_date)
+            if isinstance(raw_date, str) and "-" in raw_date
+            else datetime.datetime.strptime(str(raw_date), "%Y%m%d").date()
+        )
+        return cls(
+            ref=data.get("ref") or data["name"],
+            name=data["name"],
+            dataset=data["dataset"],
+            number=int(data["number"]),
+            date=date,
+            desc=data.get("desc"),
+            state=data.get("state", "committed"),
+            content_digest=data.get("content_digest"),
+            schema_digest=data.get("schema_digest"),
+            storage_prefix=data.get("storage_prefix", ""),
+            record_count=int(data.get("record_count") or 0),
+            shard_count=int(data.get("shard_count") or 0),
+            size=int(data.get("size") or 0),
+            splits=MappingProxyType(splits),
+            convention=data.get("convention", "rk1"),
+            created_at=data.get("created_at"),
+            committed_at=data.get("committed_at"),
+            created_by=data.get("created_by"),
+            deprecated_reason=data.get("deprecated_reason"),
+            duplicate_of=data.get("duplicate_of"),
+            metadata=_frozen(data.get("metadata")),
+            _client=client,
+            _storage_options=storage_options,
+            _schema_cache=[schema] if schema is not None else [],
+        )
+
+    # -- content -------------------------------------------------------------------------
+
+    @property
+    def shards(self) -> list[Shard]:
+        """Every shard of every split (splits in name order, shards in index order)."""
+        return [s for name in sorted(self.splits) for s in self.splits[name].shards]
+
+    def files(self, split: str) -> list[str]:
+        """The shard URIs of ``split`` in index order (``KeyError`` naming the splits if absent)."""
+        return self._split(split).uris
+
+    def _split(self, split: str) -> Split:
+        try:
+            return self.splits[split]
+        except KeyError:
+            known = ", ".join(sorted(self.splits)) or "none (listed without shards)"
+            raise KeyError(f"{self.name} has no split {split!r}; splits: {known}") from None
+
+    @property
+    def schema(self) -> Schema:
+        """The merged schema of the version (fetched from the service on first use)."""
+        if not self._schema_cache:
+            if self._client is None:
+                raise RuntimeError(f"{self.name}: schema not included and no client to fetch it")
+            self._schema_cache.append(self._client.schema(self.name))
+        return self._schema_cache[0]
+
+    def feature_spec(self) -> dict[str, Any]:
+        """A feature spec for ``tf.io.parse_example`` (imports TensorFlow)."""
+        return self.schema.feature_spec()
+
+    @property
+    def storage_options(self) -> Mapping[str, Any]:
+        return self._storage_options or {}
+
+    def with_storage_options(self, storage_options: Mapping[str, Any] | None) -> DatasetVersion:
+        """A copy that reads storage with ``storage_options`` (credentials, endpoint)."""
+        from dataclasses import replace
+
+        return replace(self, _storage_options=storage_options, _schema_cache=self._schema_cache)
+
+    # -- actions -------------------------------------------------------------------------
+
+    def verify(
+        self,
+        deep: bool = False,
+        *,
+        splits: Sequence[str] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        max_workers: int | None = None,
+        progress: bool | None = None,
+    ) -> VerifyReport:
+        """Check the stored shards against the registration (see docs/client.md#verification).
+
+        Fast (default): compare each object's current storage identity with the registered
+        one, no download.  ``deep=True``: re-read every shard, re-hash, check every record's
+        CRC and report the first bad offset.
+        """
+        from recordkeeper.verify import verify_version
+
+        return verify_version(
+            self,
+            deep=deep,
+            splits=splits,
+            storage_options=(
+                storage_options if storage_options is not None else self._storage_options
+            ),
+            max_workers=max_workers,
+            progress=progress,
+        )
+
+    def tf_dataset(
+        self,
+        split: str,
+        *,
+        verify: Literal["fast", "deep"] | None = "fast",
+        num_parallel_reads: int | None = None,
+        shuffle_files: bool = False,
+        seed: int | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """A ``tf.data.Dataset`` of the serialized records of ``split`` (imports TensorFlow).
+
+        See :func:`recordkeeper.tf.data.tf_dataset`.
+        """
+        from recordkeeper.tf.data import tf_dataset
+
+        return tf_dataset(
+            self,
+            split,
+            verify=verify,
+            num_parallel_reads=num_parallel_reads,
+            shuffle_files=shuffle_files,
+            seed=seed,
+            storage_options=(
+                storage_options if storage_options is not None else self._storage_options
+            ),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (what ``recordkeeper resolve --json`` prints)."""
+        return {
+            "ref": self.ref,
+            "name": self.name,
+            "dataset": self.dataset,
+            "number": self.number,
+            "date": self.date.isoformat(),
+            "desc": self.desc,
+            "state": self.state,
+            "content_digest": self.content_digest,
+            "schema_digest": self.schema_digest,
+            "storage_prefix": self.storage_prefix,
+            "record_count": self.record_count,
+            "shard_count": self.shard_count,
+            "size": self.size,
+            "splits": {
+                name: {
+                    "record_count": split.record_count,
+                    "size": split.size,
+                    "shard_count": split.shard_count,
+                    "shards": [s.to_dict() for s in split.shards],
+                }
+                for name, split in sorted(self.splits.items())
+            },
+        }

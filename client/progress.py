@@ -1,0 +1,74 @@
+"""Progress bars with bytes/s for long work, shown only on a terminal.
+
+:func:`byte_progress` yields an ``advance(nbytes)`` callable; off a TTY (CI logs, pipes) it is a
+no-op so output stays clean.  ``rich`` is imported only when a bar is really shown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+__all__ = ["ProgressLike", "byte_progress", "should_show"]
+
+
+class ProgressLike(Protocol):
+    """Anything with ``advance(nbytes)``; pass one to ``publish(progress=...)`` to observe."""
+
+    def advance(self, nbytes: int) -> None: ...
+
+
+def should_show(enabled: bool | None) -> bool:
+    """``None`` means: only when stderr is a terminal."""
+    if enabled is not None:
+        return enabled
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def byte_progress(
+    description: str,
+    total: int | None,
+    enabled: bool | ProgressLike | None = None,
+) -> Iterator[Callable[[int], None]]:
+    """A thread-safe ``advance(nbytes)`` callable drawing a bytes/s bar when enabled."""
+    if enabled is not None and not isinstance(enabled, bool):
+        observer = enabled
+        yield observer.advance
+        return
+    if not should_show(enabled):
+        yield lambda n: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    lock = threading.Lock()
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    ) as bar:
+        task = bar.add_task(description, total=total)
+
+        def advance(nbytes: int) -> None:
+            with lock:
+                bar.advance(task, nbytes)
+
+        yield advance

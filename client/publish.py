@@ -1,0 +1,244 @@
+"""Publishing shards that already exist as a new version.
+
+Steps: check the shard URIs against the service's allowed roots (before any reading), stage a
+version, read every shard once — in parallel across shards, hashing, counting records,
+checking every record CRC and inferring the schema in the same pass
+(:func:`recordkeeper.tfrecord.scan_shard`) — optionally copying the bytes to
+``{root}/{dataset}/{version}/{split}-NNNNN-of-NNNNN.tfrecord[.gz]`` while they are read, then
+register the shards with their storage identity and commit.  Any failure abandons the staged
+version and deletes copies already made.
+
+Identical content (same ``content_digest``) returns the existing version with a
+:class:`~recordkeeper.client.DuplicateWarning` unless ``force_new=True``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, TYPE_CHECKING, Any
+
+from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
+from recordkeeper.errors import InvalidShard, StorageError, StorageRootNotAllowed
+from recordkeeper.manifest import shard_file_name
+from recordkeeper.models import DatasetVersion
+from recordkeeper.progress import ProgressLike, byte_progress
+from recordkeeper.storage import (
+    ObjectStat,
+    join_uri,
+    open_read,
+    open_write,
+    remove,
+    stat_object,
+    storage_errors,
+    to_uri,
+    url_to_fs,
+)
+
+if TYPE_CHECKING:
+    from recordkeeper.client import Client
+
+__all__ = ["check_allowed", "publish", "scan_file"]
+
+
+class _TeeReader:
+    """Reads from ``raw``; every chunk read is also written to ``sink`` and counted."""
+
+    def __init__(
+        self, raw: IO[bytes], sink: IO[bytes] | None, advance: Callable[[int], None]
+    ) -> None:
+        self._raw = raw
+        self._sink = sink
+        self._advance = advance
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        if data:
+            if self._sink is not None:
+                self._sink.write(data)
+            self._advance(len(data))
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def readable(self) -> bool:
+        return True
+
+
+def _detect(uri: str, storage_options: Mapping[str, Any] | None) -> str:
+    from recordkeeper.tfrecord import detect_compression
+
+    with open_read(uri, storage_options) as fh, storage_errors(uri):
+        head = fh.read(64)
+    return str(detect_compression(head))
+
+
+def scan_file(
+    shard: ShardFile,
+    storage_options: Mapping[str, Any] | None,
+    *,
+    dest: str | None = None,
+    dest_options: Mapping[str, Any] | None = None,
+    advance: Callable[[int], None] = lambda n: None,
+    before: ObjectStat | None = None,
+) -> dict[str, Any]:
+    """Read one shard once: stats + schema, optionally copied to ``dest``.
+
+    Returns the REST shard registration (URI is ``dest`` when copying).
+    """
+    from recordkeeper.tfrecord import scan_shard
+
+    compression = shard.compression or _detect(shard.uri, storage_options)
+    if before is None:
+        before = stat_object(shard.uri, storage_options)
+    raw = open_read(shard.uri, storage_options)
+    sink = open_write(dest, dest_options) if dest else None
+    try:
+        with storage_errors(shard.uri):
+            stats = scan_shard(_TeeReader(raw, sink, advance), compression)  # type: ignore[arg-type]
+        if sink is not None:
+            with storage_errors(dest or ""):
+                sink.close()
+    except BaseException:
+        if sink is not None:
+            with contextlib.suppress(Exception):
+                discard = getattr(sink, "discard", None)
+                (discard or sink.close)()
+            with contextlib.suppress(Exception):
+                remove(dest or "", dest_options)
+        raise
+    finally:
+        raw.close()
+    if shard.expected_records is not None and stats.record_count != shard.expected_records:
+        raise InvalidShard(
+            f"{shard.uri}: the dataset's manifest says {shard.name} holds "
+            f"{shard.expected_records} records, the file holds {stats.record_count}",
+            uri=shard.uri,
+        )
+    if dest is None:
+        after = stat_object(shard.uri, storage_options)
+        if after.identity != before.identity or after.size != stats.size:
+            raise StorageError(
+                f"{shard.uri} changed while it was being read; publish again when writers "
+                "have finished",
+                uri=shard.uri,
+                reason="changed",
+            )
+        uri, identity = shard.uri, after.identity
+    else:
+        copied = stat_object(dest, dest_options)
+        uri, identity = dest, copied.identity
+    return {
+        "split": shard.split,
+        "index": shard.index,
+        "count": shard.count,
+        "uri": uri,
+        "compression": compression,
+        "size": stats.size,
+        "sha256": stats.sha256,
+        "crc32c": stats.crc32c,
+        "records_sha256": stats.records_sha256,
+        "record_count": stats.record_count,
+        "schema": stats.schema.to_dict(),
+        "storage_identity": identity,
+    }
+
+
+def check_allowed(uris: list[str], allowed_roots: list[str]) -> None:
+    """Raise :class:`StorageRootNotAllowed` early for URIs outside the service's roots."""
+    roots = [r.rstrip("/") + "/" for r in allowed_roots]
+    outside = [u for u in uris if not any(u.startswith(r) for r in roots)]
+    if outside and roots:
+        raise StorageRootNotAllowed(
+            f"{len(outside)} shard(s) live outside the service's allowed roots "
+            f"({', '.join(roots)}), e.g. {outside[0]}; publish with copy_to=<an allowed root> "
+            "or ask the operator to add the location to RECORDKEEPER_ALLOWED_ROOTS",
+            allowed_roots=roots,
+        )
+
+
+def publish(
+    client: Client,
+    dataset: Dataset,
+    *,
+    desc: str | None = None,
+    copy_to: str | None = None,
+    force_new: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+    date: str | datetime.date | None = None,
+    max_workers: int | None = None,
+    progress: bool | ProgressLike | None = None,
+) -> DatasetVersion:
+    """Register ``dataset``'s shards in place, or copied under ``copy_to``, as a new version."""
+    options = (
+        storage_options
+        if storage_options is not None
+        else dataset.storage_options
+        if dataset.storage_options is not None
+        else client.storage_options
+    )
+    shards = dataset.shards
+    if not shards:
+        raise InvalidShard(f"dataset {dataset.name!r} has no shards")
+    info = client.info()
+    if copy_to is None:
+        check_allowed([s.uri for s in shards], list(info.get("allowed_roots") or []))
+    else:
+        copy_to = to_uri(copy_to)
+    url_to_fs(shards[0].uri, options)  # create the filesystem once, outside the threads
+    workers = max_workers or min(len(shards), max(2, os.cpu_count() or 2) * (4 if copy_to else 1))
+    with ThreadPoolExecutor(max_workers=min(32, len(shards))) as pool:
+        befores = list(pool.map(lambda s: stat_object(s.uri, options), shards))
+    total = sum(b.size for b in befores)
+
+    staged = client.stage(dataset.name, desc=desc, date=date, root=copy_to)
+    copies: list[str] = []
+    try:
+        dests: list[str | None] = [None] * len(shards)
+        if copy_to is not None:
+            prefix = staged.storage_prefix
+            for i, shard in enumerate(shards):
+                comp = shard.compression  # None: decided after detection below
+                if comp is None:
+                    comp = _detect(shard.uri, options)
+                    shards[i] = ShardFile(shard.split, shard.index, shard.count, shard.uri, comp,
+                                          shard.expected_records)
+                dests[i] = join_uri(
+                    prefix,
+                    shard_file_name(
+                        shard.split, shard.index, shard.count, compression_suffix(comp)
+                    ),
+                )
+            copies = [d for d in dests if d]
+        action = "copy" if copy_to else "hash"
+        with byte_progress(f"{action} {dataset.name}", total, progress) as advance, \
+                ThreadPoolExecutor(max_workers=workers) as pool:
+            registrations = list(
+                pool.map(
+                    lambda item: scan_file(
+                        item[0], options, dest=item[1], dest_options=options, advance=advance,
+                        before=item[2],
+                    ),
+                    zip(shards, dests, befores, strict=True),
+                )
+            )
+        client.register_shards(staged, registrations)
+        version = client._finish(staged, force_new=force_new)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            client.abandon(staged)
+        for uri in copies:
+            with contextlib.suppress(Exception):
+                remove(uri, options)
+        raise
+    if version.name != staged.name:
+        for uri in copies:  # the existing version was kept; the copies are orphans
+            with contextlib.suppress(Exception):
+                remove(uri, options)
+    return version

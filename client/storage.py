@@ -1,0 +1,305 @@
+"""fsspec helpers: one place that knows URLs, filesystems, object identity and storage errors.
+
+* ``storage_options`` are passed to fsspec untouched (credentials, endpoint, ``token``…).
+* Local paths become ``file://`` URIs so every shard has a URI.
+* :func:`stat_object` records what each backend offers as identity, explicitly per backend
+  (``info()`` is not content identity on its own):
+
+  ========  ===========================================================================
+  backend   identity
+  ========  ===========================================================================
+  ``gcs``   ``generation``, ``crc32c`` (server-side, base64 big-endian), ``md5``
+  ``s3``    ``etag``, ``version_id``, ``checksum_sha256`` (``head_object`` with
+            ``ChecksumMode=ENABLED``; present when uploaded with ``ChecksumAlgorithm``)
+  ``file``  ``mtime_ns``, ``size``
+  other     ``size`` (and whatever ``info()`` calls ``mtime``/``etag``)
+  ========  ===========================================================================
+
+* Missing objects, refused credentials and unreachable endpoints become
+  :class:`~recordkeeper.errors.StorageError` with the URI and a ``reason``
+  (``missing``, ``denied``, ``unreachable``, ``error``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+from recordkeeper.errors import StorageError
+
+__all__ = [
+    "ObjectStat",
+    "backend_of",
+    "join_uri",
+    "list_files",
+    "open_read",
+    "open_write",
+    "remove",
+    "rename",
+    "stat_object",
+    "storage_errors",
+    "to_uri",
+    "url_to_fs",
+]
+
+_GCS_PROTOCOLS = {"gs", "gcs"}
+_S3_PROTOCOLS = {"s3", "s3a"}
+
+
+def to_uri(path_or_url: str | os.PathLike[str]) -> str:
+    """``/data/x`` or ``./x`` → ``file:///abs/x``; URLs (``s3://…``, ``gs://…``) unchanged."""
+    text = os.fspath(path_or_url)
+    if "://" in text:
+        if text.startswith("gcs://"):
+            return "gs://" + text[len("gcs://") :]
+        return text
+    return "file://" + os.path.abspath(os.path.expanduser(text))
+
+
+def backend_of(uri: str) -> str:
+    """``file``, ``s3``, ``gcs`` or the URL scheme for other fsspec backends."""
+    scheme = urlsplit(to_uri(uri)).scheme or "file"
+    if scheme in _GCS_PROTOCOLS:
+        return "gcs"
+    if scheme in _S3_PROTOCOLS:
+        return "s3"
+    if scheme == "local":
+        return "file"
+    return scheme
+
+
+def join_uri(prefix: str, name: str) -> str:
+    """Join a directory URI and a relative name with exactly one ``/``."""
+    return prefix.rstrip("/") + "/" + name.lstrip("/")
+
+
+def _prepare_env(backend: str) -> None:
+    # Recent gcsfs asks a gRPC control plane for the bucket type before the first access;
+    # emulators do not serve it and every first access stalls ~60 s (docs/testing notes).
+    if backend == "gcs" and os.environ.get("STORAGE_EMULATOR_HOST"):
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+
+def url_to_fs(uri: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
+    """The fsspec filesystem and the backend path for ``uri`` (options passed untouched)."""
+    import fsspec.core
+
+    uri = to_uri(uri)
+    backend = backend_of(uri)
+    _prepare_env(backend)
+    # Local files need no options; dropping them lets one set of object-store options serve
+    # a copy from local disk to S3/GCS.
+    options = {} if backend == "file" else dict(storage_options or {})
+    with storage_errors(uri):
+        try:
+            fs, path = fsspec.core.url_to_fs(uri, **options)
+        except ImportError as exc:
+            extra = {"s3": "s3", "gcs": "gcs"}.get(backend)
+            hint = f"; install recordkeeper[{extra}]" if extra else ""
+            raise StorageError(
+                f"no filesystem for {uri}: {exc}{hint}", uri=uri, reason="error"
+            ) from None
+    return fs, path
+
+
+def _classify(exc: BaseException) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "missing"
+    if isinstance(exc, PermissionError):
+        return "denied"
+    names = " ".join(type(c).__name__ for c in _chain(exc))
+    text = " ".join(str(c) for c in _chain(exc)).lower()
+    if "Connect" in names or "connection refused" in text or "cannot connect" in text:
+        return "unreachable"
+    code = getattr(exc, "code", None)
+    if code in (401, 403) or any(
+        word in text
+        for word in ("accessdenied", "access denied", "invalidaccesskeyid", "signaturedoesnotmatch",
+                     "forbidden", "unauthorized", "invalid credentials")
+    ):
+        return "denied"
+    if code == 404 or "nosuchbucket" in text or "not found" in text or "nosuchkey" in text:
+        return "missing"
+    return "error"
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+_REASON_TEXT = {
+    "missing": "not found",
+    "denied": "access denied; check the credentials in storage_options or the environment",
+    "unreachable": "storage endpoint unreachable; check the endpoint URL",
+    "error": "storage error",
+}
+
+
+@contextlib.contextmanager
+def storage_errors(uri: str) -> Iterator[None]:
+    """Turn backend exceptions raised inside the block into :class:`StorageError`."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except Exception as exc:
+        # Anything from botocore/aiohttp/gcsfs/OS counts as a storage failure here.
+        if isinstance(exc, (KeyboardInterrupt, MemoryError)):
+            raise
+        reason = _classify(exc)
+        message = str(exc).strip() or type(exc).__name__
+        raise StorageError(
+            f"{uri}: {_REASON_TEXT[reason]} ({type(exc).__name__}: {message[:300]})",
+            uri=uri,
+            reason=reason,
+        ) from exc
+
+
+@dataclass(frozen=True)
+class ObjectStat:
+    """An object's current size and backend identity."""
+
+    uri: str
+    size: int
+    identity: dict[str, Any]
+
+
+def stat_object(
+    uri: str, storage_options: Mapping[str, Any] | None = None, *, fs: Any = None
+) -> ObjectStat:
+    """Current size and identity of one object; raises :class:`StorageError` (``missing``…)."""
+    uri = to_uri(uri)
+    backend = backend_of(uri)
+    if fs is None:
+        fs, path = url_to_fs(uri, storage_options)
+    else:
+        path = fs._strip_protocol(uri)
+    with storage_errors(uri):
+        if backend == "file":
+            st = os.stat(path)
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"{path} is not a file")
+            return ObjectStat(
+                uri, st.st_size, {"backend": "file", "mtime_ns": st.st_mtime_ns, "size": st.st_size}
+            )
+        if backend == "s3":
+            bucket, key, version_id = fs.split_path(path)
+            kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "ChecksumMode": "ENABLED"}
+            if version_id:
+                kwargs["VersionId"] = version_id
+            head = fs.call_s3("head_object", **kwargs)
+            return ObjectStat(
+                uri,
+                int(head["ContentLength"]),
+                {
+                    "backend": "s3",
+                    "etag": head.get("ETag"),
+                    "version_id": head.get("VersionId"),
+                    "checksum_sha256": head.get("ChecksumSHA256"),
+                },
+            )
+        info = fs.info(path)
+        if info.get("type") == "directory":
+            raise FileNotFoundError(f"{uri} is a directory, not an object")
+        size = int(info.get("size") or 0)
+        if backend == "gcs":
+            return ObjectStat(
+                uri,
+                size,
+                {
+                    "backend": "gcs",
+                    "generation": str(info.get("generation")) if info.get("generation") else None,
+                    "crc32c": info.get("crc32c"),
+                    "md5": info.get("md5Hash"),
+                },
+            )
+        identity: dict[str, Any] = {"backend": backend, "size": size}
+        for key in ("mtime", "etag", "ETag", "created"):
+            if info.get(key) is not None:
+                identity[key.lower()] = str(info[key])
+        return ObjectStat(uri, size, identity)
+
+
+def open_read(uri: str, storage_options: Mapping[str, Any] | None = None) -> IO[bytes]:
+    """Open an object for streaming reads (raises :class:`StorageError`)."""
+    fs, path = url_to_fs(uri, storage_options)
+    with storage_errors(uri):
+        return fs.open(path, "rb", block_size=8 * 2**20)  # type: ignore[no-any-return]
+
+
+def open_write(uri: str, storage_options: Mapping[str, Any] | None = None) -> IO[bytes]:
+    """Open an object for streaming writes.
+
+    S3 uploads ask for ``ChecksumAlgorithm=SHA256`` so the object carries a server-side
+    checksum that fast verification can read back without downloading.
+    """
+    fs, path = url_to_fs(uri, storage_options)
+    backend = backend_of(uri)
+    with storage_errors(uri):
+        if backend == "file":
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            return open(path, "wb")
+        if backend == "s3":
+            return fs.open(  # type: ignore[no-any-return]
+                path, "wb", block_size=16 * 2**20, ChecksumAlgorithm="SHA256"
+            )
+        return fs.open(path, "wb")  # type: ignore[no-any-return]
+
+
+def rename(src: str, dst: str, storage_options: Mapping[str, Any] | None = None) -> None:
+    """Move ``src`` to ``dst`` on the same store (server-side copy + delete on object stores)."""
+    fs, src_path = url_to_fs(src, storage_options)
+    _, dst_path = url_to_fs(dst, storage_options)
+    with storage_errors(src):
+        if backend_of(src) == "file":
+            os.replace(src_path, dst_path)
+        elif backend_of(src) == "s3":
+            bucket, key, _ = fs.split_path(src_path)
+            dbucket, dkey, _ = fs.split_path(dst_path)
+            # copy_object with ChecksumAlgorithm recomputes a full-object SHA256 on the copy.
+            fs.call_s3(
+                "copy_object",
+                Bucket=dbucket,
+                Key=dkey,
+                CopySource={"Bucket": bucket, "Key": key},
+                ChecksumAlgorithm="SHA256",
+            )
+            fs.rm(src_path)
+            fs.invalidate_cache(dst_path)
+        else:
+            fs.mv(src_path, dst_path)
+
+
+def remove(uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
+    """Delete one object; a missing object is not an error."""
+    fs, path = url_to_fs(uri, storage_options)
+    with contextlib.suppress(FileNotFoundError), storage_errors(uri):
+        fs.rm(path)
+
+
+def list_files(uri: str, storage_options: Mapping[str, Any] | None = None) -> list[str]:
+    """Every file under a directory URI (recursive), as URIs, sorted."""
+    uri = to_uri(uri)
+    fs, path = url_to_fs(uri, storage_options)
+    with storage_errors(uri):
+        if not fs.isdir(path):
+            if fs.isfile(path):
+                return [uri]
+            raise FileNotFoundError(f"{uri} does not exist")
+        found = fs.find(path)
+    out = []
+    for p in found:
+        full = fs.unstrip_protocol(p)
+        if backend_of(uri) == "file":
+            full = to_uri(fs._strip_protocol(p))
+        out.append(full)
+    return sorted(out)

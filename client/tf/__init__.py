@@ -1,0 +1,28 @@
+"""TensorFlow integrations of recordkeeper (``import recordkeeper.tf``).
+
+TensorFlow is imported lazily, inside the functions that need it, so importing this package
+stays cheap.
+
+* :func:`tf_dataset` — a ``tf.data.Dataset`` of a version's serialized records
+  (``file://``, ``gs://`` and ``s3://``), also available as ``DatasetVersion.tf_dataset``.
+* ``track`` — checkpoint lineage (``recordkeeper.tf.checkpoints``), when installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from recordkeeper.tf.data import tf_dataset
+
+__all__ = ["tf_dataset"]
+
+# Names provided by sibling modules that may be added later (e.g. checkpoints.track).
+_LAZY = {"track": "recordkeeper.tf.checkpoints"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'recordkeeper.tf' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

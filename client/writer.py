@@ -1,0 +1,402 @@
+"""Writing a new version record by record: ``client.writer(...)``.
+
+::
+
+    with client.writer("coco", root="s3://ml-data/datasets", compression="gzip") as w:
+        for example in examples:
+            w.write(example, split="train")        # bytes or tf.train.Example
+    w.version.name                                 # coco_20261129_v4
+
+How it works:
+
+* Entering stages a version; the service answers its storage prefix.
+* Each split has one open shard.  Records are framed (and compressed) by
+  :class:`recordkeeper.tfrecord.TFRecordWriter`, which computes sha256, crc32c,
+  records_sha256, the record count and the schema while the bytes stream — never by a second
+  read.  The framed bytes go through a bounded queue to a background upload thread per shard, so
+  the producer is not blocked by the network (the queue bounds memory: 4 x 8 MiB per shard).
+* A shard is closed when its stored size reaches ``shard_size`` and the next one begins.
+* **Naming.** The final layout is ``{split}-00003-of-00016.tfrecord[.gz]``, but the count is
+  unknown until the writer closes.  Shards are therefore written as
+  ``{prefix}_incomplete/{split}-00003.tfrecord[.gz]`` and moved to their final name on close:
+  a rename on local disk, a server-side copy + delete on S3 (``copy_object``, which also asks
+  for a full-object SHA256 checksum) and GCS (``rewrite``).  No shard bytes travel through the
+  client twice.  Storage identity is recorded after the move.
+* On a normal exit the shards are registered and the version committed.  If the content equals
+  an existing version, that version is kept (:class:`~recordkeeper.client.DuplicateWarning`),
+  the new copies are deleted, and ``w.version`` is the existing version — unless
+  ``force_new=True``.
+* On an exception the staged version is abandoned, what was written is deleted (as far as the
+  store allows), and the exception propagates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import queue
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from recordkeeper.dataset import compression_suffix
+from recordkeeper.errors import InvalidRequest, InvalidShard, StorageError
+from recordkeeper.manifest import shard_file_name, validate_split_name
+from recordkeeper.models import DatasetVersion
+from recordkeeper.storage import (
+    join_uri,
+    open_write,
+    remove,
+    rename,
+    stat_object,
+    storage_errors,
+    url_to_fs,
+)
+
+if TYPE_CHECKING:
+    from recordkeeper.client import Client
+
+__all__ = ["VersionWriter", "parse_size"]
+
+_CHUNK = 8 * 2**20
+_QUEUE_DEPTH = 4
+_MAX_PENDING_UPLOADS = 4
+_SIZE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)\s*", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
+          "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
+          "tib": 2**40, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+
+
+def parse_size(value: int | str) -> int:
+    """``"256MB"`` → 256_000_000, ``"64MiB"`` → 67_108_864, ints unchanged."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    else:
+        match = _SIZE_RE.fullmatch(str(value))
+        if not match or match[2].lower() not in _UNITS:
+            raise InvalidRequest(f"shard_size {value!r} is not a size like '256MB' or '64MiB'")
+        size = int(float(match[1]) * _UNITS[match[2].lower()])
+    if size < 1:
+        raise InvalidRequest(f"shard_size must be positive, got {value!r}")
+    return size
+
+
+def _normalize_compression(compression: str | None) -> str:
+    value = (compression or "none").lower()
+    if value in ("", "none"):
+        return "none"
+    if value in ("gzip", "gz"):
+        return "gzip"
+    if value == "zlib":
+        return "zlib"
+    raise InvalidRequest(f"compression must be None, 'gzip' or 'zlib', got {compression!r}")
+
+
+class _UploadPipe:
+    """A write-only file object whose bytes a background thread streams to storage."""
+
+    def __init__(self, uri: str, storage_options: Mapping[str, Any] | None) -> None:
+        self.uri = uri
+        self._options = storage_options
+        self._queue: queue.Queue[bytes | bool | None] = queue.Queue(maxsize=_QUEUE_DEPTH)
+        self._buffer = bytearray()
+        self._error: BaseException | None = None
+        self._aborted = False
+        self.size = 0
+        self._thread = threading.Thread(target=self._run, name=f"rk-upload {uri}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        sink = None
+        try:
+            sink = open_write(self.uri, self._options)
+            while True:
+                item = self._queue.get()
+                if item is None:
+                    with storage_errors(self.uri):
+                        sink.close()
+                    return
+                if item is False:  # abort
+                    raise _Aborted
+                assert isinstance(item, bytes)
+                with storage_errors(self.uri):
+                    sink.write(item)
+        except BaseException as exc:
+            if not isinstance(exc, _Aborted):
+                self._error = exc
+            if sink is not None:
+                with contextlib.suppress(Exception):
+                    discard = getattr(sink, "discard", None)
+                    (discard or sink.close)()
+            # Keep draining so a producer blocked on put() wakes up.
+            while True:
+                item = self._queue.get()
+                if item is None or item is False:
+                    return
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    # file-object protocol used by TFRecordWriter
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        self._raise_if_failed()
+        self._buffer += data
+        self.size += len(data)
+        if len(self._buffer) >= _CHUNK:
+            self._queue.put(bytes(self._buffer))
+            self._buffer.clear()
+        return len(data)
+
+    def flush(self) -> None:
+        """Buffered until a chunk is full; the upload happens in the background."""
+
+    def writable(self) -> bool:
+        return True
+
+    def finish(self) -> None:
+        """Hand the last bytes to the upload thread (returns without waiting)."""
+        if self._buffer:
+            self._queue.put(bytes(self._buffer))
+            self._buffer.clear()
+        self._queue.put(None)
+
+    def join(self) -> None:
+        """Wait for the upload to complete; re-raise its failure."""
+        self._thread.join()
+        self._raise_if_failed()
+
+    def abort(self) -> None:
+        if self._thread.is_alive():
+            self._buffer.clear()
+            with contextlib.suppress(Exception):
+                self._queue.put(False, timeout=60)
+            self._thread.join(timeout=60)
+
+
+class _Aborted(Exception):
+    pass
+
+
+@dataclass
+class _Shard:
+    split: str
+    index: int
+    temp_uri: str
+    pipe: _UploadPipe
+    stats: Any = None
+    final_uri: str | None = None
+
+
+class VersionWriter:
+    """Context manager returned by :meth:`Client.writer`; see the module docstring."""
+
+    def __init__(
+        self,
+        client: Client,
+        dataset: str,
+        *,
+        root: str | None = None,
+        desc: str | None = None,
+        compression: str | None = None,
+        shard_size: int | str = "256MB",
+        storage_options: Mapping[str, Any] | None = None,
+        date: str | datetime.date | None = None,
+        force_new: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._client = client
+        self.dataset = dataset
+        self.root = root
+        self.desc = desc
+        self.compression = _normalize_compression(compression)
+        self.shard_size = parse_size(shard_size)
+        self.storage_options = storage_options
+        self.date = date
+        self.force_new = force_new
+        self.metadata = metadata
+        self.staged: DatasetVersion | None = None
+        self._version: DatasetVersion | None = None
+        self._open: dict[str, tuple[_Shard, Any]] = {}
+        self._done: list[_Shard] = []
+        self._next_index: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self.record_count = 0
+
+    # -- public -----------------------------------------------------------------------------
+
+    @property
+    def version(self) -> DatasetVersion:
+        """The committed version (available after the ``with`` block exits normally)."""
+        if self._version is None:
+            raise RuntimeError("the version is committed when the writer's with-block exits")
+        return self._version
+
+    @property
+    def storage_prefix(self) -> str:
+        return self._stage().storage_prefix
+
+    def __enter__(self) -> VersionWriter:
+        self._stage()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def write(self, record: Any, split: str = "train") -> None:
+        """Append one record (serialized ``bytes`` or a message with ``SerializeToString``)."""
+        if self._closed:
+            raise RuntimeError("this writer is closed")
+        if isinstance(record, (bytes, bytearray, memoryview)):
+            data = bytes(record)
+        elif hasattr(record, "SerializeToString"):
+            data = record.SerializeToString()
+        else:
+            raise TypeError(
+                f"write() takes bytes or a tf.train.Example, got {type(record).__name__}"
+            )
+        with self._lock:
+            current = self._open.get(split)
+            if current is None:
+                current = self._start_shard(split)
+            shard, tfw = current
+            tfw.write(data)
+            self.record_count += 1
+            if shard.pipe.size >= self.shard_size:
+                self._close_shard(split)
+
+    def close(self) -> DatasetVersion:
+        """Finish every shard, register them and commit; returns the committed version."""
+        if self._version is not None:
+            return self._version
+        try:
+            with self._lock:
+                for split in list(self._open):
+                    self._close_shard(split)
+                self._closed = True
+            for shard in self._done:
+                shard.pipe.join()
+            if not self._done:
+                raise InvalidShard(
+                    f"nothing was written to {self._stage().name}; write() at least one record"
+                )
+            registrations = self._finalise_names()
+            staged = self._stage()
+            self._client.register_shards(staged, registrations)
+            version = self._client._finish(staged, force_new=self.force_new)
+        except BaseException:
+            self.abort()
+            raise
+        if version.name != staged.name:
+            self._delete_written()
+        self._version = version
+        return version
+
+    def abort(self) -> None:
+        """Abandon the staged version and delete what was written (best effort)."""
+        self._closed = True
+        for shard, _ in self._open.values():
+            shard.pipe.abort()
+            self._done.append(shard)
+        self._open.clear()
+        for shard in self._done:
+            shard.pipe.abort()
+        self._delete_written()
+        if self.staged is not None:
+            with contextlib.suppress(Exception):
+                self._client.abandon(self.staged)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _stage(self) -> DatasetVersion:
+        if self.staged is None:
+            self.staged = self._client.stage(
+                self.dataset, desc=self.desc, date=self.date, root=self.root,
+                metadata=self.metadata,
+            )
+            url_to_fs(self.staged.storage_prefix, self.storage_options)
+        return self.staged
+
+    def _start_shard(self, split: str) -> tuple[_Shard, Any]:
+        from recordkeeper.tfrecord import TFRecordWriter
+
+        validate_split_name(split)
+        prefix = self._stage().storage_prefix
+        index = self._next_index.get(split, 0)
+        self._next_index[split] = index + 1
+        while len([s for s in self._done if s.pipe._thread.is_alive()]) >= _MAX_PENDING_UPLOADS:
+            next(s for s in self._done if s.pipe._thread.is_alive()).pipe.join()
+        temp_uri = join_uri(
+            prefix, f"_incomplete/{split}-{index:05d}{compression_suffix(self.compression)}"
+        )
+        pipe = _UploadPipe(temp_uri, self.storage_options)
+        shard = _Shard(split, index, temp_uri, pipe)
+        tfw = TFRecordWriter(pipe, compression=self.compression)
+        self._open[split] = (shard, tfw)
+        return shard, tfw
+
+    def _close_shard(self, split: str) -> None:
+        shard, tfw = self._open.pop(split)
+        shard.stats = tfw.close()
+        shard.pipe.finish()
+        self._done.append(shard)
+
+    def _finalise_names(self) -> list[dict[str, Any]]:
+        prefix = self._stage().storage_prefix
+        counts: dict[str, int] = {}
+        for shard in self._done:
+            counts[shard.split] = counts.get(shard.split, 0) + 1
+        registrations = []
+        for shard in sorted(self._done, key=lambda s: (s.split, s.index)):
+            count = counts[shard.split]
+            final = join_uri(
+                prefix,
+                shard_file_name(shard.split, shard.index, count,
+                                compression_suffix(self.compression)),
+            )
+            rename(shard.temp_uri, final, self.storage_options)
+            shard.final_uri = final
+            stat = stat_object(final, self.storage_options)
+            stats = shard.stats
+            if stat.size != stats.size:
+                raise StorageError(
+                    f"{final}: stored {stat.size} bytes but {stats.size} were written",
+                    uri=final,
+                    reason="error",
+                )
+            registrations.append(
+                {
+                    "split": shard.split,
+                    "index": shard.index,
+                    "count": count,
+                    "uri": final,
+                    "compression": self.compression,
+                    "size": stats.size,
+                    "sha256": stats.sha256,
+                    "crc32c": stats.crc32c,
+                    "records_sha256": stats.records_sha256,
+                    "record_count": stats.record_count,
+                    "schema": stats.schema.to_dict(),
+                    "storage_identity": stat.identity,
+                }
+            )
+        return registrations
+
+    def _delete_written(self) -> None:
+        for shard in self._done:
+            for uri in (shard.temp_uri, shard.final_uri):
+                if uri:
+                    with contextlib.suppress(Exception):
+                        remove(uri, self.storage_options)
