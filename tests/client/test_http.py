@@ -1,0 +1,144 @@
+"""The HTTP helper: retries only what is safe to replay, typed errors, clear connection errors."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+import recordkeeper as rk
+from recordkeeper._http import HttpCore
+
+
+def _core(handler, **kwargs) -> tuple[HttpCore, list[httpx.Request]]:
+    seen: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return handler(request, len(seen))
+
+    client = httpx.Client(transport=httpx.MockTransport(record))
+    core = HttpCore("http://svc", "secret", http_client=client, backoff=0.001, **kwargs)
+    return core, seen
+
+
+def test_get_retries_5xx_then_succeeds() -> None:
+    def handler(request, n):
+        return httpx.Response(503 if n < 3 else 200, json={"ok": n})
+
+    core, seen = _core(handler)
+    assert core.request("GET", "/x") == {"ok": 3}
+    assert len(seen) == 3
+    assert seen[0].headers["Authorization"] == "Bearer secret"
+
+
+@pytest.mark.parametrize("status", [408, 429, 500, 502, 504])
+def test_retry_statuses(status: int) -> None:
+    core, seen = _core(lambda r, n: httpx.Response(status if n == 1 else 200, json={}))
+    core.request("GET", "/x")
+    assert len(seen) == 2
+
+
+def test_4xx_is_never_retried_and_is_typed() -> None:
+    def handler(request, n):
+        return httpx.Response(
+            404,
+            json={"code": "version_not_found", "detail": "coco has no version 7"},
+            headers={"X-Error-Code": "version_not_found"},
+        )
+
+    core, seen = _core(handler)
+    with pytest.raises(rk.VersionNotFound) as info:
+        core.request("GET", "/x")
+    assert len(seen) == 1
+    assert info.value.detail == "coco has no version 7"
+    assert isinstance(info.value, LookupError)
+
+
+def test_extra_fields_are_kept() -> None:
+    body = {"code": "duplicate_content", "detail": "same", "duplicate_of": "coco_20231015_v3"}
+    core, _ = _core(lambda r, n: httpx.Response(409, json=body))
+    with pytest.raises(rk.DuplicateContent) as info:
+        core.request("POST", "/x", json={})
+    assert info.value.extra["duplicate_of"] == "coco_20231015_v3"
+
+
+def test_header_code_used_when_body_is_not_json() -> None:
+    core, _ = _core(
+        lambda r, n: httpx.Response(403, text="nope", headers={"X-Error-Code": "forbidden"})
+    )
+    with pytest.raises(rk.PermissionDenied, match="nope"):
+        core.request("GET", "/x")
+
+
+def test_post_is_not_replayed_unless_idempotent() -> None:
+    core, seen = _core(lambda r, n: httpx.Response(503, json={"code": "x", "detail": "down"}))
+    with pytest.raises(rk.RecordkeeperError):
+        core.request("POST", "/stage", json={})
+    assert len(seen) == 1
+    core2, seen2 = _core(lambda r, n: httpx.Response(503 if n == 1 else 200, json={}))
+    core2.request("POST", "/commit", json={}, idempotent=True)
+    assert len(seen2) == 2
+
+
+def test_retries_give_up_with_the_last_error() -> None:
+    core, seen = _core(
+        lambda r, n: httpx.Response(500, json={"code": "internal_error", "detail": "bug"}),
+        retries=2,
+    )
+    with pytest.raises(rk.ServerError, match="bug"):
+        core.request("GET", "/x")
+    assert len(seen) == 3
+
+
+def test_connection_failure_is_service_unavailable_with_url() -> None:
+    def handler(request, n):
+        raise httpx.ConnectError("refused", request=request)
+
+    core, seen = _core(handler, retries=1)
+    with pytest.raises(rk.ServiceUnavailable, match="http://svc"):
+        core.request("GET", "/x")
+    assert len(seen) == 2  # GET is replayed once
+    core2, seen2 = _core(handler, retries=3)
+    with pytest.raises(rk.ServiceUnavailable):
+        core2.request("POST", "/x")
+    assert len(seen2) == 1
+
+
+def test_real_refused_port_names_the_url() -> None:
+    client = rk.Client("http://127.0.0.1:9", retries=0)
+    with pytest.raises(rk.ServiceUnavailable, match=r"127\.0\.0\.1:9"):
+        client.datasets()
+
+
+def test_non_json_success_is_a_clear_error() -> None:
+    core, _ = _core(lambda r, n: httpx.Response(200, text="<html>"))
+    with pytest.raises(rk.ServerError, match="not JSON"):
+        core.request("GET", "/x")
+
+
+def test_client_reads_environment_when_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECORDKEEPER_URL", "http://example.invalid:1234/")
+    monkeypatch.setenv("RECORDKEEPER_TOKEN", "tok")
+    client = rk.Client()
+    assert client.url == "http://example.invalid:1234"
+    assert client.token == "tok"
+    monkeypatch.delenv("RECORDKEEPER_URL")
+    monkeypatch.delenv("RECORDKEEPER_TOKEN")
+    assert rk.Client().url == "http://127.0.0.1:8080"
+    assert rk.Client().token is None
+
+
+def test_refs_are_percent_encoded_and_checked_locally() -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.raw_path.decode())
+        return httpx.Response(404, json={"code": "version_not_found", "detail": "no"})
+
+    client = rk.Client("http://svc", http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    with pytest.raises(rk.VersionNotFound):
+        client.resolve("coco@latest")
+    assert seen[0].startswith("/api/v1/versions/coco%40latest")
+    with pytest.raises(rk.InvalidReference):
+        client.resolve("Not A Ref")
+    assert len(seen) == 1
