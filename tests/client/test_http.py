@@ -135,7 +135,8 @@ def test_refs_are_percent_encoded_and_checked_locally() -> None:
         seen.append(request.url.raw_path.decode())
         return httpx.Response(404, json={"code": "version_not_found", "detail": "no"})
 
-    client = rk.Client("http://svc", http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    http = httpx.Client(transport=httpx.MockTransport(handler))
+    client = rk.Client("http://svc", http_client=http)
     with pytest.raises(rk.VersionNotFound):
         client.resolve("coco@latest")
     assert seen[0].startswith("/api/v1/versions/coco%40latest")
