@@ -1,0 +1,187 @@
+"""Database engine, sessions and the one transaction-scope helper.
+
+:class:`Database` builds an engine from a URL.  SQLite gets WAL journaling, a busy timeout and
+foreign keys; its write transactions start with ``BEGIN IMMEDIATE`` so concurrent writers queue on
+the database lock instead of failing half-way.  PostgreSQL URLs are routed to psycopg 3.
+
+:meth:`Database.transaction` commits on success, rolls back on error, and translates database
+errors into recordkeeper errors with stable codes (a unique-constraint violation on a known
+constraint becomes e.g. :class:`~recordkeeper.errors.DatasetExists`; an unreachable or locked
+database becomes :class:`~recordkeeper.errors.ServiceUnavailable`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+from recordkeeper.errors import (
+    Conflict,
+    DatasetExists,
+    InvalidRequest,
+    RecordkeeperError,
+    ServiceUnavailable,
+)
+
+__all__ = ["Database", "normalize_database_url"]
+
+log = logging.getLogger(__name__)
+
+_SQLITE_UNIQUE_RE = re.compile(r"UNIQUE constraint failed: (.+)")
+
+#: Unique constraints whose violation means something to a user.
+_CONSTRAINT_ERRORS: dict[str, Callable[[], RecordkeeperError]] = {
+    "uq_datasets_name": lambda: DatasetExists("a dataset with that name already exists"),
+}
+
+
+def normalize_database_url(url: str) -> URL:
+    """Parse ``url``; plain ``postgresql://``/``postgres://`` URLs use the psycopg 3 driver."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url.removeprefix("postgres://")
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+class Database:
+    """An engine plus a session factory; the only place that opens transactions."""
+
+    def __init__(self, url: str, *, pool_size: int = 10, echo: bool = False) -> None:
+        self.url = normalize_database_url(url)
+        self.engine = _make_engine(self.url, pool_size=pool_size, echo=echo)
+        self._sessions = sessionmaker(bind=self.engine, expire_on_commit=False, autoflush=False)
+        self._write_sessions = sessionmaker(
+            bind=self.engine.execution_options(rk_write=True),
+            expire_on_commit=False,
+            autoflush=False,
+        )
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self.engine.dialect.name
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.dialect == "sqlite"
+
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[Session]:
+        """A session in one transaction: commit on success, roll back on any error.
+
+        ``write=False`` marks read-only work (SQLite then takes no write lock up front).
+        Database errors leave as recordkeeper errors; recordkeeper errors pass through.
+        """
+        session = (self._write_sessions if write else self._sessions)()
+        try:
+            yield session
+            session.commit()
+        except RecordkeeperError:
+            session.rollback()
+            raise
+        except IntegrityError as exc:
+            session.rollback()
+            raise _translate_integrity_error(exc) from exc
+        except DataError as exc:
+            session.rollback()
+            raise InvalidRequest(f"the database refused a value: {_first_line(exc)}") from exc
+        except OperationalError as exc:
+            session.rollback()
+            log.warning("database unavailable: %s", _first_line(exc))
+            raise ServiceUnavailable(
+                f"the registry database is unavailable: {_first_line(exc)}"
+            ) from exc
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+
+def _make_engine(url: URL, *, pool_size: int, echo: bool) -> Engine:
+    if url.get_backend_name() == "sqlite":
+        return _make_sqlite_engine(url, echo=echo)
+    kwargs: dict[str, Any] = {
+        "pool_size": pool_size,
+        "max_overflow": pool_size * 2,
+        "pool_pre_ping": True,
+        "pool_recycle": 3600,
+    }
+    return create_engine(url, echo=echo, **kwargs)
+
+
+def _make_sqlite_engine(url: URL, *, echo: bool) -> Engine:
+    in_memory = url.database in (None, "", ":memory:")
+    kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
+    if in_memory:
+        kwargs["poolclass"] = StaticPool
+    engine = create_engine(url, echo=echo, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event emit BEGIN itself (pysqlite's own handling defers it).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            if not in_memory:
+                cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        write = connection.get_execution_options().get("rk_write", False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+def _translate_integrity_error(exc: IntegrityError) -> RecordkeeperError:
+    name = _constraint_name(exc)
+    factory = _CONSTRAINT_ERRORS.get(name or "")
+    if factory is not None:
+        return factory()
+    log.warning("integrity error on %s: %s", name, _first_line(exc))
+    return Conflict(
+        "the change conflicts with the registry's current state"
+        + (f" (constraint {name})" if name else "")
+        + "; retry the request"
+    )
+
+
+def _constraint_name(exc: IntegrityError) -> str | None:
+    diag = getattr(exc.orig, "diag", None)
+    name = getattr(diag, "constraint_name", None)
+    if name:
+        return str(name)
+    match = _SQLITE_UNIQUE_RE.search(str(exc.orig))
+    if match is None:
+        return None
+    columns = [part.strip() for part in match[1].split(",")]
+    table = columns[0].split(".")[0]
+    names = "_".join(c.split(".", 1)[1] for c in columns)
+    return f"uq_{table}_{names}"
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc)
+    return text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__

@@ -1,0 +1,285 @@
+"""Domain records: immutable values the repository returns and the routes serialise.
+
+They carry no database state.  Each has ``to_json()`` giving exactly the shape documented in
+docs/rest-api.md (dates ``YYYY-MM-DD``, timestamps ISO 8601 UTC with ``Z``).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+__all__ = [
+    "AliasMove",
+    "AliasRecord",
+    "DatasetRecord",
+    "EventRecord",
+    "Page",
+    "RegisterResult",
+    "SchemaRecord",
+    "ShardRecord",
+    "TokenRecord",
+    "VersionRecord",
+    "iso_timestamp",
+]
+
+T = TypeVar("T")
+
+
+def iso_timestamp(value: datetime.datetime | None) -> str | None:
+    """ISO 8601 in UTC with a ``Z`` suffix; naive values (from SQLite) are taken as UTC."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.UTC)
+    else:
+        value = value.astimezone(datetime.UTC)
+    return value.isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetRecord:
+    name: str
+    description: str
+    created_at: datetime.datetime
+    created_by: str
+    version_count: int
+    latest: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "created_at": iso_timestamp(self.created_at),
+            "created_by": self.created_by,
+            "version_count": self.version_count,
+            "latest": self.latest,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ShardRecord:
+    split: str
+    index: int
+    count: int
+    uri: str
+    compression: str
+    size: int
+    sha256: str
+    crc32c: str
+    records_sha256: str
+    record_count: int
+    schema_digest: str | None
+    storage_identity: dict[str, Any] | None
+    registered_at: datetime.datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "split": self.split,
+            "index": self.index,
+            "count": self.count,
+            "uri": self.uri,
+            "compression": self.compression,
+            "size": self.size,
+            "sha256": self.sha256,
+            "crc32c": self.crc32c,
+            "records_sha256": self.records_sha256,
+            "record_count": self.record_count,
+            "schema_digest": self.schema_digest,
+            "storage_identity": self.storage_identity,
+            "registered_at": iso_timestamp(self.registered_at),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRecord:
+    """A version; ``shards`` is None when they were not asked for."""
+
+    id: int
+    name: str
+    dataset: str
+    number: int
+    date: datetime.date
+    desc: str | None
+    convention: str
+    state: str
+    storage_prefix: str
+    content_digest: str | None
+    schema_digest: str | None
+    record_count: int
+    shard_count: int
+    size: int
+    created_at: datetime.datetime
+    created_by: str
+    committed_at: datetime.datetime | None
+    deprecated_at: datetime.datetime | None
+    deprecated_reason: str | None
+    metadata: dict[str, Any]
+    duplicate_of: str | None
+    shards: tuple[ShardRecord, ...] | None = None
+
+    def to_json(self, ref: str | None = None) -> dict[str, Any]:
+        """The Version object; ``ref`` echoes the reference the caller used (default: name)."""
+        return {
+            "name": self.name,
+            "dataset": self.dataset,
+            "number": self.number,
+            "date": self.date.isoformat(),
+            "desc": self.desc,
+            "convention": self.convention,
+            "state": self.state,
+            "ref": ref if ref is not None else self.name,
+            "storage_prefix": self.storage_prefix,
+            "content_digest": self.content_digest,
+            "schema_digest": self.schema_digest,
+            "record_count": self.record_count,
+            "shard_count": self.shard_count,
+            "size": self.size,
+            "created_at": iso_timestamp(self.created_at),
+            "committed_at": iso_timestamp(self.committed_at),
+            "created_by": self.created_by,
+            "deprecated_at": iso_timestamp(self.deprecated_at),
+            "deprecated_reason": self.deprecated_reason,
+            "metadata": self.metadata,
+            "duplicate_of": self.duplicate_of,
+            "splits": None if self.shards is None else _splits_json(self.shards),
+        }
+
+
+def _splits_json(shards: Sequence[ShardRecord]) -> dict[str, Any]:
+    splits: dict[str, dict[str, Any]] = {}
+    for shard in sorted(shards, key=lambda s: (s.split, s.index)):
+        entry = splits.get(shard.split)
+        if entry is None:
+            entry = splits[shard.split] = {
+                "shard_count": 0,
+                "record_count": 0,
+                "size": 0,
+                "shards": [],
+            }
+        entry["shard_count"] += 1
+        entry["record_count"] += shard.record_count
+        entry["size"] += shard.size
+        entry["shards"].append(shard.to_json())
+    return splits
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterResult:
+    registered: int
+    unchanged: int
+    shard_count: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "registered": self.registered,
+            "unchanged": self.unchanged,
+            "shard_count": self.shard_count,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaRecord:
+    digest: str
+    schema: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"digest": self.digest, "schema": self.schema}
+
+
+@dataclass(frozen=True, slots=True)
+class AliasRecord:
+    dataset: str
+    alias: str
+    version: str
+    updated_at: datetime.datetime | None
+    updated_by: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "alias": self.alias,
+            "version": self.version,
+            "updated_at": iso_timestamp(self.updated_at),
+            "updated_by": self.updated_by,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AliasMove:
+    from_version: str | None
+    to_version: str | None
+    at: datetime.datetime
+    by: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "from_version": self.from_version,
+            "to_version": self.to_version,
+            "at": iso_timestamp(self.at),
+            "by": self.by,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    id: int
+    at: datetime.datetime
+    actor: str
+    action: str
+    dataset: str | None
+    version: str | None
+    detail: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "at": iso_timestamp(self.at),
+            "actor": self.actor,
+            "action": self.action,
+            "dataset": self.dataset,
+            "version": self.version,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRecord:
+    id: int
+    name: str
+    scope: str
+    created_at: datetime.datetime
+    created_by: str
+    revoked_at: datetime.datetime | None
+    last_used_at: datetime.datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "scope": self.scope,
+            "created_at": iso_timestamp(self.created_at),
+            "created_by": self.created_by,
+            "revoked_at": iso_timestamp(self.revoked_at),
+            "last_used_at": iso_timestamp(self.last_used_at),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a list: ``data`` plus the total ``count`` matching the filters."""
+
+    data: Sequence[T]
+    count: int
+    limit: int
+    offset: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "data": [item.to_json() for item in self.data],  # type: ignore[attr-defined]
+            "count": self.count,
+            "limit": self.limit,
+            "offset": self.offset,
+        }

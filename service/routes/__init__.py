@@ -1,0 +1,27 @@
+"""HTTP routes, one router per resource, gathered into :data:`api_router` (under ``/api/v1``)
+and :data:`probe_router` (``/healthz``, ``/readyz``)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from recordkeeper.service.routes import (
+    aliases,
+    datasets,
+    events,
+    health,
+    info,
+    schemas,
+    tokens,
+    versions,
+)
+
+__all__ = ["API_PREFIX", "api_router", "probe_router"]
+
+API_PREFIX = "/api/v1"
+
+api_router = APIRouter(prefix=API_PREFIX)
+for module in (info, datasets, versions, aliases, schemas, events, tokens):
+    api_router.include_router(module.router)
+
+probe_router = health.router

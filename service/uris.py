@@ -1,0 +1,103 @@
+"""Storage URIs: normalisation and the allow-list of storage roots.
+
+Every storage root and shard URI the service accepts goes through :func:`normalize_uri`, which
+refuses anything that could escape a root by path tricks (``..`` segments, also percent-encoded,
+backslashes, control characters) and lower-cases the scheme.  :class:`AllowedRoots` then compares
+normalised URIs as prefixes ending in ``/``, so ``s3://ml-data`` does not admit
+``s3://ml-data-evil/``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from recordkeeper.errors import StorageRootNotAllowed
+
+__all__ = ["MAX_URI_LENGTH", "AllowedRoots", "UriError", "as_root", "normalize_uri"]
+
+MAX_URI_LENGTH = 2048
+_SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)
+_CONTROL_RE = re.compile(r"[\x00-\x20\x7f\\]")
+
+
+class UriError(ValueError):
+    """A URI is malformed; the message says why."""
+
+
+def normalize_uri(uri: str) -> str:
+    """Return ``uri`` with a lower-case scheme, or raise :class:`UriError`.
+
+    Requires ``scheme://``; refuses whitespace, control characters, backslashes, and ``.``/``..``
+    path segments (also when percent-encoded), and URIs longer than :data:`MAX_URI_LENGTH`.
+    Empty segments (``a//b``) are refused too, so prefix comparison cannot be fooled.
+    """
+    if not isinstance(uri, str) or not uri:
+        raise UriError("URI must be a non-empty string")
+    if len(uri.encode("utf-8", "surrogatepass")) > MAX_URI_LENGTH:
+        raise UriError(f"URI is longer than {MAX_URI_LENGTH} bytes")
+    match = _SCHEME_RE.fullmatch(uri)
+    if match is None:
+        raise UriError(f"{_shown(uri)} has no scheme; write e.g. file:///data/x or s3://bucket/x")
+    scheme, rest = match[1].lower(), match[2]
+    decoded = unquote(rest)
+    if _CONTROL_RE.search(rest) or _CONTROL_RE.search(decoded):
+        raise UriError(f"{_shown(uri)} contains whitespace, a control character or a backslash")
+    if "?" in rest or "#" in rest:
+        raise UriError(f"{_shown(uri)} must not carry a query or fragment")
+    if scheme == "file":
+        if not rest.startswith("/"):
+            raise UriError(f"{_shown(uri)}: a file URI must be absolute (file:///path)")
+        path = rest[1:]
+    else:
+        bucket, _, path = rest.partition("/")
+        if not bucket:
+            raise UriError(f"{_shown(uri)} has no bucket or host after '{scheme}://'")
+    segments = unquote(path).split("/")
+    # A trailing '/' leaves one empty last segment, which is fine.
+    inner = segments[:-1] if segments and segments[-1] == "" else segments
+    for segment in inner:
+        if segment in (".", ".."):
+            raise UriError(f"{_shown(uri)} contains a '{segment}' path segment")
+        if segment == "" and path:
+            raise UriError(f"{_shown(uri)} contains an empty path segment ('//')")
+    return f"{scheme}://{rest}"
+
+
+def as_root(uri: str) -> str:
+    """Normalise ``uri`` and make it end with exactly one ``/``."""
+    return normalize_uri(uri).rstrip("/") + "/"
+
+
+def _shown(uri: str) -> str:
+    return repr(uri if len(uri) <= 200 else uri[:200] + "…")
+
+
+@dataclass(frozen=True)
+class AllowedRoots:
+    """The URI prefixes under which storage roots and shards may live."""
+
+    roots: tuple[str, ...]
+
+    @classmethod
+    def of(cls, roots: Iterable[str]) -> AllowedRoots:
+        return cls(tuple(as_root(r) for r in roots))
+
+    def allows(self, uri: str) -> bool:
+        """True if the normalised ``uri`` lies inside one of the roots."""
+        target = normalize_uri(uri)
+        target_dir = target if target.endswith("/") else target + "/"
+        return any(target_dir.startswith(root) for root in self.roots)
+
+    def check(self, uri: str, what: str) -> str:
+        """Return the normalised ``uri`` or raise :class:`StorageRootNotAllowed`."""
+        normalized = normalize_uri(uri)
+        if not self.allows(normalized):
+            raise StorageRootNotAllowed(
+                f"{what} {_shown(uri)} is outside the allowed storage roots "
+                f"({', '.join(self.roots)}); see RECORDKEEPER_ALLOWED_ROOTS",
+                allowed_roots=list(self.roots),
+            )
+        return normalized
