@@ -82,6 +82,8 @@ class HttpCore:
             http_client = httpx.Client(timeout=timeout)
         self._client = http_client
         self.timeout = timeout
+        # A client the caller configured keeps its own timeouts (TestClient refuses them).
+        self._timeout_kwargs: dict[str, Any] = {"timeout": timeout} if self._owns_client else {}
 
     def close(self) -> None:
         """Close the underlying connection pool if this helper created it."""
@@ -119,7 +121,7 @@ class HttpCore:
             try:
                 response = self._client.request(
                     method, url, params=clean_params, json=json, headers=headers,
-                    timeout=self.timeout,
+                    **self._timeout_kwargs,
                 )
             except httpx.TransportError as exc:
                 if replayable and attempt < self.retries:

@@ -356,8 +356,11 @@ class Client:
     def _finish(self, version: DatasetVersion, *, force_new: bool) -> DatasetVersion:
         """Commit a staged version, keeping an identical existing one unless ``force_new``."""
         committed = self.commit(version, on_duplicate="commit" if force_new else "use_existing")
-        if committed.name != version.name or committed.duplicate_of:
-            existing = committed.duplicate_of or committed.name
+        duplicate_of = committed.duplicate_of
+        if not committed.splits:
+            committed = self.resolve(committed.name)  # the commit answer carries no shards
+        if committed.name != version.name or duplicate_of:
+            existing = duplicate_of or committed.name
             warnings.warn(
                 f"the content is identical to {existing}; keeping that version and abandoning "
                 f"{version.name} (pass force_new=True to commit a new version anyway)",

@@ -131,6 +131,8 @@ class _UploadPipe:
                 with contextlib.suppress(Exception):
                     discard = getattr(sink, "discard", None)
                     (discard or sink.close)()
+            if isinstance(exc, _Aborted):
+                return
             # Keep draining so a producer blocked on put() wakes up.
             while True:
                 item = self._queue.get()

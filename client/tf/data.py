@@ -46,13 +46,14 @@ def read_shard_batches(
             yield batch
 
 
-def _native(uri: str) -> str | None:
+def _native(uri: str, options: Mapping[str, Any]) -> str | None:
     """The path TensorFlow can open itself, or ``None`` when fsspec must read it."""
     backend = backend_of(uri)
     if backend == "file":
         return uri[len("file://") :] if uri.startswith("file://") else uri
-    if backend == "gcs" and not os.environ.get("STORAGE_EMULATOR_HOST"):
-        return uri
+    emulated = os.environ.get("STORAGE_EMULATOR_HOST") or options.get("endpoint_url")
+    if backend == "gcs" and not emulated and not options.get("token"):
+        return uri  # real GCS with ambient credentials: TensorFlow's own client
     return None
 
 
@@ -88,7 +89,7 @@ def tf_dataset(
     uris = [s.uri for s in shards]
     compressions = [s.compression for s in shards]
     cycle = num_parallel_reads or min(len(uris), 8)
-    natives = [_native(u) for u in uris]
+    natives = [_native(u, dict(options or {})) for u in uris]
     if all(n is not None for n in natives) and len(set(compressions)) == 1:
         files = tf.data.Dataset.from_tensor_slices([n for n in natives if n is not None])
         if shuffle_files:
