@@ -50,7 +50,11 @@ StorageOpt = Annotated[
 def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    return Console(stderr=stderr, soft_wrap=False)
+    console = Console(stderr=stderr, soft_wrap=False)
+    if not console.is_terminal:
+        # Pipes and logs: never crop names and URIs to 80 columns.
+        console = Console(stderr=stderr, soft_wrap=False, width=max(console.width, 240))
+    return console
 
 
 def _print_json(data: Any) -> None:

@@ -248,7 +248,12 @@ class DatasetVersion:
 
     def feature_spec(self) -> dict[str, Any]:
         """A feature spec for ``tf.io.parse_example`` (imports TensorFlow)."""
-        return self.schema.feature_spec()
+        schema = self.schema
+        if hasattr(schema, "feature_spec"):
+            return schema.feature_spec()  # type: ignore[no-any-return]
+        from recordkeeper.schema_export import feature_spec  # type: ignore[import-not-found]
+
+        return feature_spec(schema)  # type: ignore[no-any-return]
 
     @property
     def storage_options(self) -> Mapping[str, Any]:

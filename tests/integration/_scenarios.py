@@ -78,7 +78,7 @@ def publish_resolve_verify(service: LiveService, root: str, opts: dict[str, Any]
 def writer_and_diff(service: LiveService, root: str, opts: dict[str, Any]) -> rk.DatasetVersion:
     """Write two versions with the writer under ``root``; check layout, cleanup and diff."""
     client = service.client()
-    with client.writer("coco", root=f"{root}/datasets", compression="gzip", shard_size="20KB",
+    with client.writer("coco", root=f"{root}/datasets", shard_size="20KB",
                        storage_options=opts) as w:
         for i, rec in enumerate(sample_examples(600)):
             w.write(rec, split="train" if i % 10 else "validation")
@@ -90,13 +90,15 @@ def writer_and_diff(service: LiveService, root: str, opts: dict[str, Any]) -> rk
     count = v1.splits["train"].shard_count
     assert count > 1
     assert [n for n in names if n.startswith("train")] == [
-        f"train-{i:05d}-of-{count:05d}.tfrecord.gz" for i in range(count)]
+        f"train-{i:05d}-of-{count:05d}.tfrecord" for i in range(count)]
     assert not [n for n in fs.find(prefix) if "_incomplete" in n]
     assert v1.with_storage_options(opts).verify(deep=True).ok
-    with client.writer("coco", root=f"{root}/datasets", storage_options=opts) as w:
+    with client.writer("coco", root=f"{root}/datasets", compression="gzip",
+                       storage_options=opts) as w:
         for i, rec in enumerate(sample_examples(700)):
             w.write(rec, split="train" if i % 10 else "validation")
     v2 = w.version
+    assert v2.files("validation")[0].endswith("validation-00000-of-00001.tfrecord.gz")
     d = client.diff(v1.name, "coco@latest")
     counts = {s.split: (s.old_records, s.new_records) for s in d.splits}
     assert counts == {"train": (540, 630), "validation": (60, 70)}
@@ -160,8 +162,7 @@ def tf_dataset_parses(service: LiveService, root: str, opts: dict[str, Any], tf:
     """Records written by the writer come back through tf.data and parse with feature_spec()."""
     client = service.client(storage_options=opts)
     records = sample_examples(333)
-    with client.writer("tfread", root=f"{root}/datasets", shard_size="8KB",
-                       compression="gzip") as w:
+    with client.writer("tfread", root=f"{root}/datasets", shard_size="8KB") as w:
         for rec in records:
             w.write(rec)
     v = client.resolve("tfread@latest")
