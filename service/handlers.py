@@ -31,6 +31,7 @@ __all__ = ["MAX_LISTED_ERRORS", "error_response", "install_error_handlers"]
 log = logging.getLogger("recordkeeper.service")
 
 MAX_LISTED_ERRORS = 50
+MAX_DETAIL_LENGTH = 1000
 _HTTP_CODES = {
     400: "invalid_request",
     401: "unauthorized",
@@ -44,7 +45,12 @@ _HTTP_CODES = {
 
 
 def error_json(status: int, code: str, detail: str, **extra: Any) -> JSON:
-    """The error response: body ``{code, detail, **extra}`` plus ``X-Error-Code``."""
+    """The error response: body ``{code, detail, **extra}`` plus ``X-Error-Code``.
+
+    A detail longer than :data:`MAX_DETAIL_LENGTH` (it may quote the offending input) is cut.
+    """
+    if len(detail) > MAX_DETAIL_LENGTH:
+        detail = detail[:MAX_DETAIL_LENGTH] + "… (truncated)"
     return JSON(
         {"code": code, "detail": detail, **extra},
         status_code=status,

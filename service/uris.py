@@ -16,7 +16,7 @@ from urllib.parse import unquote
 
 from recordkeeper.errors import StorageRootNotAllowed
 
-__all__ = ["MAX_URI_LENGTH", "AllowedRoots", "UriError", "as_root", "normalize_uri"]
+__all__ = ["MAX_URI_LENGTH", "AllowedRoots", "UriError", "UriEscapes", "as_root", "normalize_uri"]
 
 MAX_URI_LENGTH = 2048
 _SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)
@@ -25,6 +25,10 @@ _CONTROL_RE = re.compile(r"[\x00-\x20\x7f\\]")
 
 class UriError(ValueError):
     """A URI is malformed; the message says why."""
+
+
+class UriEscapes(UriError):
+    """A URI has ``.``/``..`` segments that could climb out of a root."""
 
 
 def normalize_uri(uri: str) -> str:
@@ -60,7 +64,7 @@ def normalize_uri(uri: str) -> str:
     inner = segments[:-1] if segments and segments[-1] == "" else segments
     for segment in inner:
         if segment in (".", ".."):
-            raise UriError(f"{_shown(uri)} contains a '{segment}' path segment")
+            raise UriEscapes(f"{_shown(uri)} contains a '{segment}' path segment")
         if segment == "" and path:
             raise UriError(f"{_shown(uri)} contains an empty path segment ('//')")
     return f"{scheme}://{rest}"
@@ -92,8 +96,18 @@ class AllowedRoots:
         return any(target_dir.startswith(root) for root in self.roots)
 
     def check(self, uri: str, what: str) -> str:
-        """Return the normalised ``uri`` or raise :class:`StorageRootNotAllowed`."""
-        normalized = normalize_uri(uri)
+        """Return the normalised ``uri`` or raise :class:`StorageRootNotAllowed`.
+
+        Malformed URIs raise :class:`UriError`, except those with ``.``/``..`` segments, which
+        are treated as outside every root.
+        """
+        try:
+            normalized = normalize_uri(uri)
+        except UriEscapes as exc:
+            raise StorageRootNotAllowed(
+                f"{what}: {exc}; it could escape the allowed storage roots",
+                allowed_roots=list(self.roots),
+            ) from None
         if not self.allows(normalized):
             raise StorageRootNotAllowed(
                 f"{what} {_shown(uri)} is outside the allowed storage roots "

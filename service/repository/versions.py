@@ -22,6 +22,7 @@ from recordkeeper.naming import (
     CONVENTION,
     format_version_name,
     parse_date,
+    parse_version_name,
     validate_dataset_name,
     validate_desc,
 )
@@ -52,6 +53,9 @@ def today_utc() -> datetime.date:
 
 def parse_version_ref(text: str) -> Reference:
     """Parse a path ``{version_name}``: it must be a version name, not another ref form."""
+    if "@" not in text:
+        name = parse_version_name(text.strip())  # InvalidVersionName with the precise reason
+        return Reference(dataset=name.dataset, kind=RefKind.NAME, number=name.number, name=name)
     ref = parse_reference(text)
     if ref.kind is not RefKind.NAME:
         raise InvalidVersionName(

@@ -1,0 +1,131 @@
+"""Authentication: open only on loopback with auth=auto; tokens, scopes, revocation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from fastapi.testclient import TestClient
+
+from recordkeeper.service.db import Database
+from recordkeeper.service.repository.tokens import TokenRepository, hash_secret
+from recordkeeper.service.settings import Settings
+from recordkeeper.service.startup import StartupError
+from tests.service._helpers import API, error, stage
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def make_token(database_url: str, scope: str, name: str | None = None) -> str:
+    database = Database(database_url, pool_size=1)
+    try:
+        _record, secret = TokenRepository(database).create(name or scope, scope, actor="test")
+    finally:
+        database.dispose()
+    return secret
+
+
+def test_open_on_loopback(client: TestClient) -> None:
+    assert client.get(f"{API}/info").json()["auth"] == "open"
+    assert stage(client)["created_by"] == "anonymous"
+
+
+def test_token_sent_in_open_mode_is_still_checked(client: TestClient, database_url: str) -> None:
+    error(client.get(f"{API}/datasets", headers=bearer("rk_wrong")), 401, "unauthorized")
+    secret = make_token(database_url, "read", "reader")
+    assert client.get(f"{API}/datasets", headers=bearer(secret)).status_code == 200
+    body = error(
+        client.post(f"{API}/datasets", json={"name": "x"}, headers=bearer(secret)), 403, "forbidden"
+    )
+    assert body["required_scope"] == "write"
+
+
+def test_required_mode(make_client: Callable[..., TestClient], database_url: str) -> None:
+    secrets = {scope: make_token(database_url, scope) for scope in ("read", "write", "admin")}
+    client = make_client(auth="required")
+    error(client.get(f"{API}/info"), 401, "unauthorized")
+    error(client.get(f"{API}/datasets"), 401, "unauthorized")
+    error(
+        client.get(f"{API}/datasets", headers={"Authorization": "Basic abc"}), 401, "unauthorized"
+    )
+    error(client.get(f"{API}/datasets", headers={"Authorization": "Bearer "}), 401, "unauthorized")
+    # probes need no token
+    assert client.get("/healthz").status_code == 200
+
+    read, write, admin = (bearer(secrets[s]) for s in ("read", "write", "admin"))
+    assert client.get(f"{API}/info", headers=read).json()["auth"] == "token"
+    error(client.post(f"{API}/datasets/coco/versions", json={}, headers=read), 403, "forbidden")
+    staged = client.post(f"{API}/datasets/coco/versions", json={}, headers=write)
+    assert staged.status_code == 201
+    assert staged.json()["created_by"] == "write"
+    body = error(client.get(f"{API}/tokens", headers=write), 403, "forbidden")
+    assert body["required_scope"] == "admin"
+    assert client.get(f"{API}/tokens", headers=admin).status_code == 200
+
+
+def test_token_lifecycle_over_the_api(
+    make_client: Callable[..., TestClient], database_url: str
+) -> None:
+    admin = bearer(make_token(database_url, "admin", "root"))
+    client = make_client(auth="required")
+    created = client.post(f"{API}/tokens", json={"name": "ci", "scope": "write"}, headers=admin)
+    assert created.status_code == 201
+    body = created.json()
+    secret = body["token"]
+    assert secret.startswith("rk_") and len(secret) > 40
+    assert body["name"] == "ci" and body["scope"] == "write"
+
+    listed = client.get(f"{API}/tokens", headers=admin)
+    assert secret not in listed.text
+    assert hash_secret(secret) not in listed.text
+    assert {t["name"] for t in listed.json()["data"]} == {"root", "ci"}
+
+    made = client.post(f"{API}/datasets", json={"name": "coco"}, headers=bearer(secret))
+    assert made.status_code == 201
+    assert made.json()["created_by"] == "ci"
+    token = next(
+        t for t in client.get(f"{API}/tokens", headers=admin).json()["data"] if t["name"] == "ci"
+    )
+    assert token["last_used_at"] is not None
+
+    assert client.delete(f"{API}/tokens/{body['id']}", headers=admin).status_code == 204
+    assert client.delete(f"{API}/tokens/{body['id']}", headers=admin).status_code == 204
+    revoked = error(client.get(f"{API}/datasets", headers=bearer(secret)), 401, "unauthorized")
+    assert "revoked" in revoked["detail"]
+    error(client.delete(f"{API}/tokens/999999", headers=admin), 404, "token_not_found")
+    error(
+        client.post(f"{API}/tokens", json={"name": "x", "scope": "root"}, headers=admin),
+        422,
+        "invalid_request",
+    )
+    error(
+        client.post(f"{API}/tokens", json={"name": "bad name!", "scope": "read"}, headers=admin),
+        422,
+        "invalid_request",
+    )
+
+
+def test_non_loopback_never_open(make_client: Callable[..., TestClient], database_url: str) -> None:
+    secret = make_token(database_url, "write")
+    client = make_client(host="0.0.0.0")
+    error(client.get(f"{API}/datasets"), 401, "unauthorized")
+    assert client.get(f"{API}/datasets", headers=bearer(secret)).status_code == 200
+
+
+def test_non_loopback_without_tokens_refuses_to_start(
+    make_settings: Callable[..., Settings],
+) -> None:
+    from recordkeeper.service.app import create_app
+
+    app = create_app(make_settings(host="0.0.0.0"))
+    with pytest.raises(StartupError, match="token create"), TestClient(app):
+        pass
+
+
+def test_required_on_loopback_without_tokens_starts(
+    make_client: Callable[..., TestClient],
+) -> None:
+    client = make_client(auth="required")
+    error(client.get(f"{API}/datasets"), 401, "unauthorized")

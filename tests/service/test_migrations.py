@@ -1,0 +1,127 @@
+"""Migrations: empty → head, no drift from the models, one head; start-up refuses otherwise."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from alembic import command
+from alembic.script import ScriptDirectory
+from fastapi.testclient import TestClient
+from sqlalchemy import inspect, text
+
+from recordkeeper.service import migrate
+from recordkeeper.service.app import create_app
+from recordkeeper.service.db import Database
+from recordkeeper.service.models import Base
+from recordkeeper.service.settings import Settings
+from recordkeeper.service.startup import StartupError
+
+
+@pytest.fixture
+def empty_db(empty_database_url: str) -> Database:
+    database = Database(empty_database_url, pool_size=1)
+    yield database  # type: ignore[misc]
+    database.dispose()
+
+
+def test_exactly_one_head() -> None:
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    assert len(script.get_heads()) == 1
+    assert migrate.head_revision() == script.get_current_head()
+
+
+def test_revisions_do_not_import_the_orm() -> None:
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    for revision in script.walk_revisions():
+        source = open(revision.path, encoding="utf-8").read()  # noqa: SIM115
+        assert "recordkeeper.service.models" not in source, revision.path
+        assert "recordkeeper.service" not in source, revision.path
+
+
+def test_upgrade_empty_to_head_and_no_drift(empty_db: Database) -> None:
+    assert migrate.current_revision(empty_db) is None
+    status = migrate.upgrade(empty_db)
+    assert status.at_head
+    tables = set(inspect(empty_db.engine).get_table_names())
+    registry = {
+        "datasets",
+        "versions",
+        "shards",
+        "schemas",
+        "aliases",
+        "alias_history",
+        "audit_events",
+        "api_tokens",
+    }
+    assert registry <= tables
+    # `alembic check`: autogenerate finds no difference between the models and the database
+    config = migrate.alembic_config(empty_db)
+    with empty_db.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.check(config)
+    # every constraint is named by the naming convention
+    inspector = inspect(empty_db.engine)
+    for table in registry:
+        for unique in inspector.get_unique_constraints(table):
+            assert unique["name"] and unique["name"].startswith("uq_"), (table, unique)
+        for fk in inspector.get_foreign_keys(table):
+            assert fk["name"] and fk["name"].startswith("fk_"), (table, fk)
+    # upgrading again is a no-op
+    assert migrate.upgrade(empty_db).current == status.current
+
+
+def test_downgrade_to_base_and_back(empty_db: Database) -> None:
+    migrate.upgrade(empty_db)
+    config = migrate.alembic_config(empty_db)
+    with empty_db.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "base")
+    assert migrate.current_revision(empty_db) is None
+    assert migrate.upgrade(empty_db).at_head
+
+
+def test_models_cover_the_registry_tables() -> None:
+    names = set(Base.metadata.tables)
+    assert {"datasets", "versions", "shards", "schemas", "api_tokens"} <= names
+
+
+def test_service_refuses_an_empty_database(
+    make_settings: Callable[..., Settings], empty_database_url: str
+) -> None:
+    app = create_app(make_settings(database_url=empty_database_url))
+    with pytest.raises(StartupError, match="recordkeeper db upgrade"), TestClient(app):
+        pass
+
+
+def test_service_refuses_an_unknown_revision(
+    make_settings: Callable[..., Settings], empty_db: Database, empty_database_url: str
+) -> None:
+    migrate.upgrade(empty_db)
+    with empty_db.engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = 'ffffffffffff'"))
+    app = create_app(make_settings(database_url=empty_database_url))
+    with pytest.raises(StartupError, match="newer recordkeeper"), TestClient(app):
+        pass
+
+
+def test_readyz_reports_a_database_not_at_head(
+    make_settings: Callable[..., Settings], empty_db: Database, empty_database_url: str
+) -> None:
+    migrate.upgrade(empty_db)
+    app = create_app(make_settings(database_url=empty_database_url))
+    with TestClient(app) as client:
+        ready = client.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json() == {
+            "status": "ready",
+            "database": "ok",
+            "revision": migrate.head_revision(),
+        }
+        with empty_db.engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = 'ffffffffffff'"))
+        not_ready = client.get("/readyz")
+        assert not_ready.status_code == 503
+        assert not_ready.json()["code"] == "not_ready"
+        assert "recordkeeper db upgrade" in not_ready.json()["detail"]
+        assert client.get("/healthz").json() == {"status": "ok"}

@@ -1,0 +1,74 @@
+"""Staging: the server allocates N, the rk1 name and the storage prefix."""
+
+from __future__ import annotations
+
+import datetime
+
+from fastapi.testclient import TestClient
+
+from tests.service._helpers import API, error, stage
+
+
+def test_stage_names_and_prefix(client: TestClient, store: str) -> None:
+    body = stage(client, "coco", desc="add_person", date="20231015", metadata={"by": "me"})
+    assert body["name"] == "coco_20231015_v1_add_person"
+    assert body["number"] == 1
+    assert body["date"] == "2023-10-15"
+    assert body["desc"] == "add_person"
+    assert body["convention"] == "rk1"
+    assert body["state"] == "staged"
+    assert body["storage_prefix"] == f"{store}coco/coco_20231015_v1_add_person/"
+    assert body["metadata"] == {"by": "me"}
+    assert body["content_digest"] is None
+    assert body["created_by"] == "anonymous"
+    # the dataset was created on the way
+    assert client.get(f"{API}/datasets/coco").status_code == 200
+
+
+def test_stage_defaults_to_today_and_accepts_iso_dates(client: TestClient) -> None:
+    today = datetime.datetime.now(datetime.UTC).date()
+    assert stage(client)["date"] == today.isoformat()
+    assert stage(client, date="2024-02-29")["name"] == "coco_20240229_v2"
+
+
+def test_numbers_strictly_increase_and_are_never_reused(client: TestClient) -> None:
+    first = stage(client)
+    second = stage(client)
+    assert client.post(f"{API}/versions/{second['name']}/abandon").status_code == 200
+    third = stage(client)
+    assert [first["number"], second["number"], third["number"]] == [1, 2, 3]
+    assert stage(client, "other")["number"] == 1
+
+
+def test_stage_under_another_allowed_root(client: TestClient) -> None:
+    body = stage(client, "coco", root="s3://ml-data/datasets/team", date="20230101")
+    assert body["storage_prefix"] == "s3://ml-data/datasets/team/coco/coco_20230101_v1/"
+
+
+def test_stage_bad_input(client: TestClient) -> None:
+    url = f"{API}/datasets/coco/versions"
+    error(client.post(url, json={"desc": "Add Person"}), 400, "invalid_desc")
+    error(client.post(url, json={"desc": "add__person"}), 400, "invalid_desc")
+    error(client.post(url, json={"date": "20231301"}), 400, "invalid_date")
+    error(client.post(url, json={"date": "2023-1-1"}), 400, "invalid_date")
+    error(client.post(url, json={"date": 20231015}), 422, "invalid_request")
+    error(client.post(url, json={"metadata": [1, 2]}), 422, "invalid_request")
+    error(client.post(f"{API}/datasets/Coco/versions", json={}), 400, "invalid_dataset_name")
+    # nothing was allocated by the failures
+    assert stage(client)["number"] == 1
+
+
+def test_stage_root_outside_allowed_roots(client: TestClient) -> None:
+    url = f"{API}/datasets/coco/versions"
+    for root in ["file:///etc", "file:///etc/passwd", "s3://other-bucket/x", "s3://ml-data/"]:
+        body = error(client.post(url, json={"root": root}), 403, "storage_root_not_allowed")
+        assert "s3://ml-data/datasets/" in body["allowed_roots"]
+    # '..' cannot climb out of an allowed root, nor can a look-alike bucket name
+    for root in ["s3://ml-data/datasets/../secrets", "s3://ml-data/datasets/%2e%2e/x"]:
+        error(client.post(url, json={"root": root}), 403, "storage_root_not_allowed")
+    error(
+        client.post(url, json={"root": "s3://ml-data/datasets-evil"}),
+        403,
+        "storage_root_not_allowed",
+    )
+    error(client.post(url, json={"root": "/no/scheme"}), 422, "invalid_request")
