@@ -250,10 +250,10 @@ class DatasetVersion:
         """A feature spec for ``tf.io.parse_example`` (imports TensorFlow)."""
         schema = self.schema
         if hasattr(schema, "feature_spec"):
-            return schema.feature_spec()  # type: ignore[no-any-return]
-        from recordkeeper.schema_export import feature_spec  # type: ignore[import-not-found]
+            return schema.feature_spec()
+        from recordkeeper.schema_export import feature_spec
 
-        return feature_spec(schema)  # type: ignore[no-any-return]
+        return feature_spec(schema)
 
     @property
     def storage_options(self) -> Mapping[str, Any]:

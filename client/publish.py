@@ -22,12 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, TYPE_CHECKING, Any
 
 from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
-from recordkeeper.errors import InvalidShard, StorageError, StorageRootNotAllowed
+from recordkeeper.errors import CorruptShard, InvalidShard, StorageError, StorageRootNotAllowed
 from recordkeeper.manifest import shard_file_name
 from recordkeeper.models import DatasetVersion
 from recordkeeper.progress import ProgressLike, byte_progress
 from recordkeeper.storage import (
     ObjectStat,
+    discard_upload,
     join_uri,
     open_read,
     open_write,
@@ -76,7 +77,15 @@ def _detect(uri: str, storage_options: Mapping[str, Any] | None) -> str:
 
     with open_read(uri, storage_options) as fh, storage_errors(uri):
         head = fh.read(64)
-    return str(detect_compression(head))
+    found = detect_compression(head)
+    if found is None:
+        raise CorruptShard(
+            f"{uri} is not a TFRecord file (neither a valid record header nor a gzip/zlib "
+            "stream at its start)",
+            uri=uri,
+            offset=0,
+        )
+    return found
 
 
 def scan_file(
@@ -101,15 +110,13 @@ def scan_file(
     sink = open_write(dest, dest_options) if dest else None
     try:
         with storage_errors(shard.uri):
-            stats = scan_shard(_TeeReader(raw, sink, advance), compression)  # type: ignore[arg-type]
+            stats = scan_shard(_TeeReader(raw, sink, advance), compression)
         if sink is not None:
             with storage_errors(dest or ""):
                 sink.close()
     except BaseException:
         if sink is not None:
-            with contextlib.suppress(Exception):
-                discard = getattr(sink, "discard", None)
-                (discard or sink.close)()
+            discard_upload(sink)
             with contextlib.suppress(Exception):
                 remove(dest or "", dest_options)
         raise
@@ -145,7 +152,7 @@ def scan_file(
         "crc32c": stats.crc32c,
         "records_sha256": stats.records_sha256,
         "record_count": stats.record_count,
-        "schema": stats.schema.to_dict(),
+        "schema": stats.schema.to_dict() if stats.schema is not None else None,
         "storage_identity": identity,
     }
 

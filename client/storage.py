@@ -34,6 +34,7 @@ from recordkeeper.errors import StorageError
 __all__ = [
     "ObjectStat",
     "backend_of",
+    "discard_upload",
     "join_uri",
     "list_files",
     "open_read",
@@ -233,7 +234,7 @@ def open_read(uri: str, storage_options: Mapping[str, Any] | None = None) -> IO[
     """Open an object for streaming reads (raises :class:`StorageError`)."""
     fs, path = url_to_fs(uri, storage_options)
     with storage_errors(uri):
-        return fs.open(path, "rb", block_size=8 * 2**20)  # type: ignore[no-any-return]
+        return fs.open(path, "rb", block_size=8 * 2**20)
 
 
 def open_write(uri: str, storage_options: Mapping[str, Any] | None = None) -> IO[bytes]:
@@ -249,10 +250,21 @@ def open_write(uri: str, storage_options: Mapping[str, Any] | None = None) -> IO
             os.makedirs(os.path.dirname(path), exist_ok=True)
             return open(path, "wb")
         if backend == "s3":
-            return fs.open(  # type: ignore[no-any-return]
+            return fs.open(
                 path, "wb", block_size=16 * 2**20, ChecksumAlgorithm="SHA256"
             )
-        return fs.open(path, "wb")  # type: ignore[no-any-return]
+        return fs.open(path, "wb")
+
+
+def discard_upload(sink: Any) -> None:
+    """Drop a half-written object: abort the multipart upload where the backend has one."""
+    with contextlib.suppress(Exception):
+        discard = getattr(sink, "discard", None)
+        if discard is not None:
+            discard()
+            sink.closed = True  # fsspec files would otherwise try to flush again on __del__
+        else:
+            sink.close()
 
 
 def rename(src: str, dst: str, storage_options: Mapping[str, Any] | None = None) -> None:

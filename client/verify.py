@@ -232,7 +232,7 @@ def _deep_check(
     try:
         with storage_errors(shard.uri):
             try:
-                stats = scan_shard(reader, shard.compression)  # type: ignore[arg-type]
+                stats = scan_shard(reader, shard.compression, infer_schema=False)
             except CorruptShard as exc:
                 offset = exc.extra.get("offset")
                 return (

@@ -15,7 +15,9 @@ How it works:
   records_sha256, the record count and the schema while the bytes stream — never by a second
   read.  The framed bytes go through a bounded queue to a background upload thread per shard, so
   the producer is not blocked by the network (the queue bounds memory: 4 x 8 MiB per shard).
-* A shard is closed when its stored size reaches ``shard_size`` and the next one begins.
+* A shard is closed when its stored size reaches ``shard_size`` and the next one begins
+  (exactly for uncompressed shards; for gzip/zlib only once the compressor has emitted that
+  much, so compressed shards may run up to about a MiB over).
 * **Naming.** The final layout is ``{split}-00003-of-00016.tfrecord[.gz]``, but the count is
   unknown until the writer closes.  Shards are therefore written as
   ``{prefix}_incomplete/{split}-00003.tfrecord[.gz]`` and moved to their final name on close:
@@ -47,6 +49,7 @@ from recordkeeper.errors import InvalidRequest, InvalidShard, StorageError
 from recordkeeper.manifest import shard_file_name, validate_split_name
 from recordkeeper.models import DatasetVersion
 from recordkeeper.storage import (
+    discard_upload,
     join_uri,
     open_write,
     remove,
@@ -128,9 +131,7 @@ class _UploadPipe:
             if not isinstance(exc, _Aborted):
                 self._error = exc
             if sink is not None:
-                with contextlib.suppress(Exception):
-                    discard = getattr(sink, "discard", None)
-                    (discard or sink.close)()
+                discard_upload(sink)
             if isinstance(exc, _Aborted):
                 return
             # Keep draining so a producer blocked on put() wakes up.
@@ -189,6 +190,7 @@ class _Shard:
     index: int
     temp_uri: str
     pipe: _UploadPipe
+    framed_bytes: int = 0
     stats: Any = None
     final_uri: str | None = None
 
@@ -276,7 +278,12 @@ class VersionWriter:
             shard, tfw = current
             tfw.write(data)
             self.record_count += 1
-            if shard.pipe.size >= self.shard_size:
+            shard.framed_bytes += len(data) + 16
+            # Uncompressed, the framed size is the stored size.  Compressed, only the bytes
+            # the compressor has emitted are known: the shard closes a little late (the writer
+            # hands over ~1 MiB batches), so shard_size is approximate for gzip/zlib.
+            stored = shard.framed_bytes if self.compression == "none" else shard.pipe.size
+            if stored >= self.shard_size:
                 self._close_shard(split)
 
     def close(self) -> DatasetVersion:
@@ -390,7 +397,7 @@ class VersionWriter:
                     "crc32c": stats.crc32c,
                     "records_sha256": stats.records_sha256,
                     "record_count": stats.record_count,
-                    "schema": stats.schema.to_dict(),
+                    "schema": stats.schema.to_dict() if stats.schema is not None else None,
                     "storage_identity": stat.identity,
                 }
             )

@@ -37,7 +37,7 @@ def read_shard_batches(
 
     with open_read(uri, storage_options) as fh:
         batch: list[bytes] = []
-        for record in iter_records(fh, compression):  # type: ignore[arg-type]
+        for record in iter_records(fh, compression):
             batch.append(bytes(record))
             if len(batch) >= _BATCH:
                 yield batch
