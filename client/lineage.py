@@ -1,0 +1,751 @@
+"""Checkpoint lineage: which data trained a checkpoint, and which checkpoints used some data.
+
+Two halves:
+
+* pure definitions shared with the service (no I/O): model and checkpoint names, the
+  ``model/checkpoint`` reference, roles, parent kinds, and :func:`normalize_data`, which turns
+  what users pass as ``data=`` into wire entries;
+* the client calls (:func:`register_checkpoint`, :func:`lineage`, :func:`consumers`,
+  :func:`shard_consumers`, :func:`lineage_graph`, ...) and the immutable values they return.
+  :class:`recordkeeper.Client` exposes each as a method that delegates here.
+
+A checkpoint's *segment* is the training it did since its parent checkpoint; ``data`` lists what
+that segment consumed.  "Which data trained X" is the union of segments along X's parent chain
+(restored from = a resumed run, initialised from = fine-tuning, possibly across models).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from recordkeeper.errors import InvalidCheckpoint, InvalidHash, InvalidReference
+from recordkeeper.refs import parse_reference
+
+if TYPE_CHECKING:
+    from recordkeeper.client import Client
+
+__all__ = [
+    "PARENT_KINDS",
+    "ROLES",
+    "CheckpointInfo",
+    "CheckpointRef",
+    "Consumer",
+    "Consumers",
+    "DataUse",
+    "GraphEdge",
+    "GraphNode",
+    "Lineage",
+    "LineageEntry",
+    "LineageGraph",
+    "ModelInfo",
+    "SavedModelExport",
+    "Segment",
+    "checkpoint",
+    "checkpoints",
+    "consumers",
+    "lineage",
+    "lineage_graph",
+    "models",
+    "normalize_data",
+    "normalize_saved_models",
+    "parse_checkpoint_ref",
+    "register_checkpoint",
+    "shard_consumers",
+    "validate_checkpoint_name",
+    "validate_model_name",
+]
+
+#: What a segment used a version for.
+ROLES: tuple[str, ...] = ("train", "eval", "test")
+#: How a checkpoint relates to its parent: a resumed run, or fine-tuning from another checkpoint.
+PARENT_KINDS: tuple[str, ...] = ("restored_from", "initialized_from")
+ParentKind = Literal["restored_from", "initialized_from"]
+Direction = Literal["upstream", "downstream", "both"]
+
+MAX_NAME_LENGTH = 128
+_MODEL_RE = re.compile(r"[a-z][a-z0-9_.-]*")
+_CHECKPOINT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_SPLIT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+
+# -- names and references -------------------------------------------------------------------
+
+
+def validate_model_name(name: str) -> str:
+    """Return ``name`` if usable as a model name (``coco_detection``), else raise."""
+    if not isinstance(name, str) or not _MODEL_RE.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
+        raise InvalidCheckpoint(
+            f"model name {name!r} is invalid: use lowercase letters, digits, '_', '-' and '.', "
+            f"starting with a letter, at most {MAX_NAME_LENGTH} characters"
+        )
+    return name
+
+
+def validate_checkpoint_name(name: str) -> str:
+    """Return ``name`` if usable as a checkpoint name (``ckpt-1234``), else raise."""
+    if (
+        not isinstance(name, str)
+        or not _CHECKPOINT_RE.fullmatch(name)
+        or len(name) > MAX_NAME_LENGTH
+    ):
+        raise InvalidCheckpoint(
+            f"checkpoint name {name!r} is invalid: use letters, digits, '_', '-' and '.', "
+            f"starting with a letter or digit, at most {MAX_NAME_LENGTH} characters "
+            "(the base name of the checkpoint prefix, e.g. 'ckpt-1234')"
+        )
+    return name
+
+
+@dataclass(frozen=True, order=True)
+class CheckpointRef:
+    """``coco_detection/ckpt-1234``: a checkpoint of a model."""
+
+    model: str
+    checkpoint: str
+
+    def __str__(self) -> str:
+        return f"{self.model}/{self.checkpoint}"
+
+
+def parse_checkpoint_ref(text: str | CheckpointRef) -> CheckpointRef:
+    """Parse ``model/checkpoint``, raising :class:`InvalidCheckpoint` with the reason."""
+    if isinstance(text, CheckpointRef):
+        return text
+    if not isinstance(text, str) or text.count("/") != 1:
+        raise InvalidCheckpoint(
+            f"checkpoint reference {text!r} must look like 'model/checkpoint', "
+            "e.g. 'coco_detection/ckpt-1234'"
+        )
+    model, _, name = text.strip().partition("/")
+    return CheckpointRef(validate_model_name(model), validate_checkpoint_name(name))
+
+
+# -- data entries ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DataUse:
+    """One entry of a segment's data: ``version`` (a reference) used as ``role``.
+
+    ``splits=None`` lets the service choose: the split named like the role if the version has
+    one (``eval`` also matches ``validation``), else every split.
+    """
+
+    version: str
+    role: str = "train"
+    splits: tuple[str, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "role": self.role,
+            "splits": list(self.splits) if self.splits is not None else None,
+        }
+
+
+def _version_ref(value: Any, where: str) -> str:
+    """A reference string for a DatasetVersion (its exact name) or a reference string."""
+    name = getattr(value, "name", None)
+    if isinstance(name, str) and hasattr(value, "content_digest"):
+        return name
+    if isinstance(value, str):
+        try:
+            parse_reference(value)
+        except InvalidReference as exc:
+            raise InvalidCheckpoint(f"{where}: {exc.detail}") from None
+        return value.strip()
+    raise InvalidCheckpoint(
+        f"{where}: expected a DatasetVersion or a reference such as 'coco@v3', "
+        f"got {type(value).__name__}"
+    )
+
+
+def _splits(value: Any, where: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else list(value)
+    if not items or not all(isinstance(s, str) and _SPLIT_RE.fullmatch(s) for s in items):
+        raise InvalidCheckpoint(f"{where}: splits must be a non-empty list of split names")
+    return tuple(dict.fromkeys(items))
+
+
+def _role(value: Any, where: str) -> str:
+    if value not in ROLES:
+        raise InvalidCheckpoint(
+            f"{where}: role {value!r} is not one of {', '.join(ROLES)} "
+            "(use the data mapping's keys train/eval/test, or give 'role' explicitly)"
+        )
+    return str(value)
+
+
+def _entry(value: Any, role: str | None, where: str) -> DataUse:
+    if isinstance(value, DataUse):
+        return value
+    if isinstance(value, Mapping):
+        unknown = set(value) - {"version", "ref", "role", "splits", "split", "digest"}
+        if unknown:
+            raise InvalidCheckpoint(f"{where}: unknown keys {sorted(unknown)}")
+        target = value.get("version", value.get("ref"))
+        if target is None:
+            raise InvalidCheckpoint(f"{where}: needs 'version' (a reference)")
+        return DataUse(
+            version=_version_ref(target, where),
+            role=_role(value.get("role", role), where),
+            splits=_splits(value.get("splits", value.get("split")), where),
+        )
+    return DataUse(version=_version_ref(value, where), role=_role(role, where))
+
+
+def normalize_data(data: Any) -> list[DataUse]:
+    """Turn the ``data=`` users pass into :class:`DataUse` entries.
+
+    Accepted forms (values are :class:`~recordkeeper.DatasetVersion` objects or references)::
+
+        {"train": v, "eval": "coco@v3"}                       # role → version
+        {"train": [v1, v2]}                                   # several versions for one role
+        {"train": {"version": v, "splits": ["train"]}}        # explicit splits
+        [{"version": "coco@v3", "role": "eval", "splits": ["validation"]}, DataUse(...)]
+
+    A mapping value may carry its own ``role`` (a pinned config may name entries freely).
+    Duplicates are dropped; order is kept.
+    """
+    if data is None:
+        return []
+    entries: list[DataUse] = []
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            where = f"data[{key!r}]"
+            values = value if isinstance(value, list | tuple) else [value]
+            for item in values:
+                own_role = item.get("role") if isinstance(item, Mapping) else None
+                role = own_role if own_role is not None else key
+                entries.append(_entry(item, role, where))
+    elif isinstance(data, Iterable) and not isinstance(data, str | bytes):
+        for position, item in enumerate(data):
+            entries.append(_entry(item, None, f"data[{position}]"))
+    else:
+        raise InvalidCheckpoint(
+            f"data must be a mapping of role → version or a list of entries, "
+            f"got {type(data).__name__}"
+        )
+    return list(dict.fromkeys(entries))
+
+
+@dataclass(frozen=True)
+class SavedModelExport:
+    """A SavedModel exported next to a checkpoint (``ckpt-1234_saved_modules/<name>``)."""
+
+    name: str
+    uri: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "uri": self.uri}
+
+
+def normalize_saved_models(value: Any) -> list[SavedModelExport]:
+    """``{name: uri}``, ``[{"name", "uri"}]`` or :class:`SavedModelExport` list → exports."""
+    if value is None:
+        return []
+    items: list[SavedModelExport] = []
+    pairs: Iterable[Any] = value.items() if isinstance(value, Mapping) else value
+    for item in pairs:
+        if isinstance(item, SavedModelExport):
+            items.append(item)
+        elif isinstance(item, Mapping) and {"name", "uri"} <= set(item):
+            items.append(SavedModelExport(str(item["name"]), str(item["uri"])))
+        elif isinstance(item, tuple) and len(item) == 2:
+            items.append(SavedModelExport(str(item[0]), str(item[1])))
+        else:
+            raise InvalidCheckpoint(f"saved_models entries need a name and a uri, got {item!r}")
+    for export in items:
+        if not export.name or not export.uri:
+            raise InvalidCheckpoint(f"saved model export {export!r} needs a name and a uri")
+    return items
+
+
+# -- values the service answers with -------------------------------------------------------
+
+
+def _tuple(items: Iterable[str] | None) -> tuple[str, ...]:
+    return tuple(items or ())
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A registered checkpoint.  ``created`` is False when the registration already existed."""
+
+    model: str
+    checkpoint: str
+    step: int | None = None
+    uri: str | None = None
+    run: str | None = None
+    parent: CheckpointRef | None = None
+    parent_kind: str | None = None
+    data: tuple[dict[str, Any], ...] = ()
+    saved_models: tuple[SavedModelExport, ...] = ()
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    created_at: str | None = None
+    created_by: str | None = None
+    created: bool | None = None
+
+    @property
+    def ref(self) -> CheckpointRef:
+        return CheckpointRef(self.model, self.checkpoint)
+
+    @property
+    def versions(self) -> list[str]:
+        """Names of the versions this checkpoint's own segment consumed."""
+        return list(dict.fromkeys(d["version"] for d in self.data))
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> CheckpointInfo:
+        parent = body.get("parent")
+        return cls(
+            model=body["model"],
+            checkpoint=body["checkpoint"],
+            step=body.get("step"),
+            uri=body.get("uri"),
+            run=body.get("run"),
+            parent=parse_checkpoint_ref(parent) if parent else None,
+            parent_kind=body.get("parent_kind"),
+            data=tuple(dict(d) for d in body.get("data") or ()),
+            saved_models=tuple(normalize_saved_models(body.get("saved_models"))),
+            metrics=dict(body.get("metrics") or {}),
+            metadata=dict(body.get("metadata") or {}),
+            created_at=body.get("created_at"),
+            created_by=body.get("created_by"),
+            created=body.get("created"),
+        )
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A checkpoint whose own segment used a version (``depth`` 0 = the queried checkpoint)."""
+
+    model: str
+    checkpoint: str
+    step: int | None
+    depth: int
+    splits: tuple[str, ...]
+
+    @property
+    def ref(self) -> CheckpointRef:
+        return CheckpointRef(self.model, self.checkpoint)
+
+
+@dataclass(frozen=True)
+class LineageEntry:
+    """One version (in one role) that trained a checkpoint, and the segments that used it."""
+
+    version: str
+    dataset: str
+    number: int
+    content_digest: str | None
+    state: str
+    role: str
+    splits: tuple[str, ...]
+    segments: tuple[Segment, ...]
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> LineageEntry:
+        return cls(
+            version=body["version"],
+            dataset=body["dataset"],
+            number=int(body["number"]),
+            content_digest=body.get("content_digest"),
+            state=body["state"],
+            role=body["role"],
+            splits=_tuple(body.get("splits")),
+            segments=tuple(
+                Segment(
+                    model=s["model"],
+                    checkpoint=s["checkpoint"],
+                    step=s.get("step"),
+                    depth=int(s["depth"]),
+                    splits=_tuple(s.get("splits")),
+                )
+                for s in body.get("segments") or ()
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """Which data trained a checkpoint: every entry along its complete parent chain.
+
+    ``chain`` starts at the checkpoint itself and ends at the root (a checkpoint without a
+    parent); each link says how it relates to the next (``restored_from``/``initialized_from``).
+    """
+
+    checkpoint: CheckpointInfo
+    chain: tuple[dict[str, Any], ...]
+    data: tuple[LineageEntry, ...]
+
+    @property
+    def versions(self) -> list[str]:
+        """Distinct version names, oldest use first."""
+        return list(dict.fromkeys(e.version for e in self.data))
+
+    def for_role(self, role: str) -> list[LineageEntry]:
+        return [e for e in self.data if e.role == role]
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> Lineage:
+        return cls(
+            checkpoint=CheckpointInfo.from_dict(body["checkpoint"]),
+            chain=tuple(dict(link) for link in body.get("chain") or ()),
+            data=tuple(LineageEntry.from_dict(e) for e in body.get("data") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """A checkpoint downstream of some data.
+
+    ``direct`` is True when its own segment consumed the data (``roles``/``splits`` say how);
+    otherwise it inherited the data from an ancestor (restored or initialised from it).
+    """
+
+    model: str
+    checkpoint: str
+    step: int | None
+    uri: str | None
+    direct: bool
+    roles: tuple[str, ...]
+    splits: tuple[str, ...]
+    parent: CheckpointRef | None
+
+    @property
+    def ref(self) -> CheckpointRef:
+        return CheckpointRef(self.model, self.checkpoint)
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> Consumer:
+        parent = body.get("parent")
+        return cls(
+            model=body["model"],
+            checkpoint=body["checkpoint"],
+            step=body.get("step"),
+            uri=body.get("uri"),
+            direct=bool(body.get("direct")),
+            roles=_tuple(body.get("roles")),
+            splits=_tuple(body.get("splits")),
+            parent=parse_checkpoint_ref(parent) if parent else None,
+        )
+
+
+@dataclass(frozen=True)
+class Consumers:
+    """Checkpoints and models trained on some data (``versions``; ``shards`` for a shard)."""
+
+    versions: tuple[dict[str, Any], ...]
+    checkpoints: tuple[Consumer, ...]
+    models: tuple[dict[str, Any], ...]
+    count: int
+    shards: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def refs(self) -> list[str]:
+        """``model/checkpoint`` of every consumer."""
+        return [str(c.ref) for c in self.checkpoints]
+
+    @property
+    def model_names(self) -> list[str]:
+        return [m["model"] for m in self.models]
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> Consumers:
+        return cls(
+            versions=tuple(dict(v) for v in body.get("versions") or ()),
+            checkpoints=tuple(Consumer.from_dict(c) for c in body.get("data") or ()),
+            models=tuple(dict(m) for m in body.get("models") or ()),
+            count=int(body.get("count", 0)),
+            shards=tuple(dict(s) for s in body.get("shards") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A model as listed by the service."""
+
+    name: str
+    checkpoint_count: int
+    latest_checkpoint: str | None
+    created_at: str | None
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> ModelInfo:
+        return cls(
+            name=body["name"],
+            checkpoint_count=int(body.get("checkpoint_count", 0)),
+            latest_checkpoint=body.get("latest_checkpoint"),
+            created_at=body.get("created_at"),
+        )
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """``id`` is ``checkpoint:<model>/<ckpt>`` or ``version:<name>``; ``attrs`` the rest."""
+
+    id: str
+    kind: str
+    attrs: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class GraphEdge:
+    """Data flows ``source`` → ``target``: version → checkpoint, or parent → child."""
+
+    source: str
+    target: str
+    kind: str
+    attrs: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class LineageGraph:
+    """Nodes and edges around one node, up to ``depth`` hops in ``direction``."""
+
+    root: str
+    nodes: tuple[GraphNode, ...]
+    edges: tuple[GraphEdge, ...]
+    truncated: bool
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> LineageGraph:
+        return cls(
+            root=body["root"],
+            nodes=tuple(
+                GraphNode(
+                    n["id"], n["kind"], {k: v for k, v in n.items() if k not in ("id", "kind")}
+                )
+                for n in body.get("nodes") or ()
+            ),
+            edges=tuple(
+                GraphEdge(
+                    e["source"],
+                    e["target"],
+                    e["kind"],
+                    {k: v for k, v in e.items() if k not in ("source", "target", "kind")},
+                )
+                for e in body.get("edges") or ()
+            ),
+            truncated=bool(body.get("truncated")),
+        )
+
+
+# -- client calls ------------------------------------------------------------------------
+
+
+def _q(value: str) -> str:
+    from recordkeeper._http import quote_segment
+
+    return quote_segment(value)
+
+
+def _checkpoint_path(ref: CheckpointRef) -> str:
+    return f"/models/{_q(ref.model)}/checkpoints/{_q(ref.checkpoint)}"
+
+
+def register_checkpoint(
+    client: Client,
+    *,
+    model: str,
+    checkpoint: str,
+    step: int | None = None,
+    uri: str | None = None,
+    data: Any = None,
+    parent: str | CheckpointRef | None = None,
+    parent_kind: ParentKind | None = None,
+    saved_models: Any = None,
+    run: str | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> CheckpointInfo:
+    """Register ``model/checkpoint`` with the data its segment consumed (idempotent).
+
+    ``parent`` is ``"model/ckpt-N"``: the checkpoint this one was restored from (default
+    ``parent_kind="restored_from"``) or initialised from (``"initialized_from"``; the parent
+    may belong to another model).  Registering the same checkpoint again with the same lineage
+    answers the existing record (``created=False``); different lineage raises
+    :class:`~recordkeeper.errors.CheckpointConflict`.  The request is a ``PUT``, so the HTTP
+    helper retries it safely on connection errors and 5xx answers.
+    """
+    body = checkpoint_body(
+        model=model,
+        checkpoint=checkpoint,
+        step=step,
+        uri=uri,
+        data=data,
+        parent=parent,
+        parent_kind=parent_kind,
+        saved_models=saved_models,
+        run=run,
+        metrics=metrics,
+        metadata=metadata,
+    )
+    ref = CheckpointRef(body.pop("model"), body.pop("checkpoint"))
+    answer = client._request("PUT", _checkpoint_path(ref), json=body)
+    return CheckpointInfo.from_dict(answer)
+
+
+def checkpoint_body(
+    *,
+    model: str,
+    checkpoint: str,
+    step: int | None = None,
+    uri: str | None = None,
+    data: Any = None,
+    parent: str | CheckpointRef | None = None,
+    parent_kind: ParentKind | None = None,
+    saved_models: Any = None,
+    run: str | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Validate a registration and build its JSON form (also what the offline queue stores)."""
+    validate_model_name(model)
+    validate_checkpoint_name(checkpoint)
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+        raise InvalidCheckpoint(f"step must be a non-negative integer, got {step!r}")
+    parent_ref = parse_checkpoint_ref(parent) if parent is not None else None
+    if parent_ref is None and parent_kind is not None:
+        raise InvalidCheckpoint("parent_kind given without a parent")
+    if parent_kind is not None and parent_kind not in PARENT_KINDS:
+        raise InvalidCheckpoint(
+            f"parent_kind {parent_kind!r} is not one of {', '.join(PARENT_KINDS)}"
+        )
+    if parent_ref == CheckpointRef(model, checkpoint):
+        raise InvalidCheckpoint(f"checkpoint {model}/{checkpoint} cannot be its own parent")
+    return {
+        "model": model,
+        "checkpoint": checkpoint,
+        "step": step,
+        "uri": uri,
+        "run": run,
+        "parent": str(parent_ref) if parent_ref else None,
+        "parent_kind": (parent_kind or "restored_from") if parent_ref else None,
+        "data": [d.to_json() for d in normalize_data(data)],
+        "saved_models": [s.to_json() for s in normalize_saved_models(saved_models)],
+        "metrics": dict(metrics or {}),
+        "metadata": dict(metadata or {}),
+    }
+
+
+def checkpoint(client: Client, ref: str | CheckpointRef) -> CheckpointInfo:
+    """One registered checkpoint (``"model/ckpt-N"``)."""
+    parsed = parse_checkpoint_ref(ref)
+    return CheckpointInfo.from_dict(client._request("GET", _checkpoint_path(parsed)))
+
+
+def checkpoints(client: Client, model: str, *, limit: int | None = None) -> list[CheckpointInfo]:
+    """Checkpoints of ``model``, newest step first."""
+    validate_model_name(model)
+    return [
+        CheckpointInfo.from_dict(c)
+        for c in client._paged(f"/models/{_q(model)}/checkpoints", {}, limit)
+    ]
+
+
+def models(
+    client: Client, prefix: str | None = None, *, limit: int | None = None
+) -> list[ModelInfo]:
+    """Every model that has checkpoints (optionally only names starting with ``prefix``)."""
+    return [ModelInfo.from_dict(m) for m in client._paged("/models", {"prefix": prefix}, limit)]
+
+
+def lineage(client: Client, ref: str | CheckpointRef) -> Lineage:
+    """Which data trained ``model/ckpt``: the complete union along its parent chain."""
+    parsed = parse_checkpoint_ref(ref)
+    return Lineage.from_dict(client._request("GET", _checkpoint_path(parsed) + "/lineage"))
+
+
+def _consumers(
+    client: Client, path: str, params: Mapping[str, Any], limit: int | None
+) -> Consumers:
+    page = 10_000 if limit is None else max(1, min(limit, 10_000))
+    rows: list[dict[str, Any]] = []
+    offset = 0
+    first: Mapping[str, Any] | None = None
+    while True:
+        body = client._request("GET", path, params={**params, "limit": page, "offset": offset})
+        first = first or body
+        data = body.get("data") or []
+        rows.extend(data)
+        offset += len(data)
+        if not data or offset >= int(body.get("count", 0)) or (limit and len(rows) >= limit):
+            break
+    merged = dict(first or {})
+    merged["data"] = rows[:limit] if limit else rows
+    return Consumers.from_dict(merged)
+
+
+def consumers(
+    client: Client,
+    ref: Any,
+    *,
+    transitive: bool = True,
+    limit: int | None = None,
+) -> Consumers:
+    """Checkpoints and models trained on a version (``ref`` or a DatasetVersion).
+
+    With ``transitive`` (the default) checkpoints that inherited the data from an ancestor
+    (resumed or fine-tuned from a direct consumer) are included, marked ``direct=False``.
+    """
+    target = _version_ref(ref, "consumers")
+    path = f"/versions/{_q(target)}/consumers"
+    return _consumers(client, path, {"transitive": str(transitive).lower()}, limit)
+
+
+def shard_consumers(
+    client: Client,
+    uri_or_sha256: str,
+    *,
+    transitive: bool = True,
+    limit: int | None = None,
+) -> Consumers:
+    """Checkpoints trained on one shard, given its URI or its sha256 (impact of a bad shard).
+
+    Only segments that used the shard's split count.  ``Consumers.shards`` lists the shard
+    registrations that matched (one file may belong to several versions).
+    """
+    if not isinstance(uri_or_sha256, str) or not uri_or_sha256.strip():
+        raise InvalidCheckpoint("give a shard URI or its sha256")
+    value = uri_or_sha256.strip()
+    digest = value.removeprefix("sha256:").lower()
+    params: dict[str, Any] = {"transitive": str(transitive).lower()}
+    if _SHA256_RE.fullmatch(digest):
+        params["sha256"] = digest
+    elif "://" in value:
+        params["uri"] = value
+    elif value.startswith("sha256:"):
+        raise InvalidHash(f"{value!r} is not a sha256 (64 hex digits)")
+    else:
+        raise InvalidCheckpoint(
+            f"{value!r} is neither a shard URI (scheme://...) nor a sha256 (64 hex digits)"
+        )
+    return _consumers(client, "/shards/consumers", params, limit)
+
+
+def lineage_graph(
+    client: Client,
+    *,
+    checkpoint: str | CheckpointRef | None = None,
+    version: Any = None,
+    depth: int = 3,
+    direction: Direction = "both",
+) -> LineageGraph:
+    """The lineage graph around a checkpoint or a version, ``depth`` hops each way."""
+    if (checkpoint is None) == (version is None):
+        raise InvalidCheckpoint("give exactly one of checkpoint= or version=")
+    params: dict[str, Any] = {"depth": depth, "direction": direction}
+    if checkpoint is not None:
+        params["checkpoint"] = str(parse_checkpoint_ref(checkpoint))
+    else:
+        params["version"] = _version_ref(version, "lineage_graph")
+    return LineageGraph.from_dict(client._request("GET", "/lineage/graph", params=params))
