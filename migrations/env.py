@@ -12,6 +12,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
+import recordkeeper.service.lineage.models  # noqa: F401  (lineage tables on the same Base)
 from recordkeeper.service.db import Database
 from recordkeeper.service.models import Base
 
