@@ -13,9 +13,7 @@ PostgreSQL fails the tests instead of skipping them.
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,82 +27,37 @@ from recordkeeper.service import migrate
 from recordkeeper.service.app import create_app
 from recordkeeper.service.db import Database
 from recordkeeper.service.settings import Settings
+from tests.service._postgres import LocalPostgres, plugin_active
 
-PLUGIN = "tests.servers.plugin"
-FALLBACK_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
 ]
 
 
-def _strict() -> bool:
-    return os.environ.get("CI", "").lower() == "true" or os.environ.get(
-        "RECORDKEEPER_TEST_STRICT", ""
-    ).lower() in ("1", "true", "yes")
-
-
-def _unavailable(reason: str) -> None:
-    message = f"PostgreSQL UNAVAILABLE: {reason}"
-    if _strict():
-        pytest.fail(f"{message} (CI=true: a missing server fails)", pytrace=False)
-    pytest.skip(message)
-
-
-class _LocalPostgres:
-    """Fallback when the shared server plugin is not active: databases on 127.0.0.1:5432."""
-
-    def __init__(self) -> None:
-        self.admin = Database(FALLBACK_ADMIN_URL, pool_size=1)
-        self.created: list[str] = []
-
-    def _execute(self, sql: str) -> None:
-        with self.admin.engine.connect() as conn:
-            conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(sql)
-
-    def create(self) -> str:
-        name = f"rk_test_{uuid.uuid4().hex[:12]}"
-        self._execute(f'CREATE DATABASE "{name}"')
-        self.created.append(name)
-        return self.admin.url.set(database=name).render_as_string(hide_password=False)
-
-    def close(self) -> None:
-        for name in self.created:
-            self._execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        self.admin.dispose()
-
-
 @pytest.fixture(scope="session")
-def _local_postgres() -> Iterator[_LocalPostgres]:
-    try:
-        local = _LocalPostgres()
-        local._execute("SELECT 1")
-    except Exception as exc:
-        _unavailable(f"{FALLBACK_ADMIN_URL}: {str(exc).splitlines()[0]}")
+def _local_postgres() -> Iterator[LocalPostgres]:
+    local = LocalPostgres.connect_or_skip()
     yield local
     local.close()
-
-
-def _plugin_active(config: pytest.Config) -> bool:
-    return config.pluginmanager.hasplugin(PLUGIN)
 
 
 @pytest.fixture(scope="session")
 def postgres_session_url(request: pytest.FixtureRequest) -> str:
     """A PostgreSQL database for the whole session (migrated by ``_migrated_postgres``)."""
-    if _plugin_active(request.config):
+    if plugin_active(request.config):
         return str(request.getfixturevalue("postgres_server_url"))
-    local: _LocalPostgres = request.getfixturevalue("_local_postgres")
+    local: LocalPostgres = request.getfixturevalue("_local_postgres")
     return local.create()
 
 
 @pytest.fixture
 def new_postgres_database(request: pytest.FixtureRequest) -> Callable[[], str]:
     """Callable returning the URL of a fresh, empty PostgreSQL database."""
-    if _plugin_active(request.config):
+    if plugin_active(request.config):
         factory: Callable[[], str] = request.getfixturevalue("postgres_database_factory")
         return factory
-    local: _LocalPostgres = request.getfixturevalue("_local_postgres")
+    local: LocalPostgres = request.getfixturevalue("_local_postgres")
     return local.create
 
 

@@ -1,0 +1,208 @@
+"""The service under real uvicorn (``recordkeeper serve --workers 2``) on PostgreSQL.
+
+Concurrency is checked over real sockets against two worker processes sharing one database:
+
+* 16 stage requests for one (new) dataset at once → 16 distinct version numbers, no errors;
+* two commits of one version at once → one commits, the other answers the same version;
+* 10,000 shards registered in one request, then committed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from recordkeeper.service import migrate
+from recordkeeper.service.db import Database
+from tests.service._helpers import expected_digest, shards
+from tests.service._postgres import postgres_factory
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+API = "/api/v1"
+
+
+@dataclass
+class Served:
+    url: str
+    storage_root: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+@pytest.fixture
+def postgres_url(request: pytest.FixtureRequest) -> str:
+    new_database: Callable[[], str] = postgres_factory(request)
+    url = new_database()
+    database = Database(url, pool_size=1)
+    try:
+        migrate.upgrade(database)
+    finally:
+        database.dispose()
+    return url
+
+
+@pytest.fixture
+def served(postgres_url: str, tmp_path: Path) -> Iterator[Served]:
+    """``python -m recordkeeper.service serve --workers 2`` on a free loopback port."""
+    port = free_port()
+    store = (tmp_path / "store").as_uri() + "/"
+    env = {
+        **os.environ,
+        "RECORDKEEPER_DATABASE_URL": postgres_url,
+        "RECORDKEEPER_STORAGE_ROOT": store,
+        "RECORDKEEPER_ALLOWED_ROOTS": store,
+        "RECORDKEEPER_LOG_LEVEL": "warning",
+    }
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "recordkeeper.service",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, process, log)
+        yield Served(url=url, storage_root=store, process=process, log=log)
+    finally:
+        _stop(process)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 60
+    ready_workers = 0
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"the service exited ({process.returncode}):\n{log.read_text()}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                ready_workers += 1
+                if ready_workers >= 4:  # a few answers, likely from both workers
+                    return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    pytest.fail(f"the service did not become ready:\n{log.read_text()}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=5)
+
+
+def _concurrently(
+    n: int, url: str, call: Callable[[httpx.Client], httpx.Response]
+) -> list[httpx.Response]:
+    """Run ``call`` on ``n`` threads, each with its own open connection, released at once."""
+    barrier = threading.Barrier(n)
+
+    def one(_: int) -> httpx.Response:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            client.get("/healthz")  # connect first, so the requests really race
+            barrier.wait()
+            return call(client)
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def test_sixteen_concurrent_stages_get_distinct_numbers(served: Served) -> None:
+    responses = _concurrently(
+        16, served.url, lambda c: c.post(f"{API}/datasets/race/versions", json={"date": "20240101"})
+    )
+    assert [r.status_code for r in responses] == [201] * 16, [r.text for r in responses]
+    numbers = sorted(r.json()["number"] for r in responses)
+    assert numbers == list(range(1, 17))
+    names = {r.json()["name"] for r in responses}
+    assert len(names) == 16
+    dataset = httpx.get(f"{served.url}{API}/datasets/race").json()
+    assert dataset["name"] == "race"
+    events = httpx.get(f"{served.url}{API}/events", params={"dataset": "race"}).json()
+    actions = [e["action"] for e in events["data"]]
+    assert actions.count("dataset.created") == 1
+    assert actions.count("version.staged") == 16
+
+
+def test_two_concurrent_commits_answer_the_same_version(served: Served) -> None:
+    with httpx.Client(base_url=served.url, timeout=60) as client:
+        version = client.post(f"{API}/datasets/coco/versions", json={}).json()
+        bodies = shards(version["storage_prefix"], 200)
+        registered = client.post(
+            f"{API}/versions/{version['name']}/shards", json={"shards": bodies}
+        )
+        assert registered.status_code == 200, registered.text
+
+    responses = _concurrently(
+        2, served.url, lambda c: c.post(f"{API}/versions/{version['name']}/commit", json={})
+    )
+    assert [r.status_code for r in responses] == [200, 200], [r.text for r in responses]
+    first, second = (r.json() for r in responses)
+    assert first["name"] == second["name"] == version["name"]
+    assert first["state"] == second["state"] == "committed"
+    assert first["content_digest"] == second["content_digest"] == expected_digest(bodies)
+    events = httpx.get(
+        f"{served.url}{API}/events",
+        params={"version": version["name"], "action": "version.committed"},
+    )
+    assert events.json()["count"] == 1
+
+
+def test_ten_thousand_shards_in_one_request(served: Served) -> None:
+    with httpx.Client(base_url=served.url, timeout=120) as client:
+        version = client.post(f"{API}/datasets/big/versions", json={}).json()
+        bodies = shards(version["storage_prefix"], 10_000)
+        started = time.perf_counter()
+        registered = client.post(
+            f"{API}/versions/{version['name']}/shards", json={"shards": bodies}
+        )
+        register_seconds = time.perf_counter() - started
+        assert registered.status_code == 200, registered.text
+        assert registered.json() == {"registered": 10_000, "unchanged": 0, "shard_count": 10_000}
+        started = time.perf_counter()
+        committed = client.post(f"{API}/versions/{version['name']}/commit", json={})
+        commit_seconds = time.perf_counter() - started
+        assert committed.status_code == 200, committed.text
+        body: dict[str, Any] = committed.json()
+        assert body["shard_count"] == 10_000
+        assert body["content_digest"] == expected_digest(bodies)
+        resolved = client.get(f"{API}/versions/big@latest").json()
+        assert resolved["splits"]["train"]["shard_count"] == 10_000
+    print(f"\n10,000 shards: register {register_seconds:.2f} s, commit {commit_seconds:.2f} s")
