@@ -287,6 +287,11 @@ def rename(src: str, dst: str, storage_options: Mapping[str, Any] | None = None)
             )
             fs.rm(src_path)
             fs.invalidate_cache(dst_path)
+        elif backend_of(src) == "gcs":
+            # Server-side rewrite + delete.  (gcsfs.mv first tries the hierarchical-namespace
+            # move API, which emulators and flat buckets answer with an error.)
+            fs.copy(src_path, dst_path)
+            fs.rm(src_path)
         else:
             fs.mv(src_path, dst_path)
 
@@ -294,7 +299,7 @@ def rename(src: str, dst: str, storage_options: Mapping[str, Any] | None = None)
 def remove(uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
     """Delete one object; a missing object is not an error."""
     fs, path = url_to_fs(uri, storage_options)
-    with contextlib.suppress(FileNotFoundError), storage_errors(uri):
+    with storage_errors(uri), contextlib.suppress(FileNotFoundError):
         fs.rm(path)
 
 
