@@ -103,7 +103,7 @@ def checkpoint_records(
         return []
     parents = names_of(session, {r.parent_id for r in rows if r.parent_id is not None})
     data_rows = session.connection().execute(_DATA_STMT, {"ids": sorted({r.id for r in rows})})
-    data = _group_data(data_rows.tuples())
+    data = _group_data(data_rows)
     return [
         _record(
             r, parents.get(r.parent_id) if r.parent_id is not None else None, data.get(r.id, ())

@@ -6,7 +6,7 @@ Routes call :class:`LineageRepository`; the registry's own repository calls
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,6 @@ from recordkeeper.errors import (
     InvalidHash,
     InvalidRequest,
     ModelNotFound,
-    VersionInUse,
 )
 from recordkeeper.lineage import (
     PARENT_KINDS,
@@ -40,6 +39,7 @@ from recordkeeper.service.lineage.assemble import (
     consumer_records,
     lineage_record,
 )
+from recordkeeper.service.lineage.guard import ensure_not_in_use, versions_in_use
 from recordkeeper.service.lineage.models import Checkpoint, CheckpointData, Model, Run
 from recordkeeper.service.lineage.records import (
     CheckpointRecord,
@@ -64,8 +64,6 @@ __all__ = [
 
 MAX_GRAPH_DEPTH = 25
 MAX_GRAPH_NODES = 5000
-#: How many checkpoint names a ``version_in_use`` error lists (``count`` has the total).
-IN_USE_LISTED = 50
 
 
 @dataclass(frozen=True)
@@ -103,33 +101,6 @@ def default_splits(role: str, available: Sequence[str]) -> tuple[str, ...]:
 
 
 # -- session-level helpers -----------------------------------------------------------------
-
-
-def versions_in_use(session: Session, version_ids: Iterable[int]) -> set[int]:
-    """Which of ``version_ids`` trained some checkpoint; garbage collection must skip them."""
-    return queries.in_use(session, version_ids)
-
-
-def ensure_not_in_use(session: Session, version: m.Version, *, force: bool = False) -> list[str]:
-    """Refuse to deprecate or delete ``version`` if checkpoints trained on it.
-
-    Raises :class:`VersionInUse` listing (up to 50 of) the checkpoints that consumed it directly,
-    with ``count`` the total.  With ``force`` (the route checks the admin scope) nothing is
-    raised and the names are returned so the caller can record them in its audit event.
-    """
-    rows = queries.direct_consumers(session, [version.id])
-    if not rows:
-        return []
-    names = sorted({f"{r.model}/{r.checkpoint}" for r in rows})
-    if force:
-        return names
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    raise VersionInUse(
-        f"{version.name} trained {len(names)} checkpoint(s) ({shown}); it cannot be deprecated "
-        "or deleted. An admin token may force it with force=true",
-        checkpoints=names[:IN_USE_LISTED],
-        count=len(names),
-    )
 
 
 def _checkpoint_row(
@@ -214,7 +185,7 @@ def _differences(
             select(CheckpointData.version_id, CheckpointData.split, CheckpointData.role).where(
                 CheckpointData.checkpoint_id == row.id
             )
-        ).tuples()
+        )
     )
     checks = {
         "step": row.step == spec.step,

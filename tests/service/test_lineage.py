@@ -1,0 +1,363 @@
+"""Checkpoint lineage over REST, on SQLite and PostgreSQL: register, upstream, downstream.
+
+Scenario used throughout (``_history``)::
+
+    coco v1 ──train/eval──► det/ckpt-1 ─► det/ckpt-2 ─► det/ckpt-3        (resumed run)
+    coco v2 ──train───────────────────────────────────────────► det/ckpt-4 (restored from ckpt-3)
+    coco v2 ──train (validation split)──► ft/ckpt-1  (initialised from det/ckpt-4, other model)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.service._helpers import API, error, publish, stage
+
+
+def put(client: TestClient, ref: str, **body: Any) -> Any:
+    model, checkpoint = ref.split("/")
+    return client.put(f"{API}/models/{model}/checkpoints/{checkpoint}", json=body)
+
+
+def ok(response: Any, status: int = 200) -> Any:
+    assert response.status_code == status, response.text
+    return response.json()
+
+
+def _history(client: TestClient) -> dict[str, str]:
+    v1 = publish(client, "coco", splits=("train", "validation"), content="a")["name"]
+    for k in (1, 2, 3):
+        ok(
+            put(
+                client,
+                f"det/ckpt-{k}",
+                step=k * 100,
+                uri=f"s3://models/det/ckpt-{k}",
+                parent=f"det/ckpt-{k - 1}" if k > 1 else None,
+                data=[{"version": v1, "role": "train"}, {"version": "coco@v1", "role": "eval"}],
+            ),
+            201,
+        )
+    v2 = publish(client, "coco", splits=("train", "validation"), content="b")["name"]
+    ok(
+        put(client, "det/ckpt-4", step=400, parent="det/ckpt-3", data=[{"version": "coco@latest"}]),
+        201,
+    )
+    ok(
+        put(
+            client,
+            "ft/ckpt-1",
+            step=10,
+            parent="det/ckpt-4",
+            parent_kind="initialized_from",
+            run="ft-run",
+            data=[{"version": v2, "splits": ["validation"]}],
+            saved_models=[
+                {"name": "classifier", "uri": "s3://models/ft/ckpt-1_saved_modules/classifier"}
+            ],
+            metrics={"loss": 0.25},
+        ),
+        201,
+    )
+    return {"v1": v1, "v2": v2}
+
+
+def test_register_is_idempotent_and_resolves_refs_to_exact_versions(client: TestClient) -> None:
+    v1 = publish(client, "coco", splits=("train", "validation"))["name"]
+    body = {"step": 1, "uri": "s3://m/ckpt-1", "data": [{"version": "coco@latest", "role": "eval"}]}
+    first = ok(put(client, "det/ckpt-1", **body), 201)
+    assert first["created"] is True
+    assert first["ref"] == "det/ckpt-1"
+    assert first["data"] == [
+        {
+            "version": v1,
+            "dataset": "coco",
+            "content_digest": first["data"][0]["content_digest"],
+            "role": "eval",
+            "splits": ["validation"],  # eval defaults to the validation split
+        }
+    ]
+    # the same registration again (a retry, a flushed queue): 200, unchanged
+    again = ok(put(client, "det/ckpt-1", **body))
+    assert again["created"] is False
+    assert {k: v for k, v in again.items() if k != "created"} == {
+        k: v for k, v in first.items() if k != "created"
+    }
+    # the alias moves; the exact version recorded earlier makes the same body a conflict now
+    publish(client, "coco", splits=("train", "validation"), content="new")
+    conflict = error(put(client, "det/ckpt-1", **body), 409, "checkpoint_conflict")
+    assert conflict["fields"] == ["data"]
+    conflict = error(
+        put(client, "det/ckpt-1", **{**body, "data": [{"version": v1, "role": "eval"}], "step": 2}),
+        409,
+        "checkpoint_conflict",
+    )
+    assert conflict["fields"] == ["step"]
+    assert ok(client.get(f"{API}/models/det/checkpoints/ckpt-1"))["step"] == 1
+
+
+def test_default_and_explicit_splits(client: TestClient) -> None:
+    v = publish(client, "mnist", splits=("train", "test", "validation"))["name"]
+    other = publish(client, "extra", splits=("shard_a", "shard_b"))["name"]
+    record = ok(
+        put(
+            client,
+            "m/c1",
+            data=[
+                {"version": v, "role": "train"},
+                {"version": v, "role": "test"},
+                {"version": other, "role": "train"},  # no 'train' split: every split
+                {"version": v, "role": "eval", "splits": ["train", "test"]},
+            ],
+        ),
+        201,
+    )
+    got = {(d["version"], d["role"]): d["splits"] for d in record["data"]}
+    assert got == {
+        (v, "train"): ["train"],
+        (v, "test"): ["test"],
+        (v, "eval"): ["test", "train"],
+        (other, "train"): ["shard_a", "shard_b"],
+    }
+    body = error(
+        put(client, "m/c2", data=[{"version": v, "splits": ["nope"]}]), 400, "invalid_checkpoint"
+    )
+    assert "nope" in body["detail"] and "validation" in body["detail"]
+
+
+@pytest.mark.parametrize(
+    ("ref", "body", "status", "code"),
+    [
+        ("Bad/ckpt-1", {}, 400, "invalid_checkpoint"),
+        ("m/ckpt 1", {}, 400, "invalid_checkpoint"),
+        ("m/c", {"parent": "m/missing"}, 404, "checkpoint_not_found"),
+        ("m/c", {"parent": "nomodel/ckpt-1"}, 404, "checkpoint_not_found"),
+        ("m/c", {"parent": "no-slash"}, 400, "invalid_checkpoint"),
+        ("m/c", {"parent": "m/c"}, 400, "invalid_checkpoint"),
+        (
+            "m/c",
+            {"parent_kind": "restored_from", "parent": "m/x", "step": -1},
+            422,
+            "invalid_request",
+        ),
+        ("m/c", {"data": [{"version": "coco@v9"}]}, 404, "version_not_found"),
+        ("m/c", {"data": [{"version": "coco@@"}]}, 400, "invalid_reference"),
+        ("m/c", {"data": [{"version": "coco@v1", "role": "finetune"}]}, 400, "invalid_checkpoint"),
+        ("m/c", {"data": "coco@v1"}, 422, "invalid_request"),
+        ("m/c", {"step": "many"}, 422, "invalid_request"),
+    ],
+)
+def test_bad_registrations(
+    client: TestClient, ref: str, body: dict[str, Any], status: int, code: str
+) -> None:
+    publish(client, "coco")
+    error(put(client, ref, **body), status, code)
+    # nothing was created by a refused registration
+    assert ok(client.get(f"{API}/models"))["count"] == 0
+
+
+def test_staged_versions_cannot_be_training_data(client: TestClient) -> None:
+    staged = stage(client, "coco")["name"]
+    body = error(put(client, "m/c", data=[{"version": staged}]), 404, "version_not_found")
+    assert "staged" in body["detail"]
+
+
+def test_upstream_union_along_resumed_and_fine_tuned_chain(client: TestClient) -> None:
+    names = _history(client)
+    lineage = ok(client.get(f"{API}/models/ft/checkpoints/ckpt-1/lineage"))
+    assert [f"{c['model']}/{c['checkpoint']}" for c in lineage["chain"]] == [
+        "ft/ckpt-1",
+        "det/ckpt-4",
+        "det/ckpt-3",
+        "det/ckpt-2",
+        "det/ckpt-1",
+    ]
+    assert [c["parent_kind"] for c in lineage["chain"]] == [
+        "initialized_from",
+        "restored_from",
+        "restored_from",
+        "restored_from",
+        None,
+    ]
+    assert lineage["versions"] == [names["v1"], names["v2"]]  # oldest use first
+    entries = {(e["version"], e["role"]): e for e in lineage["data"]}
+    assert set(entries) == {(names["v1"], "train"), (names["v1"], "eval"), (names["v2"], "train")}
+    v1_train = entries[(names["v1"], "train")]
+    assert v1_train["splits"] == ["train"]
+    assert [s["checkpoint"] for s in v1_train["segments"]] == ["ckpt-1", "ckpt-2", "ckpt-3"]
+    assert [s["depth"] for s in v1_train["segments"]] == [4, 3, 2]
+    assert entries[(names["v1"], "eval")]["splits"] == ["validation"]
+    v2 = entries[(names["v2"], "train")]
+    assert v2["splits"] == ["train", "validation"]
+    assert [(s["model"], s["checkpoint"], s["splits"]) for s in v2["segments"]] == [
+        ("det", "ckpt-4", ["train"]),
+        ("ft", "ckpt-1", ["validation"]),
+    ]
+    assert v2["content_digest"].startswith("sha256:") and v2["state"] == "committed"
+    own = lineage["checkpoint"]
+    assert own["parent"] == "det/ckpt-4" and own["run"] == "ft-run"
+    assert own["saved_models"] == [
+        {"name": "classifier", "uri": "s3://models/ft/ckpt-1_saved_modules/classifier"}
+    ]
+    assert own["metrics"] == {"loss": 0.25}
+    assert [d["version"] for d in own["data"]] == [names["v2"]]
+    # a root checkpoint's lineage is just its own segment
+    root = ok(client.get(f"{API}/models/det/checkpoints/ckpt-1/lineage"))
+    assert root["versions"] == [names["v1"]] and len(root["chain"]) == 1
+
+
+def test_downstream_direct_and_transitive(client: TestClient) -> None:
+    names = _history(client)
+    body = ok(client.get(f"{API}/versions/coco@v1/consumers"))
+    assert body["versions"][0]["name"] == names["v1"]
+    refs = {c["ref"]: c for c in body["data"]}
+    assert list(refs) == ["det/ckpt-1", "det/ckpt-2", "det/ckpt-3", "det/ckpt-4", "ft/ckpt-1"]
+    assert [refs[r]["direct"] for r in refs] == [True, True, True, False, False]
+    assert refs["det/ckpt-2"]["roles"] == ["eval", "train"]
+    assert refs["det/ckpt-2"]["splits"] == ["train", "validation"]
+    assert refs["det/ckpt-4"]["parent"] == "det/ckpt-3"
+    assert body["models"] == [
+        {"model": "det", "checkpoints": 4, "direct": 3},
+        {"model": "ft", "checkpoints": 1, "direct": 0},
+    ]
+    direct = ok(client.get(f"{API}/versions/{names['v1']}/consumers?transitive=false"))
+    assert [c["ref"] for c in direct["data"]] == ["det/ckpt-1", "det/ckpt-2", "det/ckpt-3"]
+    assert direct["data"][1]["parent"] == "det/ckpt-1"
+    # an alias target: coco@latest is v2
+    latest = ok(client.get(f"{API}/versions/coco%40latest/consumers"))
+    assert [c["ref"] for c in latest["data"]] == ["det/ckpt-4", "ft/ckpt-1"]
+    assert all(c["direct"] for c in latest["data"])
+    # paging
+    page = ok(client.get(f"{API}/versions/coco@v1/consumers?limit=2&offset=1"))
+    assert page["count"] == 5 and [c["ref"] for c in page["data"]] == ["det/ckpt-2", "det/ckpt-3"]
+    # nobody trained on a fresh version
+    v3 = publish(client, "coco", content="c")["name"]
+    assert ok(client.get(f"{API}/versions/{v3}/consumers"))["count"] == 0
+    error(client.get(f"{API}/versions/coco@v9/consumers"), 404, "version_not_found")
+
+
+def test_shard_consumers_by_uri_and_sha256(client: TestClient) -> None:
+    names = _history(client)
+    version = ok(client.get(f"{API}/versions/{names['v2']}"))
+    validation = version["splits"]["validation"]["shards"][0]
+    train = version["splits"]["train"]["shards"][1]
+    by_uri = ok(client.get(f"{API}/shards/consumers", params={"uri": validation["uri"]}))
+    assert [c["ref"] for c in by_uri["data"]] == ["ft/ckpt-1"]  # det/ckpt-4 used only train
+    assert by_uri["shards"] == [
+        {
+            "version": names["v2"],
+            "split": "validation",
+            "index": 0,
+            "count": validation["count"],
+            "uri": validation["uri"],
+            "sha256": validation["sha256"],
+        }
+    ]
+    by_sha = ok(client.get(f"{API}/shards/consumers", params={"sha256": train["sha256"]}))
+    assert [(c["ref"], c["direct"]) for c in by_sha["data"]] == [
+        ("det/ckpt-4", True),
+        ("ft/ckpt-1", False),
+    ]
+    v1 = ok(client.get(f"{API}/versions/{names['v1']}"))
+    v1_shard = v1["splits"]["train"]["shards"][0]["sha256"]
+    transitive = ok(client.get(f"{API}/shards/consumers", params={"sha256": "sha256:" + v1_shard}))
+    assert transitive["count"] == 5
+    unknown = ok(client.get(f"{API}/shards/consumers", params={"uri": "s3://nowhere/x.tfrecord"}))
+    assert unknown["count"] == 0 and unknown["data"] == []
+    error(client.get(f"{API}/shards/consumers", params={"sha256": "abc"}), 400, "invalid_hash")
+    error(client.get(f"{API}/shards/consumers"), 422, "invalid_request")
+
+
+def test_graph_both_directions_bounded(client: TestClient) -> None:
+    names = _history(client)
+    graph = ok(client.get(f"{API}/lineage/graph", params={"checkpoint": "det/ckpt-3", "depth": 1}))
+    assert graph["root"] == "checkpoint:det/ckpt-3"
+    ids = {n["id"] for n in graph["nodes"]}
+    assert ids == {
+        "checkpoint:det/ckpt-3",
+        "checkpoint:det/ckpt-2",
+        "checkpoint:det/ckpt-4",
+        f"version:{names['v1']}",
+    }
+    edges = {(e["source"], e["target"], e["kind"], e.get("role")) for e in graph["edges"]}
+    assert ("checkpoint:det/ckpt-2", "checkpoint:det/ckpt-3", "restored_from", None) in edges
+    assert ("checkpoint:det/ckpt-3", "checkpoint:det/ckpt-4", "restored_from", None) in edges
+    assert (f"version:{names['v1']}", "checkpoint:det/ckpt-3", "trained_on", "train") in edges
+    # downstream from a version reaches the fine-tuned model within three hops
+    down = ok(
+        client.get(
+            f"{API}/lineage/graph",
+            params={"version": "coco@v2", "direction": "downstream", "depth": 3},
+        )
+    )
+    assert {n["id"] for n in down["nodes"]} == {
+        f"version:{names['v2']}",
+        "checkpoint:det/ckpt-4",
+        "checkpoint:ft/ckpt-1",
+    }
+    assert any(e["kind"] == "initialized_from" for e in down["edges"])
+    up = ok(
+        client.get(
+            f"{API}/lineage/graph",
+            params={"checkpoint": "ft/ckpt-1", "direction": "upstream", "depth": 25},
+        )
+    )
+    assert len([n for n in up["nodes"] if n["kind"] == "checkpoint"]) == 5
+    error(client.get(f"{API}/lineage/graph"), 422, "invalid_request")
+    error(
+        client.get(f"{API}/lineage/graph", params={"checkpoint": "det/ckpt-1", "depth": 99}),
+        422,
+        "invalid_request",
+    )
+
+
+def test_listing_models_and_checkpoints(client: TestClient) -> None:
+    _history(client)
+    models = ok(client.get(f"{API}/models"))
+    assert [(m["name"], m["checkpoint_count"], m["latest_checkpoint"]) for m in models["data"]] == [
+        ("det", 4, "ckpt-4"),
+        ("ft", 1, "ckpt-1"),
+    ]
+    assert ok(client.get(f"{API}/models?prefix=f"))["count"] == 1
+    ckpts = ok(client.get(f"{API}/models/det/checkpoints?limit=2"))
+    assert ckpts["count"] == 4 and [c["checkpoint"] for c in ckpts["data"]] == ["ckpt-4", "ckpt-3"]
+    assert ckpts["data"][0]["parent"] == "det/ckpt-3"
+    error(client.get(f"{API}/models/nobody/checkpoints"), 404, "model_not_found")
+    error(client.get(f"{API}/models/det/checkpoints/ckpt-9"), 404, "checkpoint_not_found")
+    error(client.get(f"{API}/models/det/checkpoints/ckpt-9/lineage"), 404, "checkpoint_not_found")
+
+
+def test_deprecating_a_version_that_trained_checkpoints_is_refused(client: TestClient) -> None:
+    names = _history(client)
+    body = error(
+        client.post(f"{API}/versions/{names['v1']}/deprecate", json={"reason": "bad labels"}),
+        409,
+        "version_in_use",
+    )
+    assert body["checkpoints"] == ["det/ckpt-1", "det/ckpt-2", "det/ckpt-3"]
+    assert body["count"] == 3
+    assert ok(client.get(f"{API}/versions/{names['v1']}"))["state"] == "committed"
+    # an unused version deprecates as before
+    v3 = publish(client, "coco", content="c")["name"]
+    assert ok(client.post(f"{API}/versions/{v3}/deprecate", json={"reason": "x"}))["state"] == (
+        "deprecated"
+    )
+    # forced (open access on loopback is admin): deprecated, and the audit event says over what
+    forced = client.post(
+        f"{API}/versions/{names['v1']}/deprecate", json={"reason": "bad labels", "force": True}
+    )
+    assert ok(forced)["state"] == "deprecated"
+    events = ok(client.get(f"{API}/events", params={"version": names["v1"]}))["data"]
+    deprecated = [e for e in events if e["action"] == "version.deprecated"]
+    assert deprecated[0]["detail"]["forced_over_checkpoints"] == [
+        "det/ckpt-1",
+        "det/ckpt-2",
+        "det/ckpt-3",
+    ]
+    # lineage still shows the version, now deprecated
+    lineage = ok(client.get(f"{API}/models/det/checkpoints/ckpt-4/lineage"))
+    states = {e["version"]: e["state"] for e in lineage["data"]}
+    assert states[names["v1"]] == "deprecated"
