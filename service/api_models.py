@@ -102,6 +102,7 @@ class CommitRequest(_In):
 
 class DeprecateRequest(_In):
     reason: str | None = Field(default=None, examples=["labels were wrong"])
+    force: bool = Field(default=False, description="admin only: deprecate even if in use")
 
 
 class AliasSet(_In):

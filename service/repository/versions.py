@@ -30,6 +30,7 @@ from recordkeeper.refs import Reference, RefKind, parse_reference
 from recordkeeper.service import models as m
 from recordkeeper.service.db import Database
 from recordkeeper.service.domain import Page, VersionRecord
+from recordkeeper.service.lineage.guard import ensure_not_in_use
 from recordkeeper.service.repository import convert
 from recordkeeper.service.repository.common import (
     dataset_row,
@@ -224,8 +225,14 @@ class VersionRepository:
                 session.flush()
             return version_view(session, row, ref.dataset)
 
-    def deprecate(self, ref_text: str, *, reason: str | None, actor: str) -> VersionRecord:
-        """Mark a committed version deprecated (idempotent; the first reason is kept)."""
+    def deprecate(
+        self, ref_text: str, *, reason: str | None, actor: str, force: bool = False
+    ) -> VersionRecord:
+        """Mark a committed version deprecated (idempotent; the first reason is kept).
+
+        A version that trained checkpoints is refused with ``version_in_use`` unless ``force``
+        (the route allows it to admin tokens only).
+        """
         ref = parse_reference(ref_text)
         reason = (reason or "").strip() or None
         if reason is not None and len(reason) > MAX_REASON_LENGTH:
@@ -233,6 +240,7 @@ class VersionRepository:
         with self._db.transaction() as session:
             row = find_version(session, ref, published_only=True, for_update=True)
             if row.state == "committed":
+                in_use = ensure_not_in_use(session, row, force=force)
                 row.state = "deprecated"
                 row.deprecated_at = m.utcnow()
                 row.deprecated_reason = reason
@@ -243,6 +251,7 @@ class VersionRepository:
                     dataset=ref.dataset,
                     version=row.name,
                     reason=reason,
+                    **({"forced_over_checkpoints": in_use} if in_use else {}),
                 )
                 session.flush()
             return version_view(session, row, ref.dataset)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from recordkeeper.service.lineage import routes as lineage
 from recordkeeper.service.routes import (
     aliases,
     datasets,
@@ -21,7 +22,7 @@ __all__ = ["API_PREFIX", "api_router", "probe_router"]
 API_PREFIX = "/api/v1"
 
 api_router = APIRouter(prefix=API_PREFIX)
-for module in (info, datasets, versions, aliases, schemas, events, tokens):
+for module in (info, datasets, versions, aliases, schemas, events, tokens, lineage):
     api_router.include_router(module.router)
 
 probe_router = health.router

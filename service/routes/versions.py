@@ -91,7 +91,11 @@ def deprecate_version(
 ) -> JSON:
     """Deprecate a committed version: it stays resolvable by name/number, not via latest."""
     reason = body.reason if body is not None else None
-    return JSON(repository.versions.deprecate(ref, reason=reason, actor=who.name).to_json())
+    force = body.force if body is not None else False
+    if force:
+        who.require("admin")
+    record = repository.versions.deprecate(ref, reason=reason, actor=who.name, force=force)
+    return JSON(record.to_json())
 
 
 @router.get("/versions/{ref}", response_model=VersionOut)
