@@ -53,6 +53,16 @@ class Shard:
     storage_identity: Mapping[str, Any] = field(default_factory=lambda: _frozen(None))
     schema_digest: str | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.storage_identity, MappingProxyType):
+            object.__setattr__(self, "storage_identity", _frozen(self.storage_identity))
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # MappingProxyType does not pickle; shards travel to worker processes.
+        values = [getattr(self, f) for f in self.__dataclass_fields__]
+        values[-2] = dict(self.storage_identity)
+        return (type(self), tuple(values))
+
     @property
     def name(self) -> str:
         """``train-00003-of-00016``: the shard's position, whatever its file is called."""

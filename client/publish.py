@@ -19,10 +19,18 @@ import datetime
 import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
+from recordkeeper._parallel import parallel_map, use_processes
 from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
-from recordkeeper.errors import CorruptShard, InvalidShard, StorageError, StorageRootNotAllowed
+from recordkeeper.errors import (
+    CorruptShard,
+    InvalidShard,
+    RecordkeeperError,
+    StorageError,
+    StorageRootNotAllowed,
+)
 from recordkeeper.manifest import shard_file_name
 from recordkeeper.models import DatasetVersion
 from recordkeeper.progress import ProgressLike, byte_progress
@@ -157,6 +165,34 @@ def scan_file(
     }
 
 
+@dataclass(frozen=True)
+class _Failure:
+    """A recordkeeper error carried back from a worker process with its code and extras."""
+
+    cls: type[RecordkeeperError]
+    detail: str
+    extra: dict[str, Any]
+
+
+def _scan_in_worker(
+    shard: ShardFile,
+    storage_options: Mapping[str, Any] | None,
+    dest: str | None,
+    before: ObjectStat,
+    advance: Callable[[int], None] | None,
+) -> dict[str, Any] | _Failure:
+    try:
+        return scan_file(shard, storage_options, dest=dest, dest_options=storage_options,
+                         advance=advance or _ignore, before=before)
+    except RecordkeeperError as exc:
+        # Pickling would drop ``extra`` (offset, reason): send the parts instead.
+        return _Failure(type(exc), exc.detail, dict(exc.extra))
+
+
+def _ignore(nbytes: int) -> None:
+    pass
+
+
 def check_allowed(uris: list[str], allowed_roots: list[str]) -> None:
     """Raise :class:`StorageRootNotAllowed` early for URIs outside the service's roots."""
     roots = [r.rstrip("/") + "/" for r in allowed_roots]
@@ -199,10 +235,12 @@ def publish(
     else:
         copy_to = to_uri(copy_to)
     url_to_fs(shards[0].uri, options)  # create the filesystem once, outside the threads
-    workers = max_workers or min(len(shards), max(2, os.cpu_count() or 2) * (4 if copy_to else 1))
     with ThreadPoolExecutor(max_workers=min(32, len(shards))) as pool:
         befores = list(pool.map(lambda s: stat_object(s.uri, options), shards))
     total = sum(b.size for b in befores)
+    processes = use_processes(total, len(shards))
+    cores = max(2, os.cpu_count() or 2)
+    workers = max_workers or min(len(shards), cores if processes else cores * 4)
 
     staged = client.stage(dataset.name, desc=desc, date=date, root=copy_to)
     copies: list[str] = []
@@ -224,17 +262,25 @@ def publish(
                 )
             copies = [d for d in dests if d]
         action = "copy" if copy_to else "hash"
-        with byte_progress(f"{action} {dataset.name}", total, progress) as advance, \
-                ThreadPoolExecutor(max_workers=workers) as pool:
-            registrations = list(
-                pool.map(
-                    lambda item: scan_file(
-                        item[0], options, dest=item[1], dest_options=options, advance=advance,
-                        before=item[2],
-                    ),
-                    zip(shards, dests, befores, strict=True),
-                )
+        plain_options = dict(options) if options is not None else None
+        with byte_progress(f"{action} {dataset.name}", total, progress) as advance:
+            results = parallel_map(
+                _scan_in_worker,
+                [
+                    (shard, plain_options, dest, before, None if processes else advance)
+                    for shard, dest, before in zip(shards, dests, befores, strict=True)
+                ],
+                workers=workers,
+                processes=processes,
+                on_result=(
+                    (lambda i, r: advance(befores[i].size)) if processes else None
+                ),
             )
+        registrations: list[dict[str, Any]] = []
+        for result in results:
+            if isinstance(result, _Failure):
+                raise result.cls(result.detail, **result.extra)
+            registrations.append(result)
         client.register_shards(staged, registrations)
         version = client._finish(staged, force_new=force_new)
     except BaseException:

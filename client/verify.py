@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Literal
 
+from recordkeeper._parallel import parallel_map, use_processes
 from recordkeeper.errors import CorruptShard, StorageError
 from recordkeeper.models import Shard
 from recordkeeper.progress import byte_progress
@@ -217,8 +218,14 @@ class _CountingReader:
         self._raw.close()
 
 
+def _ignore(nbytes: int) -> None:
+    pass
+
+
 def _deep_check(
-    shard: Shard, storage_options: Mapping[str, Any] | None, advance: Callable[[int], None]
+    shard: Shard,
+    storage_options: Mapping[str, Any] | None,
+    advance: Callable[[int], None] | None = None,
 ) -> tuple[ShardProblem | None, int]:
     from recordkeeper.tfrecord import scan_shard
 
@@ -228,7 +235,7 @@ def _deep_check(
         if exc.extra.get("reason") == "missing":
             return ShardProblem(shard, "missing", f"object not found: {exc.detail}"), 0
         raise
-    reader = _CountingReader(raw, advance)
+    reader = _CountingReader(raw, advance or _ignore)
     try:
         with storage_errors(shard.uri):
             try:
@@ -282,14 +289,20 @@ def verify_shards(
     if deep:
         workers = max_workers or min(len(shards) or 1, max(2, os.cpu_count() or 2))
         total = sum(s.size for s in shards)
-        with byte_progress(f"deep verify {label}", total, progress) as advance, \
-                ThreadPoolExecutor(max_workers=workers) as pool:
-            for problem, nread in pool.map(
-                lambda s: _deep_check(s, storage_options, advance), shards
-            ):
-                total_read += nread
-                if problem is not None:
-                    problems.append(problem)
+        processes = use_processes(total, len(shards))
+        options = dict(storage_options) if storage_options is not None else None
+        with byte_progress(f"deep verify {label}", total, progress) as advance:
+            results = parallel_map(
+                _deep_check,
+                [(s, options, None if processes else advance) for s in shards],
+                workers=workers,
+                processes=processes,
+                on_result=(lambda i, r: advance(r[1])) if processes else None,
+            )
+        for problem, nread in results:
+            total_read += nread
+            if problem is not None:
+                problems.append(problem)
     else:
         workers = max_workers or min(len(shards) or 1, 32)
         with ThreadPoolExecutor(max_workers=workers) as pool:

@@ -1,0 +1,70 @@
+"""Running per-shard work in parallel: threads, or processes for big CPU-bound jobs.
+
+Re-reading a shard (deep verification, publishing) is CPU-bound Python work per record: threads
+share the GIL and do not scale past one core.  For large jobs (default: at least 256 MiB over
+more than one shard, on a machine with more than one core) the work runs in a process pool
+(``spawn`` start method: safe with the event-loop threads fsspec backends keep).  Small jobs stay
+on threads, where starting processes would cost more than it saves.
+``RECORDKEEPER_PROCESSES=0`` forces threads, ``=1`` forces processes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+__all__ = ["PROCESS_THRESHOLD", "parallel_map", "use_processes"]
+
+PROCESS_THRESHOLD = 256 * 2**20
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def use_processes(total_bytes: int, items: int) -> bool:
+    """Whether a job of ``items`` shards and ``total_bytes`` should run in processes."""
+    forced = os.environ.get("RECORDKEEPER_PROCESSES")
+    if forced in ("0", "1"):
+        return forced == "1" and items > 1
+    return items > 1 and (os.cpu_count() or 1) > 1 and total_bytes >= PROCESS_THRESHOLD
+
+
+def parallel_map(
+    fn: Callable[..., R],
+    items: Sequence[Any],
+    *,
+    workers: int,
+    processes: bool,
+    on_result: Callable[[int, R], None] | None = None,
+) -> list[R]:
+    """``[fn(*item) for item in items]`` in parallel, results in order.
+
+    With ``processes`` ``fn`` and the items must be picklable (module-level function, plain
+    values).  ``on_result(index, result)`` runs in the calling thread as each result arrives.
+    """
+    executor: Executor
+    if processes:
+        executor = ProcessPoolExecutor(
+            max_workers=min(workers, os.cpu_count() or 1),
+            mp_context=multiprocessing.get_context("spawn"),
+        )
+    else:
+        executor = ThreadPoolExecutor(max_workers=workers)
+    results: list[Any] = [None] * len(items)
+    with executor:
+        futures = {executor.submit(fn, *item): i for i, item in enumerate(items)}
+        try:
+            from concurrent.futures import as_completed
+
+            for future in as_completed(futures):
+                index = futures[future]
+                results[index] = future.result()
+                if on_result is not None:
+                    on_result(index, results[index])
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    return results
