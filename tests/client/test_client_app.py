@@ -312,3 +312,23 @@ def test_lazy_schema_is_fetched_once(client: rk.Client) -> None:
     v = client.resolve("coco@latest")
     assert v.schema is v.schema
     assert v.schema.record_count == 3
+
+
+def test_process_pool_path_keeps_errors_typed(client: rk.Client, roots: tuple[Path, Path],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Big jobs run in worker processes: results, offsets and error codes must survive."""
+    monkeypatch.setenv("RECORDKEEPER_PROCESSES", "1")
+    for i in range(2):
+        write_tfrecord(roots[1] / f"train-{i:05d}-of-00002.tfrecord", sample_examples(40, i * 40))
+    v = _publish_dir(client, roots[1])
+    assert v.record_count == 80 and v.verify(deep=True).ok
+    victim = roots[1] / "train-00000-of-00002.tfrecord"
+    data = bytearray(victim.read_bytes())
+    data[700] ^= 0x08
+    victim.write_bytes(bytes(data))
+    (problem,) = v.verify(deep=True).problems
+    assert (problem.shard.name, problem.reason) == ("train-00000-of-00002", "corrupt")
+    assert problem.offset is not None
+    with pytest.raises(rk.CorruptShard) as info:
+        _publish_dir(client, roots[1], force_new=True)
+    assert "offset" in info.value.extra

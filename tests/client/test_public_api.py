@@ -1,0 +1,54 @@
+"""The public surface: sorted __all__, no heavy imports, CLI errors without tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+import recordkeeper as rk
+from recordkeeper.cli import app, parse_storage_options
+
+
+def test_all_is_sorted_and_complete() -> None:
+    assert rk.__all__ == sorted(rk.__all__)
+    for name in rk.__all__:
+        assert hasattr(rk, name), name
+    for name in ("Client", "Dataset", "DatasetVersion", "Shard", "Split", "VerifyReport",
+                 "VersionDiff", "ShardProblem", "DuplicateWarning"):
+        assert name in rk.__all__
+
+
+def test_import_is_light() -> None:
+    code = (
+        "import recordkeeper, sys; "
+        "heavy = [m for m in ('tensorflow', 's3fs', 'gcsfs', 'rich', 'fsspec', 'httpx') "
+        "if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_storage_option_parsing() -> None:
+    assert parse_storage_options(
+        ["key=abc", "anon=true", "client_kwargs.endpoint_url=http://127.0.0.1:1",
+         "client_kwargs.region_name=us-east-1", "retries=3"]
+    ) == {"key": "abc", "anon": True, "retries": 3,
+          "client_kwargs": {"endpoint_url": "http://127.0.0.1:1", "region_name": "us-east-1"}}
+
+
+def test_cli_errors_print_code_and_exit_1() -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["--url", "http://127.0.0.1:9", "resolve", "coco@latest"])
+    assert result.exit_code == 1
+    assert "[service_unavailable]" in result.stderr and "127.0.0.1:9" in result.stderr
+    assert "Traceback" not in result.output
+    result = runner.invoke(app, ["resolve", "Not A Ref"])
+    assert result.exit_code == 1 and "[invalid_reference]" in result.stderr
+
+
+def test_cli_lists_every_command() -> None:
+    result = CliRunner().invoke(app, ["--help"])
+    for command in ("publish", "resolve", "show", "ls", "verify", "diff", "alias"):
+        assert command in result.stdout
