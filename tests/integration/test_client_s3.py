@@ -66,7 +66,7 @@ def test_wrong_endpoint_and_missing_bucket(s3_service: LiveService, s3_bucket: s
     with client.writer("coco") as w:
         w.write(sc.sample_examples(1)[0])
     bad = {**opts, "client_kwargs": {"endpoint_url": "http://127.0.0.1:9",
-                                     "region_name": "us-east-1"}, "retries": 0}
+                                     "region_name": "us-east-1"}}
     with pytest.raises(rk.StorageError, match="unreachable") as info:
         client.resolve("coco@latest").verify(storage_options=bad)
     assert info.value.extra["reason"] == "unreachable"
