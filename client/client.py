@@ -21,11 +21,21 @@ from recordkeeper.schema import Schema
 
 if TYPE_CHECKING:
     import datetime
+    from pathlib import Path
 
     import httpx
 
     from recordkeeper.dataset import Dataset
     from recordkeeper.diff import VersionDiff
+    from recordkeeper.lineage import (
+        CheckpointInfo,
+        CheckpointRef,
+        Consumers,
+        Lineage,
+        LineageGraph,
+        ModelInfo,
+    )
+    from recordkeeper.pinned import PinnedData
     from recordkeeper.progress import ProgressLike
     from recordkeeper.writer import VersionWriter
 
@@ -352,6 +362,64 @@ class Client:
             max_workers=max_workers,
             progress=progress,
         )
+
+    # -- lineage (implemented in recordkeeper.lineage / recordkeeper.pinned) -------------------
+
+    def register_checkpoint(self, *, model: str, checkpoint: str, **kwargs: Any) -> CheckpointInfo:
+        """Record a checkpoint and the data it trained on (see :mod:`recordkeeper.lineage`)."""
+        from recordkeeper import lineage
+
+        return lineage.register_checkpoint(self, model=model, checkpoint=checkpoint, **kwargs)
+
+    def checkpoint(self, ref: str | CheckpointRef) -> CheckpointInfo:
+        """One checkpoint, ``model/ckpt-1234``."""
+        from recordkeeper import lineage
+
+        return lineage.checkpoint(self, ref)
+
+    def checkpoints(self, model: str, *, limit: int | None = None) -> list[CheckpointInfo]:
+        """A model's checkpoints."""
+        from recordkeeper import lineage
+
+        return lineage.checkpoints(self, model, limit=limit)
+
+    def models(self, prefix: str | None = None, *, limit: int | None = None) -> list[ModelInfo]:
+        """Models with registered checkpoints."""
+        from recordkeeper import lineage
+
+        return lineage.models(self, prefix, limit=limit)
+
+    def lineage(self, ref: str | CheckpointRef) -> Lineage:
+        """Which data trained a checkpoint (the union along its parent chain)."""
+        from recordkeeper import lineage
+
+        return lineage.lineage(self, ref)
+
+    def consumers(self, ref: Any, *, transitive: bool = True, limit: int | None = None
+                  ) -> Consumers:
+        """Which checkpoints used a version."""
+        from recordkeeper import lineage
+
+        return lineage.consumers(self, ref, transitive=transitive, limit=limit)
+
+    def shard_consumers(self, uri_or_sha256: str, *, transitive: bool = True,
+                        limit: int | None = None) -> Consumers:
+        """Which checkpoints used a shard (by URI or sha256)."""
+        from recordkeeper import lineage
+
+        return lineage.shard_consumers(self, uri_or_sha256, transitive=transitive, limit=limit)
+
+    def lineage_graph(self, **kwargs: Any) -> LineageGraph:
+        """The lineage graph around a checkpoint or version."""
+        from recordkeeper import lineage
+
+        return lineage.lineage_graph(self, **kwargs)
+
+    def resolve_pinned(self, path: str | Path, **kwargs: Any) -> PinnedData:
+        """Resolve a pinned training config (see :mod:`recordkeeper.pinned`)."""
+        from recordkeeper import pinned
+
+        return pinned.load_pinned(path, client=self, **kwargs)
 
     def _finish(self, version: DatasetVersion, *, force_new: bool) -> DatasetVersion:
         """Commit a staged version, keeping an identical existing one unless ``force_new``."""
