@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+import orjson
+
 from recordkeeper.errors import (
     RecordkeeperError,
     ServerError,
@@ -143,7 +145,7 @@ class HttpCore:
             if response.status_code == 204 or not response.content:
                 return None
             try:
-                return response.json()
+                return orjson.loads(response.content)
             except ValueError:
                 raise ServerError(
                     f"{method} {url} answered {response.status_code} with a body that is not "

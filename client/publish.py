@@ -36,6 +36,7 @@ from recordkeeper.models import DatasetVersion
 from recordkeeper.progress import ProgressLike, byte_progress
 from recordkeeper.storage import (
     ObjectStat,
+    backend_of,
     discard_upload,
     join_uri,
     open_read,
@@ -240,7 +241,11 @@ def publish(
     total = sum(b.size for b in befores)
     processes = use_processes(total, len(shards))
     cores = max(2, os.cpu_count() or 2)
-    workers = max_workers or min(len(shards), cores if processes else cores * 4)
+    remote = any(backend_of(s.uri) != "file" for s in shards) or (
+        copy_to is not None and backend_of(copy_to) != "file"
+    )
+    # Threads wait on the network for remote objects: use many; CPU-bound local work: cores.
+    workers = max_workers or min(len(shards), cores if processes else 32 if remote else cores)
 
     staged = client.stage(dataset.name, desc=desc, date=date, root=copy_to)
     copies: list[str] = []
