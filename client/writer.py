@@ -14,7 +14,7 @@ How it works:
   :class:`recordkeeper.tfrecord.TFRecordWriter`, which computes sha256, crc32c,
   records_sha256, the record count and the schema while the bytes stream — never by a second
   read.  The framed bytes go through a bounded queue to a background upload thread per shard, so
-  the producer is not blocked by the network (the queue bounds memory: 4 x 8 MiB per shard).
+  the producer is not blocked by the network (the queue bounds memory: ~16 MiB per shard).
 * A shard is closed when its stored size reaches ``shard_size`` and the next one begins
   (exactly for uncompressed shards; for gzip/zlib only once the compressor has emitted that
   much, so compressed shards may run up to about a MiB over).
@@ -64,8 +64,8 @@ if TYPE_CHECKING:
 
 __all__ = ["VersionWriter", "parse_size"]
 
-_CHUNK = 8 * 2**20
-_QUEUE_DEPTH = 4
+_DIRECT = 2**20  # blocks at least this big go to the upload thread as they are
+_QUEUE_DEPTH = 16  # blocks in flight per shard (~16 MiB)
 _MAX_PENDING_UPLOADS = 4
 _SIZE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)\s*", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
@@ -147,12 +147,16 @@ class _UploadPipe:
     # file-object protocol used by TFRecordWriter
     def write(self, data: bytes | bytearray | memoryview) -> int:
         self._raise_if_failed()
+        n = len(data)
+        self.size += n
+        if not self._buffer and n >= _DIRECT:
+            self._queue.put(bytes(data))  # big blocks (the writer's ~1 MiB batches): no copy
+            return n
         self._buffer += data
-        self.size += len(data)
-        if len(self._buffer) >= _CHUNK:
+        if len(self._buffer) >= _DIRECT:
             self._queue.put(bytes(self._buffer))
             self._buffer.clear()
-        return len(data)
+        return n
 
     def flush(self) -> None:
         """Buffered until a chunk is full; the upload happens in the background."""
@@ -263,7 +267,9 @@ class VersionWriter:
         """Append one record (serialized ``bytes`` or a message with ``SerializeToString``)."""
         if self._closed:
             raise RuntimeError("this writer is closed")
-        if isinstance(record, (bytes, bytearray, memoryview)):
+        if type(record) is bytes:
+            data = record
+        elif isinstance(record, (bytes, bytearray, memoryview)):
             data = bytes(record)
         elif hasattr(record, "SerializeToString"):
             data = record.SerializeToString()
