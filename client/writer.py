@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import queue
 import re
 import threading
@@ -49,6 +50,7 @@ from recordkeeper.errors import InvalidRequest, InvalidShard, StorageError
 from recordkeeper.manifest import shard_file_name, validate_split_name
 from recordkeeper.models import DatasetVersion
 from recordkeeper.storage import (
+    backend_of,
     discard_upload,
     join_uri,
     open_write,
@@ -56,6 +58,7 @@ from recordkeeper.storage import (
     rename,
     stat_object,
     storage_errors,
+    to_uri,
     url_to_fs,
 )
 
@@ -407,7 +410,16 @@ class VersionWriter:
                     "storage_identity": stat.identity,
                 }
             )
+        self._remove_temp_dir()
         return registrations
+
+    def _remove_temp_dir(self) -> None:
+        """Local disk keeps empty directories; object stores have none to remove."""
+        if self.staged is None or backend_of(self.staged.storage_prefix) != "file":
+            return
+        path = to_uri(join_uri(self.staged.storage_prefix, "_incomplete"))[len("file://") :]
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
 
     def _delete_written(self) -> None:
         for shard in self._done:
@@ -415,3 +427,4 @@ class VersionWriter:
                 if uri:
                     with contextlib.suppress(Exception):
                         remove(uri, self.storage_options)
+        self._remove_temp_dir()

@@ -40,8 +40,9 @@ def client(tmp_path: Path, roots: tuple[Path, Path]) -> Iterator[rk.Client]:
     database = Database(url)
     migrate.upgrade(database)
     database.dispose()
-    settings = Settings(database_url=url, storage_root=store.as_uri(),
-                        allowed_roots=[store.as_uri(), data.as_uri()])
+    settings = Settings(
+        database_url=url, storage_root=store.as_uri(), allowed_roots=[store.as_uri(), data.as_uri()]
+    )
     with TestClient(create_app(settings)) as http:
         yield rk.Client(http_client=http)
 
@@ -66,11 +67,12 @@ def test_writer_end_to_end(client: rk.Client, roots: tuple[Path, Path]) -> None:
     train = v.splits["train"]
     assert train.record_count == 250 and train.shard_count > 1
     names = [u.rsplit("/", 1)[-1] for u in v.files("train")]
-    assert names == [f"train-{i:05d}-of-{train.shard_count:05d}.tfrecord"
-                     for i in range(train.shard_count)]
+    assert names == [
+        f"train-{i:05d}-of-{train.shard_count:05d}.tfrecord" for i in range(train.shard_count)
+    ]
     assert v.storage_prefix.startswith(roots[0].as_uri())
-    prefix = Path(v.storage_prefix[len("file://"):])
-    assert not (prefix / "_incomplete").exists() or not any((prefix / "_incomplete").iterdir())
+    prefix = Path(v.storage_prefix[len("file://") :])
+    assert not (prefix / "_incomplete").exists()
     assert {f.name for f in v.schema.features} == {"image", "label", "score"}
     assert v.schema.feature("label").kind == "int64"
     assert client.resolve("coco@latest").content_digest == v.content_digest
@@ -86,7 +88,7 @@ def test_writer_gzip(client: rk.Client) -> None:
     (shard,) = w.version.splits["test"].shards
     assert shard.uri.endswith("/test-00000-of-00001.tfrecord.gz")
     assert shard.compression == "gzip" and shard.record_count == 100
-    assert Path(shard.uri[len("file://"):]).read_bytes()[:2] == b"\x1f\x8b"
+    assert Path(shard.uri[len("file://") :]).read_bytes()[:2] == b"\x1f\x8b"
     assert w.version.verify(deep=True).ok
 
 
@@ -109,7 +111,7 @@ def test_writer_exception_leaves_nothing_visible(client: rk.Client) -> None:
         staged = w.staged
         raise RuntimeError("boom")
     assert staged is not None
-    prefix = Path(staged.storage_prefix[len("file://"):])
+    prefix = Path(staged.storage_prefix[len("file://") :])
     leftovers = [p for p in prefix.rglob("*") if p.is_file()] if prefix.exists() else []
     assert leftovers == []
     with pytest.raises(rk.VersionNotFound):
@@ -165,8 +167,9 @@ def test_publish_in_place_resolve_and_refs(client: rk.Client, roots: tuple[Path,
     assert [d.name for d in client.datasets()] == ["coco"]
 
 
-def test_publish_gzip_without_suffix_is_detected(client: rk.Client, roots: tuple[Path, Path]
-                                                 ) -> None:
+def test_publish_gzip_without_suffix_is_detected(
+    client: rk.Client, roots: tuple[Path, Path]
+) -> None:
     # write_small_dataset(..., file_type="tfrecords_gzip") writes GZIP under any name.
     write_tfrecord(roots[1] / "examples", sample_examples(7), "gzip")
     v = _publish_dir(client, roots[1])
@@ -185,21 +188,25 @@ def test_publish_outside_allowed_roots_is_refused_before_reading(
         client.resolve("coco@latest")
 
 
-def test_publish_copy_to_the_versioned_layout(client: rk.Client, roots: tuple[Path, Path],
-                                              tmp_path: Path) -> None:
+def test_publish_copy_to_the_versioned_layout(
+    client: rk.Client, roots: tuple[Path, Path], tmp_path: Path
+) -> None:
     outside = tmp_path / "elsewhere"
     write_tfrecord(outside / "part-00000-of-00002", sample_examples(4), "gzip")
     write_tfrecord(outside / "part-00001-of-00002", sample_examples(4, 4), "gzip")
     ds = rk.Dataset.from_files("coco", {"train": sorted(outside.iterdir())})
     v = client.publish(ds, copy_to=roots[0].as_uri(), progress=False)
     assert [u.rsplit("/", 1)[-1] for u in v.files("train")] == [
-        "train-00000-of-00002.tfrecord.gz", "train-00001-of-00002.tfrecord.gz"]
+        "train-00000-of-00002.tfrecord.gz",
+        "train-00001-of-00002.tfrecord.gz",
+    ]
     assert all(u.startswith(v.storage_prefix) for u in v.files("train"))
     assert v.verify(deep=True).ok
 
 
-def test_publish_identical_content_returns_existing(client: rk.Client, roots: tuple[Path, Path]
-                                                    ) -> None:
+def test_publish_identical_content_returns_existing(
+    client: rk.Client, roots: tuple[Path, Path]
+) -> None:
     write_tfrecord(roots[1] / "train.tfrecord", sample_examples(5))
     first = _publish_dir(client, roots[1])
     with warnings.catch_warnings(record=True) as caught:
@@ -227,18 +234,22 @@ def test_from_tfds_record_counts_are_checked(client: rk.Client, roots: tuple[Pat
 
     d = roots[1]
     write_tfrecord(d / "mnist-train.tfrecord-00000-of-00001", sample_examples(4))
-    (d / "dataset_info.json").write_text(json.dumps(
-        {"name": "mnist", "splits": [{"name": "train", "shardLengths": ["5"]}]}))
-    with pytest.raises(rk.InvalidShard, match="says train-00000-of-00001 holds 5 records, the file"
-                                                " holds 4"):
+    (d / "dataset_info.json").write_text(
+        json.dumps({"name": "mnist", "splits": [{"name": "train", "shardLengths": ["5"]}]})
+    )
+    with pytest.raises(
+        rk.InvalidShard, match="says train-00000-of-00001 holds 5 records, the file holds 4"
+    ):
         client.publish(rk.Dataset.from_tfds(d), progress=False)
-    (d / "dataset_info.json").write_text(json.dumps(
-        {"name": "mnist", "splits": [{"name": "train", "shardLengths": ["4"]}]}))
+    (d / "dataset_info.json").write_text(
+        json.dumps({"name": "mnist", "splits": [{"name": "train", "shardLengths": ["4"]}]})
+    )
     assert client.publish(rk.Dataset.from_tfds(d), progress=False).record_count == 4
 
 
-def test_bit_flip_keeping_size_and_mtime_only_deep_finds(client: rk.Client,
-                                                         roots: tuple[Path, Path]) -> None:
+def test_bit_flip_keeping_size_and_mtime_only_deep_finds(
+    client: rk.Client, roots: tuple[Path, Path]
+) -> None:
     for i in range(2):
         write_tfrecord(roots[1] / f"train-{i:05d}-of-00002.tfrecord", sample_examples(50, i * 50))
     v = _publish_dir(client, roots[1])
@@ -267,7 +278,9 @@ def test_replaced_shard_with_valid_records_is_records_changed(
     write_tfrecord(path, sample_examples(10, 500))
     assert [p.reason for p in v.verify().problems] in (["identity_changed"], ["size_changed"])
     assert [p.reason for p in v.verify(deep=True).problems] in (
-        ["records_changed"], ["size_changed"])
+        ["records_changed"],
+        ["size_changed"],
+    )
     path.unlink()
     assert [p.reason for p in v.verify(deep=True).problems] == ["missing"]
     assert [p.reason for p in v.verify().problems] == ["missing"]
@@ -296,13 +309,27 @@ def test_aliases_diff_and_deprecate(client: rk.Client, roots: tuple[Path, Path])
     assert client.resolve(v2.name).state == "deprecated"
 
 
-def test_register_shards_against_missing_version(client: rk.Client, roots: tuple[Path, Path]
-                                                 ) -> None:
+def test_register_shards_against_missing_version(
+    client: rk.Client, roots: tuple[Path, Path]
+) -> None:
     with pytest.raises(rk.VersionNotFound):
-        client.register_shards("coco_20231015_v1", [{
-            "split": "train", "index": 0, "count": 1, "uri": (roots[1] / "a").as_uri(),
-            "compression": "none", "size": 1, "sha256": "0" * 64, "crc32c": "0" * 8,
-            "records_sha256": "0" * 64, "record_count": 1}])
+        client.register_shards(
+            "coco_20231015_v1",
+            [
+                {
+                    "split": "train",
+                    "index": 0,
+                    "count": 1,
+                    "uri": (roots[1] / "a").as_uri(),
+                    "compression": "none",
+                    "size": 1,
+                    "sha256": "0" * 64,
+                    "crc32c": "0" * 8,
+                    "records_sha256": "0" * 64,
+                    "record_count": 1,
+                }
+            ],
+        )
 
 
 def test_lazy_schema_is_fetched_once(client: rk.Client) -> None:
@@ -314,8 +341,9 @@ def test_lazy_schema_is_fetched_once(client: rk.Client) -> None:
     assert v.schema.record_count == 3
 
 
-def test_process_pool_path_keeps_errors_typed(client: rk.Client, roots: tuple[Path, Path],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_process_pool_path_keeps_errors_typed(
+    client: rk.Client, roots: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Big jobs run in worker processes: results, offsets and error codes must survive."""
     monkeypatch.setenv("RECORDKEEPER_PROCESSES", "1")
     for i in range(2):
@@ -332,3 +360,23 @@ def test_process_pool_path_keeps_errors_typed(client: rk.Client, roots: tuple[Pa
     with pytest.raises(rk.CorruptShard) as info:
         _publish_dir(client, roots[1], force_new=True)
     assert "offset" in info.value.extra
+
+
+def test_auth_required_without_token_is_typed(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from recordkeeper.service import migrate
+    from recordkeeper.service.app import create_app
+    from recordkeeper.service.db import Database
+    from recordkeeper.service.settings import Settings
+
+    url = f"sqlite:///{tmp_path / 'auth.db'}"
+    database = Database(url)
+    migrate.upgrade(database)
+    database.dispose()
+    settings = Settings(database_url=url, storage_root=tmp_path.as_uri(), auth="required")
+    with TestClient(create_app(settings)) as http:
+        with pytest.raises(rk.AuthenticationRequired):
+            rk.Client(http_client=http, token="").resolve("coco@latest")
+        with pytest.raises(rk.AuthenticationRequired):
+            rk.Client(http_client=http, token="rk_wrong").datasets()
