@@ -38,6 +38,7 @@ Exception tree::
     │   ├── SchemaConflict                        schema_conflict
     │   ├── DuplicateContent                      duplicate_content
     │   ├── VersionInUse                          version_in_use
+    │   ├── VersionDeprecated                     version_deprecated (client side: pinned data)
     │   └── CheckpointConflict                    checkpoint_conflict
     ├── DigestMismatch                            digest_mismatch (409)
     ├── StorageRootNotAllowed (PermissionError)   storage_root_not_allowed (403)
@@ -89,6 +90,7 @@ __all__ = [
     "StorageError",
     "StorageRootNotAllowed",
     "TokenNotFound",
+    "VersionDeprecated",
     "VersionImmutable",
     "VersionInUse",
     "VersionIncomplete",
@@ -251,6 +253,12 @@ class VersionInUse(Conflict):
     """The version trained checkpoints (``extra["checkpoints"]``) and cannot be removed."""
 
     code = "version_in_use"
+
+
+class VersionDeprecated(Conflict):
+    """Pinned data names a version that has since been deprecated (``extra["reason"]``)."""
+
+    code = "version_deprecated"
 
 
 class CheckpointConflict(Conflict):
