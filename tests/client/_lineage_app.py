@@ -1,0 +1,77 @@
+"""Fixtures for the lineage client tests: the real app in-process behind an unpluggable transport.
+
+Import the fixtures into a test module (``from tests.client._lineage_app import client, ...``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import recordkeeper as rk
+
+__all__ = ["Switch", "app_http", "client", "publish", "switch"]
+
+
+class Switch(httpx.BaseTransport):
+    """A transport that can be 'unplugged': while down, every request fails to connect."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self.inner = inner
+        self.down = False
+        self.requests: list[tuple[str, str]] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.down:
+            raise httpx.ConnectError("connection refused (test switch)", request=request)
+        self.requests.append((request.method, request.url.path))
+        return self.inner.handle_request(request)
+
+
+@pytest.fixture
+def app_http(tmp_path: Path) -> Iterator[Any]:
+    from fastapi.testclient import TestClient
+
+    from recordkeeper.service import migrate
+    from recordkeeper.service.app import create_app
+    from recordkeeper.service.db import Database
+    from recordkeeper.service.settings import Settings
+
+    store = tmp_path / "store"
+    store.mkdir()
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    database = Database(url)
+    migrate.upgrade(database)
+    database.dispose()
+    settings = Settings(
+        database_url=url, storage_root=store.as_uri(), allowed_roots=[store.as_uri()]
+    )
+    with TestClient(create_app(settings)) as http:
+        yield http
+
+
+@pytest.fixture
+def switch(app_http: Any) -> Switch:
+    return Switch(app_http._transport)
+
+
+@pytest.fixture
+def client(app_http: Any, switch: Switch) -> Iterator[rk.Client]:
+    http = httpx.Client(transport=switch, base_url="http://testserver")
+    with rk.Client(http_client=http, retries=1) as c:
+        yield c
+    http.close()
+
+
+def publish(
+    client: rk.Client, tag: str, splits: tuple[str, ...] = ("train", "validation")
+) -> rk.DatasetVersion:
+    with client.writer("coco", desc=tag) as w:
+        for split in splits:
+            for i in range(5):
+                w.write(f"{tag}-{split}-{i}".encode(), split=split)
+    return client.resolve(w.version.name)

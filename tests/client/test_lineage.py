@@ -1,0 +1,207 @@
+"""The client's lineage calls and the registration queue, against the real app in-process."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import recordkeeper as rk
+from recordkeeper.lineage import DataUse, normalize_data, parse_checkpoint_ref
+from recordkeeper.lineage_queue import RegistrationQueue, RegistrationRejected
+from tests.client import _lineage_app
+from tests.client._lineage_app import Switch, publish
+
+# Fixtures shared with test_lineage_cli.py.
+app_http = _lineage_app.app_http
+switch = _lineage_app.switch
+client = _lineage_app.client
+
+pytest.importorskip("fastapi")
+
+
+def test_normalize_data_forms() -> None:
+    assert normalize_data(
+        {"train": "coco@v1", "eval": ["coco@v2", {"version": "coco@v3", "splits": "test"}]}
+    ) == [
+        DataUse("coco@v1", "train"),
+        DataUse("coco@v2", "eval"),
+        DataUse("coco@v3", "eval", ("test",)),
+    ]
+    assert normalize_data([{"ref": "coco@v1", "role": "test"}, DataUse("coco@v1")]) == [
+        DataUse("coco@v1", "test"),
+        DataUse("coco@v1", "train"),
+    ]
+    assert (
+        normalize_data({"train": "coco@v1", "extra": {"ref": "x@v1", "role": "train"}})[1].role
+        == "train"
+    )
+    for bad in (
+        {"finetune": "coco@v1"},
+        {"train": 3},
+        {"train": "coco@@"},
+        "coco@v1",
+        {"train": {"splits": ["a"]}},
+    ):
+        with pytest.raises(rk.InvalidCheckpoint):
+            normalize_data(bad)
+    assert parse_checkpoint_ref("det/ckpt-1") == rk.CheckpointRef("det", "ckpt-1")
+    for bad_ref in ("det", "det/a/b", "Det/ckpt", "det/"):
+        with pytest.raises(rk.InvalidCheckpoint):
+            parse_checkpoint_ref(bad_ref)
+
+
+def test_register_lineage_consumers_graph(client: rk.Client) -> None:
+    v1 = publish(client, "first")
+    for k in (1, 2):
+        info = client.register_checkpoint(
+            model="det",
+            checkpoint=f"ckpt-{k}",
+            step=k,
+            uri=f"file:///models/det/ckpt-{k}",
+            data={"train": v1, "eval": v1},
+            parent=f"det/ckpt-{k - 1}" if k > 1 else None,
+        )
+        assert info.created is True and info.versions == [v1.name]
+    again = client.register_checkpoint(
+        model="det",
+        checkpoint="ckpt-2",
+        step=2,
+        uri="file:///models/det/ckpt-2",
+        data={"train": v1, "eval": v1},
+        parent="det/ckpt-1",
+    )
+    assert again.created is False
+    with pytest.raises(rk.CheckpointConflict) as conflict:
+        client.register_checkpoint(model="det", checkpoint="ckpt-2", step=3, data={"train": v1})
+    assert set(conflict.value.extra["fields"]) >= {"step", "uri", "parent", "data"}
+    v2 = publish(client, "second")
+    client.register_checkpoint(
+        model="det",
+        checkpoint="ckpt-3",
+        step=3,
+        data={"train": "coco@latest"},
+        parent="det/ckpt-2",
+        saved_models={"serving": "file:///models/det/ckpt-3_saved_modules/serving"},
+    )
+    lineage = client.lineage("det/ckpt-3")
+    assert lineage.versions == [v1.name, v2.name]
+    assert [e.role for e in lineage.for_role("eval")] == ["eval"]
+    train_v1 = next(e for e in lineage.data if e.version == v1.name and e.role == "train")
+    assert [s.checkpoint for s in train_v1.segments] == ["ckpt-1", "ckpt-2"]
+    assert lineage.checkpoint.saved_models[0].uri.endswith("ckpt-3_saved_modules/serving")
+    assert lineage.checkpoint.parent == rk.CheckpointRef("det", "ckpt-2")
+
+    used = client.consumers(v1)
+    assert used.refs == ["det/ckpt-1", "det/ckpt-2", "det/ckpt-3"]
+    assert [c.direct for c in used.checkpoints] == [True, True, False]
+    assert used.model_names == ["det"]
+    assert client.consumers("coco@v1", transitive=False).refs == ["det/ckpt-1", "det/ckpt-2"]
+    shard = v2.splits["train"].shards[0]
+    assert client.shard_consumers(shard.uri).refs == ["det/ckpt-3"]
+    assert client.shard_consumers(shard.sha256).refs == ["det/ckpt-3"]
+    assert client.shard_consumers(v2.splits["validation"].shards[0].sha256).count == 0
+    graph = client.lineage_graph(checkpoint="det/ckpt-2", depth=1)
+    assert graph.root == "checkpoint:det/ckpt-2"
+    assert {n.id for n in graph.nodes} >= {"checkpoint:det/ckpt-1", "checkpoint:det/ckpt-3"}
+    assert [m.name for m in client.models()] == ["det"]
+    assert [c.checkpoint for c in client.checkpoints("det")] == ["ckpt-3", "ckpt-2", "ckpt-1"]
+    with pytest.raises(rk.CheckpointNotFound):
+        client.lineage("det/ckpt-9")
+    with pytest.raises(rk.ModelNotFound):
+        client.checkpoints("nobody")
+
+    with pytest.raises(rk.VersionInUse) as in_use:
+        client.deprecate(v1, "bad labels")
+    assert in_use.value.extra["checkpoints"] == ["det/ckpt-1", "det/ckpt-2"]
+    assert client.deprecate(v1, "bad labels", force=True).state == "deprecated"
+
+
+def test_invalid_input_is_refused_before_any_request(client: rk.Client, switch: Switch) -> None:
+    with pytest.raises(rk.InvalidCheckpoint):
+        client.register_checkpoint(model="Det", checkpoint="ckpt-1")
+    with pytest.raises(rk.InvalidCheckpoint):
+        client.register_checkpoint(model="det", checkpoint="ckpt-1", step=-1)
+    with pytest.raises(rk.InvalidCheckpoint):
+        client.register_checkpoint(model="det", checkpoint="ckpt-1", parent="det/ckpt-1")
+    with pytest.raises(rk.InvalidCheckpoint):
+        client.shard_consumers("not-a-uri")
+    assert switch.requests == []
+
+
+def _body(model: str, name: str, parent: str | None = None, **extra: Any) -> dict[str, Any]:
+    from recordkeeper.lineage import checkpoint_body
+
+    return checkpoint_body(model=model, checkpoint=name, parent=parent, **extra)
+
+
+def test_queue_keeps_order_and_never_loses_or_duplicates(
+    client: rk.Client, switch: Switch, tmp_path: Path
+) -> None:
+    v1 = publish(client, "first")
+    queue = RegistrationQueue(client, tmp_path / "q" / "pending.jsonl")
+    assert queue.submit(_body("det", "ckpt-1", data={"train": v1})) is not None
+    switch.down = True
+    assert queue.submit(_body("det", "ckpt-2", "det/ckpt-1", data={"train": v1})) is None
+    assert queue.submit(_body("det", "ckpt-3", "det/ckpt-2", data={"train": v1})) is None
+    lines = [json.loads(x) for x in queue.path.read_text().splitlines()]
+    assert [x["body"]["checkpoint"] for x in lines] == ["ckpt-2", "ckpt-3"]
+    assert all(x["url"] == client.url for x in lines)
+    switch.down = False
+    # the next registration sends the queued ones first, in order (ckpt-3's parent is ckpt-2)
+    info = queue.submit(_body("det", "ckpt-4", "det/ckpt-3", data={"train": v1}))
+    assert info is not None and info.checkpoint == "ckpt-4"
+    puts = [path for method, path in switch.requests if method == "PUT"]
+    assert [p.rsplit("/", 1)[-1] for p in puts] == ["ckpt-1", "ckpt-2", "ckpt-3", "ckpt-4"]
+    assert not queue.path.exists() and queue.pending() == []
+    assert [c.checkpoint for c in client.checkpoints("det")] == [
+        "ckpt-4",
+        "ckpt-3",
+        "ckpt-2",
+        "ckpt-1",
+    ]
+    # a crash after the answer but before the file was rewritten: sending again is harmless
+    queue._append(
+        queue.path, queue._entry(_body("det", "ckpt-4", "det/ckpt-3", data={"train": v1}), None)
+    )
+    result = queue.flush()
+    assert result.pending == 0 and result.registered[0].created is False
+    assert len(client.checkpoints("det")) == 4
+
+
+def test_queue_sets_refused_entries_aside_and_keeps_unknown_parents(
+    client: rk.Client, tmp_path: Path
+) -> None:
+    v1 = publish(client, "first")
+    queue = RegistrationQueue(client, tmp_path / "pending.jsonl")
+    entries = [
+        _body("det", "ckpt-1", data={"train": "coco@v9"}),  # refused: no such version
+        _body("det", "ckpt-7", "old/ckpt-6", data={"train": v1}),  # parent never registered
+    ]
+    for body in entries:
+        queue._append(queue.path, queue._entry(body, None))
+    with pytest.warns(RegistrationRejected, match="no version 9"):
+        result = queue.flush()
+    assert (result.pending, result.rejected, len(result.registered)) == (0, 1, 1)
+    rejected = [json.loads(x) for x in queue.rejected_path.read_text().splitlines()]
+    assert rejected[0]["error"]["code"] == "version_not_found"
+    kept = client.checkpoint("det/ckpt-7")
+    assert kept.parent is None and kept.metadata["unregistered_parent"] == "old/ckpt-6"
+
+
+def test_queue_when_nothing_listens(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    down = rk.Client(f"http://127.0.0.1:{port}", retries=0)
+    queue = RegistrationQueue(down, tmp_path / "pending.jsonl")
+    assert queue.submit(_body("det", "ckpt-1")) is None
+    result = queue.flush()
+    assert result.pending == 1 and result.registered == ()
+    assert queue.pending()[0]["checkpoint"] == "ckpt-1"
+    # other services' entries in a shared file are left alone
+    other = RegistrationQueue(rk.Client("http://127.0.0.1:1", retries=0), queue.path)
+    assert other.pending() == []

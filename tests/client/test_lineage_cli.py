@@ -1,0 +1,91 @@
+"""``recordkeeper lineage``, ``consumers``, ``checkpoints ls|flush``: trees, --json, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import recordkeeper as rk
+from recordkeeper import cli
+from recordkeeper.lineage import checkpoint_body
+from recordkeeper.lineage_queue import RegistrationQueue
+from tests.client import _lineage_app
+from tests.client._lineage_app import publish
+
+app_http = _lineage_app.app_http
+switch = _lineage_app.switch
+client = _lineage_app.client
+
+pytest.importorskip("fastapi")
+
+
+@pytest.fixture
+def runner(client: rk.Client, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setattr(cli, "_client", lambda *a, **k: client)
+    return CliRunner()
+
+
+def _history(client: rk.Client) -> rk.DatasetVersion:
+    v1 = publish(client, "first")
+    client.register_checkpoint(model="det", checkpoint="ckpt-1", step=1, data={"train": v1})
+    client.register_checkpoint(
+        model="det", checkpoint="ckpt-2", step=2, data={"eval": v1}, parent="det/ckpt-1"
+    )
+    client.register_checkpoint(
+        model="ft", checkpoint="ckpt-1", step=5, parent="det/ckpt-2", parent_kind="initialized_from"
+    )
+    return v1
+
+
+def test_lineage_tree_and_json(runner: CliRunner, client: rk.Client) -> None:
+    v1 = _history(client)
+    result = runner.invoke(cli.app, ["lineage", "ft/ckpt-1"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "ft/ckpt-1" in out and "initialized_from" in out and "det/ckpt-1" in out
+    assert f"{v1.name}  train [train]" in out and f"{v1.name}  eval [validation]" in out
+    assert "(no data)" in out  # ft/ckpt-1's own segment recorded none
+    body = json.loads(runner.invoke(cli.app, ["lineage", "ft/ckpt-1", "--json"]).output)
+    assert body["versions"] == [v1.name] and len(body["chain"]) == 3
+    missing = runner.invoke(cli.app, ["lineage", "det/ckpt-9"])
+    assert missing.exit_code == 1 and "[checkpoint_not_found]" in missing.output
+    bad = runner.invoke(cli.app, ["lineage", "nonsense"])
+    assert bad.exit_code == 1 and "[invalid_checkpoint]" in bad.output
+
+
+def test_consumers_tree_direct_and_shard(runner: CliRunner, client: rk.Client) -> None:
+    v1 = _history(client)
+    out = runner.invoke(cli.app, ["consumers", "coco@v1"]).output
+    assert "3 checkpoint(s), 2 model(s)" in out and "via det/ckpt-2" in out
+    body = json.loads(runner.invoke(cli.app, ["consumers", "coco@v1", "--direct", "--json"]).output)
+    assert [c["ref"] for c in body["checkpoints"]] == ["det/ckpt-1", "det/ckpt-2"]
+    shard = v1.splits["validation"].shards[0]
+    body = json.loads(runner.invoke(cli.app, ["consumers", "--shard", shard.uri, "--json"]).output)
+    assert [c["ref"] for c in body["checkpoints"]] == ["det/ckpt-2", "ft/ckpt-1"]
+    assert runner.invoke(cli.app, ["consumers"]).exit_code != 0
+
+
+def test_checkpoints_ls_and_flush(
+    runner: CliRunner,
+    client: rk.Client,
+    tmp_path: Path,
+) -> None:
+    _history(client)
+    models = json.loads(runner.invoke(cli.app, ["checkpoints", "ls", "--json"]).output)
+    assert [(m["name"], m["checkpoint_count"]) for m in models] == [("det", 2), ("ft", 1)]
+    table = runner.invoke(cli.app, ["checkpoints", "ls", "det"]).output
+    assert "ckpt-2" in table and "det/ckpt-1 (restored_from)" in table
+    queue = tmp_path / "pending.jsonl"
+    RegistrationQueue(client, queue)._append(
+        queue,
+        RegistrationQueue(client, queue)._entry(
+            checkpoint_body(model="det", checkpoint="ckpt-3", parent="det/ckpt-2"), None
+        ),
+    )
+    result = runner.invoke(cli.app, ["checkpoints", "flush", "--queue", str(queue), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["registered"] == ["det/ckpt-3"]
+    assert not queue.exists()

@@ -1,0 +1,183 @@
+"""Pinned training configs: lock, load, and the loud failures (digest, deprecation, aliases)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import recordkeeper as rk
+from recordkeeper import pinned
+from recordkeeper.lineage import DataUse
+
+pytest.importorskip("fastapi")
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[rk.Client]:
+    from fastapi.testclient import TestClient
+
+    from recordkeeper.service import migrate
+    from recordkeeper.service.app import create_app
+    from recordkeeper.service.db import Database
+    from recordkeeper.service.settings import Settings
+
+    store = tmp_path / "store"
+    store.mkdir()
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    database = Database(url)
+    migrate.upgrade(database)
+    database.dispose()
+    settings = Settings(
+        database_url=url, storage_root=store.as_uri(), allowed_roots=[store.as_uri()]
+    )
+    with TestClient(create_app(settings)) as http:
+        yield rk.Client(http_client=http)
+
+
+def publish(client: rk.Client, dataset: str, tag: str) -> rk.DatasetVersion:
+    with client.writer(dataset, desc=tag) as w:
+        for split in ("train", "validation"):
+            for i in range(3):
+                w.write(f"{dataset}-{tag}-{split}-{i}".encode(), split=split)
+    return client.resolve(w.version.name)
+
+
+def write_yaml(path: Path, config: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def test_lock_writes_exact_names_and_digests_beside_the_config(
+    client: rk.Client, tmp_path: Path
+) -> None:
+    v1 = publish(client, "coco", "first")
+    objects = publish(client, "objects", "one")
+    config = write_yaml(
+        tmp_path / "train.yaml",
+        {
+            "model": {"layers": 3},
+            "data": {
+                "train": "coco@latest",
+                "eval": v1.name,
+                "extra": {"ref": "objects@v1", "role": "train", "splits": ["validation"]},
+            },
+        },
+    )
+    target, _ = pinned.lock_config(client, config)
+    assert target == tmp_path / "train.lock.yaml"
+    locked = yaml.safe_load(target.read_text())
+    assert locked["model"] == {"layers": 3}  # the rest of the config is kept
+    assert locked["data"] == {
+        "train": {"version": v1.name, "digest": v1.content_digest, "locked_from": "coco@latest"},
+        "eval": {"version": v1.name, "digest": v1.content_digest},
+        "extra": {
+            "version": objects.name,
+            "digest": objects.content_digest,
+            "locked_from": "objects@v1",
+            "role": "train",
+            "splits": ["validation"],
+        },
+    }
+    assert yaml.safe_load(config.read_text())["data"]["train"] == "coco@latest"  # untouched
+    # a newer version does not move the pin
+    publish(client, "coco", "second")
+    data = pinned.resolve_pinned(client, config)  # reads train.lock.yaml beside it
+    assert data.path == target
+    assert data["train"].name == v1.name and data["train"].splits["train"].shards
+    assert data.lineage_data() == [
+        DataUse(v1.name, "train"),
+        DataUse(v1.name, "eval"),
+        DataUse(objects.name, "train", ("validation",)),
+    ]
+    assert pinned.current() is data
+    # --update re-resolves from where each entry was locked from
+    target, updated = pinned.lock_config(client, target, update=True)
+    assert updated["train"].name.endswith("_second")
+    assert updated["eval"].name == v1.name
+
+
+def test_digest_mismatch_and_deprecation_fail_loudly(client: rk.Client, tmp_path: Path) -> None:
+    v1 = publish(client, "coco", "first")
+    target, _ = pinned.lock_config(
+        client, write_yaml(tmp_path / "t.yaml", {"data": {"train": "coco@v1"}})
+    )
+    tampered = yaml.safe_load(target.read_text())
+    tampered["data"]["train"]["digest"] = "sha256:" + "0" * 64
+    write_yaml(target, tampered)
+    with pytest.raises(rk.DigestMismatch):
+        pinned.resolve_pinned(client, target)
+    target, _ = pinned.lock_config(
+        client, write_yaml(tmp_path / "t.yaml", {"data": {"train": "coco@v1"}})
+    )
+    client.deprecate(v1, "labels were wrong")
+    with pytest.raises(rk.VersionDeprecated, match="labels were wrong"):
+        pinned.resolve_pinned(client, target)
+    assert (
+        pinned.resolve_pinned(client, target, allow_deprecated=True)["train"].state == "deprecated"
+    )
+    with pytest.raises(rk.VersionDeprecated):
+        pinned.lock_config(client, tmp_path / "t.yaml")
+
+
+def test_unlocked_aliases_need_a_lock_unless_not_strict(client: rk.Client, tmp_path: Path) -> None:
+    v1 = publish(client, "coco", "first")
+    config = tmp_path / "train.json"
+    config.write_text(json.dumps({"data": {"train": "coco@latest", "test": "coco@v1"}}))
+    with pytest.raises(rk.InvalidReference, match="recordkeeper lock"):
+        pinned.resolve_pinned(client, config)
+    loose = pinned.resolve_pinned(client, config, strict=False)
+    assert loose["train"].name == v1.name and loose.entries[1].role == "test"
+    target, _ = pinned.lock_config(client, config, inplace=True)
+    assert target == config
+    assert json.loads(config.read_text())["data"]["train"]["digest"] == v1.content_digest
+    assert (
+        pinned.resolve_pinned(client, {"data": json.loads(config.read_text())["data"]})["test"].name
+        == v1.name
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        ({"model": {}}, "no 'data' section"),
+        ({"data": {"finetune": "coco@v1"}}, "cannot tell the role"),
+        ({"data": {"train": 3}}, "reference or a mapping"),
+        ({"data": {"train": {"ref": "coco@v1", "colour": "red"}}}, "unknown keys"),
+        ({"data": {"train": "coco@@"}}, "data.train"),
+        ({"data": {"train": {"version": "coco@v1", "digest": "md5:abc"}}}, "digest"),
+    ],
+)
+def test_malformed_configs(client: rk.Client, config: dict[str, Any], match: str) -> None:
+    with pytest.raises(rk.InvalidInput, match=match):
+        pinned.resolve_pinned(client, config)
+
+
+def test_unreadable_config_files(client: rk.Client, tmp_path: Path) -> None:
+    with pytest.raises(rk.InvalidInput, match="cannot read"):
+        pinned.resolve_pinned(client, tmp_path / "missing.yaml")
+    (tmp_path / "bad.yaml").write_text("data: [unclosed")
+    with pytest.raises(rk.InvalidInput, match="not valid YAML"):
+        pinned.resolve_pinned(client, tmp_path / "bad.yaml")
+
+
+def test_lock_command(client: rk.Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from recordkeeper import cli
+
+    v1 = publish(client, "coco", "first")
+    config = write_yaml(tmp_path / "train.yaml", {"data": {"train": "coco@latest"}})
+    monkeypatch.setattr(cli, "_client", lambda *a, **k: client)
+    runner = CliRunner()
+    result = runner.invoke(cli.app, ["lock", str(config), "--json"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.output)
+    assert body["path"] == str(tmp_path / "train.lock.yaml")
+    assert body["data"][0]["version"] == v1.name
+    result = runner.invoke(cli.app, ["lock", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 1 and "cannot read" in result.output
+    assert "Traceback" not in result.output
