@@ -12,6 +12,8 @@ from recordkeeper.diff import FeatureChange, ShardChange, VersionDiff
 from recordkeeper.errors import (
     AliasNotFound,
     AuthenticationRequired,
+    CheckpointConflict,
+    CheckpointNotFound,
     Conflict,
     CorruptShard,
     DatasetExists,
@@ -19,6 +21,7 @@ from recordkeeper.errors import (
     DigestMismatch,
     DuplicateContent,
     InvalidAlias,
+    InvalidCheckpoint,
     InvalidDate,
     InvalidDescription,
     InvalidHash,
@@ -28,6 +31,7 @@ from recordkeeper.errors import (
     InvalidRequest,
     InvalidShard,
     InvalidVersionName,
+    ModelNotFound,
     NotFound,
     PayloadTooLarge,
     PermissionDenied,
@@ -41,15 +45,18 @@ from recordkeeper.errors import (
     StorageError,
     StorageRootNotAllowed,
     TokenNotFound,
+    VersionDeprecated,
     VersionImmutable,
     VersionIncomplete,
     VersionInUse,
     VersionNotFound,
     VersionNotStaged,
 )
+from recordkeeper.lineage import CheckpointInfo, CheckpointRef, Consumers, Lineage, LineageGraph
 from recordkeeper.manifest import ManifestEntry, content_digest
 from recordkeeper.models import DatasetInfo, DatasetVersion, Shard, Split
 from recordkeeper.naming import VersionName, format_version_name, parse_version_name
+from recordkeeper.pinned import PinnedData, load_pinned, lock_config
 from recordkeeper.refs import Reference, parse_reference
 from recordkeeper.schema import Feature, Schema
 from recordkeeper.verify import ShardProblem, VerifyReport
@@ -60,8 +67,13 @@ __version__ = "0.1.0"
 __all__ = [
     "AliasNotFound",
     "AuthenticationRequired",
+    "CheckpointConflict",
+    "CheckpointInfo",
+    "CheckpointNotFound",
+    "CheckpointRef",
     "Client",
     "Conflict",
+    "Consumers",
     "CorruptShard",
     "Dataset",
     "DatasetExists",
@@ -74,6 +86,7 @@ __all__ = [
     "Feature",
     "FeatureChange",
     "InvalidAlias",
+    "InvalidCheckpoint",
     "InvalidDate",
     "InvalidDescription",
     "InvalidHash",
@@ -83,10 +96,14 @@ __all__ = [
     "InvalidRequest",
     "InvalidShard",
     "InvalidVersionName",
+    "Lineage",
+    "LineageGraph",
     "ManifestEntry",
+    "ModelNotFound",
     "NotFound",
     "PayloadTooLarge",
     "PermissionDenied",
+    "PinnedData",
     "RecordkeeperError",
     "Reference",
     "RouteNotFound",
@@ -105,6 +122,7 @@ __all__ = [
     "StorageRootNotAllowed",
     "TokenNotFound",
     "VerifyReport",
+    "VersionDeprecated",
     "VersionDiff",
     "VersionImmutable",
     "VersionInUse",
@@ -116,6 +134,8 @@ __all__ = [
     "__version__",
     "content_digest",
     "format_version_name",
+    "load_pinned",
+    "lock_config",
     "parse_reference",
     "parse_version_name",
 ]

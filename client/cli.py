@@ -382,6 +382,12 @@ def alias_ls(
     _console().print(table)
 
 
+def _register_lineage_commands(main_app: typer.Typer) -> None:
+    from recordkeeper.cli_lineage import register  # lineage, consumers, lock, checkpoints
+
+    register(main_app)
+
+
 def _register_service_commands() -> None:
     try:
         from recordkeeper.service.cli import register
@@ -391,6 +397,7 @@ def _register_service_commands() -> None:
 
 
 _register_service_commands()
+_register_lineage_commands(app)
 
 
 def main() -> None:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         LineageGraph,
         ModelInfo,
     )
+    from recordkeeper.lineage_queue import FlushResult
     from recordkeeper.pinned import PinnedData
     from recordkeeper.progress import ProgressLike
     from recordkeeper.writer import VersionWriter
@@ -291,14 +292,20 @@ class Client:
         data = self._request("POST", f"/versions/{quote_segment(name)}/abandon", idempotent=True)
         return self._version(data)
 
-    def deprecate(self, ref: str | DatasetVersion, reason: str | None = None) -> DatasetVersion:
-        """Deprecate a version: it stays resolvable by name but leaves ``latest``."""
+    def deprecate(
+        self, ref: str | DatasetVersion, reason: str | None = None, *, force: bool = False
+    ) -> DatasetVersion:
+        """Deprecate a version: it stays resolvable by name but leaves ``latest``.
+
+        A version that trained checkpoints raises :class:`~recordkeeper.errors.VersionInUse`
+        unless ``force`` (admin tokens only).
+        """
         target = ref.name if isinstance(ref, DatasetVersion) else ref
         _check_ref(target)
         data = self._request(
             "POST",
             f"/versions/{quote_segment(target)}/deprecate",
-            json={"reason": reason},
+            json={"reason": reason, "force": force},
             idempotent=True,
         )
         return self._version(data)
@@ -420,6 +427,12 @@ class Client:
         from recordkeeper import pinned
 
         return pinned.load_pinned(path, client=self, **kwargs)
+
+    def flush_checkpoints(self, queue: str | Path | None = None) -> FlushResult:
+        """Send checkpoint registrations queued while the service was unreachable."""
+        from recordkeeper.lineage_queue import RegistrationQueue
+
+        return RegistrationQueue(self, queue).flush()
 
     def _finish(self, version: DatasetVersion, *, force_new: bool) -> DatasetVersion:
         """Commit a staged version, keeping an identical existing one unless ``force_new``."""
