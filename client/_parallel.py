@@ -4,16 +4,21 @@ Re-reading a shard (deep verification, publishing) is CPU-bound Python work per 
 share the GIL and do not scale past one core.  For large jobs (default: at least 256 MiB over
 more than one shard, on a machine with more than one core) the work runs in a process pool
 (``spawn`` start method: safe with the event-loop threads fsspec backends keep).  Small jobs stay
-on threads, where starting processes would cost more than it saves.
+on threads, where starting processes would cost more than it saves.  The process pool is
+started on first use and kept for later jobs.
 ``RECORDKEEPER_PROCESSES=0`` forces threads, ``=1`` forces processes.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 __all__ = ["PROCESS_THRESHOLD", "parallel_map", "use_processes"]
@@ -46,14 +51,13 @@ def parallel_map(
     """
     executor: Executor
     if processes:
-        executor = ProcessPoolExecutor(
-            max_workers=min(workers, os.cpu_count() or 1),
-            mp_context=multiprocessing.get_context("spawn"),
-        )
+        executor = _process_pool(min(workers, os.cpu_count() or 1))
     else:
         executor = ThreadPoolExecutor(max_workers=workers)
     results: list[Any] = [None] * len(items)
-    with executor:
+    with contextlib.ExitStack() as stack:
+        if not processes:
+            stack.enter_context(executor)
         futures = {executor.submit(fn, *item): i for i, item in enumerate(items)}
         try:
             from concurrent.futures import as_completed
@@ -63,8 +67,41 @@ def parallel_map(
                 results[index] = future.result()
                 if on_result is not None:
                     on_result(index, results[index])
+        except BrokenProcessPool:
+            _forget_pool()
+            raise
         except BaseException:
             for future in futures:
                 future.cancel()
             raise
     return results
+
+
+_pool: ProcessPoolExecutor | None = None
+_pool_workers = 0
+_pool_lock = threading.Lock()
+
+
+def _process_pool(workers: int) -> ProcessPoolExecutor:
+    """One process pool kept for the life of the program (spawning costs ~0.3 s a worker)."""
+    global _pool, _pool_workers
+    with _pool_lock:
+        if _pool is None or _pool_workers != workers:
+            if _pool is not None:
+                _pool.shutdown(wait=False, cancel_futures=True)
+            _pool = ProcessPoolExecutor(
+                max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+            )
+            _pool_workers = workers
+        return _pool
+
+
+def _forget_pool() -> None:
+    global _pool
+    with _pool_lock:
+        if _pool is not None:
+            _pool.shutdown(wait=False, cancel_futures=True)
+        _pool = None
+
+
+atexit.register(_forget_pool)
