@@ -139,3 +139,12 @@ __all__ = [
     "parse_reference",
     "parse_version_name",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``rk.tf`` (checkpoint tracking, ``tf.data``) is imported on first use: no TensorFlow."""
+    if name == "tf":
+        import importlib
+
+        return importlib.import_module("recordkeeper.tf")
+    raise AttributeError(f"module 'recordkeeper' has no attribute {name!r}")
