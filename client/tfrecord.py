@@ -1,0 +1,609 @@
+"""TFRecord files without TensorFlow: write, read, verify and describe shards.
+
+Framing of each record (all little-endian)::
+
+    uint64 length | uint32 masked_crc32c(length bytes) | data | uint32 masked_crc32c(data)
+
+with ``masked(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8  (mod 2**32)``.  GZIP and ZLIB
+compress the whole file stream, not each record.  Uncompressed output is byte-identical to
+``tf.io.TFRecordWriter``'s; compressed output is read by ``tf.data.TFRecordDataset``.
+
+:class:`TFRecordWriter` computes a shard's :class:`ShardStats` while the bytes stream out (sha256
+and CRC32C of the stored bytes, sha256 of the uncompressed record stream, record count, size and
+the inferred :class:`~recordkeeper.schema.Schema`); :func:`scan_shard` computes the same from
+an existing file, checking every record CRC on the way.  Both batch records so that per-record
+work happens in C, and hash, compress and do I/O on a background thread (those release the GIL).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import struct
+import sys
+import zlib
+from array import array
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from itertools import chain, repeat
+from operator import itemgetter, ne
+from types import TracebackType
+from typing import IO, Any, Literal
+
+from crc32c import crc32c
+
+from recordkeeper.errors import CorruptShard, InvalidInput
+from recordkeeper.schema import Schema
+from recordkeeper.schema_inference import SchemaInferencer
+
+__all__ = [
+    "Compression",
+    "ShardStats",
+    "TFRecordWriter",
+    "compression_from_suffix",
+    "detect_compression",
+    "iter_records",
+    "masked_crc32c",
+    "normalize_compression",
+    "scan_shard",
+]
+
+Compression = Literal["none", "gzip", "zlib"]
+
+_MASK_DELTA = 0xA282EAD8
+_U32 = 0xFFFFFFFF
+_HEADER = struct.Struct("<QI")
+_U32LE = struct.Struct("<I")
+_BATCH_BYTES = 1 << 20  # records are framed and parsed in batches of about this size ...
+_STORE_BYTES = 8 << 20  # ... and hashed, compressed and written in batches of this size
+_READ_SIZE = 8 << 20
+_WBITS = {"gzip": 31, "zlib": 15}  # zlib window bits selecting the container format
+_FIRST = itemgetter(0)
+
+
+def masked_crc32c(data: bytes | memoryview) -> int:
+    """The masked CRC32C that TFRecord framing stores for ``data``."""
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _U32
+
+
+def _masked_all(crcs: list[int]) -> array[int]:
+    """``masked(crc)`` for each of ``crcs``, with the rotate and add done in C for all at once.
+
+    The CRCs go into the 64-bit lanes of one big integer; no lane overflows into the next, as a
+    32-bit value plus the delta stays below 2**33.  The low 32 bits of each lane are the result.
+    """
+    n = len(crcs)
+    lo17, hi15, delta, lo32 = _lane_constants(n)
+    x = int.from_bytes(array("Q", crcs).tobytes(), sys.byteorder)
+    x = ((((x >> 15) & lo17) | ((x << 17) & hi15)) + delta) & lo32
+    words = array("I", x.to_bytes(8 * n, sys.byteorder))
+    return words[::2] if sys.byteorder == "little" else words[1::2]
+
+
+@functools.lru_cache(maxsize=16)
+def _lane_constants(n: int) -> tuple[int, int, int, int]:
+    def lanes(value: int) -> int:
+        return int.from_bytes(array("Q", [value]).tobytes() * n, sys.byteorder)
+
+    return lanes((1 << 17) - 1), lanes(_U32 ^ ((1 << 17) - 1)), lanes(_MASK_DELTA), lanes(_U32)
+
+
+class _Headers(dict[int, bytes]):
+    """length -> the 12 header bytes framing a record of that length (computed once)."""
+
+    def __missing__(self, n: int) -> bytes:
+        if len(self) > 1 << 16:
+            self.clear()
+        length = n.to_bytes(8, "little")
+        header = self[n] = length + _U32LE.pack(masked_crc32c(length))
+        return header
+
+
+def normalize_compression(compression: str | None) -> Compression:
+    """Map ``None``, ``""``, ``"GZIP"``, ``"zlib"``, ... to ``none``, ``gzip`` or ``zlib``."""
+    value = (compression or "none").lower()
+    if value not in ("none", "gzip", "zlib"):
+        raise InvalidInput(f"compression must be none, gzip or zlib, not {compression!r}")
+    return value  # type: ignore[return-value]
+
+
+def compression_from_suffix(path: str | os.PathLike[str]) -> Compression | None:
+    """The compression a file name suggests (``.gz`` gzip, ``.zz``/``.zlib`` zlib), else None."""
+    name = os.fspath(path).lower()
+    if name.endswith((".gz", ".gzip")):
+        return "gzip"
+    if name.endswith((".zz", ".zlib")):
+        return "zlib"
+    return None
+
+
+def detect_compression(first_bytes: bytes) -> Compression | None:
+    """Guess a shard's compression from its first bytes (at least 12 are needed for ``none``).
+
+    A valid TFRecord header wins (its CRC makes a false positive practically impossible), then
+    the gzip magic ``1f 8b``, then a zlib header (deflate method, ``CMF*256+FLG`` divisible by
+    31).  An empty file is ``none``; anything else is None (not a TFRecord shard we know).
+    """
+    if not first_bytes:
+        return "none"
+    if len(first_bytes) >= 12:
+        _, length_crc = _HEADER.unpack_from(first_bytes)
+        if masked_crc32c(first_bytes[:8]) == length_crc:
+            return "none"
+    if first_bytes[:2] == b"\x1f\x8b":
+        return "gzip"
+    if len(first_bytes) >= 2:
+        cmf, flg = first_bytes[0], first_bytes[1]
+        if cmf & 0x0F == 8 and cmf >> 4 <= 7 and (cmf << 8 | flg) % 31 == 0:
+            return "zlib"
+    return None
+
+
+@dataclass(frozen=True)
+class ShardStats:
+    """What a shard is: digests of its stored bytes and of its records, and its schema.
+
+    ``sha256`` and ``crc32c`` cover the stored (possibly compressed) bytes; ``crc32c`` is the
+    big-endian CRC32C as 8 hex digits (GCS reports the same value, base64-encoded).
+    ``records_sha256`` covers the uncompressed framed record stream, so it does not change when
+    a shard is recompressed.  ``schema`` is None when inference was switched off.
+    """
+
+    sha256: str
+    crc32c: str
+    records_sha256: str
+    record_count: int
+    size: int
+    compression: Compression
+    schema: Schema | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sha256": self.sha256,
+            "crc32c": self.crc32c,
+            "records_sha256": self.records_sha256,
+            "record_count": self.record_count,
+            "size": self.size,
+            "compression": self.compression,
+            "schema": None if self.schema is None else self.schema.to_dict(),
+        }
+
+
+class _Digests:
+    """Hashes of the stored and of the uncompressed bytes, and the stored size."""
+
+    def __init__(self, compression: Compression) -> None:
+        self.compression = compression
+        self.stored = hashlib.sha256()
+        self.records = self.stored if compression == "none" else hashlib.sha256()
+        self.crc = 0
+        self.size = 0
+
+    def add(self, stored: bytes, records: bytes = b"") -> None:
+        """Account for stored bytes and for the uncompressed bytes they hold (if compressed)."""
+        if stored:
+            self.stored.update(stored)
+            self.crc = crc32c(stored, self.crc)
+            self.size += len(stored)
+        if records and self.records is not self.stored:
+            self.records.update(records)
+
+    def stats(self, record_count: int, schema: Schema | None) -> ShardStats:
+        return ShardStats(
+            sha256=self.stored.hexdigest(),
+            crc32c=f"{self.crc:08x}",
+            records_sha256=self.records.hexdigest(),
+            record_count=record_count,
+            size=self.size,
+            compression=self.compression,
+            schema=schema,
+        )
+
+
+class _Worker:
+    """Runs jobs in order on a background thread, with at most ``depth`` jobs in flight.
+
+    Hashing, compression and file I/O release the GIL, so they overlap with the framing and
+    parsing the calling thread does meanwhile.  Each of a job's C calls needs the GIL back when
+    it returns, which can take a thread switch interval (5 ms) while the caller is busy: jobs
+    should be large, and several may queue.  A job's exception surfaces on a later call.
+    """
+
+    def __init__(self, depth: int = 2) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="recordkeeper-io")
+        self._pending: deque[Future[None]] = deque()
+        self._depth = depth
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        while len(self._pending) >= self._depth:
+            self._pending.popleft().result()
+        self._pending.append(self._pool.submit(fn, *args))
+
+    def close(self) -> None:
+        try:
+            while self._pending:
+                self._pending.popleft().result()
+        finally:
+            self._pool.shutdown(wait=True)
+
+    def abandon(self) -> None:
+        """Stop without raising: drop waiting jobs, let a running one end."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class TFRecordWriter:
+    """Write TFRecord framing to a binary file object (or a local path) and describe the shard.
+
+    >>> with TFRecordWriter(fileobj, compression="gzip") as writer:
+    ...     for record in records:
+    ...         writer.write(record)
+    >>> writer.stats.records_sha256, writer.stats.schema
+
+    A file object (e.g. from ``fsspec.open(url, "wb")``) stays open, the caller closes it; a
+    path is opened and closed by the writer.  Records are buffered and written in batches of
+    about a megabyte.  With ``infer_schema`` (the default) the stats carry the records' schema;
+    if a feature has two kinds, :meth:`close` finishes the file and then raises
+    :class:`~recordkeeper.errors.SchemaConflict`.
+    """
+
+    def __init__(
+        self,
+        fileobj: IO[bytes] | str | os.PathLike[str],
+        compression: str | None = None,
+        *,
+        infer_schema: bool = True,
+        compression_level: int = zlib.Z_DEFAULT_COMPRESSION,
+    ) -> None:
+        self.compression = normalize_compression(compression)
+        self._owns_file = isinstance(fileobj, str | os.PathLike)
+        self._file: IO[bytes] = (
+            open(fileobj, "wb") if isinstance(fileobj, str | os.PathLike) else fileobj  # noqa: SIM115
+        )
+        self._compressor = (
+            None
+            if self.compression == "none"
+            else zlib.compressobj(compression_level, zlib.DEFLATED, _WBITS[self.compression])
+        )
+        self._digests = _Digests(self.compression)
+        self._inferencer = SchemaInferencer() if infer_schema else None
+        self._headers = _Headers()
+        self._batch: list[bytes] = []
+        self._batch_bytes = 0
+        self._framed: list[bytes] = []
+        self._framed_bytes = 0
+        self._count = 0
+        self._worker = _Worker()
+        self._stats: ShardStats | None = None
+
+    @property
+    def record_count(self) -> int:
+        """Records written so far."""
+        return self._count + len(self._batch)
+
+    @property
+    def stats(self) -> ShardStats:
+        """The shard's stats; available once the writer is closed."""
+        if self._stats is None:
+            raise RuntimeError("the writer is still open: close it first")
+        return self._stats
+
+    def write(self, record: bytes) -> None:
+        """Append one record (``bytes``, another buffer, or a message with SerializeToString)."""
+        if type(record) is not bytes:
+            record = _as_bytes(record)
+        self._batch.append(record)
+        self._batch_bytes += len(record)
+        if self._batch_bytes >= _BATCH_BYTES:
+            self._flush_batch()
+
+    def _flush_batch(self) -> None:
+        batch = self._batch
+        self._batch = []
+        self._batch_bytes = 0
+        self._count += len(batch)
+        headers = map(self._headers.__getitem__, map(len, batch))
+        footers = map(_U32LE.pack, _masked_all(list(map(crc32c, batch))))
+        framed = b"".join(chain.from_iterable(zip(headers, batch, footers, strict=True)))
+        self._framed.append(framed)
+        self._framed_bytes += len(framed)
+        if self._framed_bytes >= _STORE_BYTES:
+            self._store_framed()
+        if self._inferencer is not None:
+            self._inferencer.add_many(batch)
+
+    def _store_framed(self) -> None:
+        framed = b"".join(self._framed)
+        self._framed = []
+        self._framed_bytes = 0
+        self._worker.submit(self._store, framed)
+
+    def _store(self, framed: bytes) -> None:
+        """On the worker: hash, compress and write framed records."""
+        stored = framed if self._compressor is None else self._compressor.compress(framed)
+        self._digests.add(stored, framed)
+        if stored:
+            self._file.write(stored)
+
+    def _finish(self) -> None:
+        """On the worker: end the compressed stream and flush the file."""
+        if self._compressor is not None:
+            stored = self._compressor.flush()
+            self._digests.add(stored)
+            self._file.write(stored)
+        self._file.flush()
+
+    def close(self) -> ShardStats:
+        """Write what is buffered, finish the stream and return the :class:`ShardStats`."""
+        if self._stats is not None:
+            return self._stats
+        try:
+            if self._batch:
+                self._flush_batch()
+            self._store_framed()
+            self._worker.submit(self._finish)
+            self._worker.close()
+        finally:
+            if self._owns_file:
+                self._file.close()
+        schema = None if self._inferencer is None else self._inferencer.result()
+        self._stats = self._digests.stats(self._count, schema)
+        return self._stats
+
+    def __enter__(self) -> TFRecordWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # don't mask the error with one from closing; release the resources
+            self._worker.abandon()
+            if self._owns_file:
+                self._file.close()
+
+
+def _as_bytes(record: Any) -> bytes:
+    if isinstance(record, bytes | bytearray | memoryview):
+        return bytes(record)
+    serialize = getattr(record, "SerializeToString", None)
+    if serialize is None:
+        raise InvalidInput(f"a record must be bytes or a protobuf message, not {type(record)!r}")
+    return bytes(serialize())
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _stored_chunks(fileobj: IO[bytes]) -> Iterator[bytes]:
+    while chunk := fileobj.read(_READ_SIZE):
+        yield chunk
+
+
+class _Inflater:
+    """Decompresses a stored stream chunk by chunk; gzip may hold several members."""
+
+    def __init__(self, compression: Compression) -> None:
+        self._wbits = _WBITS[compression]
+        self._compression = compression
+        self._inflater = zlib.decompressobj(self._wbits)
+        self.done = False  # the last member ended exactly at the end of the input so far
+
+    def __call__(self, data: bytes) -> bytes:
+        parts = []
+        while data:
+            parts.append(self._inflater.decompress(data))
+            self.done = self._inflater.eof
+            data = self._inflater.unused_data
+            if data:
+                if self._compression != "gzip":
+                    raise zlib.error("data after the end of the zlib stream")
+                self._inflater = zlib.decompressobj(self._wbits)
+                self.done = False
+        return b"".join(parts)
+
+
+class _Deframer:
+    """Splits an uncompressed TFRecord stream, fed in chunks, into records; checks CRCs."""
+
+    def __init__(self, verify_crc: bool) -> None:
+        self.verify_crc = verify_crc
+        self.offset = 0  # uncompressed offset of the first frame not yet complete
+        self._carry: list[bytes] = []  # the start of that frame; carry[0] holds its header
+        self._carry_len = 0
+        self._length_crcs: dict[int, int] = {}  # length -> its masked CRC, once verified
+        self.error: CorruptShard | None = None  # the first bad frame, once found
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The records completed by ``chunk``; on a bad frame, the good ones before it (and
+        ``error`` is set: the caller raises it once it has used those)."""
+        records: list[bytes] = []
+        pos = self._complete_carry(chunk, records) if self._carry else 0
+        if pos < len(chunk) and self.error is None:
+            pos = self._split(chunk, pos, records)
+            if pos < len(chunk):
+                self._carry, self._carry_len = [chunk[pos:]], len(chunk) - pos
+        return records
+
+    def _complete_carry(self, chunk: bytes, records: list[bytes]) -> int:
+        """Finish the carried frame from the start of ``chunk``; return how much it took."""
+        taken = 0
+        if self._carry_len < 12:  # first gather the header in one piece
+            head = b"".join(self._carry) + chunk[: 12 - self._carry_len]
+            taken = len(head) - self._carry_len
+            self._carry, self._carry_len = [head], len(head)
+            if len(head) < 12:
+                return taken
+        need = 16 + self._length(self._carry[0], 0, self.offset) - self._carry_len
+        if len(chunk) - taken < need:
+            self._carry.append(chunk[taken:])
+            self._carry_len += len(chunk) - taken
+            return len(chunk)
+        frame = b"".join([*self._carry, chunk[taken : taken + need]])
+        self._carry, self._carry_len = [], 0
+        self._split(frame, 0, records)
+        return taken + need
+
+    def _length(self, buf: bytes, pos: int, offset: int) -> int:
+        """The length in the frame header at ``pos``, after checking its CRC."""
+        length, length_crc = _HEADER.unpack_from(buf, pos)
+        if self.verify_crc and self._length_crcs.get(length) != length_crc:
+            expected = masked_crc32c(buf[pos : pos + 8])
+            if expected != length_crc:
+                raise CorruptShard(
+                    f"record at offset {offset}: the CRC of its length field does not match "
+                    f"(stored {length_crc:#010x}, computed {expected:#010x}); the shard is "
+                    "corrupt or is not an uncompressed TFRecord stream",
+                    offset=offset,
+                )
+            if len(self._length_crcs) < 1 << 16:
+                self._length_crcs[length] = length_crc
+        return int(length)
+
+    def _split(self, buf: bytes, pos: int, records: list[bytes]) -> int:
+        """Append the complete frames of ``buf`` from ``pos``; return where the rest starts.
+
+        On a bad frame, the good records before it are appended, ``error`` is set and the
+        position of the bad frame is returned.
+        """
+        base = self.offset - pos  # uncompressed offset of buf[0]
+        first = len(records)
+        ends: list[int] = []  # where each record's data ends and its CRC starts
+        end = len(buf)
+        try:
+            while pos + 12 <= end:
+                stop = pos + 12 + self._length(buf, pos, base + pos)
+                if stop + 4 > end:
+                    break
+                records.append(buf[pos + 12 : stop])
+                ends.append(stop)
+                pos = stop + 4
+        except CorruptShard as exc:
+            self.error = exc
+        if self.verify_crc and ends:
+            new = records[first:]
+            computed = _masked_all(list(map(crc32c, new)))
+            stored = map(_FIRST, map(_U32LE.unpack_from, repeat(buf), ends))
+            bad = list(map(ne, computed, stored))
+            if any(bad):
+                i = bad.index(True)
+                pos = ends[i] - len(new[i]) - 12
+                del records[first + i :]
+                self.error = CorruptShard(
+                    f"record at offset {base + pos}: the CRC of its {len(new[i])} data bytes "
+                    f"does not match (stored {_U32LE.unpack_from(buf, ends[i])[0]:#010x}, "
+                    f"computed {computed[i]:#010x})",
+                    offset=base + pos,
+                )
+        self.offset = base + pos
+        return pos
+
+    def finish(self) -> None:
+        """Raise CorruptShard if the stream ended inside a record."""
+        if self._carry_len:
+            head = b"".join(self._carry)
+            if len(head) < 12:
+                detail = f"{len(head)} of its 12 header bytes"
+            else:
+                length = self._length(head, 0, self.offset)
+                detail = f"{len(head) - 12} of its {length} data bytes and 4 CRC bytes"
+            raise CorruptShard(
+                f"record at offset {self.offset} is truncated: the stream ends after {detail}",
+                offset=self.offset,
+            )
+
+
+def _record_batches(
+    chunks: Iterable[bytes],
+    compression: Compression,
+    verify_crc: bool,
+    on_chunk: Callable[[bytes, bytes], None] | None = None,
+) -> Iterator[list[bytes]]:
+    """Records of a stored stream given in chunks, in lists (one per chunk that ends some).
+
+    ``on_chunk(stored, uncompressed)`` sees every chunk of the stored stream and, for a
+    compressed one, what it decompressed to (b"" for an uncompressed stream).
+    """
+    deframer = _Deframer(verify_crc)
+    inflate = None if compression == "none" else _Inflater(compression)
+    stored_any = False
+    for stored in chunks:
+        stored_any = True
+        data = stored
+        if inflate is not None:
+            try:
+                data = inflate(stored)
+            except zlib.error as exc:
+                raise CorruptShard(
+                    f"the {compression} stream is corrupt ({exc}) in or after the record at "
+                    f"uncompressed offset {deframer.offset}",
+                    offset=deframer.offset,
+                ) from None
+        if on_chunk is not None:
+            on_chunk(stored, b"" if inflate is None else data)
+        records = deframer.feed(data)
+        if records:
+            yield records
+        if deframer.error is not None:
+            raise deframer.error
+    if inflate is not None and stored_any and not inflate.done:
+        raise CorruptShard(
+            f"the {compression} stream is truncated in or after the record at uncompressed "
+            f"offset {deframer.offset}",
+            offset=deframer.offset,
+        )
+    deframer.finish()
+
+
+def iter_records(
+    fileobj: IO[bytes], compression: str | None = None, *, verify_crc: bool = True
+) -> Iterator[bytes]:
+    """Yield the records of a TFRecord stream, checking each record's CRCs.
+
+    A bad or truncated record raises :class:`~recordkeeper.errors.CorruptShard` whose
+    ``extra["offset"]`` is the record's byte offset in the uncompressed stream (records before
+    it have been yielded).  With ``verify_crc=False`` only the framing is checked.
+    """
+    for records in _record_batches(
+        _stored_chunks(fileobj), normalize_compression(compression), verify_crc
+    ):
+        yield from records
+
+
+def scan_shard(
+    fileobj: IO[bytes], compression: str | None = None, *, infer_schema: bool = True
+) -> ShardStats:
+    """Re-read a stored shard and return the :class:`ShardStats` a writer would have produced.
+
+    Every record's CRCs are checked (a bad one raises
+    :class:`~recordkeeper.errors.CorruptShard` with its offset).  Use it for deep verification
+    (``infer_schema=False`` is faster) and to describe files written elsewhere.
+    """
+    compression = normalize_compression(compression)
+    digests = _Digests(compression)
+    inferencer = SchemaInferencer() if infer_schema else None
+    worker = _Worker()
+    count = 0
+    try:
+        batches = _record_batches(
+            _stored_chunks(fileobj),
+            compression,
+            verify_crc=True,
+            on_chunk=lambda stored, data: worker.submit(digests.add, stored, data),
+        )
+        for records in batches:
+            count += len(records)
+            if inferencer is not None:
+                inferencer.add_many(records)
+    except BaseException:
+        worker.abandon()
+        raise
+    worker.close()
+    return digests.stats(count, None if inferencer is None else inferencer.result())

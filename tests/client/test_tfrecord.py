@@ -1,0 +1,359 @@
+"""TFRecord framing, reading, verification and shard stats (recordkeeper.tfrecord)."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import random
+import zlib
+from pathlib import Path
+from types import ModuleType
+
+import crc32c
+import fsspec
+import pytest
+
+import recordkeeper.tfrecord as tfrecord
+from recordkeeper.errors import CorruptShard, InvalidInput, SchemaConflict
+from recordkeeper.schema import Schema
+from recordkeeper.schema_inference import infer_schema
+from recordkeeper.tfrecord import (
+    ShardStats,
+    TFRecordWriter,
+    compression_from_suffix,
+    detect_compression,
+    iter_records,
+    masked_crc32c,
+    normalize_compression,
+    scan_shard,
+)
+
+COMPRESSIONS = ["none", "gzip", "zlib"]
+TF_OPTIONS = {"none": "", "gzip": "GZIP", "zlib": "ZLIB"}
+
+
+def some_records(n: int = 300, seed: int = 0) -> list[bytes]:
+    """Records of awkward sizes: empty, around the one/two-byte varint limits, > 1 MiB."""
+    rng = random.Random(seed)
+    sizes = [0, 1, 127, 128, 129, 16383, 16384, 70_000, (1 << 20) + 3]
+    sizes += [rng.randint(0, 3000) for _ in range(n - len(sizes))]
+    return [rng.randbytes(size) for size in sizes]
+
+
+def write(records: list[bytes], compression: str = "none") -> tuple[bytes, ShardStats]:
+    buf = io.BytesIO()
+    with TFRecordWriter(buf, compression) as writer:
+        for record in records:
+            writer.write(record)
+    return buf.getvalue(), writer.stats
+
+
+def framed(records: list[bytes]) -> bytes:
+    """Reference framing, written out from the format's definition."""
+    out = b""
+    for record in records:
+        length = len(record).to_bytes(8, "little")
+        out += length + masked_crc32c(length).to_bytes(4, "little")
+        out += record + masked_crc32c(record).to_bytes(4, "little")
+    return out
+
+
+def offsets(records: list[bytes]) -> list[int]:
+    out, pos = [], 0
+    for record in records:
+        out.append(pos)
+        pos += 16 + len(record)
+    return out
+
+
+def read_all(data: bytes, compression: str = "none", **kwargs: object) -> list[bytes]:
+    return list(iter_records(io.BytesIO(data), compression, **kwargs))
+
+
+# --------------------------------------------------------------------------- compatibility with TF
+
+
+@pytest.mark.tf
+def test_uncompressed_output_is_byte_identical_to_tensorflow(
+    tensorflow: ModuleType, tmp_path: Path
+) -> None:
+    records = some_records()
+    path = tmp_path / "tf.tfrecord"
+    with tensorflow.io.TFRecordWriter(str(path)) as tf_writer:
+        for record in records:
+            tf_writer.write(record)
+    ours, _ = write(records)
+    assert ours == path.read_bytes()
+    assert ours == framed(records)
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_tensorflow_reads_our_compressed_shards(
+    tensorflow: ModuleType, tmp_path: Path, compression: str
+) -> None:
+    records = some_records()
+    path = tmp_path / "ours.tfrecord"
+    path.write_bytes(write(records, compression)[0])
+    dataset = tensorflow.data.TFRecordDataset(str(path), compression_type=TF_OPTIONS[compression])
+    assert [t.numpy() for t in dataset] == records
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_we_read_and_describe_tensorflow_shards(
+    tensorflow: ModuleType, tmp_path: Path, compression: str
+) -> None:
+    records = some_records()
+    path = tmp_path / "tf.tfrecord"
+    with tensorflow.io.TFRecordWriter(str(path), options=TF_OPTIONS[compression]) as tf_writer:
+        for record in records:
+            tf_writer.write(record)
+    stored = path.read_bytes()
+
+    with path.open("rb") as fh:
+        assert list(iter_records(fh, compression)) == records
+    assert detect_compression(stored[:64]) == compression
+    with path.open("rb") as fh:
+        stats = scan_shard(fh, TF_OPTIONS[compression])
+    assert stats.sha256 == hashlib.sha256(stored).hexdigest()
+    assert stats.crc32c == f"{crc32c.crc32c(stored):08x}"
+    assert stats.records_sha256 == hashlib.sha256(framed(records)).hexdigest()
+    assert (stats.record_count, stats.size, stats.compression) == (len(records), len(stored),
+                                                                    compression)
+    assert stats.schema is not None and stats.schema.record_type == "opaque"
+
+
+@pytest.mark.tf
+def test_writer_accepts_example_messages_and_buffers(tensorflow: ModuleType) -> None:
+    example = tensorflow.train.Example()
+    example.features.feature["x"].int64_list.value.append(7)
+    serialized = example.SerializeToString()
+    data, stats = write([example, bytearray(serialized), memoryview(serialized)])  # type: ignore[list-item]
+    assert read_all(data) == [serialized] * 3
+    assert stats.schema is not None and stats.schema.feature("x").kind == "int64"
+
+
+# --------------------------------------------------------------------------- stats
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_writer_stats_describe_the_stored_bytes(compression: str) -> None:
+    records = some_records()
+    stored, stats = write(records, compression)
+    assert stats.sha256 == hashlib.sha256(stored).hexdigest()
+    assert stats.crc32c == f"{crc32c.crc32c(stored):08x}"
+    assert stats.size == len(stored)
+    assert stats.record_count == len(records)
+    assert stats.compression == compression
+    assert stats.records_sha256 == hashlib.sha256(framed(records)).hexdigest()
+    assert read_all(stored, compression) == records
+    if compression == "gzip":
+        assert gzip.decompress(stored) == framed(records)
+    elif compression == "zlib":
+        assert zlib.decompress(stored) == framed(records)
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_scan_gives_the_stats_the_writer_gave(compression: str) -> None:
+    records = [b"\n\x0c\n\n\n\x01a\x12\x05\x1a\x03\n\x01" + bytes([i % 100]) for i in range(5000)]
+    stored, stats = write(records, compression)
+    assert scan_shard(io.BytesIO(stored), compression) == stats
+    assert stats.schema == infer_schema(records)
+    assert stats.schema is not None and stats.schema.record_type == "example"
+    without = scan_shard(io.BytesIO(stored), compression, infer_schema=False)
+    assert without.schema is None and without.records_sha256 == stats.records_sha256
+
+
+def test_records_sha256_does_not_depend_on_compression() -> None:
+    records = some_records(50)
+    results = [write(records, c)[1] for c in COMPRESSIONS]
+    assert len({s.records_sha256 for s in results}) == 1
+    assert len({s.sha256 for s in results}) == 3
+
+
+def test_empty_shard() -> None:
+    stored, stats = write([])
+    assert stored == b""
+    assert stats.sha256 == hashlib.sha256(b"").hexdigest()
+    assert (stats.record_count, stats.size, stats.crc32c) == (0, 0, "00000000")
+    assert stats.schema == Schema()
+    gz, gz_stats = write([], "gzip")
+    assert gzip.decompress(gz) == b""
+    assert scan_shard(io.BytesIO(gz), "gzip") == gz_stats
+
+
+def test_writer_on_an_fsspec_file_leaves_it_open() -> None:
+    records = some_records(20)
+    with fsspec.open("memory://rk-test/shard.tfrecord.gz", "wb") as fh:
+        writer = TFRecordWriter(fh, "gzip")
+        for record in records:
+            writer.write(record)
+        stats = writer.close()
+        assert not fh.closed
+    with fsspec.open("memory://rk-test/shard.tfrecord.gz", "rb") as fh:
+        assert list(iter_records(fh, "gzip")) == records
+    with fsspec.open("memory://rk-test/shard.tfrecord.gz", "rb") as fh:
+        assert scan_shard(fh, "gzip") == stats
+
+
+def test_writer_owns_a_path_and_stats_need_close(tmp_path: Path) -> None:
+    path = tmp_path / "x.tfrecord"
+    writer = TFRecordWriter(path)
+    writer.write(b"abc")
+    assert writer.record_count == 1
+    with pytest.raises(RuntimeError):
+        _ = writer.stats
+    stats = writer.close()
+    assert writer.close() is stats
+    assert path.read_bytes() == framed([b"abc"])
+
+
+def test_writer_closes_its_file_when_the_block_fails(tmp_path: Path) -> None:
+    path = tmp_path / "x.tfrecord"
+    with pytest.raises(ZeroDivisionError), TFRecordWriter(path) as writer:
+        writer.write(b"abc")
+        1 / 0  # noqa: B018
+    assert writer._file.closed
+    with pytest.raises(RuntimeError):
+        _ = writer.stats
+
+
+def test_writer_finishes_the_file_before_reporting_a_schema_conflict(tmp_path: Path) -> None:
+    as_int = b"\n\x0b\n\t\n\x01a\x12\x04\x1a\x02\n\x00"  # {"a": int64_list {}}
+    as_float = b"\n\x0f\n\r\n\x01a\x12\x08\x12\x06\n\x04\x00\x00\x80?"  # {"a": [1.0]}
+    path = tmp_path / "x.tfrecord"
+    writer = TFRecordWriter(path)
+    writer.write(as_int)
+    writer.write(as_float)
+    with pytest.raises(SchemaConflict) as err:
+        writer.close()
+    assert err.value.extra["kinds"] == ["float", "int64"]
+    assert path.read_bytes() == framed([as_int, as_float])
+
+
+def test_writer_rejects_what_is_not_a_record() -> None:
+    with pytest.raises(InvalidInput):
+        TFRecordWriter(io.BytesIO()).write("text")
+
+
+# --------------------------------------------------------------------------- corruption
+
+
+def test_a_flipped_data_byte_reports_its_record() -> None:
+    records = some_records(40)
+    data = bytearray(framed(records))
+    bad = 25
+    data[offsets(records)[bad] + 12 + len(records[bad]) // 2] ^= 0x01
+    got: list[bytes] = []
+    with pytest.raises(CorruptShard) as err:
+        got.extend(iter_records(io.BytesIO(bytes(data))))
+    assert err.value.extra["offset"] == offsets(records)[bad]
+    assert "CRC of its" in err.value.detail
+    assert got == records[:bad]  # every good record before it was yielded
+    with pytest.raises(CorruptShard) as err:
+        scan_shard(io.BytesIO(bytes(data)))
+    assert err.value.extra["offset"] == offsets(records)[bad]
+
+
+@pytest.mark.parametrize("where", ["length", "length_crc", "data_crc"])
+def test_a_flipped_framing_byte_reports_its_record(where: str) -> None:
+    records = some_records(40)
+    data = bytearray(framed(records))
+    bad = 17
+    start = offsets(records)[bad]
+    position = {"length": start + 1, "length_crc": start + 9,
+                "data_crc": start + 12 + len(records[bad]) + 2}[where]
+    data[position] ^= 0x80
+    with pytest.raises(CorruptShard) as err:
+        read_all(bytes(data))
+    assert err.value.extra["offset"] == start
+
+
+def test_verify_crc_false_skips_the_data_check() -> None:
+    records = [b"hello", b"world"]
+    data = bytearray(framed(records))
+    data[12] ^= 0x20  # "hello" -> "Hello"
+    assert read_all(bytes(data), verify_crc=False) == [b"Hello", b"world"]
+
+
+@pytest.mark.parametrize("cut", [1, 5, 12, 13, 20, 23])
+def test_truncation_reports_the_last_record(cut: int) -> None:
+    records = [b"a" * 8, b"b" * 8]  # frames of 24 bytes: the second starts at 24
+    data = framed(records)[: 24 + cut]
+    got: list[bytes] = []
+    with pytest.raises(CorruptShard) as err:
+        got.extend(iter_records(io.BytesIO(data)))
+    assert got == records[:1]
+    assert err.value.extra["offset"] == 24
+    assert "truncated" in err.value.detail
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_truncated_or_corrupt_compressed_stream(compression: str) -> None:
+    records = some_records(30)
+    stored, _ = write(records, compression)
+    with pytest.raises(CorruptShard) as err:
+        read_all(stored[: len(stored) // 2], compression)
+    assert err.value.extra["offset"] in offsets(records)
+    with pytest.raises(CorruptShard):
+        scan_shard(io.BytesIO(stored[:-3]), compression)
+    broken = bytearray(stored)
+    broken[len(stored) // 2] ^= 0xFF
+    with pytest.raises(CorruptShard):
+        read_all(bytes(broken), compression)
+
+
+def test_uncompressed_data_read_as_gzip_is_corrupt() -> None:
+    with pytest.raises(CorruptShard):
+        read_all(framed([b"abc"]), "gzip")
+
+
+def test_gzip_with_several_members_reads_through() -> None:
+    first, second = [b"one", b"two"], [b"three"]
+    data = gzip.compress(framed(first)) + gzip.compress(framed(second))
+    assert read_all(data, "gzip") == first + second
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 13, 17, 1000])
+def test_records_split_across_reads(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    monkeypatch.setattr(tfrecord, "_READ_SIZE", chunk)
+    records = some_records(30)[:8] + [b"x" * 40 for _ in range(20)]
+    data = framed(records)
+    assert read_all(data) == records
+    corrupt = bytearray(data)
+    corrupt[offsets(records)[20] + 14] ^= 0x01
+    with pytest.raises(CorruptShard) as err:
+        read_all(bytes(corrupt))
+    assert err.value.extra["offset"] == offsets(records)[20]
+    with pytest.raises(CorruptShard) as err:
+        read_all(data[:-1])
+    assert err.value.extra["offset"] == offsets(records)[-1]
+
+
+# --------------------------------------------------------------------------- compression names
+
+
+def test_detect_compression() -> None:
+    assert detect_compression(framed([b"x" * 100])[:64]) == "none"
+    assert detect_compression(gzip.compress(framed([b"x"]))[:64]) == "gzip"
+    assert detect_compression(zlib.compress(framed([b"x"]))[:64]) == "zlib"
+    assert detect_compression(b"") == "none"
+    assert detect_compression(b"plain text, not a shard") is None
+    # The first record's length (0x9c78) starts with the bytes of a zlib header: the valid
+    # TFRecord header wins.
+    looks_like_zlib = framed([b"\0" * 0x9C78])[:64]
+    assert looks_like_zlib[:2] == b"\x78\x9c"
+    assert detect_compression(looks_like_zlib) == "none"
+
+
+def test_compression_names() -> None:
+    assert compression_from_suffix("gs://b/train-00000-of-00001.tfrecord.gz") == "gzip"
+    assert compression_from_suffix("/x/a.tfrecord.ZLIB") == "zlib"
+    assert compression_from_suffix(Path("a.zz")) == "zlib"
+    assert compression_from_suffix("a.tfrecord") is None
+    assert [normalize_compression(c) for c in (None, "", "NONE", "GZIP", "zlib")] == [
+        "none", "none", "none", "gzip", "zlib"]
+    with pytest.raises(InvalidInput):
+        normalize_compression("snappy")
