@@ -58,6 +58,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         try:
             yield
         finally:
+            await repository.versions.aclose()
             if owns_database:
                 db.dispose()
 

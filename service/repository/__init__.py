@@ -16,6 +16,8 @@ module         resource
 ``events``     audit log (written by every state change)
 ``tokens``     API tokens (hashes only)
 ``resolve``    the reference grammar → a version row (session level)
+``cache``      committed versions by id (immutable parts), per process
+``fastpath``   the resolve query on asyncio psycopg (PostgreSQL hot path)
 =============  ===========================================================
 """
 
@@ -26,6 +28,7 @@ from recordkeeper.service.repository.aliases import AliasRepository
 from recordkeeper.service.repository.commit import CommitRepository
 from recordkeeper.service.repository.datasets import DatasetRepository
 from recordkeeper.service.repository.events import EventRepository
+from recordkeeper.service.repository.fastpath import AsyncPostgresReader
 from recordkeeper.service.repository.schemas import SchemaRepository
 from recordkeeper.service.repository.shards import ShardRepository
 from recordkeeper.service.repository.tokens import TokenRepository
@@ -41,7 +44,10 @@ class Repository:
     def __init__(self, db: Database, *, allowed_roots: AllowedRoots, storage_root: str) -> None:
         self.db = db
         self.datasets = DatasetRepository(db)
-        self.versions = VersionRepository(db, allowed_roots, storage_root)
+        fast_reader = None if db.is_sqlite else AsyncPostgresReader(db.url, size=db.pool_size)
+        self.versions = VersionRepository(
+            db, allowed_roots, storage_root, fast_reader=fast_reader
+        )
         self.shards = ShardRepository(db, allowed_roots)
         self.commits = CommitRepository(db)
         self.aliases = AliasRepository(db)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Insert, Table, select
+from sqlalchemy import Connection, Insert, Table, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -67,9 +67,9 @@ def insert_ignoring_conflicts(session: Session, table: Table) -> Insert:
     raise NotImplementedError(f"unsupported database dialect {dialect!r}")
 
 
-def load_shards(session: Session, version_id: int) -> tuple[ShardRecord, ...]:
+def load_shards(db: Session | Connection, version_id: int) -> tuple[ShardRecord, ...]:
     """Every shard of a version, ordered by split and index."""
-    rows = session.execute(
+    rows = db.execute(
         select(*convert.SHARD_COLUMNS)
         .where(m.Shard.version_id == version_id)
         .order_by(m.Shard.split, m.Shard.index)

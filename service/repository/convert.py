@@ -19,6 +19,7 @@ from recordkeeper.service.domain import (
 
 __all__ = [
     "SHARD_COLUMNS",
+    "VERSION_COLUMNS",
     "dataset_record",
     "event_record",
     "shard_records",
@@ -44,6 +45,31 @@ SHARD_COLUMNS = (
 )
 
 
+#: Columns selected to build :class:`VersionRecord` without the ORM (labels = attribute names).
+VERSION_COLUMNS = (
+    m.Version.id,
+    m.Version.name,
+    m.Version.number,
+    m.Version.date,
+    m.Version.desc,
+    m.Version.convention,
+    m.Version.state,
+    m.Version.storage_prefix,
+    m.Version.content_digest,
+    m.Version.schema_digest,
+    m.Version.record_count,
+    m.Version.shard_count,
+    m.Version.size,
+    m.Version.extra_metadata.label("extra_metadata"),
+    m.Version.created_at,
+    m.Version.created_by,
+    m.Version.committed_at,
+    m.Version.deprecated_at,
+    m.Version.deprecated_reason,
+    m.Version.duplicate_of_id,
+)
+
+
 def dataset_record(row: m.Dataset, *, version_count: int, latest: str | None) -> DatasetRecord:
     return DatasetRecord(
         name=row.name,
@@ -61,7 +87,7 @@ def shard_records(rows: Iterable[Row[Any]]) -> tuple[ShardRecord, ...]:
 
 
 def version_record(
-    row: m.Version,
+    row: m.Version | Row[Any],
     *,
     dataset: str,
     duplicate_of: str | None = None,

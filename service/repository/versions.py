@@ -6,9 +6,12 @@ Registering shards lives in :mod:`.shards` and committing in :mod:`.commit`.
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
-from sqlalchemy import func, select, update
+import anyio.to_thread
+from sqlalchemy import Connection, Select, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from recordkeeper.errors import (
@@ -32,14 +35,24 @@ from recordkeeper.service.db import Database
 from recordkeeper.service.domain import Page, VersionRecord
 from recordkeeper.service.lineage.guard import ensure_not_in_use
 from recordkeeper.service.repository import convert
+from recordkeeper.service.repository.cache import VersionCache
 from recordkeeper.service.repository.common import (
+    PUBLISHED_STATES,
     dataset_row,
+    load_shards,
     record_event,
     version_names,
     version_view,
 )
 from recordkeeper.service.repository.datasets import ensure_dataset
-from recordkeeper.service.repository.resolve import find_version
+from recordkeeper.service.repository.fastpath import HOT_COLUMNS, AsyncPostgresReader
+from recordkeeper.service.repository.resolve import (
+    check_visible,
+    find_version,
+    pick,
+    resolution_params,
+    resolution_statement,
+)
 from recordkeeper.service.uris import AllowedRoots, UriError
 
 __all__ = ["MAX_REASON_LENGTH", "VersionRepository", "parse_version_ref", "today_utc"]
@@ -75,13 +88,59 @@ def _normalize_digest(value: str) -> str:
     return "sha256:" + digest
 
 
+_BY_ID = select(*convert.VERSION_COLUMNS).where(m.Version.id == bindparam("rk_id"))
+_READ_STATEMENTS: dict[str, Select[Any]] = {}
+
+
+def _read_statement(ref: Reference) -> Select[Any]:
+    """The column query resolving ``ref``, built once per reference shape."""
+    key = ref.kind.value if ref.kind is not RefKind.ALIAS else f"alias:{ref.alias == 'latest'}"
+    stmt = _READ_STATEMENTS.get(key)
+    if stmt is None:
+        stmt = _READ_STATEMENTS[key] = resolution_statement(select(*HOT_COLUMNS), ref)
+    return stmt
+
+
+def _overlay(record: VersionRecord, row: Any, with_shards: bool) -> VersionRecord:
+    """The cached immutable ``record`` with the live state and deprecation of ``row``."""
+    return replace(
+        record,
+        state=row.state,
+        deprecated_at=row.deprecated_at,
+        deprecated_reason=row.deprecated_reason,
+        shards=record.shards if with_shards else None,
+    )
+
+
+def _checked(record: VersionRecord, expected: str | None, ref_text: str) -> VersionRecord:
+    """``record``, or :class:`DigestMismatch` if its content is not the ``expected`` one."""
+    if expected is not None and record.content_digest != expected:
+        raise DigestMismatch(
+            f"{ref_text} resolved to {record.name} whose content digest is "
+            f"{record.content_digest or 'not computed (staged)'}, not {expected}",
+            expected=expected,
+            actual=record.content_digest,
+            version=record.name,
+        )
+    return record
+
+
 class VersionRepository:
     """Version lifecycle and reads; each public method is one transaction."""
 
-    def __init__(self, db: Database, roots: AllowedRoots, storage_root: str) -> None:
+    def __init__(
+        self,
+        db: Database,
+        roots: AllowedRoots,
+        storage_root: str,
+        cache: VersionCache | None = None,
+        fast_reader: AsyncPostgresReader | None = None,
+    ) -> None:
         self._db = db
         self._roots = roots
         self._storage_root = storage_root
+        self._cache = cache if cache is not None else VersionCache()
+        self._fast = fast_reader
 
     # ---------------------------------------------------------------- stage
 
@@ -150,17 +209,65 @@ class VersionRepository:
         """The version any reference form points at (see :mod:`.resolve`)."""
         ref = parse_reference(ref_text)
         expected = _normalize_digest(expect_digest) if expect_digest is not None else None
-        with self._db.transaction(write=False) as session:
-            row = find_version(session, ref)
-            if expected is not None and row.content_digest != expected:
-                raise DigestMismatch(
-                    f"{ref_text} resolved to {row.name} whose content digest is "
-                    f"{row.content_digest or 'not computed (staged)'}, not {expected}",
-                    expected=expected,
-                    actual=row.content_digest,
-                    version=row.name,
-                )
-            return version_view(session, row, ref.dataset, with_shards=shards)
+        record = self._db.read(lambda conn: self._read_published(conn, ref, shards))
+        if record is None:
+            with self._db.transaction(write=False) as session:
+                row = find_version(session, ref)
+                record = version_view(session, row, ref.dataset, with_shards=shards)
+        return _checked(record, expected, ref_text)
+
+    async def resolve_async(
+        self, ref_text: str, *, shards: bool = True, expect_digest: str | None = None
+    ) -> VersionRecord:
+        """:meth:`resolve` for the event loop: on PostgreSQL a committed version in the cache
+        is answered without a worker thread (:mod:`.fastpath`); anything else runs
+        :meth:`resolve` in the thread pool."""
+        if self._fast is not None:
+            ref = parse_reference(ref_text)
+            expected = _normalize_digest(expect_digest) if expect_digest is not None else None
+            row = pick(await self._fast.fetch_versions(ref), ref)
+            record = self._from_cache(row, ref, shards)
+            if record is not None:
+                return _checked(record, expected, ref_text)
+        return await anyio.to_thread.run_sync(
+            partial(self.resolve, ref_text, shards=shards, expect_digest=expect_digest)
+        )
+
+    async def aclose(self) -> None:
+        """Release the event-loop resources (the PostgreSQL fast path's connections)."""
+        if self._fast is not None:
+            await self._fast.aclose()
+
+    def _from_cache(self, row: Any, ref: Reference, with_shards: bool) -> VersionRecord | None:
+        """The answer for a hot-query row if the cache holds what is needed, else None."""
+        if row is None or row.state not in PUBLISHED_STATES or row.duplicate_of_id:
+            return None
+        check_visible(row, ref, published_only=False)
+        record = self._cache.get(row.id)
+        if record is None or (with_shards and record.shards is None):
+            return None
+        return _overlay(record, row, with_shards)
+
+    def _read_published(
+        self, conn: Connection, ref: Reference, with_shards: bool
+    ) -> VersionRecord | None:
+        """One query for a committed version, the rest from (or into) the cache.
+
+        Returns None when the transactional path must answer (nothing found, a staged or
+        abandoned version), which also produces the precise error.
+        """
+        rows = conn.execute(_read_statement(ref), resolution_params(ref)).all()
+        row = pick(rows, ref)
+        record = self._from_cache(row, ref, with_shards)
+        if record is not None or row is None or row.state not in PUBLISHED_STATES:
+            return record
+        if row.duplicate_of_id:
+            return None
+        full = conn.execute(_BY_ID, {"rk_id": row.id}).one()
+        shards = load_shards(conn, row.id) if with_shards else None
+        cached = convert.version_record(full, dataset=ref.dataset, shards=shards)
+        self._cache.put(cached)
+        return _overlay(cached, row, with_shards)
 
     def list(
         self,

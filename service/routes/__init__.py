@@ -22,7 +22,8 @@ __all__ = ["API_PREFIX", "api_router", "probe_router"]
 API_PREFIX = "/api/v1"
 
 api_router = APIRouter(prefix=API_PREFIX)
-for module in (info, datasets, versions, aliases, schemas, events, tokens, lineage):
+# versions first: its GET /versions/{ref} is the hot path and routes are matched in order
+for module in (versions, info, datasets, aliases, schemas, events, tokens, lineage):
     api_router.include_router(module.router)
 
 probe_router = health.router

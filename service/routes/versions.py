@@ -23,6 +23,22 @@ router = APIRouter(tags=["versions"])
 State = Literal["staged", "committed", "deprecated", "abandoned"]
 
 
+# The hot path (resolve) comes first: routes are matched in order.
+@router.get("/versions/{ref}", response_model=VersionOut)
+async def get_version(
+    ref: str,
+    repository: RepositoryDep,
+    _who: Reader,
+    shards: bool = True,
+    expect_digest: Annotated[str | None, Query(description="sha256:<64 hex>")] = None,
+) -> JSON:
+    """Resolve any reference form to a version, with its shards unless ``shards=false``."""
+    record = await repository.versions.resolve_async(
+        ref, shards=shards, expect_digest=expect_digest
+    )
+    return JSON(record.to_json(ref=ref))
+
+
 @router.post("/datasets/{name}/versions", status_code=201, response_model=VersionOut)
 def stage_version(name: str, body: StageRequest, repository: RepositoryDep, who: Writer) -> JSON:
     """Stage a new version: allocate its number and name, answer its storage prefix."""
@@ -96,16 +112,3 @@ def deprecate_version(
         who.require("admin")
     record = repository.versions.deprecate(ref, reason=reason, actor=who.name, force=force)
     return JSON(record.to_json())
-
-
-@router.get("/versions/{ref}", response_model=VersionOut)
-def get_version(
-    ref: str,
-    repository: RepositoryDep,
-    _who: Reader,
-    shards: bool = True,
-    expect_digest: Annotated[str | None, Query(description="sha256:<64 hex>")] = None,
-) -> JSON:
-    """Resolve any reference form to a version, with its shards unless ``shards=false``."""
-    record = repository.versions.resolve(ref, shards=shards, expect_digest=expect_digest)
-    return JSON(record.to_json(ref=ref))

@@ -28,7 +28,6 @@ import pytest
 from recordkeeper.service import migrate
 from recordkeeper.service.db import Database
 from tests.service._helpers import expected_digest, shards
-from tests.service._postgres import postgres_factory
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -44,9 +43,9 @@ class Served:
 
 
 @pytest.fixture
-def postgres_url(request: pytest.FixtureRequest) -> str:
-    new_database: Callable[[], str] = postgres_factory(request)
-    url = new_database()
+def postgres_url(postgres_database_url: str) -> str:
+    """A fresh PostgreSQL database (tests/servers/plugin.py), migrated."""
+    url = postgres_database_url
     database = Database(url, pool_size=1)
     try:
         migrate.upgrade(database)

@@ -5,9 +5,8 @@
 * SQLite: a copy of a template file migrated once per session;
 * PostgreSQL: one database per session migrated once, emptied (``TRUNCATE``) before each test.
 
-PostgreSQL comes from the shared server fixtures (``tests/servers/plugin.py``:
-``postgres_server_url``, ``postgres_database_factory``) when that plugin is active; otherwise a
-local fallback creates databases on ``127.0.0.1:5432``.  Under ``CI=true`` an unavailable
+PostgreSQL comes from the shared server fixtures of ``tests/servers/plugin.py``
+(``postgres_server_url``, ``postgres_database_factory``); under ``CI=true`` an unavailable
 PostgreSQL fails the tests instead of skipping them.
 """
 
@@ -27,7 +26,6 @@ from recordkeeper.service import migrate
 from recordkeeper.service.app import create_app
 from recordkeeper.service.db import Database
 from recordkeeper.service.settings import Settings
-from tests.service._postgres import LocalPostgres, plugin_active
 
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
@@ -36,39 +34,14 @@ BACKENDS = [
 
 
 @pytest.fixture(scope="session")
-def _local_postgres() -> Iterator[LocalPostgres]:
-    local = LocalPostgres.connect_or_skip()
-    yield local
-    local.close()
-
-
-@pytest.fixture(scope="session")
-def postgres_session_url(request: pytest.FixtureRequest) -> str:
-    """A PostgreSQL database for the whole session (migrated by ``_migrated_postgres``)."""
-    if plugin_active(request.config):
-        return str(request.getfixturevalue("postgres_server_url"))
-    local: LocalPostgres = request.getfixturevalue("_local_postgres")
-    return local.create()
-
-
-@pytest.fixture
-def new_postgres_database(request: pytest.FixtureRequest) -> Callable[[], str]:
-    """Callable returning the URL of a fresh, empty PostgreSQL database."""
-    if plugin_active(request.config):
-        factory: Callable[[], str] = request.getfixturevalue("postgres_database_factory")
-        return factory
-    local: LocalPostgres = request.getfixturevalue("_local_postgres")
-    return local.create
-
-
-@pytest.fixture(scope="session")
-def _migrated_postgres(postgres_session_url: str) -> str:
-    database = Database(postgres_session_url, pool_size=1)
+def _migrated_postgres(postgres_server_url: str) -> str:
+    """The session's PostgreSQL database (from tests/servers/plugin.py), migrated once."""
+    database = Database(postgres_server_url, pool_size=1)
     try:
         migrate.upgrade(database)
     finally:
         database.dispose()
-    return postgres_session_url
+    return postgres_server_url
 
 
 @pytest.fixture(scope="session")
@@ -123,7 +96,7 @@ def empty_database_url(backend: str, request: pytest.FixtureRequest, tmp_path: P
     """URL of a database with no tables at all, on the parametrised backend."""
     if backend == "sqlite":
         return f"sqlite:///{tmp_path / 'empty.db'}"
-    factory: Callable[[], str] = request.getfixturevalue("new_postgres_database")
+    factory: Callable[[], str] = request.getfixturevalue("postgres_database_factory")
     return factory()
 
 

@@ -184,3 +184,28 @@ def test_list_versions_filters(client: TestClient, three: list[dict[str, Any]]) 
     assert [v["number"] for v in paged["data"]] == [3]
     error(client.get(url, params={"state": "gone"}), 422, "invalid_request")
     error(client.get(url, params={"since": "20231332"}), 400, "invalid_date")
+
+
+def test_cached_answers_stay_live(client: TestClient) -> None:
+    """Committed versions are cached per process; state, aliases and latest never are."""
+    v1 = publish(client, "coco", content="1")
+    for _ in range(2):  # the second answer comes from the cache
+        body = get(client, "coco@latest").json()
+        assert (body["name"], body["state"]) == (v1["name"], "committed")
+        assert body["splits"]["train"]["shard_count"] == 2
+    assert get(client, "coco@latest", shards="false").json()["splits"] is None
+    client.put(f"{API}/datasets/coco/aliases/prod", json={"version": "coco@v1"})
+    assert get(client, "coco@prod").json()["name"] == v1["name"]
+
+    v2 = publish(client, "coco", content="2")
+    assert get(client, "coco@latest").json()["name"] == v2["name"]
+    client.put(f"{API}/datasets/coco/aliases/prod", json={"version": "coco@v2"})
+    assert get(client, "coco@prod").json()["name"] == v2["name"]
+
+    client.post(f"{API}/versions/coco@v2/deprecate", json={"reason": "bad"})
+    deprecated = get(client, "coco@prod").json()
+    assert (deprecated["state"], deprecated["deprecated_reason"]) == ("deprecated", "bad")
+    assert deprecated["deprecated_at"] is not None
+    assert get(client, "coco@latest").json()["name"] == v1["name"]
+    assert get(client, v2["name"]).json()["state"] == "deprecated"
+    error(get(client, "coco@latest", expect_digest=v2["content_digest"]), 409, "digest_mismatch")
