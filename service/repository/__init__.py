@@ -45,9 +45,7 @@ class Repository:
         self.db = db
         self.datasets = DatasetRepository(db)
         fast_reader = None if db.is_sqlite else AsyncPostgresReader(db.url, size=db.pool_size)
-        self.versions = VersionRepository(
-            db, allowed_roots, storage_root, fast_reader=fast_reader
-        )
+        self.versions = VersionRepository(db, allowed_roots, storage_root, fast_reader=fast_reader)
         self.shards = ShardRepository(db, allowed_roots)
         self.commits = CommitRepository(db)
         self.aliases = AliasRepository(db)

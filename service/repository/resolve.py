@@ -106,11 +106,7 @@ def resolution_statement(base: S, ref: Reference) -> S:
     if shape == "number":
         return stmt.where(m.Version.number == _NUMBER)
     if shape == "latest":
-        return (
-            stmt.where(m.Version.state == "committed")
-            .order_by(m.Version.number.desc())
-            .limit(1)
-        )
+        return stmt.where(m.Version.state == "committed").order_by(m.Version.number.desc()).limit(1)
     if shape == "alias":
         return stmt.join(m.Alias, m.Alias.version_id == m.Version.id).where(
             m.Alias.name == _ALIAS, m.Alias.dataset_id == m.Dataset.id
