@@ -18,7 +18,11 @@ from recordkeeper.tf.data import tf_dataset
 __all__ = ["tf_dataset"]
 
 # Names provided by sibling modules that may be added later (e.g. checkpoints.track).
-_LAZY = {"track": "recordkeeper.tf.checkpoints"}
+_LAZY = {
+    "track": "recordkeeper.tf.checkpoints",
+    "make_checkpoint_callback": "recordkeeper.tf.checkpoints",
+    "TrackedCheckpointManager": "recordkeeper.tf.checkpoints",
+}
 
 
 def __getattr__(name: str) -> Any:
