@@ -167,6 +167,20 @@ class Schema:
         """Combine two schemas (see :func:`merge_schemas`)."""
         return merge_schemas([self, other])
 
+    def feature_spec(self, *, ragged: bool = False) -> Any:
+        """A ``tf.io.parse_example`` feature spec (imports TensorFlow); see
+        :func:`recordkeeper.schema_export.feature_spec`."""
+        from recordkeeper.schema_export import feature_spec
+
+        return feature_spec(self, ragged=ragged)
+
+    def to_tfmd(self) -> Any:
+        """A tensorflow-metadata ``Schema`` proto; see
+        :func:`recordkeeper.schema_export.to_tfmd_schema`."""
+        from recordkeeper.schema_export import to_tfmd_schema
+
+        return to_tfmd_schema(self)
+
 
 def _sort_key(feat: Feature) -> tuple[int, str]:
     return (SCOPES.index(feat.scope), feat.name)
