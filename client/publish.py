@@ -81,11 +81,35 @@ class _TeeReader:
         return True
 
 
-def _detect(uri: str, storage_options: Mapping[str, Any] | None) -> str:
-    from recordkeeper.tfrecord import detect_compression
+class _Prefixed:
+    """A reader that yields ``head`` (already read) before the rest of ``raw``."""
 
+    def __init__(self, head: bytes, raw: IO[bytes]) -> None:
+        self._head = head
+        self._raw = raw
+
+    def read(self, size: int = -1) -> bytes:
+        if self._head:
+            if size < 0:
+                data, self._head = self._head + self._raw.read(), b""
+                return data
+            data, self._head = self._head[:size], self._head[size:]
+            return data
+        return self._raw.read(size)
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def _detect(uri: str, storage_options: Mapping[str, Any] | None) -> str:
     with open_read(uri, storage_options) as fh, storage_errors(uri):
         head = fh.read(64)
+    return _compression_of(uri, head)
+
+
+def _compression_of(uri: str, head: bytes) -> str:
+    from recordkeeper.tfrecord import detect_compression
+
     found = detect_compression(head)
     if found is None:
         raise CorruptShard(
@@ -112,10 +136,15 @@ def scan_file(
     """
     from recordkeeper.tfrecord import scan_shard
 
-    compression = shard.compression or _detect(shard.uri, storage_options)
     if before is None:
         before = stat_object(shard.uri, storage_options)
-    raw = open_read(shard.uri, storage_options)
+    raw: Any = open_read(shard.uri, storage_options, size=before.size)
+    compression = shard.compression
+    if compression is None:  # detect from the first bytes of the one read we make
+        with storage_errors(shard.uri):
+            head = raw.read(64)
+        compression = _compression_of(shard.uri, head)
+        raw = _Prefixed(head, raw)
     sink = open_write(dest, dest_options) if dest else None
     try:
         with storage_errors(shard.uri):

@@ -230,10 +230,17 @@ def stat_object(
         return ObjectStat(uri, size, identity)
 
 
-def open_read(uri: str, storage_options: Mapping[str, Any] | None = None) -> IO[bytes]:
-    """Open an object for streaming reads (raises :class:`StorageError`)."""
+def open_read(
+    uri: str, storage_options: Mapping[str, Any] | None = None, *, size: int | None = None
+) -> IO[bytes]:
+    """Open an object for streaming reads (raises :class:`StorageError`).
+
+    ``size``, when the caller already knows it, spares object stores a metadata request.
+    """
     fs, path = url_to_fs(uri, storage_options)
     with storage_errors(uri):
+        if size is not None and backend_of(uri) in ("s3", "gcs"):
+            return fs.open(path, "rb", block_size=8 * 2**20, size=size)
         return fs.open(path, "rb", block_size=8 * 2**20)
 
 
