@@ -256,14 +256,15 @@ class DatasetVersion:
             self._schema_cache.append(self._client.schema(self.name))
         return self._schema_cache[0]
 
-    def feature_spec(self) -> dict[str, Any]:
-        """A feature spec for ``tf.io.parse_example`` (imports TensorFlow)."""
-        schema = self.schema
-        if hasattr(schema, "feature_spec"):
-            return schema.feature_spec()
-        from recordkeeper.schema_export import feature_spec
+    def feature_spec(self, *, ragged: bool = False) -> dict[str, Any]:
+        """A feature spec for ``tf.io.parse_example`` built from the schema (imports TensorFlow).
 
-        return feature_spec(schema)
+        ``FixedLenFeature`` where every record has the same value count, ``VarLenFeature``
+        (``RaggedFeature`` with ``ragged=True``) otherwise; see
+        :func:`recordkeeper.schema_export.feature_spec`.
+        """
+        spec: dict[str, Any] = self.schema.feature_spec(ragged=ragged)
+        return spec
 
     @property
     def storage_options(self) -> Mapping[str, Any]:
