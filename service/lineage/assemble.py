@@ -206,38 +206,55 @@ def lineage_record(start: queries.CheckpointRow, rows: Sequence[queries.ChainRow
 def consumer_records(
     session: Session,
     direct: Sequence[queries.ConsumerRow],
-    below: Sequence[queries.ConsumerRow] = (),
+    below: Sequence[queries.DescendantRow] = (),
 ) -> tuple[ConsumerRecord, ...]:
-    """Merge direct consumers (one row per edge) and their descendants into records."""
+    """Merge direct consumers (one row per edge) and their descendants into records.
+
+    Ordered by model, step, checkpoint.  Runs on ~5,000 rows per call at benchmark scale, so
+    inherited checkpoints take a short path (no edges to group).
+    """
     roles: dict[int, set[str]] = defaultdict(set)
     splits: dict[int, set[str]] = defaultdict(set)
-    base: dict[int, queries.ConsumerRow] = {}
+    base: dict[int, Any] = {}
+    names: dict[int, str] = {}
     for r in direct:
-        base.setdefault(r.checkpoint_id, r)
+        cid = r.checkpoint_id
+        base.setdefault(cid, r)
         if r.role is not None:
-            roles[r.checkpoint_id].add(r.role)
+            roles[cid].add(r.role)
         if r.split is not None:
-            splits[r.checkpoint_id].add(r.split)
-    for r in below:
-        base.setdefault(r.checkpoint_id, r)
-    names = {cid: f"{r.model}/{r.checkpoint}" for cid, r in base.items()}
-    for r in direct:
+            splits[cid].add(r.split)
         if r.parent_id is not None and r.parent_model is not None:
-            names.setdefault(r.parent_id, f"{r.parent_model}/{r.parent_checkpoint}")
+            names[r.parent_id] = f"{r.parent_model}/{r.parent_checkpoint}"
+    for b in below:
+        if b.checkpoint_id not in base:
+            base[b.checkpoint_id] = b
+    for cid, r in base.items():
+        names[cid] = f"{r.model}/{r.checkpoint}"
     missing = {r.parent_id for r in base.values() if r.parent_id is not None} - set(names)
     names.update(names_of(session, missing))
-    records = [
-        ConsumerRecord(
-            model=r.model,
-            checkpoint=r.checkpoint,
-            step=r.step,
-            uri=r.uri,
-            direct=cid in roles,
-            roles=tuple(sorted(roles.get(cid, ()))),
-            splits=tuple(sorted(splits.get(cid, ()))),
-            parent=names.get(r.parent_id) if r.parent_id is not None else None,
-        )
-        for cid, r in base.items()
-    ]
-    records.sort(key=lambda c: (c.model, c.step if c.step is not None else -1, c.checkpoint))
+    ordered = sorted(
+        base.values(), key=lambda r: (r.model, -1 if r.step is None else r.step, r.checkpoint)
+    )
+    records = []
+    for r in ordered:
+        cid = r.checkpoint_id
+        parent = names.get(r.parent_id) if r.parent_id is not None else None
+        if cid in roles:
+            records.append(
+                ConsumerRecord(
+                    r.model,
+                    r.checkpoint,
+                    r.step,
+                    r.uri,
+                    True,
+                    tuple(sorted(roles[cid])),
+                    tuple(sorted(splits[cid])),
+                    parent,
+                )
+            )
+        else:
+            records.append(
+                ConsumerRecord(r.model, r.checkpoint, r.step, r.uri, False, (), (), parent)
+            )
     return tuple(records)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from sqlalchemy import Select, and_, bindparam, or_, select, text
 from sqlalchemy.orm import Session
@@ -37,6 +37,7 @@ __all__ = [
     "ChainRow",
     "CheckpointRow",
     "ConsumerRow",
+    "DescendantRow",
     "checkpoint_by_name",
     "checkpoint_rows",
     "descendants",
@@ -216,7 +217,15 @@ def upstream_rows(session: Session, checkpoint_id: int) -> list[ChainRow]:
 
 
 def _consumer_columns(c: Any) -> tuple[Any, ...]:
-    return (c.c.id, c.c.parent_id, _md.c.name, c.c.name, c.c.step, c.c.uri)
+    """Columns labelled like :class:`ConsumerRow`'s fields, so rows are read by attribute."""
+    return (
+        c.c.id.label("checkpoint_id"),
+        c.c.parent_id.label("parent_id"),
+        _md.c.name.label("model"),
+        c.c.name.label("checkpoint"),
+        c.c.step.label("step"),
+        c.c.uri.label("uri"),
+    )
 
 
 @functools.cache
@@ -227,10 +236,10 @@ def _direct_stmt() -> Select[Any]:
     return (
         select(
             *_consumer_columns(c),
-            _cd.c.split,
-            _cd.c.role,
-            parent_model.c.name,
-            parent.c.name,
+            _cd.c.split.label("split"),
+            _cd.c.role.label("role"),
+            parent_model.c.name.label("parent_model"),
+            parent.c.name.label("parent_checkpoint"),
         )
         .select_from(_cd)
         .join(c, c.c.id == _cd.c.checkpoint_id)
@@ -267,6 +276,17 @@ def direct_consumers(
     return [ConsumerRow._make(row) for row in rows]
 
 
+class DescendantRow(NamedTuple):
+    """A checkpoint below some data (the first six fields of :class:`ConsumerRow`)."""
+
+    checkpoint_id: int
+    parent_id: int | None
+    model: str
+    checkpoint: str
+    step: int | None
+    uri: str | None
+
+
 def _prefer_index_walks(session: Session) -> None:
     if session.get_bind().dialect.name == "postgresql":
         _conn(session).execute(
@@ -295,7 +315,7 @@ def _descendants_stmt() -> Select[Any]:
     )
 
 
-def descendants(session: Session, ids: Iterable[int]) -> list[ConsumerRow]:
+def descendants(session: Session, ids: Iterable[int]) -> list[DescendantRow]:
     """Every checkpoint strictly below ``ids`` (restored or initialised from), cycle-safe.
 
     A descendant that is itself in ``ids`` is returned too; callers merge by id.
@@ -304,8 +324,11 @@ def descendants(session: Session, ids: Iterable[int]) -> list[ConsumerRow]:
     if not start:
         return []
     _prefer_index_walks(session)
+    # Named tuples, not SQLAlchemy rows: a Row's attribute access costs ~0.5 µs, twenty times
+    # a named tuple's, and the assembly reads ~10 attributes of each of ~5,000 rows.
     rows = _conn(session).execute(_descendants_stmt(), {"ids": start}).all()
-    return [ConsumerRow(*cast(tuple[Any, ...], row)) for row in rows]
+    make = DescendantRow._make
+    return [make(row) for row in rows]
 
 
 def in_use(session: Session, version_ids: Iterable[int]) -> set[int]:
