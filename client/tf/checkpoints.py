@@ -136,6 +136,12 @@ class TrackedCheckpointManager:
         self._latest_at_start: str | None = getattr(manager, "latest_checkpoint", None)
         self.registered: list[CheckpointInfo] = []
         self.queued: list[str] = []
+        if not self.data:
+            log.warning(
+                "tracking %s without data: its checkpoints record no training data of their own "
+                "(pass data= or load a pinned config first)",
+                self.model,
+            )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._manager, name)
