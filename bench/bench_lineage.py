@@ -22,7 +22,7 @@ request runs, minus HTTP:
 Peer measured in the same run: the same upstream answer assembled hop by hop (one query per
 parent plus one per segment), as a client walking ``parent`` links or an ORM lazy-load would.
 
-    .venv/bin/python bench/bench_lineage.py [--url postgresql://postgres@127.0.0.1:5432/test]
+    .venv/bin/python bench/bench_lineage.py [--url postgresql://postgres@127.0.0.1:5432/test] [--rounds 3]
         [--models 1000] [--chain 100] [--versions 10000] [--per-segment 10] [--queries 200]
 """
 
@@ -244,15 +244,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             timed(repo.lineage, tips[: min(20, n)])
             timed(lambda v: repo.consumers(v, transitive=True), versions[: min(20, n)])
 
-            up_t, up_r = timed(repo.lineage, tips, lambda r: (len(r.versions), len(r.chain)))
-            direct_t, direct_r = timed(
-                lambda v: repo.consumers(v, transitive=False),
-                versions,
-                lambda r: (len(r.checkpoints), len(r.models())),
-            )
-            trans_t, trans_r = timed(
-                lambda v: repo.consumers(v, transitive=True), versions, lambda r: len(r.checkpoints)
-            )
+            up_t: list[float] = []
+            direct_t: list[float] = []
+            trans_t: list[float] = []
+            rounds: list[dict[str, float]] = []
+            for _ in range(args.rounds):
+                t, up_r = timed(repo.lineage, tips, lambda r: (len(r.versions), len(r.chain)))
+                up_t += t
+                d, direct_r = timed(
+                    lambda v: repo.consumers(v, transitive=False),
+                    versions,
+                    lambda r: (len(r.checkpoints), len(r.models())),
+                )
+                direct_t += d
+                tr, trans_r = timed(
+                    lambda v: repo.consumers(v, transitive=True),
+                    versions,
+                    lambda r: len(r.checkpoints),
+                )
+                trans_t += tr
+                rounds.append(
+                    {
+                        "upstream_p50_ms": summary(t)["p50_ms"],
+                        "direct_p50_ms": summary(d)["p50_ms"],
+                        "transitive_p50_ms": summary(tr)["p50_ms"],
+                    }
+                )
             peer_inputs = [(int(t.split("/")[0].removeprefix("model")), args.chain) for t in tips]
             peer_n = min(n, args.peer_queries)
             peer_t, peer_r = timed(lambda r: hop_by_hop(db, r), peer_inputs[:peer_n], len)
@@ -281,6 +298,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         },
         "peer_hop_by_hop_upstream": {**summary(peer_t), "queries": peer_n},
         "queries": n,
+        "rounds": rounds,
         # Other work on these 2 vCPUs shows in the tails: record how busy the machine was.
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
@@ -319,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-segment", type=int, default=10)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--peer-queries", type=int, default=50)
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="repeat the timed series; figures pool all rounds"
+    )
     parser.add_argument("--seed", type=int, default=20231015)
     args = parser.parse_args(argv)
     if args.versions % DATASETS_PER_100:
