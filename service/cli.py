@@ -58,14 +58,24 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port to bind [default: 8080].")] = None,
     workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes.")] = 1,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
+    loop: Annotated[
+        str, typer.Option(help="Event loop: auto, asyncio or uvloop (uvicorn's choice).")
+    ] = "auto",
+    http: Annotated[
+        str, typer.Option(help="HTTP implementation: auto, h11 or httptools.")
+    ] = "auto",
 ) -> None:
     """Run the registry service (RECORDKEEPER_* settings; see docs/configuration.md)."""
     from recordkeeper.service import server
     from recordkeeper.service.startup import StartupError
 
+    if loop not in ("auto", "asyncio", "uvloop"):
+        raise _fail(f"--loop must be auto, asyncio or uvloop, not {loop!r}")
+    if http not in ("auto", "h11", "httptools"):
+        raise _fail(f"--http must be auto, h11 or httptools, not {http!r}")
     settings = _settings(host=host, port=port)
     try:
-        server.run(settings, workers=workers, access_log=access_log)
+        server.run(settings, workers=workers, access_log=access_log, loop=loop, http=http)
     except StartupError as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:

@@ -67,7 +67,14 @@ def preflight(settings: Settings) -> None:
         database.dispose()
 
 
-def run(settings: Settings, *, workers: int = 1, access_log: bool = False) -> None:
+def run(
+    settings: Settings,
+    *,
+    workers: int = 1,
+    access_log: bool = False,
+    loop: str = "auto",
+    http: str = "auto",
+) -> None:
     """Serve until interrupted.  Raises :class:`~.startup.StartupError` if unsafe."""
     import uvicorn
     from uvicorn.supervisors import Multiprocess
@@ -81,6 +88,8 @@ def run(settings: Settings, *, workers: int = 1, access_log: bool = False) -> No
         workers=workers,
         log_level=settings.log_level,
         access_log=access_log,
+        loop=loop,
+        http=http,
         lifespan="on",
         server_header=False,
     )
