@@ -386,27 +386,33 @@ class _LengthIndex:
         self.layouts.append(layout)
         self.common = _intersect(self.common, layout.fixed)
         positions = [i for i in self.positions if _inside(i, self.common)]
-        key = self.key_get(layout.source)
-        if positions == self.positions and key not in self.table:
-            self.table[key] = layout
-            return
-        self.positions = positions
-        while True:  # rebuild the table, adding telling positions until no two layouts collide
-            self.key_get = _positions(positions)
-            self.table = {}
-            for known in self.layouts:
-                key = self.key_get(known.source)
-                other = self.table.get(key)
-                if other is not None:
-                    where = _first_difference(known.source, other.source, self.common)
-                    if where is None:  # indistinguishable here: keep the newer one
-                        self.layouts.remove(other)
-                    else:
-                        positions = self.positions = sorted([*positions, where])
-                    break
-                self.table[key] = known
-            else:
+        if positions == self.positions:
+            key = self.key_get(layout.source)
+            if key not in self.table:
+                self.table[key] = layout
                 return
+        # Add telling positions until no two layouts share a key (building keys cheaply here).
+        while (clash := _clash(self.layouts, positions)) is not None:
+            older, newer = clash
+            where = _first_difference(newer.source, older.source, self.common)
+            if where is None:  # indistinguishable at positions fixed in all: keep the newer
+                self.layouts.remove(older)
+            else:
+                positions = sorted([*positions, where])
+        self.positions = positions
+        self.key_get = _positions(positions)
+        self.table = {self.key_get(known.source): known for known in self.layouts}
+
+
+def _clash(layouts: list[_Layout], positions: list[int]) -> tuple[_Layout, _Layout] | None:
+    """Two layouts with the same bytes at ``positions``, if any (older first)."""
+    key = itemgetter(*positions) if positions else len
+    seen: dict[Any, _Layout] = {}
+    for layout in layouts:
+        other = seen.setdefault(key(layout.source), layout)
+        if other is not layout:
+            return other, layout
+    return None
 
 
 def _positions(positions: list[int]) -> Any:
