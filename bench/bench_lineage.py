@@ -22,8 +22,9 @@ request runs, minus HTTP:
 Peer measured in the same run: the same upstream answer assembled hop by hop (one query per
 parent plus one per segment), as a client walking ``parent`` links or an ORM lazy-load would.
 
-    .venv/bin/python bench/bench_lineage.py [--url postgresql://postgres@127.0.0.1:5432/test] [--rounds 3]
-        [--models 1000] [--chain 100] [--versions 10000] [--per-segment 10] [--queries 200]
+    .venv/bin/python bench/bench_lineage.py [--url postgresql://postgres@127.0.0.1:5432/test]
+        [--rounds 3] [--models 1000] [--chain 100] [--versions 10000] [--per-segment 10]
+        [--queries 200]
 """
 
 from __future__ import annotations
