@@ -323,8 +323,15 @@ def _intersect(a: _Spans, b: _Spans) -> _Spans:
 class _Layout:
     """One record layout: how to recognise it, and the summary of records that have it."""
 
-    __slots__ = ("fixed", "fixed_expect", "fixed_get", "ints_expect", "ints_get", "signature",
-                 "source")
+    __slots__ = (
+        "fixed",
+        "fixed_expect",
+        "fixed_get",
+        "ints_expect",
+        "ints_get",
+        "signature",
+        "source",
+    )
 
     def __init__(self, record: bytes, regions: _Regions, signature: _Signature) -> None:
         regions.sort()

@@ -612,12 +612,16 @@ def scan_shard(
     worker = _Worker()
     count = 0
     try:
+
         def on_chunk(stored: bytes, data: bytes) -> None:
             digests.measure(stored)  # in this thread: the CRC releases the GIL, which lets
             worker.submit(digests.hash, stored, data)  # the worker pick up its next job
 
         batches = _record_batches(
-            _stored_chunks(fileobj), compression, verify_crc=True, on_chunk=on_chunk,
+            _stored_chunks(fileobj),
+            compression,
+            verify_crc=True,
+            on_chunk=on_chunk,
             copy=infer_schema,
         )
         for records in batches:

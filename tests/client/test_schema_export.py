@@ -46,8 +46,7 @@ def test_feature_spec_parses_a_batch(tensorflow: ModuleType) -> None:
     parsed = tf.io.parse_example(tf.constant(records), spec)
     assert parsed["image/height"].shape == (4,)
     assert parsed["image/height"].numpy().tolist() == [100, 101, 102, 103]
-    assert parsed["image/encoded"].numpy().tolist() == [b"jpeg-0", b"jpeg-1", b"jpeg-2",
-                                                         b"jpeg-3"]
+    assert parsed["image/encoded"].numpy().tolist() == [b"jpeg-0", b"jpeg-1", b"jpeg-2", b"jpeg-3"]
     assert parsed["embedding"].shape == (4, 3)
     assert parsed["embedding"].numpy()[2].tolist() == [2.0, 2.0, 2.0]
     labels = tf.sparse.to_dense(parsed["objects/label"]).numpy().tolist()
@@ -76,9 +75,11 @@ def test_sequence_feature_spec_parses_a_batch(tensorflow: ModuleType) -> None:
         seq.context.feature["id"].int64_list.value.append(i)
         for step in range(i + 1):
             seq.feature_lists.feature_list["frames"].feature.add().float_list.value.extend(
-                [float(step)] * 2)
+                [float(step)] * 2
+            )
             seq.feature_lists.feature_list["words"].feature.add().bytes_list.value.extend(
-                [b"w"] * step)
+                [b"w"] * step
+            )
         if i:
             seq.feature_lists.feature_list["tags"].feature.add().int64_list.value.append(i)
         records.append(seq.SerializeToString())
@@ -91,7 +92,8 @@ def test_sequence_feature_spec_parses_a_batch(tensorflow: ModuleType) -> None:
         "words": tf.io.VarLenFeature(tf.string),
     }
     context, sequences, lengths = tf.io.parse_sequence_example(
-        tf.constant(records), context_features=context_spec, sequence_features=sequence_spec)
+        tf.constant(records), context_features=context_spec, sequence_features=sequence_spec
+    )
     assert context["id"].numpy().tolist() == [0, 1, 2]
     assert sequences["frames"].shape == (3, 3, 2)
     assert lengths["frames"].numpy().tolist() == [1, 2, 3]

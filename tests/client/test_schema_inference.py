@@ -72,8 +72,14 @@ def sequence_example(
 
 def stats(schema: Schema) -> dict[tuple[str, str], tuple[Any, ...]]:
     return {
-        (f.scope, f.name): (f.kind, f.min_count, f.max_count, f.present_count, f.min_steps,
-                            f.max_steps)
+        (f.scope, f.name): (
+            f.kind,
+            f.min_count,
+            f.max_count,
+            f.present_count,
+            f.min_steps,
+            f.max_steps,
+        )
         for f in schema.features
     }
 
@@ -83,10 +89,14 @@ def stats(schema: Schema) -> dict[tuple[str, str], tuple[Any, ...]]:
 
 def test_examples_of_every_kind() -> None:
     records = [
-        example(("image", bytes_list(b"\xff\xd8" * 400)), ("label", int64_list(3)),
-                ("box", float_list(0.1, 0.2, 0.3, 0.4))),
-        example(("image", bytes_list(b"x")), ("label", int64_list(-1, 2**40, 0)),
-                ("box", float_list())),
+        example(
+            ("image", bytes_list(b"\xff\xd8" * 400)),
+            ("label", int64_list(3)),
+            ("box", float_list(0.1, 0.2, 0.3, 0.4)),
+        ),
+        example(
+            ("image", bytes_list(b"x")), ("label", int64_list(-1, 2**40, 0)), ("box", float_list())
+        ),
         example(("label", int64_list(7))),
     ]
     schema = infer_schema(records)
@@ -101,11 +111,14 @@ def test_examples_of_every_kind() -> None:
 
 def test_packed_and_unpacked_numbers_count_the_same() -> None:
     packed = example(("f", float_list(1.0, 2.0, 3.0)), ("i", int64_list(1, 300, -5)))
-    unpacked = example(("f", float_list(1.0, 2.0, 3.0, packed=False)),
-                       ("i", int64_list(1, 300, -5, packed=False)))
+    unpacked = example(
+        ("f", float_list(1.0, 2.0, 3.0, packed=False)), ("i", int64_list(1, 300, -5, packed=False))
+    )
     # protobuf allows both encodings in one list: counts add up
-    mixed = example(("f", ld(2, ld(1, struct.pack("<f", 1.0)) + b"\x0d" + struct.pack("<f", 2.0))),
-                    ("i", ld(3, ld(1, varint(1) + varint(2)) + b"\x08" + varint(3))))
+    mixed = example(
+        ("f", ld(2, ld(1, struct.pack("<f", 1.0)) + b"\x0d" + struct.pack("<f", 2.0))),
+        ("i", ld(3, ld(1, varint(1) + varint(2)) + b"\x08" + varint(3))),
+    )
     assert stats(infer_schema([packed])) == stats(infer_schema([unpacked]))
     assert stats(infer_schema([mixed])) == {
         ("features", "f"): ("float", 2, 2, 1, None, None),
@@ -114,10 +127,12 @@ def test_packed_and_unpacked_numbers_count_the_same() -> None:
 
 
 def test_a_feature_without_a_list_is_absent_and_an_empty_list_is_present() -> None:
-    schema = infer_schema([
-        example(("a", b""), ("b", int64_list())),  # a: Feature {}, b: int64_list {}
-        example(("a", bytes_list(b"x")), ("b", int64_list(1, 2))),
-    ])
+    schema = infer_schema(
+        [
+            example(("a", b""), ("b", int64_list())),  # a: Feature {}, b: int64_list {}
+            example(("a", bytes_list(b"x")), ("b", int64_list(1, 2))),
+        ]
+    )
     assert schema.feature("a") == Feature("a", "bytes", 1, 1, 1)
     assert schema.feature("b") == Feature("b", "int64", 0, 2, 2)
     assert infer_schema([example(("a", b""))]).features == ()
@@ -216,9 +231,15 @@ def test_batching_does_not_change_the_result() -> None:
         entries: list[tuple[str | bytes, bytes]] = []
         if rng.random() < 0.9:
             entries.append(("img", bytes_list(rng.randbytes(rng.choice([5, 6, 130, 200])))))
-        entries.append(("ints", int64_list(*[rng.choice([0, 1, 127, 128, 2**35, -1])
-                                             for _ in range(rng.randint(0, 3))],
-                                           packed=rng.random() < 0.8)))
+        entries.append(
+            (
+                "ints",
+                int64_list(
+                    *[rng.choice([0, 1, 127, 128, 2**35, -1]) for _ in range(rng.randint(0, 3))],
+                    packed=rng.random() < 0.8,
+                ),
+            )
+        )
         if rng.random() < 0.5:
             entries.append(("floats", float_list(*[1.5] * rng.randint(1, 3))))
         rng.shuffle(entries)
@@ -241,8 +262,10 @@ def test_sequence_examples() -> None:
     records = [
         sequence_example(
             [("length", int64_list(3))],
-            [("tokens", [int64_list(1), int64_list(2, 3), int64_list(4)]),
-             ("frames", [bytes_list(b"a"), bytes_list(b"b")])],
+            [
+                ("tokens", [int64_list(1), int64_list(2, 3), int64_list(4)]),
+                ("frames", [bytes_list(b"a"), bytes_list(b"b")]),
+            ],
         ),
         sequence_example([("length", int64_list(1))], [("tokens", [int64_list(5)])]),
         sequence_example([], [("tokens", [])]),  # an empty feature list: present, 0 steps
@@ -300,16 +323,25 @@ def test_examples_built_with_tensorflow(tensorflow: ModuleType) -> None:
         feature = {}
         if rng.random() < 0.8:
             feature["image/encoded"] = tf.train.Feature(
-                bytes_list=tf.train.BytesList(value=[rng.randbytes(rng.randint(50, 300))]))
-        feature["objects/label"] = tf.train.Feature(int64_list=tf.train.Int64List(
-            value=[rng.randint(-(2**40), 2**40) for _ in range(rng.randint(0, 5))]))
-        feature["objects/bbox"] = tf.train.Feature(float_list=tf.train.FloatList(
-            value=[rng.random() for _ in range(4 * rng.randint(0, 3))]))
+                bytes_list=tf.train.BytesList(value=[rng.randbytes(rng.randint(50, 300))])
+            )
+        feature["objects/label"] = tf.train.Feature(
+            int64_list=tf.train.Int64List(
+                value=[rng.randint(-(2**40), 2**40) for _ in range(rng.randint(0, 5))]
+            )
+        )
+        feature["objects/bbox"] = tf.train.Feature(
+            float_list=tf.train.FloatList(
+                value=[rng.random() for _ in range(4 * rng.randint(0, 3))]
+            )
+        )
         if i % 7 == 0:
-            feature["caption"] = tf.train.Feature(bytes_list=tf.train.BytesList(
-                value=[b"a cat", b"on a mat"][: rng.randint(0, 2)]))
-        records.append(tf.train.Example(features=tf.train.Features(feature=feature))
-                       .SerializeToString())
+            feature["caption"] = tf.train.Feature(
+                bytes_list=tf.train.BytesList(value=[b"a cat", b"on a mat"][: rng.randint(0, 2)])
+            )
+        records.append(
+            tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+        )
     records += records[:1000]  # repeats: layouts already seen
     assert stats(infer_schema(records)) == _expected_from_protos(tf, records)
 
@@ -317,8 +349,9 @@ def test_examples_built_with_tensorflow(tensorflow: ModuleType) -> None:
 @pytest.mark.tf
 def test_hand_encodings_mean_to_tensorflow_what_they_mean_to_us(tensorflow: ModuleType) -> None:
     records = [
-        example(("f", float_list(1.0, 2.0, packed=False)),
-                ("i", int64_list(7, 8, 9, packed=False))),
+        example(
+            ("f", float_list(1.0, 2.0, packed=False)), ("i", int64_list(7, 8, 9, packed=False))
+        ),
         example(("i", ld(3, ld(1, varint(1) + varint(2)) + b"\x08" + varint(3)))),
         example(("a", int64_list(1)), ("a", int64_list(1, 2))),
         example(("empty", b"")),

@@ -120,8 +120,11 @@ def test_we_read_and_describe_tensorflow_shards(
     assert stats.sha256 == hashlib.sha256(stored).hexdigest()
     assert stats.crc32c == f"{crc32c.crc32c(stored):08x}"
     assert stats.records_sha256 == hashlib.sha256(framed(records)).hexdigest()
-    assert (stats.record_count, stats.size, stats.compression) == (len(records), len(stored),
-                                                                    compression)
+    assert (stats.record_count, stats.size, stats.compression) == (
+        len(records),
+        len(stored),
+        compression,
+    )
     assert stats.schema is not None and stats.schema.record_type == "opaque"
 
 
@@ -263,8 +266,11 @@ def test_a_flipped_framing_byte_reports_its_record(where: str) -> None:
     data = bytearray(framed(records))
     bad = 17
     start = offsets(records)[bad]
-    position = {"length": start + 1, "length_crc": start + 9,
-                "data_crc": start + 12 + len(records[bad]) + 2}[where]
+    position = {
+        "length": start + 1,
+        "length_crc": start + 9,
+        "data_crc": start + 12 + len(records[bad]) + 2,
+    }[where]
     data[position] ^= 0x80
     with pytest.raises(CorruptShard) as err:
         read_all(bytes(data))
@@ -354,6 +360,11 @@ def test_compression_names() -> None:
     assert compression_from_suffix(Path("a.zz")) == "zlib"
     assert compression_from_suffix("a.tfrecord") is None
     assert [normalize_compression(c) for c in (None, "", "NONE", "GZIP", "zlib")] == [
-        "none", "none", "none", "gzip", "zlib"]
+        "none",
+        "none",
+        "none",
+        "gzip",
+        "zlib",
+    ]
     with pytest.raises(InvalidInput):
         normalize_compression("snappy")
