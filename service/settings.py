@@ -80,7 +80,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
-    db_pool_size: int = Field(default=10, ge=1, le=1000)
+    db_pool_size: int = Field(default=5, ge=1, le=1000)
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
     @field_validator("allowed_roots", mode="before")

@@ -219,16 +219,29 @@ class VersionRepository:
     async def resolve_async(
         self, ref_text: str, *, shards: bool = True, expect_digest: str | None = None
     ) -> VersionRecord:
-        """:meth:`resolve` for the event loop: on PostgreSQL a committed version in the cache
-        is answered without a worker thread (:mod:`.fastpath`); anything else runs
-        :meth:`resolve` in the thread pool."""
+        """:meth:`resolve` for the event loop.
+
+        A committed version already in the cache is answered after one query run without a
+        worker thread: on PostgreSQL through asyncio psycopg (:mod:`.fastpath`), on SQLite
+        directly (an in-process read of a WAL database, which does not wait for writers).
+        Anything else — a cache miss, a staged version, an error to explain — runs
+        :meth:`resolve` in the thread pool.
+        """
+        ref = parse_reference(ref_text)
         if self._fast is not None:
-            ref = parse_reference(ref_text)
-            expected = _normalize_digest(expect_digest) if expect_digest is not None else None
             row = pick(await self._fast.fetch_versions(ref), ref)
-            record = self._from_cache(row, ref, shards)
-            if record is not None:
-                return _checked(record, expected, ref_text)
+        elif self._db.is_sqlite:
+            row = self._db.read(
+                lambda conn: pick(
+                    conn.execute(_read_statement(ref), resolution_params(ref)).all(), ref
+                )
+            )
+        else:  # pragma: no cover - every supported database has a fast path
+            row = None
+        record = self._from_cache(row, ref, shards)
+        if record is not None:
+            expected = _normalize_digest(expect_digest) if expect_digest is not None else None
+            return _checked(record, expected, ref_text)
         return await anyio.to_thread.run_sync(
             partial(self.resolve, ref_text, shards=shards, expect_digest=expect_digest)
         )
@@ -266,6 +279,7 @@ class VersionRepository:
         full = conn.execute(_BY_ID, {"rk_id": row.id}).one()
         shards = load_shards(conn, row.id) if with_shards else None
         cached = convert.version_record(full, dataset=ref.dataset, shards=shards)
+        cached = cached.with_rendered_splits()
         self._cache.put(cached)
         return _overlay(cached, row, with_shards)
 
