@@ -513,21 +513,26 @@ class SchemaInferencer:
         except _KindClash as clash:
             self._clash = self._clash or (clash.key, clash.kinds)
             return
-        if len(regions) > _MAX_REGIONS or len(record) > _MAX_LAYOUT_RECORD:
+        if (
+            len(regions) > _MAX_REGIONS
+            or len(record) > _MAX_LAYOUT_RECORD
+            or (index is not None and len(index.layouts) >= _MAX_LAYOUTS_PER_LENGTH)
+        ):  # not worth remembering
             self._signatures[signature] += 1
             if len(self._signatures) > _MAX_SIGNATURES:
                 self._fold()
             return
-        if self._layout_bytes > _MAX_LAYOUT_BYTES:
+        if self._layout_bytes > _MAX_LAYOUT_BYTES:  # forget every layout, keep their counts
             self._fold()
             self._indexes.clear()
             self._layout_bytes = 0
+            index = None
         layout = _Layout(record, regions, signature)
         self._hits[layout] += 1
         self._layout_bytes += len(record)
         if index is None:
             self._indexes[len(record)] = _LengthIndex(layout)
-        elif len(index.layouts) < _MAX_LAYOUTS_PER_LENGTH:
+        else:
             index.add(layout)
 
     def _fold(self) -> None:

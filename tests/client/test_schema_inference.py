@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from recordkeeper import schema_inference
 from recordkeeper.errors import SchemaConflict
 from recordkeeper.schema import Feature, Schema
 from recordkeeper.schema_inference import SchemaInferencer, infer_schema
@@ -224,7 +225,12 @@ def _reference(records: list[bytes]) -> Schema:
     return merge_schemas(schemas)
 
 
-def test_batching_does_not_change_the_result() -> None:
+@pytest.mark.parametrize("limits", ["default", "tiny"])
+def test_batching_does_not_change_the_result(limits: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if limits == "tiny":  # forget layouts and fold counts all the time
+        monkeypatch.setattr(schema_inference, "_MAX_LAYOUT_BYTES", 200)
+        monkeypatch.setattr(schema_inference, "_MAX_LAYOUTS_PER_LENGTH", 2)
+        monkeypatch.setattr(schema_inference, "_MAX_SIGNATURES", 3)
     rng = random.Random(7)
     records = []
     for _ in range(3000):
