@@ -255,7 +255,8 @@ class TFRecordWriter:
     path is opened and closed by the writer.  Records are buffered and written in batches of
     about a megabyte.  With ``infer_schema`` (the default) the stats carry the records' schema;
     if a feature has two kinds, :meth:`close` finishes the file and then raises
-    :class:`~recordkeeper.errors.SchemaConflict`.
+    :class:`~recordkeeper.errors.SchemaConflict`.  ``compression_level`` (zlib's 0-9, default 6
+    like TensorFlow) applies to gzip and zlib.
     """
 
     def __init__(
@@ -267,10 +268,13 @@ class TFRecordWriter:
         compression_level: int = zlib.Z_DEFAULT_COMPRESSION,
     ) -> None:
         self.compression = normalize_compression(compression)
-        self._owns_file = isinstance(fileobj, str | os.PathLike)
-        self._file: IO[bytes] = (
-            open(fileobj, "wb") if isinstance(fileobj, str | os.PathLike) else fileobj  # noqa: SIM115
-        )
+        self._file: IO[bytes]
+        if isinstance(fileobj, str | os.PathLike):
+            self._file = open(fileobj, "wb")  # noqa: SIM115 - closed by close()
+            self._owns_file = True
+        else:
+            self._file = fileobj
+            self._owns_file = False
         self._compressor = (
             None
             if self.compression == "none"
