@@ -117,6 +117,7 @@ def train_input(tf: ModuleType, version: rk.DatasetVersion) -> Any:
         .batch(16)
         .map(lambda batch: tf.io.parse_example(batch, spec))
         .map(lambda f: (f["x"], f["y"]))
+        .repeat()  # 64 examples = 4 batches per epoch (steps_per_epoch=4)
     )
 
 
@@ -150,7 +151,7 @@ def test_lineage_over_resumed_training(
     )
     assert manager.restore_or_initialize() is None and manager.parent is None
     for _ in range(3):
-        model.fit(train_input(tf, v1), epochs=1, verbose=0)
+        model.fit(train_input(tf, v1), epochs=1, steps_per_epoch=4, shuffle=False, verbose=0)
         manager.save()
     assert [c.checkpoint for c in manager.registered] == ["ckpt-1", "ckpt-2", "ckpt-3"]
     assert manager.registered[1].parent == rk.CheckpointRef("points_regressor", "ckpt-1")
@@ -173,7 +174,9 @@ def test_lineage_over_resumed_training(
     )
     restored = manager.restore_or_initialize()
     assert restored is not None and restored.endswith("ckpt-3")
-    model.fit(train_input(tf, pinned["train"]), epochs=1, verbose=0)
+    model.fit(
+        train_input(tf, pinned["train"]), epochs=1, steps_per_epoch=4, shuffle=False, verbose=0
+    )
     assert manager.save().endswith("ckpt-4")
 
     lineage = client.lineage("points_regressor/ckpt-4")
@@ -234,7 +237,7 @@ def test_savedmodel_exports_are_recorded(
         data={"train": v1},
         queue=tmp_path / "q.jsonl",
     )
-    model.fit(train_input(tf, v1), epochs=1, verbose=0)
+    model.fit(train_input(tf, v1), epochs=1, steps_per_epoch=4, shuffle=False, verbose=0)
     path = manager.save()
     info = client.checkpoint("points_exported/ckpt-1")
     export = f"{path}_saved_modules/scorer"
