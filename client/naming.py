@@ -26,6 +26,7 @@ __all__ = [
     "format_version_name",
     "parse_date",
     "parse_version_name",
+    "quoted",
     "slugify",
     "validate_dataset_name",
     "validate_desc",
@@ -41,6 +42,12 @@ _DESC_RE = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
 _VERSION_RE = re.compile(
     r"(?P<dataset>[a-z][a-z0-9_-]*?)_(?P<date>\d{8})_v(?P<number>\d+)(?:_(?P<desc>.+))?"
 )
+
+
+def quoted(value: object, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for error messages about user input."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 5] + "...'"
 
 
 @dataclass(frozen=True, order=True)
@@ -66,17 +73,17 @@ def validate_dataset_name(name: str) -> str:
         raise InvalidName("dataset name must be a non-empty string")
     if len(name) > MAX_DATASET_NAME_LENGTH:
         raise InvalidName(
-            f"dataset name {name!r} is {len(name)} characters long; "
+            f"dataset name {quoted(name)} is {len(name)} characters long; "
             f"at most {MAX_DATASET_NAME_LENGTH} are allowed"
         )
     if not _DATASET_RE.fullmatch(name):
         raise InvalidName(
-            f"dataset name {name!r} is invalid: use lowercase letters, digits, '_' and '-', "
+            f"dataset name {quoted(name)} is invalid: use lowercase letters, digits, '_' and '-', "
             "starting with a letter"
         )
     if _EMBEDDED_VERSION_RE.search(name):
         raise InvalidName(
-            f"dataset name {name!r} contains a '_YYYYMMDD_vN' version pattern; "
+            f"dataset name {quoted(name)} contains a '_YYYYMMDD_vN' version pattern; "
             "it would make version names ambiguous"
         )
     return name
@@ -94,10 +101,10 @@ def validate_desc(desc: str | None) -> str | None:
         )
     if not _DESC_RE.fullmatch(desc):
         suggestion = slugify(desc)
-        hint = f"; did you mean {suggestion!r}?" if suggestion else ""
+        hint = f"; did you mean {quoted(suggestion)}?" if suggestion else ""
         raise InvalidDescription(
-            f"desc {desc!r} is not a lowercase slug (letters, digits, single '_' between words)"
-            + hint
+            f"desc {quoted(desc)} is not a lowercase slug "
+            "(letters, digits, single '_' between words)" + hint
         )
     return desc
 
@@ -112,11 +119,11 @@ def parse_date(text: str) -> datetime.date:
     """Parse ``YYYYMMDD`` (or ISO ``YYYY-MM-DD``) strictly; ``20231301`` is rejected."""
     compact = text.replace("-", "") if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text) else text
     if not re.fullmatch(r"\d{8}", compact):
-        raise InvalidDate(f"date {text!r} is not in YYYYMMDD form")
+        raise InvalidDate(f"date {quoted(text)} is not in YYYYMMDD form")
     try:
         return datetime.date(int(compact[:4]), int(compact[4:6]), int(compact[6:]))
     except ValueError as exc:
-        raise InvalidDate(f"date {text!r} is not a calendar date: {exc}") from None
+        raise InvalidDate(f"date {quoted(text)} is not a calendar date: {exc}") from None
 
 
 def format_version_name(
@@ -126,7 +133,7 @@ def format_version_name(
     validate_dataset_name(dataset)
     validate_desc(desc)
     if not isinstance(number, int) or isinstance(number, bool) or number < 1:
-        raise InvalidVersionName(f"version number must be a positive integer, got {number!r}")
+        raise InvalidVersionName(f"version number must be a positive integer, got {quoted(number)}")
     name = f"{dataset}_{date:%Y%m%d}_v{number}"
     return f"{name}_{desc}" if desc else name
 
@@ -138,7 +145,7 @@ def parse_version_name(name: str) -> VersionName:
     match = _VERSION_RE.fullmatch(name)
     if match is None:
         raise InvalidVersionName(
-            f"{name!r} is not a version name of the form dataset_YYYYMMDD_vN[_desc] "
+            f"{quoted(name)} is not a version name of the form dataset_YYYYMMDD_vN[_desc] "
             "(e.g. coco_20231015_v3_add_person)"
         )
     try:
@@ -146,11 +153,11 @@ def parse_version_name(name: str) -> VersionName:
         date = parse_date(match["date"])
         desc = validate_desc(match["desc"])
     except (InvalidName, InvalidDate, InvalidDescription) as exc:
-        raise InvalidVersionName(f"version name {name!r}: {exc.detail}") from None
+        raise InvalidVersionName(f"version name {quoted(name)}: {exc.detail}") from None
     digits = match["number"]
     if digits.startswith("0"):
         raise InvalidVersionName(
-            f"version name {name!r}: version number 'v{digits}' must be positive "
+            f"version name {quoted(name)}: version number 'v{digits}' must be positive "
             "and have no leading zeros"
         )
     return VersionName(dataset=dataset, date=date, number=int(digits), desc=desc)

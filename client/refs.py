@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from recordkeeper.errors import InvalidAlias, InvalidName, InvalidReference, InvalidVersionName
-from recordkeeper.naming import VersionName, parse_version_name, validate_dataset_name
+from recordkeeper.naming import VersionName, parse_version_name, quoted, validate_dataset_name
 
 __all__ = [
     "LATEST",
@@ -73,11 +73,11 @@ def validate_alias_name(alias: str) -> str:
     """Return ``alias`` if usable as an alias name (``prod``, ``golden``), else raise."""
     if not isinstance(alias, str) or not _ALIAS_RE.fullmatch(alias):
         raise InvalidAlias(
-            f"alias {alias!r} is invalid: use lowercase letters, digits, '_' and '-', "
+            f"alias {quoted(alias)} is invalid: use lowercase letters, digits, '_' and '-', "
             "starting with a letter, at most 64 characters"
         )
     if _NUMBER_RE.fullmatch(alias) or alias == "sha256":
-        raise InvalidAlias(f"alias {alias!r} would be read as a version number or digest")
+        raise InvalidAlias(f"alias {quoted(alias)} would be read as a version number or digest")
     return alias
 
 
@@ -91,7 +91,7 @@ def parse_reference(text: str) -> Reference:
             name = parse_version_name(text)
         except InvalidVersionName as exc:
             raise InvalidReference(
-                f"{text!r} is neither a version name (dataset_YYYYMMDD_vN[_desc]) nor "
+                f"{quoted(text)} is neither a version name (dataset_YYYYMMDD_vN[_desc]) nor "
                 f"'dataset@selector': {exc.detail.split(': ', 1)[-1]}"
             ) from None
         return Reference(dataset=name.dataset, kind=RefKind.NAME, number=name.number, name=name)
@@ -100,20 +100,21 @@ def parse_reference(text: str) -> Reference:
     try:
         validate_dataset_name(dataset)
     except InvalidName as exc:
-        raise InvalidReference(f"reference {text!r}: {exc.detail}") from None
+        raise InvalidReference(f"reference {quoted(text)}: {exc.detail}") from None
     if not selector:
         raise InvalidReference(
-            f"reference {text!r} has nothing after '@'; use vN, latest, an alias or sha256:<hex>"
+            f"reference {quoted(text)} has nothing after '@'; "
+            "use vN, latest, an alias or sha256:<hex>"
         )
     if selector.startswith("sha256:"):
         digest = selector.removeprefix("sha256:")
         if not _HEX_RE.fullmatch(digest):
             raise InvalidReference(
-                f"reference {text!r}: digest must be lowercase hex, got {digest!r}"
+                f"reference {quoted(text)}: digest must be lowercase hex, got {quoted(digest)}"
             )
         if not MIN_DIGEST_PREFIX <= len(digest) <= 64:
             raise InvalidReference(
-                f"reference {text!r}: a digest needs {MIN_DIGEST_PREFIX} to 64 hex digits, "
+                f"reference {quoted(text)}: a digest needs {MIN_DIGEST_PREFIX} to 64 hex digits, "
                 f"got {len(digest)}"
             )
         return Reference(dataset=dataset, kind=RefKind.DIGEST, digest_prefix=digest)
@@ -121,10 +122,10 @@ def parse_reference(text: str) -> Reference:
     if number:
         value = int(number[1])
         if value < 1:
-            raise InvalidReference(f"reference {text!r}: version numbers start at 1")
+            raise InvalidReference(f"reference {quoted(text)}: version numbers start at 1")
         return Reference(dataset=dataset, kind=RefKind.NUMBER, number=value)
     try:
         alias = validate_alias_name(selector)
     except InvalidAlias as exc:
-        raise InvalidReference(f"reference {text!r}: {exc.detail}") from None
+        raise InvalidReference(f"reference {quoted(text)}: {exc.detail}") from None
     return Reference(dataset=dataset, kind=RefKind.ALIAS, alias=alias)

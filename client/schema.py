@@ -22,6 +22,7 @@ from typing import Any, Literal
 import orjson
 
 from recordkeeper.errors import InvalidRequest, SchemaConflict
+from recordkeeper.naming import quoted
 
 __all__ = [
     "KINDS",
@@ -78,13 +79,15 @@ class Feature:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Feature:
+        if not isinstance(data, Mapping):
+            raise InvalidRequest(f"a schema feature must be a JSON object, got {quoted(data)}")
         try:
             kind = data["kind"]
             scope = data.get("scope", "features")
             if kind not in KINDS:
-                raise InvalidRequest(f"feature kind must be one of {KINDS}, got {kind!r}")
+                raise InvalidRequest(f"feature kind must be one of {KINDS}, got {quoted(kind)}")
             if scope not in SCOPES:
-                raise InvalidRequest(f"feature scope must be one of {SCOPES}, got {scope!r}")
+                raise InvalidRequest(f"feature scope must be one of {SCOPES}, got {quoted(scope)}")
             feature = cls(
                 name=str(data["name"]),
                 kind=kind,
@@ -98,9 +101,9 @@ class Feature:
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidRequest):
                 raise
-            raise InvalidRequest(f"malformed feature {dict(data)!r}: {exc}") from None
+            raise InvalidRequest(f"malformed feature {quoted(dict(data))}: {exc}") from None
         if not 0 <= feature.min_count <= feature.max_count or feature.present_count < 0:
-            raise InvalidRequest(f"feature {feature.name!r} has inconsistent counts")
+            raise InvalidRequest(f"feature {quoted(feature.name)} has inconsistent counts")
         return feature
 
 
@@ -141,7 +144,7 @@ class Schema:
         record_type = data.get("record_type", "empty")
         if record_type not in RECORD_TYPES:
             raise InvalidRequest(
-                f"schema record_type must be one of {RECORD_TYPES}, got {record_type!r}"
+                f"schema record_type must be one of {RECORD_TYPES}, got {quoted(record_type)}"
             )
         raw_features = data.get("features", [])
         if not isinstance(raw_features, list):
@@ -189,7 +192,7 @@ def _sort_key(feat: Feature) -> tuple[int, str]:
 def _merge_feature(a: Feature, b: Feature) -> Feature:
     if a.kind != b.kind:
         raise SchemaConflict(
-            f"feature {a.name!r} is {a.kind} in one shard and {b.kind} in another",
+            f"feature {quoted(a.name)} is {a.kind} in one shard and {b.kind} in another",
             feature=a.name,
             kinds=sorted({a.kind, b.kind}),
         )

@@ -115,3 +115,12 @@ def test_parse_date_is_strict() -> None:
 def test_names_sort_by_dataset_then_date_then_number() -> None:
     names = [parse_version_name(n) for n in ("coco_20231015_v10", "coco_20231015_v9")]
     assert [n.number for n in sorted(names)] == [9, 10]
+
+
+def test_errors_about_huge_input_stay_short() -> None:
+    with pytest.raises(InvalidName) as info:
+        validate_dataset_name("X" * 100_000)
+    assert len(info.value.detail) < 200
+    with pytest.raises(InvalidVersionName) as again:
+        parse_version_name("coco_20231015_v1_" + "Y" * 100_000)
+    assert len(again.value.detail) < 300

@@ -80,3 +80,8 @@ def test_digest_is_canonical_and_round_trips() -> None:
 def test_malformed_schemas_are_invalid_requests(bad: dict[str, object]) -> None:
     with pytest.raises(InvalidRequest):
         Schema.from_dict(bad)
+
+
+def test_non_object_feature_is_an_invalid_request() -> None:
+    with pytest.raises(InvalidRequest, match="must be a JSON object"):
+        Schema.from_dict({"features": [5]})

@@ -1,0 +1,1 @@
+"""Alembic revisions of the registry schema (generated with autogenerate; never edited by hand)."""
