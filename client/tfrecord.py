@@ -28,8 +28,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import chain, repeat
-from operator import itemgetter, ne
+from itertools import chain
 from types import TracebackType
 from typing import IO, Any, Literal
 
@@ -61,8 +60,8 @@ _BATCH_BYTES = 1 << 20  # records are framed and parsed in batches of about this
 _STORE_BYTES = 8 << 20  # ... and hashed, compressed and written in batches of this size
 _READ_SIZE = 8 << 20
 _WBITS = {"gzip": 31, "zlib": 15}  # zlib window bits selecting the container format
-_FIRST = itemgetter(0)
 _ADD_16 = (16).__add__
+_ADD_4 = (4).__add__
 
 
 def masked_crc32c(data: bytes | memoryview) -> int:
@@ -423,21 +422,27 @@ class _Inflater:
 
 
 class _Deframer:
-    """Splits an uncompressed TFRecord stream, fed in chunks, into records; checks CRCs."""
+    """Splits an uncompressed TFRecord stream, fed in chunks, into records; checks CRCs.
+
+    With ``copy=False`` the records are only checked and counted (``count``), never copied:
+    for deep verification.  The hot loop allocates no objects the garbage collector tracks
+    (bytes and ints only), so a big heap (TensorFlow's, say) is not rescanned over and over.
+    """
 
     def __init__(self, verify_crc: bool, copy: bool = True) -> None:
         self.verify_crc = verify_crc
-        self.copy = copy  # records as bytes, else as memoryviews of the chunks
+        self.copy = copy
+        self.count = 0  # records completed so far
         self.offset = 0  # uncompressed offset of the first frame not yet complete
         self._carry: list[bytes] = []  # the start of that frame; carry[0] holds its header
         self._carry_len = 0
-        self._length_crcs: dict[int, int] = {}  # length -> its masked CRC, once verified
+        self._lengths: dict[bytes, int] = {}  # 12 header bytes -> length, once checked
         self.error: CorruptShard | None = None  # the first bad frame, once found
 
-    def feed(self, chunk: bytes) -> list[Any]:
-        """The records completed by ``chunk``; on a bad frame, the good ones before it (and
-        ``error`` is set: the caller raises it once it has used those)."""
-        records: list[Any] = []
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The records completed by ``chunk`` (none unless ``copy``); on a bad frame, the good
+        ones before it, and ``error`` is set: the caller raises it once it has used those."""
+        records: list[bytes] = []
         pos = self._complete_carry(chunk, records) if self._carry else 0
         if pos < len(chunk) and self.error is None:
             pos = self._split(chunk, pos, records)
@@ -445,7 +450,7 @@ class _Deframer:
                 self._carry, self._carry_len = [chunk[pos:]], len(chunk) - pos
         return records
 
-    def _complete_carry(self, chunk: bytes, records: list[Any]) -> int:
+    def _complete_carry(self, chunk: bytes, records: list[bytes]) -> int:
         """Finish the carried frame from the start of ``chunk``; return how much it took."""
         taken = 0
         if self._carry_len < 12:  # first gather the header in one piece
@@ -466,38 +471,40 @@ class _Deframer:
 
     def _length(self, buf: bytes, pos: int, offset: int) -> int:
         """The length in the frame header at ``pos``, after checking its CRC."""
-        length, length_crc = _HEADER.unpack_from(buf, pos)
-        if self.verify_crc and self._length_crcs.get(length) != length_crc:
-            expected = masked_crc32c(buf[pos : pos + 8])
-            if expected != length_crc:
+        header = buf[pos : pos + 12]
+        length = self._lengths.get(header)
+        if length is None:
+            length, length_crc = _HEADER.unpack_from(header)
+            expected = masked_crc32c(header[:8])
+            if self.verify_crc and expected != length_crc:
                 raise CorruptShard(
                     f"record at offset {offset}: the CRC of its length field does not match "
                     f"(stored {length_crc:#010x}, computed {expected:#010x}); the shard is "
                     "corrupt or is not an uncompressed TFRecord stream",
                     offset=offset,
                 )
-            if len(self._length_crcs) < 1 << 16:
-                self._length_crcs[length] = length_crc
-        return int(length)
+            if len(self._lengths) > 1 << 16:
+                self._lengths.clear()
+            self._lengths[header] = length
+        return length
 
-    def _split(self, buf: bytes, pos: int, records: list[Any]) -> int:
-        """Append the complete frames of ``buf`` from ``pos``; return where the rest starts.
+    def _split(self, buf: bytes, pos: int, records: list[bytes]) -> int:
+        """Check the complete frames of ``buf`` from ``pos``, append their records (if
+        ``copy``) and return where the rest starts.
 
-        On a bad frame, the good records before it are appended, ``error`` is set and the
+        On a bad frame, the good records before it are kept, ``error`` is set and the
         position of the bad frame is returned.
         """
         base = self.offset - pos  # uncompressed offset of buf[0]
-        first = len(records)
         ends: list[int] = []  # where each record's data ends (its CRC follows)
-        check, verified = self.verify_crc, self._length_crcs
-        header = _HEADER.unpack_from
+        lengths = self._lengths
         first_start = pos + 12
         end = len(buf)
         try:
             while pos + 12 <= end:
-                length, length_crc = header(buf, pos)
-                if check and verified.get(length) != length_crc:
-                    self._length(buf, pos, base + pos)  # verifies, or raises
+                length = lengths.get(buf[pos : pos + 12])
+                if length is None:
+                    length = self._length(buf, pos, base + pos)  # checks, or raises
                 stop = pos + 12 + length
                 if stop + 4 > end:
                     break
@@ -505,25 +512,40 @@ class _Deframer:
                 pos = stop + 4
         except CorruptShard as exc:
             self.error = exc
-        if ends:  # each record starts 16 bytes after the previous one's data ends
-            starts = [first_start, *map(_ADD_16, ends[:-1])]
-            source = buf if self.copy else memoryview(buf)
-            records.extend(map(source.__getitem__, map(slice, starts, ends)))
-        if self.verify_crc and ends:
-            new = records[first:]
-            computed = _masked_all(list(map(crc32c, new)))
-            stored = map(_FIRST, map(_U32LE.unpack_from, repeat(buf), ends))
-            bad = list(map(ne, computed, stored))
-            if any(bad):
-                i = bad.index(True)
-                pos = ends[i] - len(new[i]) - 12
-                del records[first + i :]
+        if not ends:
+            self.offset = base + pos
+            return pos
+        starts = [first_start, *map(_ADD_16, ends[:-1])]  # 16 bytes after the previous data
+        if self.copy:
+            new = list(map(buf.__getitem__, map(slice, starts, ends)))
+            records.extend(new)
+            crcs = list(map(crc32c, new))
+        else:  # CRC views of the records, each dropped at once
+            crcs = list(map(crc32c, map(memoryview(buf).__getitem__, map(slice, starts, ends))))
+        if self.verify_crc:
+            computed = _masked_all(crcs)
+            if sys.byteorder != "little":
+                computed.byteswap()
+            expected = computed.tobytes()  # the CRC fields as they should be stored
+            stored = b"".join(map(buf.__getitem__, map(slice, ends, map(_ADD_4, ends))))
+            if expected != stored:
+                i = next(
+                    i
+                    for i in range(len(ends))
+                    if expected[4 * i : 4 * i + 4] != stored[4 * i : 4 * i + 4]
+                )
+                size = ends[i] - starts[i]
+                del ends[i:]
+                if self.copy:
+                    del records[len(records) - len(crcs) + i :]
+                pos = starts[i] - 12
                 self.error = CorruptShard(
-                    f"record at offset {base + pos}: the CRC of its {len(new[i])} data bytes "
-                    f"does not match (stored {_U32LE.unpack_from(buf, ends[i])[0]:#010x}, "
-                    f"computed {computed[i]:#010x})",
+                    f"record at offset {base + pos}: the CRC of its {size} data bytes does not "
+                    f"match (stored {_U32LE.unpack_from(stored, 4 * i)[0]:#010x}, computed "
+                    f"{_U32LE.unpack_from(expected, 4 * i)[0]:#010x})",
                     offset=base + pos,
                 )
+        self.count += len(ends)
         self.offset = base + pos
         return pos
 
@@ -545,17 +567,14 @@ class _Deframer:
 def _record_batches(
     chunks: Iterable[bytes],
     compression: Compression,
-    verify_crc: bool,
+    deframer: _Deframer,
     on_chunk: Callable[[bytes, bytes], None] | None = None,
-    copy: bool = True,
-) -> Iterator[list[Any]]:
+) -> Iterator[list[bytes]]:
     """Records of a stored stream given in chunks, in lists (one per chunk that ends some).
 
     ``on_chunk(stored, uncompressed)`` sees every chunk of the stored stream and, for a
-    compressed one, what it decompressed to (b"" for an uncompressed stream).  With
-    ``copy=False`` records are memoryviews into the chunks (cheaper when only counted).
+    compressed one, what it decompressed to (b"" for an uncompressed stream).
     """
-    deframer = _Deframer(verify_crc, copy)
     inflate = None if compression == "none" else _Inflater(compression)
     stored_any = False
     for stored in chunks:
@@ -595,9 +614,9 @@ def iter_records(
     ``extra["offset"]`` is the record's byte offset in the uncompressed stream (records before
     it have been yielded).  With ``verify_crc=False`` only the framing is checked.
     """
-    for records in _record_batches(
-        _stored_chunks(fileobj), normalize_compression(compression), verify_crc
-    ):
+    deframer = _Deframer(verify_crc)
+    compression = normalize_compression(compression)
+    for records in _record_batches(_stored_chunks(fileobj), compression, deframer):
         yield from records
 
 
@@ -613,27 +632,19 @@ def scan_shard(
     compression = normalize_compression(compression)
     digests = _Digests(compression)
     inferencer = SchemaInferencer() if infer_schema else None
+    deframer = _Deframer(verify_crc=True, copy=infer_schema)  # records only for inference
     worker = _Worker()
-    count = 0
+
+    def on_chunk(stored: bytes, data: bytes) -> None:
+        digests.measure(stored)  # in this thread: the CRC releases the GIL, which lets
+        worker.submit(digests.hash, stored, data)  # the worker pick up its next job
+
     try:
-
-        def on_chunk(stored: bytes, data: bytes) -> None:
-            digests.measure(stored)  # in this thread: the CRC releases the GIL, which lets
-            worker.submit(digests.hash, stored, data)  # the worker pick up its next job
-
-        batches = _record_batches(
-            _stored_chunks(fileobj),
-            compression,
-            verify_crc=True,
-            on_chunk=on_chunk,
-            copy=infer_schema,
-        )
-        for records in batches:
-            count += len(records)
+        for records in _record_batches(_stored_chunks(fileobj), compression, deframer, on_chunk):
             if inferencer is not None:
                 inferencer.add_many(records)
     except BaseException:
         worker.abandon()
         raise
     worker.close()
-    return digests.stats(count, None if inferencer is None else inferencer.result())
+    return digests.stats(deframer.count, None if inferencer is None else inferencer.result())

@@ -255,9 +255,11 @@ def test_a_flipped_data_byte_reports_its_record() -> None:
     assert err.value.extra["offset"] == offsets(records)[bad]
     assert "CRC of its" in err.value.detail
     assert got == records[:bad]  # every good record before it was yielded
-    with pytest.raises(CorruptShard) as err:
-        scan_shard(io.BytesIO(bytes(data)))
-    assert err.value.extra["offset"] == offsets(records)[bad]
+    for infer in (True, False):  # records copied for inference, or only checked
+        with pytest.raises(CorruptShard) as err:
+            scan_shard(io.BytesIO(bytes(data)), infer_schema=infer)
+        assert err.value.extra["offset"] == offsets(records)[bad]
+        assert f"its {len(records[bad])} data bytes" in err.value.detail
 
 
 @pytest.mark.parametrize("where", ["length", "length_crc", "data_crc"])
@@ -328,10 +330,14 @@ def test_records_split_across_reads(monkeypatch: pytest.MonkeyPatch, chunk: int)
     records = some_records(30)[:8] + [b"x" * 40 for _ in range(20)]
     data = framed(records)
     assert read_all(data) == records
+    assert scan_shard(io.BytesIO(data), infer_schema=False).record_count == len(records)
     corrupt = bytearray(data)
     corrupt[offsets(records)[20] + 14] ^= 0x01
     with pytest.raises(CorruptShard) as err:
         read_all(bytes(corrupt))
+    assert err.value.extra["offset"] == offsets(records)[20]
+    with pytest.raises(CorruptShard) as err:
+        scan_shard(io.BytesIO(bytes(corrupt)), infer_schema=False)
     assert err.value.extra["offset"] == offsets(records)[20]
     with pytest.raises(CorruptShard) as err:
         read_all(data[:-1])
