@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 import struct
+import threading
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -330,7 +331,7 @@ class _Layout:
         "ints_expect",
         "ints_get",
         "signature",
-        "source",
+        "skeleton",
     )
 
     def __init__(self, record: bytes, regions: _Regions, signature: _Signature) -> None:
@@ -350,7 +351,10 @@ class _Layout:
             pos = end
         if pos < len(record):
             fixed.append((pos, len(record)))
-        self.source = record
+        skeleton = bytearray(len(record))  # the fixed bytes in place, the values zeroed
+        for start, end in fixed:
+            skeleton[start:end] = record[start:end]
+        self.skeleton = bytes(skeleton)
         self.fixed = fixed
         self.fixed_get = _fields(fixed)
         self.fixed_expect: bytes | None = b"".join(self.fixed_get(record))
@@ -383,7 +387,7 @@ class _LengthIndex:
         self.positions: list[int] = []
         # With no telling positions the key is the (shared) length: C-level, unlike a lambda.
         self.key_get: Any = len
-        self.table: dict[Any, _Layout] = {} if layout is None else {len(layout.source): layout}
+        self.table: dict[Any, _Layout] = {} if layout is None else {len(layout.skeleton): layout}
 
     def match(self, record: bytes) -> _Layout | None:
         layout = self.table.get(self.key_get(record))
@@ -394,21 +398,21 @@ class _LengthIndex:
         self.common = _intersect(self.common, layout.fixed)
         positions = [i for i in self.positions if _inside(i, self.common)]
         if positions == self.positions:
-            key = self.key_get(layout.source)
+            key = self.key_get(layout.skeleton)
             if key not in self.table:
                 self.table[key] = layout
                 return
         # Add telling positions until no two layouts share a key (building keys cheaply here).
         while (clash := _clash(self.layouts, positions)) is not None:
             older, newer = clash
-            where = _first_difference(newer.source, older.source, self.common)
+            where = _first_difference(newer.skeleton, older.skeleton, self.common)
             if where is None:  # indistinguishable at positions fixed in all: keep the newer
                 self.layouts.remove(older)
             else:
                 positions = sorted([*positions, where])
         self.positions = positions
         self.key_get = _positions(positions)
-        self.table = {self.key_get(known.source): known for known in self.layouts}
+        self.table = {self.key_get(known.skeleton): known for known in self.layouts}
 
 
 def _clash(layouts: list[_Layout], positions: list[int]) -> tuple[_Layout, _Layout] | None:
@@ -416,7 +420,7 @@ def _clash(layouts: list[_Layout], positions: list[int]) -> tuple[_Layout, _Layo
     key = itemgetter(*positions) if positions else len
     seen: dict[Any, _Layout] = {}
     for layout in layouts:
-        other = seen.setdefault(key(layout.source), layout)
+        other = seen.setdefault(key(layout.skeleton), layout)
         if other is not layout:
             return other, layout
     return None
@@ -435,6 +439,47 @@ def _inside(i: int, spans: _Spans) -> bool:
 
 
 _BIG = 1 << 62
+
+
+class _LayoutStore:
+    """Layouts learnt so far, shared by every inferencer of the process.
+
+    Shards of one dataset share their layouts, so a writer rolling over shards, or a scan of
+    many, learns each layout once.  Sharing is safe: a layout only ever stands for records
+    that match it exactly, and learning happens under a lock.  Layouts keep no values (only
+    the skeleton of a record), at most ``_MAX_LAYOUT_BYTES`` of them.
+    """
+
+    def __init__(self) -> None:
+        self.indexes: dict[int, _LengthIndex] = {}
+        self.size = 0
+        self.lock = threading.Lock()
+
+    def learn(self, record: bytes, regions: _Regions, signature: _Signature) -> _Layout | None:
+        """The layout of ``record`` (parsed into ``regions`` and ``signature``), remembered;
+        None if it is not worth remembering."""
+        if len(regions) > _MAX_REGIONS or len(record) > _MAX_LAYOUT_RECORD:
+            return None
+        with self.lock:
+            index = self.indexes.get(len(record))
+            if index is not None:
+                known = index.match(record)  # learnt meanwhile by another inferencer
+                if known is not None or len(index.layouts) >= _MAX_LAYOUTS_PER_LENGTH:
+                    return known
+            if self.size > _MAX_LAYOUT_BYTES:  # forget every layout (counts stay with users)
+                self.indexes = {}
+                self.size = 0
+                index = None
+            layout = _Layout(record, regions, signature)
+            self.size += len(record)
+            if index is None:
+                self.indexes[len(record)] = _LengthIndex(layout)
+            else:
+                index.add(layout)
+            return layout
+
+
+_LAYOUTS = _LayoutStore()
 _NO_INDEX = _LengthIndex()
 _MISS = _Layout(b"", [], (False, ()))
 _MISS.fixed_get, _MISS.fixed_expect = _fields([]), None  # b"" never equals None: no match
@@ -460,8 +505,7 @@ class SchemaInferencer:
         self._opaque = False
         self._sequence = False
         self._clash: tuple[str, set[str]] | None = None
-        self._indexes: dict[int, _LengthIndex] = {}
-        self._layout_bytes = 0
+        self._layouts = _LAYOUTS
         self._hits: Counter[_Layout] = Counter()
         self._signatures: Counter[_Signature] = Counter()
         # (scope, key, kind) -> [min_count, max_count, present, min_steps, max_steps]
@@ -481,7 +525,7 @@ class SchemaInferencer:
         self._count += len(records)
         if self._opaque or not records:
             return
-        indexes = list(map(self._indexes.get, map(len, records), repeat(_NO_INDEX)))
+        indexes = list(map(self._layouts.indexes.get, map(len, records), repeat(_NO_INDEX)))
         keys = map(call, map(_KEY_GET, indexes), records)
         layouts = list(map(dict.get, map(_TABLE, indexes), keys, repeat(_MISS)))
         fixed = map(b"".join, map(call, map(_FIXED_GET, layouts), records))
@@ -496,16 +540,15 @@ class SchemaInferencer:
                 return
 
     def _add_slowly(self, record: bytes) -> None:
-        index = self._indexes.get(len(record))
+        index = self._layouts.indexes.get(len(record))
         layout = index.match(record) if index is not None else None
-        if layout is not None:  # a layout learnt earlier in the same batch
+        if layout is not None:  # a layout learnt since this batch started
             self._hits[layout] += 1
             return
         try:
             signature, regions = _parse(record)
         except _Malformed:
             self._opaque = True
-            self._indexes.clear()
             self._hits.clear()
             self._signatures.clear()
             self._totals.clear()
@@ -513,27 +556,13 @@ class SchemaInferencer:
         except _KindClash as clash:
             self._clash = self._clash or (clash.key, clash.kinds)
             return
-        if (
-            len(regions) > _MAX_REGIONS
-            or len(record) > _MAX_LAYOUT_RECORD
-            or (index is not None and len(index.layouts) >= _MAX_LAYOUTS_PER_LENGTH)
-        ):  # not worth remembering
-            self._signatures[signature] += 1
-            if len(self._signatures) > _MAX_SIGNATURES:
-                self._fold()
+        layout = self._layouts.learn(record, regions, signature)
+        if layout is not None:
+            self._hits[layout] += 1
             return
-        if self._layout_bytes > _MAX_LAYOUT_BYTES:  # forget every layout, keep their counts
+        self._signatures[signature] += 1
+        if len(self._signatures) > _MAX_SIGNATURES:
             self._fold()
-            self._indexes.clear()
-            self._layout_bytes = 0
-            index = None
-        layout = _Layout(record, regions, signature)
-        self._hits[layout] += 1
-        self._layout_bytes += len(record)
-        if index is None:
-            self._indexes[len(record)] = _LengthIndex(layout)
-        else:
-            index.add(layout)
 
     def _fold(self) -> None:
         """Move template hits and per-record summaries into the running totals."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import struct
+import threading
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -259,6 +260,32 @@ def test_batching_does_not_change_the_result(limits: str, monkeypatch: pytest.Mo
         start += size
     assert inferencer.result() == whole == _reference(records)
     assert inferencer.record_count == len(records)
+
+
+def test_inferencers_on_threads_share_layouts_safely() -> None:
+    rng = random.Random(5)
+    records = [
+        example(
+            ("b", bytes_list(b"x" * rng.randint(0, 40))),
+            ("i", int64_list(*[1] * rng.randint(0, 4))),
+        )
+        for _ in range(4000)
+    ]
+    expected = _reference(records)
+    results: list[Schema] = []
+
+    def infer() -> None:
+        inferencer = SchemaInferencer()
+        for start in range(0, len(records), 100):
+            inferencer.add_many(records[start : start + 100])
+        results.append(inferencer.result())
+
+    threads = [threading.Thread(target=infer) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [expected] * 4
 
 
 # --------------------------------------------------------------------------- SequenceExamples
