@@ -60,6 +60,7 @@ _BATCH_BYTES = 1 << 20  # records are framed and parsed in batches of about this
 _STORE_BYTES = 8 << 20  # ... and hashed, compressed and written in batches of this size
 _READ_SIZE = 8 << 20
 _WBITS = {"gzip": 31, "zlib": 15}  # zlib window bits selecting the container format
+_MEM_LEVEL = 9  # TensorFlow's: with the same zlib, gzip/zlib output matches its byte for byte
 _ADD_16 = (16).__add__
 _ADD_4 = (4).__add__
 
@@ -277,7 +278,9 @@ class TFRecordWriter:
         self._compressor = (
             None
             if self.compression == "none"
-            else zlib.compressobj(compression_level, zlib.DEFLATED, _WBITS[self.compression])
+            else zlib.compressobj(
+                compression_level, zlib.DEFLATED, _WBITS[self.compression], _MEM_LEVEL
+            )
         )
         self._digests = _Digests(self.compression)
         self._inferencer = SchemaInferencer() if infer_schema else None
