@@ -165,14 +165,7 @@ def _feature(buf: bytes, pos: int, stop: int, regions: _Regions, state: list[Any
         tag = buf[pos]
         if tag != 0x0A and tag != 0x12 and tag != 0x1A:
             raise _Malformed
-        n = buf[pos + 1]
-        if n < 0x80:
-            start = pos + 2
-        else:
-            n, start = _varint(buf, pos + 1)
-        pos = start + n
-        if pos > stop:
-            raise _Malformed
+        start, pos = _span(buf, pos + 1, stop)
         n = _values(buf, start, pos, tag, regions)
         if tag == state[0]:
             state[1] += n
@@ -188,26 +181,12 @@ def _map(
     while pos < stop:
         if buf[pos] != 0x0A:
             raise _Malformed
-        n = buf[pos + 1]
-        if n < 0x80:
-            p = pos + 2
-        else:
-            n, p = _varint(buf, pos + 1)
-        pos = p + n
-        if pos > stop:
-            raise _Malformed
+        p, pos = _span(buf, pos + 1, stop)
         key = b""
         state = init.copy()
         while p < pos:
             tag = buf[p]
-            n = buf[p + 1]
-            if n < 0x80:
-                start = p + 2
-            else:
-                n, start = _varint(buf, p + 1)
-            p = start + n
-            if p > pos:
-                raise _Malformed
+            start, p = _span(buf, p + 1, pos)
             if tag == 0x0A:
                 key = buf[start:p]
             elif tag == 0x12:
@@ -215,9 +194,10 @@ def _map(
             else:
                 raise _Malformed
         try:
-            yield key.decode(), state
+            name = key.decode()
         except UnicodeDecodeError:
             raise _Malformed from None
+        yield name, state
 
 
 def _feature_list(buf: bytes, pos: int, stop: int, regions: _Regions, steps: list[Any]) -> None:

@@ -105,8 +105,10 @@ class _Headers(dict[int, bytes]):
 
 
 def normalize_compression(compression: str | None) -> Compression:
-    """Map ``None``, ``""``, ``"GZIP"``, ``"zlib"``, ... to ``none``, ``gzip`` or ``zlib``."""
+    """Map ``None``, ``""``, ``"GZIP"``, ``"gz"``, ``"zlib"``, ... to ``none``, ``gzip`` or
+    ``zlib`` (TensorFlow spells them ``""``, ``"GZIP"``, ``"ZLIB"``)."""
     value = (compression or "none").lower()
+    value = "gzip" if value == "gz" else value
     if value not in ("none", "gzip", "zlib"):
         raise InvalidInput(f"compression must be none, gzip or zlib, not {compression!r}")
     return value  # type: ignore[return-value]

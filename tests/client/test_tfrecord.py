@@ -365,12 +365,13 @@ def test_compression_names() -> None:
     assert compression_from_suffix("/x/a.tfrecord.ZLIB") == "zlib"
     assert compression_from_suffix(Path("a.zz")) == "zlib"
     assert compression_from_suffix("a.tfrecord") is None
-    assert [normalize_compression(c) for c in (None, "", "NONE", "GZIP", "zlib")] == [
+    assert [normalize_compression(c) for c in (None, "", "NONE", "GZIP", "zlib", "gz")] == [
         "none",
         "none",
         "none",
         "gzip",
         "zlib",
+        "gzip",
     ]
     with pytest.raises(InvalidInput):
         normalize_compression("snappy")
