@@ -617,12 +617,13 @@ def iter_records(
 
     A bad or truncated record raises :class:`~recordkeeper.errors.CorruptShard` whose
     ``extra["offset"]`` is the record's byte offset in the uncompressed stream (records before
-    it have been yielded).  With ``verify_crc=False`` only the framing is checked.
+    it have been yielded).  With ``verify_crc=False`` only the framing is checked.  A bad
+    ``compression`` raises :class:`~recordkeeper.errors.InvalidInput` at once.
     """
-    deframer = _Deframer(verify_crc)
-    compression = normalize_compression(compression)
-    for records in _record_batches(_stored_chunks(fileobj), compression, deframer):
-        yield from records
+    batches = _record_batches(
+        _stored_chunks(fileobj), normalize_compression(compression), _Deframer(verify_crc)
+    )
+    return chain.from_iterable(batches)
 
 
 def scan_shard(

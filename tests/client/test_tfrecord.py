@@ -375,3 +375,5 @@ def test_compression_names() -> None:
     ]
     with pytest.raises(InvalidInput):
         normalize_compression("snappy")
+    with pytest.raises(InvalidInput):
+        iter_records(io.BytesIO(), "snappy")  # at once, not on the first next()
