@@ -31,6 +31,13 @@ from bench_writer import forget_layouts, make_records
 from recordkeeper.tfrecord import TFRecordWriter, scan_shard
 
 
+def implementation() -> str:
+    """Which record loops run: the C fast paths or the pure-Python reference code."""
+    from recordkeeper import _native
+
+    return "C (recordkeeper._speedups)" if _native.speedups else "pure Python"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=8)
@@ -60,6 +67,7 @@ def main() -> None:
             f"of {total / (args.shards * per_shard) / 1024:.1f} KiB (page cache warm)"
         )
 
+        print(f"fast paths: {implementation()}")
         def sha256_only() -> None:
             for path in paths:
                 digest = hashlib.sha256()

@@ -77,6 +77,14 @@ def forget_layouts() -> None:
     from recordkeeper import schema_inference
 
     schema_inference._LAYOUTS = schema_inference._LayoutStore()
+    schema_inference._KEYED_SIGNATURES.clear()
+
+
+def implementation() -> str:
+    """Which record loops run: the C fast paths or the pure-Python reference code."""
+    from recordkeeper import _native
+
+    return "C (recordkeeper._speedups)" if _native.speedups else "pure Python"
 
 
 def main() -> None:
@@ -98,6 +106,7 @@ def main() -> None:
         f"{len(records)} records ({args.shape} layouts), {size / len(records):.0f} bytes "
         f"each on average, compression {args.compression}"
     )
+    print(f"fast paths: {implementation()}")
     tf_options = "" if args.compression == "none" else args.compression.upper()
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -45,6 +45,7 @@ from itertools import compress, repeat
 from operator import and_, attrgetter, call, eq, itemgetter, not_
 from typing import Any
 
+from recordkeeper import _native
 from recordkeeper.errors import SchemaConflict
 from recordkeeper.schema import SCOPES, Feature, RecordType, Schema, Scope, _max_opt, _min_opt
 
@@ -471,6 +472,12 @@ _INTS_GET, _INTS_EXPECT = attrgetter("ints_get"), attrgetter("ints_expect")
 # --------------------------------------------------------------------------- the inferencer
 
 
+# structure key (recordkeeper._speedups) -> summary, shared by inferencers: later shards of a
+# dataset start warm.  Keys hold record structure and feature names, never values.
+_KEYED_SIGNATURES: dict[bytes, _Signature] = {}
+_MAX_KEYED_SIGNATURES = 1 << 16
+
+
 class SchemaInferencer:
     """Accumulates a schema over serialized records; exact, streaming, mergeable.
 
@@ -505,6 +512,9 @@ class SchemaInferencer:
         self._count += len(records)
         if self._opaque or not records:
             return
+        if _native.speedups is not None:
+            self._add_natively(records, _native.speedups)
+            return
         indexes = list(map(self._layouts.indexes.get, map(len, records), repeat(_NO_INDEX)))
         keys = map(call, map(_KEY_GET, indexes), records)
         layouts = list(map(dict.get, map(_TABLE, indexes), keys, repeat(_MISS)))
@@ -518,6 +528,30 @@ class SchemaInferencer:
             self._add_slowly(record)
             if self._opaque:
                 return
+
+    def _add_natively(self, records: Sequence[bytes], speedups: Any) -> None:
+        """:meth:`add_many` with ``recordkeeper._speedups.structure_keys``: records with equal
+        keys have equal summaries, so one record per distinct key is parsed here."""
+        summary, slow = speedups.structure_keys(records)
+        for key, (first, count) in summary.items():
+            signature = _KEYED_SIGNATURES.get(key)
+            if signature is None:
+                try:
+                    signature, _ = _parse(records[first])
+                except (_Malformed, _KindClash):  # not expected on the fast path; stay exact
+                    for _ in range(count):
+                        self._add_slowly(records[first])
+                    continue
+                if len(_KEYED_SIGNATURES) >= _MAX_KEYED_SIGNATURES:
+                    _KEYED_SIGNATURES.clear()
+                _KEYED_SIGNATURES[key] = signature
+            self._signatures[signature] += count
+        for index in slow:
+            self._add_slowly(records[index])
+            if self._opaque:
+                return
+        if len(self._signatures) > _MAX_SIGNATURES:
+            self._fold()
 
     def _add_slowly(self, record: bytes) -> None:
         index = self._layouts.indexes.get(len(record))

@@ -19,6 +19,12 @@ from recordkeeper.schema_inference import SchemaInferencer, infer_schema
 # --------------------------------------------------------------------------- wire encoding by hand
 
 
+@pytest.fixture(autouse=True)
+def _both_implementations(implementation: str) -> str:
+    """Every test here runs on the C fast paths and on the pure-Python code."""
+    return implementation
+
+
 def varint(n: int) -> bytes:
     n &= (1 << 64) - 1
     out = bytearray()

@@ -33,6 +33,12 @@ COMPRESSIONS = ["none", "gzip", "zlib"]
 TF_OPTIONS = {"none": "", "gzip": "GZIP", "zlib": "ZLIB"}
 
 
+@pytest.fixture(autouse=True)
+def _both_implementations(implementation: str) -> str:
+    """Every test here runs on the C fast paths and on the pure-Python code."""
+    return implementation
+
+
 def some_records(n: int = 300, seed: int = 0) -> list[bytes]:
     """Records of awkward sizes: empty, around the one/two-byte varint limits, > 1 MiB."""
     rng = random.Random(seed)
