@@ -1,11 +1,11 @@
 """Running per-shard work in parallel: threads, or processes for big CPU-bound jobs.
 
-Re-reading a shard (deep verification, publishing) is CPU-bound Python work per record: threads
-share the GIL and do not scale past one core.  For large jobs (default: at least 256 MiB over
-more than one shard, on a machine with more than one core) the work runs in a process pool
-(``spawn`` start method: safe with the event-loop threads fsspec backends keep).  Small jobs stay
-on threads, where starting processes would cost more than it saves.  The process pool is
-started on first use and kept for later jobs.
+Re-reading a shard (deep verification, publishing) is CPU-bound work per record.  With the C
+fast paths (``recordkeeper._speedups``) it runs without the GIL, so threads use every core and
+no process is started.  Without them it is Python work per record, threads share the GIL and do
+not scale past one core: large jobs (at least 256 MiB over more than one shard, on a machine
+with more than one core) then run in a process pool (``spawn`` start method: safe with the
+event-loop threads fsspec backends keep), started on first use and kept for later jobs.
 ``RECORDKEEPER_PROCESSES=0`` forces threads, ``=1`` forces processes.
 """
 
@@ -21,6 +21,8 @@ from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
+from recordkeeper import _native
+
 __all__ = ["PROCESS_THRESHOLD", "parallel_map", "use_processes"]
 
 PROCESS_THRESHOLD = 256 * 2**20
@@ -33,6 +35,8 @@ def use_processes(total_bytes: int, items: int) -> bool:
     forced = os.environ.get("RECORDKEEPER_PROCESSES")
     if forced in ("0", "1"):
         return forced == "1" and items > 1
+    if _native.speedups is not None:  # the C scan and hashlib release the GIL: threads scale
+        return False
     return items > 1 and (os.cpu_count() or 1) > 1 and total_bytes >= PROCESS_THRESHOLD
 
 

@@ -17,6 +17,11 @@
  *       list, merged lists, empty or mixed feature lists) are listed in `slow` for the exact
  *       Python parser.
  *
+ *   deframe_keys(buf, pos, verify_crc)
+ *       -> (summary: dict[bytes, [first_record, count]], slow: list[bytes], pos, count, error)
+ *       deframe() and structure_keys() in one pass without the GIL and without a Python object
+ *       per record: for schema inference while scanning a shard.
+ *
  *   crc32c(data, value=0) -> int      (plain CRC32C, for tests of this module)
  *
  * The pure-Python implementations remain the reference; the tests run both.
@@ -217,7 +222,7 @@ typedef struct {
 static int kb_put(keybuf_t *kb, const void *src, size_t n) {
     if (kb->len + n > kb->cap) {
         size_t cap = kb->cap * 2 + n;
-        unsigned char *bigger = PyMem_Realloc(kb->p, cap);
+        unsigned char *bigger = PyMem_RawRealloc(kb->p, cap);
         if (bigger == NULL) return -1;
         kb->p = bigger, kb->cap = cap;
     }
@@ -431,7 +436,7 @@ static PyObject *py_structure_keys(PyObject *self, PyObject *arg) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
     PyObject *summary = PyDict_New(), *slow = PyList_New(0), *result = NULL;
-    keybuf_t kb = {PyMem_Malloc(256), 0, 256};
+    keybuf_t kb = {PyMem_RawMalloc(256), 0, 256};
     if (summary == NULL || slow == NULL || kb.p == NULL) {
         if (kb.p == NULL) PyErr_NoMemory();
         goto done;
@@ -483,10 +488,185 @@ static PyObject *py_structure_keys(PyObject *self, PyObject *arg) {
     }
     result = PyTuple_Pack(2, summary, slow);
 done:
-    PyMem_Free(kb.p);
+    PyMem_RawFree(kb.p);
     Py_XDECREF(summary);
     Py_XDECREF(slow);
     Py_DECREF(seq);
+    return result;
+}
+
+/* ------------------------------------------------------------------ deframe + keys */
+
+/* Structure keys counted in C, without the GIL: an open-addressing table over an arena. */
+typedef struct {
+    uint64_t hash;
+    size_t key_off, key_len;
+    Py_ssize_t first_start, first_end, count;
+} slot_t;
+
+typedef struct {
+    slot_t *slots;
+    size_t cap, used;
+    unsigned char *arena;
+    size_t arena_len, arena_cap;
+} table_t;
+
+static uint64_t fnv1a(const unsigned char *p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    while (n--) h = (h ^ *p++) * 1099511628211ull;
+    return h;
+}
+
+static int table_grow(table_t *t) {
+    size_t cap = t->cap ? t->cap * 2 : 64;
+    slot_t *slots = PyMem_RawCalloc(cap, sizeof(slot_t));
+    if (slots == NULL) return -1;
+    for (size_t i = 0; i < t->cap; i++) {
+        if (t->slots[i].count == 0) continue;
+        size_t j = t->slots[i].hash & (cap - 1);
+        while (slots[j].count) j = (j + 1) & (cap - 1);
+        slots[j] = t->slots[i];
+    }
+    PyMem_RawFree(t->slots);
+    t->slots = slots, t->cap = cap;
+    return 0;
+}
+
+/* Count one record with key `k` (found at [start, end) of the buffer). */
+static int table_add(table_t *t, const keybuf_t *k, Py_ssize_t start, Py_ssize_t end) {
+    if ((t->used + 1) * 2 > t->cap && table_grow(t) < 0) return -1;
+    uint64_t h = fnv1a(k->p, k->len);
+    size_t j = h & (t->cap - 1);
+    while (t->slots[j].count) {
+        slot_t *s = &t->slots[j];
+        if (s->hash == h && s->key_len == k->len && memcmp(t->arena + s->key_off, k->p, k->len) == 0) {
+            s->count++;
+            return 0;
+        }
+        j = (j + 1) & (t->cap - 1);
+    }
+    if (t->arena_len + k->len > t->arena_cap) {
+        size_t cap = t->arena_cap * 2 + k->len + 256;
+        unsigned char *bigger = PyMem_RawRealloc(t->arena, cap);
+        if (bigger == NULL) return -1;
+        t->arena = bigger, t->arena_cap = cap;
+    }
+    memcpy(t->arena + t->arena_len, k->p, k->len);
+    slot_t *s = &t->slots[j];
+    s->hash = h, s->key_off = t->arena_len, s->key_len = k->len;
+    s->first_start = start, s->first_end = end, s->count = 1;
+    t->arena_len += k->len;
+    t->used++;
+    return 0;
+}
+
+static PyObject *py_deframe_keys(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    int verify;
+    if (!PyArg_ParseTuple(args, "y*np", &view, &pos, &verify)) return NULL;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t len = view.len;
+    if (pos < 0 || pos > len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "pos out of range");
+        return NULL;
+    }
+    table_t table = {NULL, 0, 0, NULL, 0, 0};
+    keybuf_t kb = {PyMem_RawMalloc(256), 0, 256};
+    Py_ssize_t slow_cap = 16, slow_n = 0, count = 0;
+    span_t *slow = PyMem_RawMalloc(slow_cap * sizeof(span_t));
+    int err_kind = 0, oom = kb.p == NULL || slow == NULL;
+    Py_ssize_t err_pos = 0;
+    uint32_t err_stored = 0, err_computed = 0;
+
+    Py_BEGIN_ALLOW_THREADS
+    while (!oom && pos + 12 <= len) {
+        uint64_t length = le64(buf + pos);
+        if (verify) {
+            uint32_t want = masked(crc32c(0, buf + pos, 8)), got = le32(buf + pos + 8);
+            if (want != got) {
+                err_kind = 1, err_pos = pos, err_stored = got, err_computed = want;
+                break;
+            }
+        }
+        if (length > (uint64_t)(len - pos - 12) || (Py_ssize_t)length + 4 > len - pos - 12) break;
+        Py_ssize_t start = pos + 12, stop = start + (Py_ssize_t)length;
+        if (verify) {
+            uint32_t want = masked(crc32c(0, buf + start, (size_t)length)), got = le32(buf + stop);
+            if (want != got) {
+                err_kind = 2, err_pos = pos, err_stored = got, err_computed = want;
+                break;
+            }
+        }
+        int rc = record_key(buf + start, (Py_ssize_t)length, &kb);
+        if (rc == NOMEM) {
+            oom = 1;
+        } else if (rc == SLOW) {
+            if (slow_n == slow_cap) {
+                span_t *bigger = PyMem_RawRealloc(slow, 2 * slow_cap * sizeof(span_t));
+                if (bigger == NULL) {
+                    oom = 1;
+                    break;
+                }
+                slow = bigger, slow_cap *= 2;
+            }
+            slow[slow_n].start = start, slow[slow_n].end = stop, slow_n++;
+        } else if (table_add(&table, &kb, start, stop) < 0) {
+            oom = 1;
+        }
+        if (oom) break;
+        count++;
+        pos = stop + 4;
+    }
+    Py_END_ALLOW_THREADS
+
+    PyObject *summary = NULL, *slow_list = NULL, *error = NULL, *result = NULL;
+    if (oom) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    summary = PyDict_New();
+    slow_list = PyList_New(slow_n);
+    if (summary == NULL || slow_list == NULL) goto done;
+    for (size_t i = 0; i < table.cap; i++) {
+        slot_t *s = &table.slots[i];
+        if (s->count == 0) continue;
+        PyObject *key = PyBytes_FromStringAndSize((const char *)table.arena + s->key_off,
+                                                  (Py_ssize_t)s->key_len);
+        PyObject *entry = key == NULL ? NULL
+            : Py_BuildValue("[y#n]", (const char *)buf + s->first_start,
+                            s->first_end - s->first_start, s->count);
+        if (entry == NULL || PyDict_SetItem(summary, key, entry) < 0) {
+            Py_XDECREF(key);
+            Py_XDECREF(entry);
+            goto done;
+        }
+        Py_DECREF(key);
+        Py_DECREF(entry);
+    }
+    for (Py_ssize_t i = 0; i < slow_n; i++) {
+        PyObject *rec = PyBytes_FromStringAndSize((const char *)buf + slow[i].start,
+                                                  slow[i].end - slow[i].start);
+        if (rec == NULL) goto done;
+        PyList_SET_ITEM(slow_list, i, rec);
+    }
+    if (err_kind)
+        error = Py_BuildValue("(inII)", err_kind, err_pos, (unsigned int)err_stored,
+                              (unsigned int)err_computed);
+    else
+        error = Py_NewRef(Py_None);
+    if (error == NULL) goto done;
+    result = Py_BuildValue("(OOnnO)", summary, slow_list, pos, count, error);
+done:
+    Py_XDECREF(summary);
+    Py_XDECREF(slow_list);
+    Py_XDECREF(error);
+    PyMem_RawFree(table.slots);
+    PyMem_RawFree(table.arena);
+    PyMem_RawFree(kb.p);
+    PyMem_RawFree(slow);
+    PyBuffer_Release(&view);
     return result;
 }
 
@@ -502,6 +682,8 @@ static PyObject *py_crc32c(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"deframe", py_deframe, METH_VARARGS, "Check and split the complete TFRecord frames."},
     {"structure_keys", py_structure_keys, METH_O, "Structure keys of Example records."},
+    {"deframe_keys", py_deframe_keys, METH_VARARGS,
+     "deframe() that counts structure keys instead of returning records."},
     {"crc32c", py_crc32c, METH_VARARGS, "CRC32C of a bytes-like object."},
     {NULL, NULL, 0, NULL},
 };

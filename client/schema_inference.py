@@ -530,24 +530,45 @@ class SchemaInferencer:
                 return
 
     def _add_natively(self, records: Sequence[bytes], speedups: Any) -> None:
-        """:meth:`add_many` with ``recordkeeper._speedups.structure_keys``: records with equal
-        keys have equal summaries, so one record per distinct key is parsed here."""
+        """:meth:`add_many` with ``recordkeeper._speedups.structure_keys``."""
         summary, slow = speedups.structure_keys(records)
-        for key, (first, count) in summary.items():
+        self.add_summary(
+            {key: (records[first], count) for key, (first, count) in summary.items()},
+            [records[index] for index in slow],
+            count=0,
+        )
+
+    def add_summary(
+        self,
+        summary: dict[bytes, Any],
+        slow: Sequence[bytes],
+        *,
+        count: int,
+    ) -> None:
+        """Account for records already summarised by structure key (``recordkeeper._speedups``):
+        ``summary`` maps each key to (one record with that key, how many records had it);
+        ``slow`` are records outside the fast path; ``count`` records are new to the total.
+
+        Records with equal keys have equal summaries, so one record per key is parsed.
+        """
+        self._count += count
+        if self._opaque:
+            return
+        for key, (record, n) in summary.items():
             signature = _KEYED_SIGNATURES.get(key)
             if signature is None:
                 try:
-                    signature, _ = _parse(records[first])
+                    signature, _ = _parse(record)
                 except (_Malformed, _KindClash):  # not expected on the fast path; stay exact
-                    for _ in range(count):
-                        self._add_slowly(records[first])
+                    for _ in range(n):
+                        self._add_slowly(record)
                     continue
                 if len(_KEYED_SIGNATURES) >= _MAX_KEYED_SIGNATURES:
                     _KEYED_SIGNATURES.clear()
                 _KEYED_SIGNATURES[key] = signature
-            self._signatures[signature] += count
-        for index in slow:
-            self._add_slowly(records[index])
+            self._signatures[signature] += n
+        for record in slow:
+            self._add_slowly(record)
             if self._opaque:
                 return
         if len(self._signatures) > _MAX_SIGNATURES:

@@ -435,9 +435,13 @@ class _Deframer:
     (bytes and ints only), so a big heap (TensorFlow's, say) is not rescanned over and over.
     """
 
-    def __init__(self, verify_crc: bool, copy: bool = True) -> None:
+    def __init__(
+        self, verify_crc: bool, copy: bool = True, inferencer: SchemaInferencer | None = None
+    ) -> None:
         self.verify_crc = verify_crc
         self.copy = copy
+        # With the C fast paths and no copies, records go straight into this inferencer.
+        self.inferencer = inferencer
         self.count = 0  # records completed so far
         self.offset = 0  # uncompressed offset of the first frame not yet complete
         self._carry: list[bytes] = []  # the start of that frame; carry[0] holds its header
@@ -559,10 +563,15 @@ class _Deframer:
 
     def _split_natively(self, buf: bytes, pos: int, base: int, records: list[bytes]) -> int:
         """:meth:`_split` in C (``recordkeeper._speedups.deframe``): same results and errors."""
-        assert _native.speedups is not None
-        found, pos, count, error = _native.speedups.deframe(buf, pos, self.verify_crc, self.copy)
-        if found:
-            records.extend(found)
+        speedups = _native.speedups
+        assert speedups is not None
+        if self.inferencer is not None and not self.copy:
+            summary, slow, pos, count, error = speedups.deframe_keys(buf, pos, self.verify_crc)
+            self.inferencer.add_summary(summary, slow, count=count)
+        else:
+            found, pos, count, error = speedups.deframe(buf, pos, self.verify_crc, self.copy)
+            if found:
+                records.extend(found)
         self.count += count
         self.offset = base + pos
         if error is not None:
@@ -664,7 +673,12 @@ def scan_shard(
     compression = normalize_compression(compression)
     digests = _Digests(compression)
     inferencer = SchemaInferencer() if infer_schema else None
-    deframer = _Deframer(verify_crc=True, copy=infer_schema)  # records only for inference
+    if inferencer is not None and _native.speedups is not None:
+        # C scans, checks and summarises records without the GIL or a copy of each
+        deframer = _Deframer(verify_crc=True, copy=False, inferencer=inferencer)
+        inferencer = None
+    else:
+        deframer = _Deframer(verify_crc=True, copy=infer_schema)  # records only for inference
     worker = _Worker()
 
     def on_chunk(stored: bytes, data: bytes) -> None:
@@ -679,4 +693,5 @@ def scan_shard(
         worker.abandon()
         raise
     worker.close()
-    return digests.stats(deframer.count, None if inferencer is None else inferencer.result())
+    inferred = inferencer or deframer.inferencer
+    return digests.stats(deframer.count, None if inferred is None else inferred.result())
