@@ -145,6 +145,9 @@ def publish(
     copy_to: Annotated[
         str | None, typer.Option("--copy-to", help="Copy shards under this storage root.")
     ] = None,
+    copy: Annotated[
+        bool, typer.Option("--copy", help="Copy shards under the service's storage root.")
+    ] = False,
     force_new: Annotated[
         bool, typer.Option("--force-new", help="Commit even if identical content exists.")
     ] = False,
@@ -172,7 +175,11 @@ def publish(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         version = client.publish(
-            dataset, desc=desc, copy_to=copy_to, force_new=force_new, storage_options=options,
+            dataset,
+            desc=desc,
+            copy_to=copy_to if copy_to is not None else copy or None,
+            force_new=force_new,
+            storage_options=options,
             progress=None if not as_json else False,
         )
     duplicate = any("identical" in str(w.message) for w in caught)

@@ -348,7 +348,7 @@ class Client:
         dataset: Dataset,
         *,
         desc: str | None = None,
-        copy_to: str | None = None,
+        copy_to: str | bool | None = None,
         force_new: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         date: str | datetime.date | None = None,

@@ -230,7 +230,8 @@ def check_allowed(uris: list[str], allowed_roots: list[str]) -> None:
     if outside and roots:
         raise StorageRootNotAllowed(
             f"{len(outside)} shard(s) live outside the service's allowed roots "
-            f"({', '.join(roots)}), e.g. {outside[0]}; publish with copy_to=<an allowed root> "
+            f"({', '.join(roots)}), e.g. {outside[0]}; publish with copy_to=True (CLI: --copy) "
+            "to copy them under the service's storage root, copy_to=<an allowed root>, "
             "or ask the operator to add the location to RECORDKEEPER_ALLOWED_ROOTS",
             allowed_roots=roots,
         )
@@ -241,14 +242,17 @@ def publish(
     dataset: Dataset,
     *,
     desc: str | None = None,
-    copy_to: str | None = None,
+    copy_to: str | bool | None = None,
     force_new: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     date: str | datetime.date | None = None,
     max_workers: int | None = None,
     progress: bool | ProgressLike | None = None,
 ) -> DatasetVersion:
-    """Register ``dataset``'s shards in place, or copied under ``copy_to``, as a new version."""
+    """Register ``dataset``'s shards in place, or copied under ``copy_to``, as a new version.
+
+    ``copy_to=True`` copies under the service's default storage root.
+    """
     options = (
         storage_options
         if storage_options is not None
@@ -260,6 +264,10 @@ def publish(
     if not shards:
         raise InvalidShard(f"dataset {dataset.name!r} has no shards")
     info = client.info()
+    if copy_to is True:
+        copy_to = str(info["storage_root"])
+    elif copy_to is False:
+        copy_to = None
     if copy_to is None:
         check_allowed([s.uri for s in shards], list(info.get("allowed_roots") or []))
     else:

@@ -204,6 +204,20 @@ def test_publish_copy_to_the_versioned_layout(
     assert v.verify(deep=True).ok
 
 
+def test_publish_copy_true_uses_the_service_storage_root(
+    client: rk.Client, roots: tuple[Path, Path], tmp_path: Path
+) -> None:
+    outside = tmp_path / "elsewhere"
+    write_tfrecord(outside / "train.tfrecord", sample_examples(3))
+    v = client.publish(
+        rk.Dataset.from_directory(outside, name="coco"), copy_to=True, progress=False
+    )
+    root = client.info()["storage_root"].rstrip("/")
+    assert v.storage_prefix.startswith(root + "/coco/")
+    assert all(u.startswith(v.storage_prefix) for u in v.files("train"))
+    assert v.record_count == 3
+
+
 def test_publish_identical_content_returns_existing(
     client: rk.Client, roots: tuple[Path, Path]
 ) -> None:

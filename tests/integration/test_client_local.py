@@ -103,3 +103,28 @@ def test_postgres_backed_service(live_service_factory: Callable[..., LiveService
         for rec in sc.sample_examples(10):
             w.write(rec)
     assert service.client().resolve("pg@latest").verify(deep=True).ok
+
+
+def test_cli_publish_copy_into_the_service_storage_root(
+    live_service: LiveService, tmp_path: Path
+) -> None:
+    """A directory outside the allowed roots: refused in place, published with --copy."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from recordkeeper.cli import app
+    from tests.client._records import sample_examples, write_tfrecord
+
+    outside = tmp_path / "my-data"
+    write_tfrecord(outside / "train-00000-of-00001.tfrecord", sample_examples(5))
+    runner = CliRunner()
+    base = ["--url", live_service.url, "publish", str(outside), "--name", "copied"]
+    refused = runner.invoke(app, base)
+    assert refused.exit_code == 1
+    assert "storage_root_not_allowed" in refused.output and "--copy" in refused.output
+    done = runner.invoke(app, [*base, "--copy", "--json"])
+    assert done.exit_code == 0, done.output
+    published = json.loads(done.stdout)
+    assert published["storage_prefix"].startswith(live_service.storage_root.rstrip("/") + "/")
+    assert published["record_count"] == 5
