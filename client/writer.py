@@ -90,17 +90,6 @@ def parse_size(value: int | str) -> int:
     return size
 
 
-def _normalize_compression(compression: str | None) -> str:
-    value = (compression or "none").lower()
-    if value in ("", "none"):
-        return "none"
-    if value in ("gzip", "gz"):
-        return "gzip"
-    if value == "zlib":
-        return "zlib"
-    raise InvalidRequest(f"compression must be None, 'gzip' or 'zlib', got {compression!r}")
-
-
 class _UploadPipe:
     """A write-only file object whose bytes a background thread streams to storage."""
 
@@ -223,7 +212,9 @@ class VersionWriter:
         self.dataset = dataset
         self.root = root
         self.desc = desc
-        self.compression = _normalize_compression(compression)
+        from recordkeeper.tfrecord import normalize_compression
+
+        self.compression = normalize_compression(compression)
         self.shard_size = parse_size(shard_size)
         self.storage_options = storage_options
         self.date = date
