@@ -33,7 +33,6 @@ log = logging.getLogger("recordkeeper.service")
 MAX_LISTED_ERRORS = 50
 MAX_DETAIL_LENGTH = 1000
 _HTTP_CODES = {
-    400: "invalid_request",
     401: "unauthorized",
     403: "forbidden",
     404: "not_found",
@@ -100,6 +99,15 @@ async def _validation_error(_request: Request, exc: Exception) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400:
+        # FastAPI's only 400: a JSON body it could not even decode (e.g. not UTF-8).  The
+        # contract answers every malformed body with 422 invalid_request.
+        return error_json(
+            422,
+            "invalid_request",
+            "the request body is not valid JSON",
+            errors=[{"loc": ["body"], "msg": str(exc.detail)[:300], "type": "json_invalid"}],
+        )
     code = _HTTP_CODES.get(exc.status_code, "http_error")
     if exc.status_code == 404:
         detail = f"no such route: {request.method} {request.url.path}"
