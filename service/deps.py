@@ -66,4 +66,5 @@ Reader = Annotated[Principal, Depends(require_read)]
 Writer = Annotated[Principal, Depends(require_write)]
 Admin = Annotated[Principal, Depends(require_admin)]
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size (1-1000)")]
-Offset = Annotated[int, Query(ge=0, description="items to skip")]
+#: Offsets are bound by SQL ``OFFSET`` (a signed 64-bit integer in SQLite and PostgreSQL).
+Offset = Annotated[int, Query(ge=0, le=2**63 - 1, description="items to skip")]

@@ -78,6 +78,8 @@ class TokenRepository:
 
     def revoke(self, token_id: int, *, actor: str) -> TokenRecord:
         """Revoke a token (idempotent); :class:`TokenNotFound` for an unknown id."""
+        if not 1 <= token_id <= 2**63 - 1:  # ids are 64-bit; the database cannot bind more
+            raise TokenNotFound(f"there is no token with id {token_id}")
         with self._db.transaction() as session:
             row = session.get(m.ApiToken, token_id, with_for_update=True)
             if row is None:

@@ -17,3 +17,20 @@ def test_undecodable_json_body_is_invalid_request(client: TestClient) -> None:
     )
     body = error(response, 422, "invalid_request")
     assert body["errors"][0]["type"] == "json_invalid"
+
+
+BEYOND_INT64 = [2**63, 2**64, 33813510628388541663727845376]
+
+
+def test_offsets_beyond_64_bits_are_invalid_requests(client: TestClient) -> None:
+    # The database cannot bind them: OverflowError (SQLite) / DataError (PostgreSQL) → 500.
+    for path in ["datasets", "events", "tokens", "models", "datasets/coco/versions"]:
+        for offset in BEYOND_INT64:
+            response = client.get(f"{API}/{path}", params={"offset": offset})
+            error(response, 422, "invalid_request")
+    assert client.get(f"{API}/datasets", params={"offset": 2**63 - 1}).json()["data"] == []
+
+
+def test_token_ids_beyond_64_bits_are_not_found(client: TestClient) -> None:
+    for token_id in [*BEYOND_INT64, -(2**63) - 1, 2**63 - 1, 0, -1]:
+        error(client.delete(f"{API}/tokens/{token_id}"), 404, "token_not_found")
