@@ -133,6 +133,11 @@ def _validate_one(
     identity = raw.get("storage_identity")
     if identity is not None and not isinstance(identity, dict):
         raise InvalidShard("storage_identity must be an object or null")
+    if identity is not None:
+        try:
+            orjson.dumps(identity)  # stored as is and answered later: must render
+        except TypeError as exc:
+            raise InvalidShard(f"storage_identity is not plain JSON: {exc}") from None
     return ValidShard(
         position=position,
         split=split,

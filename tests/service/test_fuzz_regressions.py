@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from tests.service._helpers import API, error
+from tests.service._helpers import API, error, register, shard, stage
 
 
 def test_undecodable_json_body_is_invalid_request(client: TestClient) -> None:
@@ -34,3 +34,13 @@ def test_offsets_beyond_64_bits_are_invalid_requests(client: TestClient) -> None
 def test_token_ids_beyond_64_bits_are_not_found(client: TestClient) -> None:
     for token_id in [*BEYOND_INT64, -(2**63) - 1, 2**63 - 1, 0, -1]:
         error(client.delete(f"{API}/tokens/{token_id}"), 404, "token_not_found")
+
+
+def test_storage_identity_with_a_huge_integer_is_an_invalid_shard(client: TestClient) -> None:
+    # It used to be stored, and every later GET of the version answered 500 (orjson cannot
+    # render integers beyond 64 bits).
+    version = stage(client, root="s3://ml-data/datasets")
+    body = shard(version["storage_prefix"], 0, 1, storage_identity={"backend": "s3", "etag": 2**64})
+    answer = error(register(client, version["name"], [body]), 400, "invalid_shard")
+    assert answer["shard"] == 0
+    assert client.get(f"{API}/versions/{version['name']}").status_code == 200
