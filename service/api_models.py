@@ -8,9 +8,10 @@ rendered directly with orjson; the ``*Out`` models here document them.
 
 from __future__ import annotations
 
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+import orjson
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 __all__ = [
     "AliasHistoryOut",
@@ -23,6 +24,7 @@ __all__ = [
     "ErrorOut",
     "EventOut",
     "InfoOut",
+    "JsonObject",
     "ListOut",
     "ReadyOut",
     "RegisterOut",
@@ -42,6 +44,20 @@ __all__ = [
 T = TypeVar("T")
 
 
+def _renderable(value: dict[str, Any]) -> dict[str, Any]:
+    # Free-form JSON is stored as sent and answered later by orjson, which refuses integers
+    # beyond 64 bits: refuse them here (422) rather than answer 500 on every later read.
+    try:
+        orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError as exc:
+        raise ValueError(f"not plain JSON: {exc}") from None
+    return value
+
+
+#: A free-form JSON object (metadata, metrics) that the service can render back.
+JsonObject = Annotated[dict[str, Any], AfterValidator(_renderable)]
+
+
 class _In(BaseModel):
     """Request bodies: unknown fields are ignored (forward compatible clients)."""
 
@@ -57,7 +73,7 @@ class StageRequest(_In):
     desc: str | None = Field(default=None, examples=["add_person"])
     date: str | None = Field(default=None, description="YYYYMMDD or YYYY-MM-DD; default today")
     root: str | None = Field(default=None, examples=["s3://ml-data/datasets"])
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: JsonObject = Field(default_factory=dict)
 
 
 class ShardIn(_In):

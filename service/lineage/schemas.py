@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from recordkeeper.service.api_models import JsonObject
 from recordkeeper.service.lineage.repository import CheckpointInput, DataInput
 
 __all__ = [
@@ -51,15 +52,15 @@ class SavedModelIn(_In):
 class CheckpointIn(_In):
     """``PUT /models/{model}/checkpoints/{checkpoint}``."""
 
-    step: int | None = Field(default=None, ge=0, examples=[1234])
+    step: int | None = Field(default=None, ge=0, le=2**63 - 1, examples=[1234])
     uri: str | None = Field(default=None, examples=["s3://models/run1/ckpt-1234"])
     run: str | None = Field(default=None, max_length=128, examples=["2023-10-15-a"])
     parent: str | None = Field(default=None, examples=["coco_detection/ckpt-1000"])
     parent_kind: str | None = Field(default=None, examples=["restored_from", "initialized_from"])
     data: list[DataIn] = Field(default_factory=list)
     saved_models: list[SavedModelIn] = Field(default_factory=list)
-    metrics: dict[str, Any] = Field(default_factory=dict)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metrics: JsonObject = Field(default_factory=dict)
+    metadata: JsonObject = Field(default_factory=dict)
 
     def to_input(self) -> CheckpointInput:
         return CheckpointInput(

@@ -44,3 +44,21 @@ def test_storage_identity_with_a_huge_integer_is_an_invalid_shard(client: TestCl
     answer = error(register(client, version["name"], [body]), 400, "invalid_shard")
     assert answer["shard"] == 0
     assert client.get(f"{API}/versions/{version['name']}").status_code == 200
+
+
+def test_metadata_and_metrics_with_huge_integers_are_invalid_requests(client: TestClient) -> None:
+    # Stored as sent, then unrenderable: the stage answer itself, and every later read of the
+    # version or of the model's checkpoints, answered 500.
+    for huge in (2**64, -(2**63) - 1, 2**70):
+        response = client.post(f"{API}/datasets/coco/versions", json={"metadata": {"a": [huge]}})
+        error(response, 422, "invalid_request")
+        for body in ({"metrics": {"loss": huge}}, {"metadata": {"a": {"b": huge}}}, {"step": huge}):
+            response = client.put(f"{API}/models/det/checkpoints/ckpt-1", json=body)
+            error(response, 422, "invalid_request")
+    error(client.get(f"{API}/datasets/coco"), 404, "dataset_not_found")
+    error(client.get(f"{API}/models/det/checkpoints"), 404, "model_not_found")
+    limit = 2**63 - 1
+    assert client.post(f"{API}/datasets/coco/versions", json={"metadata": {"a": limit}}).is_success
+    response = client.put(f"{API}/models/det/checkpoints/ckpt-1", json={"step": limit})
+    assert response.status_code == 201, response.text
+    assert client.get(f"{API}/models/det/checkpoints").status_code == 200
