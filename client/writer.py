@@ -180,6 +180,15 @@ class _Aborted(Exception):
     pass
 
 
+def _record_bytes(record: Any) -> bytes:
+    """A record as bytes: bytes-like objects, or messages with ``SerializeToString``."""
+    if isinstance(record, (bytes, bytearray, memoryview)):
+        return bytes(record)
+    if hasattr(record, "SerializeToString"):
+        return bytes(record.SerializeToString())
+    raise TypeError(f"write() takes bytes or a tf.train.Example, got {type(record).__name__}")
+
+
 @dataclass
 class _Shard:
     split: str
@@ -227,7 +236,7 @@ class VersionWriter:
         self._next_index: dict[str, int] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self.record_count = 0
+        self._closed_records = 0  # records in shards already closed
 
     # -- public -----------------------------------------------------------------------------
 
@@ -259,32 +268,29 @@ class VersionWriter:
 
     def write(self, record: Any, split: str = "train") -> None:
         """Append one record (serialized ``bytes`` or a message with ``SerializeToString``)."""
-        if self._closed:
-            raise RuntimeError("this writer is closed")
-        if type(record) is bytes:
-            data = record
-        elif isinstance(record, (bytes, bytearray, memoryview)):
-            data = bytes(record)
-        elif hasattr(record, "SerializeToString"):
-            data = record.SerializeToString()
-        else:
-            raise TypeError(
-                f"write() takes bytes or a tf.train.Example, got {type(record).__name__}"
-            )
+        data = record if type(record) is bytes else _record_bytes(record)
         with self._lock:
             current = self._open.get(split)
             if current is None:
-                current = self._start_shard(split)
+                current = self._start_shard(split)  # raises once the writer is closed
             shard, tfw = current
             tfw.write(data)
-            self.record_count += 1
             shard.framed_bytes += len(data) + 16
-            # Uncompressed, the framed size is the stored size.  Compressed, only the bytes
-            # the compressor has emitted are known: the shard closes a little late (the writer
-            # hands over ~1 MiB batches), so shard_size is approximate for gzip/zlib.
-            stored = shard.framed_bytes if self.compression == "none" else shard.pipe.size
-            if stored >= self.shard_size:
-                self._close_shard(split)
+            if shard.framed_bytes >= self.shard_size:
+                self._maybe_close_shard(split, shard)
+
+    @property
+    def record_count(self) -> int:
+        """Records written so far."""
+        return self._closed_records + sum(tfw.record_count for _, tfw in self._open.values())
+
+    def _maybe_close_shard(self, split: str, shard: _Shard) -> None:
+        # Uncompressed, the framed size is the stored size.  Compressed, only the bytes the
+        # compressor has emitted are known (never more than the framed bytes, so the cheap
+        # check in write() comes first): the shard closes a little late (the writer hands over
+        # ~1 MiB batches), so shard_size is approximate for gzip/zlib.
+        if self.compression == "none" or shard.pipe.size >= self.shard_size:
+            self._close_shard(split)
 
     def close(self) -> DatasetVersion:
         """Finish every shard, register them and commit; returns the committed version."""
@@ -341,6 +347,8 @@ class VersionWriter:
     def _start_shard(self, split: str) -> tuple[_Shard, Any]:
         from recordkeeper.tfrecord import TFRecordWriter
 
+        if self._closed:
+            raise RuntimeError("this writer is closed")
         validate_split_name(split)
         prefix = self._stage().storage_prefix
         index = self._next_index.get(split, 0)
@@ -359,6 +367,7 @@ class VersionWriter:
     def _close_shard(self, split: str) -> None:
         shard, tfw = self._open.pop(split)
         shard.stats = tfw.close()
+        self._closed_records += shard.stats.record_count
         shard.pipe.finish()
         self._done.append(shard)
 
