@@ -146,6 +146,7 @@ class Version(Base):
     deprecated_at: Mapped[datetime.datetime | None] = mapped_column()
     deprecated_reason: Mapped[str | None] = mapped_column(Text)
     abandoned_at: Mapped[datetime.datetime | None] = mapped_column()
+    collected_at: Mapped[datetime.datetime | None] = mapped_column()
     duplicate_of_id: Mapped[int | None] = mapped_column(
         ForeignKey("versions.id", ondelete="SET NULL")
     )

@@ -10,6 +10,7 @@ from recordkeeper.service.routes import (
     aliases,
     datasets,
     events,
+    gc,
     health,
     info,
     schemas,
@@ -23,7 +24,7 @@ API_PREFIX = "/api/v1"
 
 api_router = APIRouter(prefix=API_PREFIX)
 # versions first: its GET /versions/{ref} is the hot path and routes are matched in order
-for module in (versions, info, datasets, aliases, schemas, events, tokens, lineage):
+for module in (versions, info, datasets, aliases, schemas, events, tokens, lineage, gc):
     api_router.include_router(module.router)
 
 probe_router = health.router

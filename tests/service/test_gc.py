@@ -1,0 +1,125 @@
+"""Garbage-collection candidates and marking them collected, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from recordkeeper.service.db import Database
+from tests.service._helpers import API, error, publish, register, shards, stage
+from tests.service.test_auth import bearer, make_token
+
+CANDIDATES = f"{API}/gc/candidates"
+
+
+def age(database_url: str, name: str, seconds: int) -> None:
+    """Pretend version ``name`` was created ``seconds`` ago."""
+    when = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=seconds)
+    database = Database(database_url, pool_size=1)
+    try:
+        with database.engine.begin() as conn:
+            conn.execute(
+                text("UPDATE versions SET created_at = :t WHERE name = :n"), {"t": when, "n": name}
+            )
+    finally:
+        database.dispose()
+
+
+def names(client: TestClient, **params: int) -> list[str]:
+    response = client.get(CANDIDATES, params=params)
+    assert response.status_code == 200, response.text
+    return [c["name"] for c in response.json()["data"]]
+
+
+def test_candidates_are_abandoned_and_stale_staged_only(
+    client: TestClient, database_url: str
+) -> None:
+    committed = publish(client)
+    fresh = stage(client)
+    stale = stage(client)
+    abandoned = stage(client)
+    assert client.post(f"{API}/versions/{abandoned['name']}/abandon").status_code == 200
+    age(database_url, stale["name"], 2 * 86400)
+    age(database_url, abandoned["name"], 3 * 86400)
+    assert client.post(f"{API}/versions/{committed['name']}/deprecate", json={}).status_code == 200
+
+    body = client.get(CANDIDATES).json()
+    assert body["count"] == 2
+    assert [c["name"] for c in body["data"]] == [abandoned["name"], stale["name"]]  # newest last
+    first = body["data"][0]
+    assert first == {
+        "name": abandoned["name"],
+        "dataset": "coco",
+        "state": "abandoned",
+        "created_at": first["created_at"],
+        "storage_prefix": abandoned["storage_prefix"],
+        "shard_count": 0,
+        "abandoned_at": first["abandoned_at"],
+        "collected_at": None,
+    }
+    # A threshold of 0 lists every staged version; never committed or deprecated ones.
+    assert names(client, staged_older_than=0) == [abandoned["name"], stale["name"], fresh["name"]]
+    assert names(client, staged_older_than=0, limit=1, offset=1) == [stale["name"]]
+    error(client.get(CANDIDATES, params={"staged_older_than": -1}), 422, "invalid_request")
+
+
+def test_gc_done_marks_collected_once(client: TestClient, database_url: str) -> None:
+    committed = publish(client)
+    staged = stage(client)
+    name = staged["name"]
+    error(client.post(f"{API}/versions/{name}/gc-done"), 409, "conflict")  # abandon first
+    error(client.post(f"{API}/versions/{committed['name']}/gc-done"), 409, "version_immutable")
+    assert client.post(f"{API}/versions/{name}/abandon").status_code == 200
+
+    done = client.post(f"{API}/versions/{name}/gc-done", json={"objects": 3, "bytes": 30})
+    assert done.status_code == 200, done.text
+    assert done.json()["collected_at"] and done.json()["state"] == "abandoned"
+    again = client.post(f"{API}/versions/{name}/gc-done", json={"objects": 0, "bytes": 0})
+    assert again.json()["collected_at"] == done.json()["collected_at"]
+    assert names(client, staged_older_than=0) == []
+
+    events = client.get(f"{API}/events", params={"action": "version.collected"}).json()["data"]
+    assert len(events) == 1
+    assert events[0]["version"] == name
+    assert events[0]["detail"]["objects"] == 3 and events[0]["detail"]["bytes"] == 30
+    # Still resolvable by exact name, still abandoned.
+    assert client.get(f"{API}/versions/{name}").json()["state"] == "abandoned"
+    error(client.post(f"{API}/versions/coco_20260101_v99/gc-done"), 404, "version_not_found")
+
+
+def test_a_version_that_trained_a_checkpoint_is_never_a_candidate(client: TestClient) -> None:
+    trained = publish(client)
+    put = client.put(
+        f"{API}/models/det/checkpoints/ckpt-1", json={"data": [{"version": trained["name"]}]}
+    )
+    assert put.status_code == 201, put.text
+    assert names(client, staged_older_than=0) == []
+    error(client.post(f"{API}/versions/{trained['name']}/gc-done"), 409, "version_immutable")
+
+
+def test_prefix_holding_published_shards_is_not_a_candidate(client: TestClient) -> None:
+    """Shards registered in place under an abandoned version's prefix protect that prefix."""
+    old = stage(client)
+    assert client.post(f"{API}/versions/{old['name']}/abandon").status_code == 200
+    other = stage(client)
+    assert register(client, other["name"], shards(old["storage_prefix"], 1)).status_code == 200
+    assert names(client, staged_older_than=0) == [old["name"], other["name"]]
+    assert client.post(f"{API}/versions/{other['name']}/commit", json={}).status_code == 200
+    assert names(client, staged_older_than=0) == []
+
+
+def test_scopes(make_client: Callable[..., TestClient], database_url: str) -> None:
+    secrets = {s: bearer(make_token(database_url, s)) for s in ("read", "write", "admin")}
+    client = make_client(auth="required")
+    staged = client.post(f"{API}/datasets/coco/versions", json={}, headers=secrets["write"])
+    name = staged.json()["name"]
+    client.post(f"{API}/versions/{name}/abandon", headers=secrets["write"])
+    error(client.get(CANDIDATES), 401, "unauthorized")
+    assert client.get(CANDIDATES, headers=secrets["read"]).json()["count"] == 1
+    url = f"{API}/versions/{name}/gc-done"
+    refused = error(client.post(url, headers=secrets["write"]), 403, "forbidden")
+    assert refused["required_scope"] == "admin"
+    assert client.post(url, headers=secrets["admin"]).status_code == 200
