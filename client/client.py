@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from recordkeeper.dataset import Dataset
     from recordkeeper.diff import VersionDiff
+    from recordkeeper.gc import GcCandidate, GcReport
     from recordkeeper.lineage import (
         CheckpointInfo,
         CheckpointRef,
@@ -433,6 +434,33 @@ class Client:
         from recordkeeper.lineage_queue import RegistrationQueue
 
         return RegistrationQueue(self, queue).flush()
+
+    # -- garbage collection (implemented in recordkeeper.gc) ----------------------------------
+
+    def gc_candidates(
+        self, *, staged_older_than: int = 86400, limit: int | None = None
+    ) -> list[GcCandidate]:
+        """Abandoned and stale staged versions whose storage may be deleted (oldest first)."""
+        from recordkeeper import gc
+
+        return gc.gc_candidates(self, staged_older_than=staged_older_than, limit=limit)
+
+    def collect_garbage(
+        self,
+        *,
+        staged_older_than: int = 86400,
+        dry_run: bool = True,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> GcReport:
+        """Delete the storage of versions that never became visible (dry run by default)."""
+        from recordkeeper import gc
+
+        return gc.collect_garbage(
+            self,
+            staged_older_than=staged_older_than,
+            dry_run=dry_run,
+            storage_options=storage_options,
+        )
 
     def _finish(self, version: DatasetVersion, *, force_new: bool) -> DatasetVersion:
         """Commit a staged version, keeping an identical existing one unless ``force_new``."""

@@ -1,0 +1,238 @@
+"""Garbage collection of storage left by versions that never became visible.
+
+The service lists *candidates* (``GET /api/v1/gc/candidates``): abandoned versions and staged
+versions older than a threshold, never committed or deprecated ones and never one a checkpoint
+references.  :func:`collect_garbage`, for each candidate:
+
+1. refuses a storage prefix that is not ``{root}/{dataset}/{version_name}/`` with ``root`` inside
+   the service's allowed roots (nothing outside the prefix the service allocated is touched);
+2. abandons a stale staged version first, so a late writer cannot commit after its files are gone
+   (if it was committed meanwhile, it is skipped);
+3. deletes every object under the prefix through fsspec and counts objects and bytes;
+4. tells the service the storage was collected (``POST /versions/{name}/gc-done``).
+
+With ``dry_run=True`` (the default) only steps 1 and the listing of 3 run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from recordkeeper._http import quote_segment
+from recordkeeper.errors import RecordkeeperError, StorageError, VersionImmutable
+from recordkeeper.naming import parse_version_name
+from recordkeeper.storage import backend_of, storage_errors, url_to_fs
+
+if TYPE_CHECKING:
+    from recordkeeper.client import Client
+
+__all__ = ["GcCandidate", "GcItem", "GcReport", "check_prefix", "collect_garbage", "gc_candidates"]
+
+DEFAULT_STAGED_OLDER_THAN = 86400
+
+
+@dataclass(frozen=True)
+class GcCandidate:
+    """A version the service lists for garbage collection."""
+
+    name: str
+    dataset: str
+    state: str
+    created_at: str
+    storage_prefix: str
+    shard_count: int
+    abandoned_at: str | None = None
+    collected_at: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GcCandidate:
+        return cls(
+            name=data["name"],
+            dataset=data["dataset"],
+            state=data["state"],
+            created_at=data["created_at"],
+            storage_prefix=data["storage_prefix"],
+            shard_count=int(data.get("shard_count") or 0),
+            abandoned_at=data.get("abandoned_at"),
+            collected_at=data.get("collected_at"),
+        )
+
+
+@dataclass
+class GcItem:
+    """What happened (or would happen) to one candidate.
+
+    ``action``: ``would_delete`` (dry run), ``deleted``, ``refused`` (unsafe prefix) or
+    ``skipped`` (committed meanwhile, or a storage error; see ``error``).
+    """
+
+    name: str
+    dataset: str
+    state: str
+    storage_prefix: str
+    action: str
+    objects: int = 0
+    bytes: int = 0
+    error: str | None = None
+
+
+@dataclass
+class GcReport:
+    """The outcome of :func:`collect_garbage`; ``objects``/``bytes`` sum the items."""
+
+    dry_run: bool
+    items: list[GcItem] = field(default_factory=list)
+
+    @property
+    def objects(self) -> int:
+        return sum(i.objects for i in self.items if i.action in ("deleted", "would_delete"))
+
+    @property
+    def bytes(self) -> int:
+        return sum(i.bytes for i in self.items if i.action in ("deleted", "would_delete"))
+
+    @property
+    def ok(self) -> bool:
+        """True when no candidate was refused or skipped."""
+        return all(i.action in ("deleted", "would_delete") for i in self.items)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "objects": self.objects,
+            "bytes": self.bytes,
+            "ok": self.ok,
+            "items": [asdict(i) for i in self.items],
+        }
+
+
+def gc_candidates(
+    client: Client, *, staged_older_than: int = DEFAULT_STAGED_OLDER_THAN, limit: int | None = None
+) -> list[GcCandidate]:
+    """Every candidate the service lists (oldest first)."""
+    params = {"staged_older_than": int(staged_older_than)}
+    return [GcCandidate.from_dict(item) for item in client._paged("/gc/candidates", params, limit)]
+
+
+def check_prefix(candidate: GcCandidate, allowed_roots: list[str]) -> str:
+    """The candidate's prefix if it is ``{root}/{dataset}/{name}/`` inside an allowed root.
+
+    Raises :class:`ValueError` otherwise.
+    """
+    prefix = candidate.storage_prefix
+    parsed = parse_version_name(candidate.name)
+    if parsed.dataset != candidate.dataset:
+        raise ValueError(f"{candidate.name} is not a version of {candidate.dataset}")
+    tail = f"/{candidate.dataset}/{candidate.name}/"
+    if "://" not in prefix or not prefix.endswith(tail):
+        raise ValueError(f"storage prefix {prefix!r} is not {{root}}{tail}")
+    rest = prefix.partition("://")[2]
+    segments = rest.split("/")[1:-1]  # after the bucket (or the empty host of file:///)
+    if any(s in ("", ".", "..") for s in segments) or any(c in prefix for c in "\\?#"):
+        raise ValueError(f"storage prefix {prefix!r} has empty, '.' or '..' segments")
+    root = prefix[: -len(tail) + 1]  # keeps the '/' after the root
+    roots = [r.rstrip("/") + "/" for r in allowed_roots]
+    if not roots or not any(root.startswith(r) for r in roots):
+        raise ValueError(
+            f"storage prefix {prefix!r} is outside the service's allowed roots ({', '.join(roots)})"
+        )
+    return prefix
+
+
+def _objects(prefix: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str, dict]:
+    """The filesystem, the prefix path (with '/') and {path: size} of every object under it."""
+    fs, path = url_to_fs(prefix, storage_options)
+    base = path.rstrip("/") + "/"
+    with storage_errors(prefix):
+        found = fs.find(base, detail=True) if fs.exists(base.rstrip("/")) else {}
+    sizes: dict[str, int] = {}
+    for p, info in found.items():
+        if info.get("type") == "directory":
+            continue
+        if not p.startswith(base):  # never outside the prefix, whatever the backend answers
+            raise StorageError(f"{p} listed outside {prefix}", uri=prefix, reason="error")
+        sizes[p] = int(info.get("size") or 0)
+    return fs, base, sizes
+
+
+def _delete(fs: Any, base: str, paths: list[str], prefix: str) -> None:
+    with storage_errors(prefix):
+        if paths:
+            fs.rm(paths)
+        if backend_of(prefix) == "file" and os.path.isdir(base):
+            # Only empty directories are left; remove them (and never follow anything else).
+            leftovers = [p for p in fs.find(base) if p.startswith(base)]
+            if not leftovers:
+                shutil.rmtree(base)
+        with contextlib.suppress(Exception):
+            fs.invalidate_cache(base)
+
+
+def collect_garbage(
+    client: Client,
+    *,
+    staged_older_than: int = DEFAULT_STAGED_OLDER_THAN,
+    dry_run: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+) -> GcReport:
+    """Delete the storage of abandoned and stale staged versions (see the module docstring)."""
+    options = storage_options if storage_options is not None else client.storage_options or None
+    allowed = list(client.info().get("allowed_roots") or [])
+    report = GcReport(dry_run=dry_run)
+    for candidate in gc_candidates(client, staged_older_than=staged_older_than):
+        item = GcItem(
+            name=candidate.name,
+            dataset=candidate.dataset,
+            state=candidate.state,
+            storage_prefix=candidate.storage_prefix,
+            action="would_delete" if dry_run else "deleted",
+        )
+        report.items.append(item)
+        try:
+            prefix = check_prefix(candidate, allowed)
+        except ValueError as exc:
+            item.action, item.error = "refused", str(exc)
+            continue
+        problem = _collect(client, candidate, prefix, item, dry_run, options)
+        if problem is not None:
+            item.action, item.error = "skipped", problem
+    return report
+
+
+def _collect(
+    client: Client,
+    candidate: GcCandidate,
+    prefix: str,
+    item: GcItem,
+    dry_run: bool,
+    options: Mapping[str, Any] | None,
+) -> str | None:
+    """Run the steps for one candidate; the reason it stopped early, or None."""
+    if not dry_run and candidate.state == "staged":
+        try:
+            item.state = client.abandon(candidate.name).state
+        except VersionImmutable as exc:  # committed meanwhile: its files are live now
+            return f"not abandoned: {exc.detail}"
+    try:
+        fs, base, sizes = _objects(prefix, options)
+        item.objects, item.bytes = len(sizes), sum(sizes.values())
+        if dry_run:
+            return None
+        _delete(fs, base, sorted(sizes), prefix)
+    except StorageError as exc:
+        return exc.detail
+    try:
+        client._request(
+            "POST",
+            f"/versions/{quote_segment(candidate.name)}/gc-done",
+            json={"objects": item.objects, "bytes": item.bytes},
+            idempotent=True,
+        )
+    except RecordkeeperError as exc:
+        return f"deleted, but not marked collected: {exc.detail}"
+    return None

@@ -1,0 +1,143 @@
+"""``client.collect_garbage`` against the real service app in-process (SQLite, local disk)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import recordkeeper as rk
+from recordkeeper.gc import GcCandidate, check_prefix
+from tests.client._records import sample_examples
+
+pytest.importorskip("fastapi")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    path = tmp_path / "store"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def client(tmp_path: Path, store: Path) -> Iterator[rk.Client]:
+    from fastapi.testclient import TestClient
+
+    from recordkeeper.service import migrate
+    from recordkeeper.service.app import create_app
+    from recordkeeper.service.db import Database
+    from recordkeeper.service.settings import Settings
+
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    database = Database(url)
+    migrate.upgrade(database)
+    database.dispose()
+    root = store.as_uri()
+    settings = Settings(database_url=url, storage_root=root, allowed_roots=[root])
+    with TestClient(create_app(settings)) as http:
+        yield rk.Client(http_client=http)
+
+
+def crashed_writer(client: rk.Client, sizes: tuple[int, ...] = (100, 20)) -> tuple[str, Path]:
+    """Stage a version and write objects under its prefix without committing (a crash)."""
+    version = client.stage("coco")
+    prefix = Path(version.storage_prefix[len("file://") :])
+    for i, size in enumerate(sizes):
+        target = prefix / ("_incomplete" if i else "") / f"train-{i:05d}.tfrecord"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(b"x" * size)
+    return version.name, prefix
+
+
+def committed(client: rk.Client, start: int = 0) -> rk.DatasetVersion:
+    with client.writer("coco") as w:
+        for record in sample_examples(20, start):
+            w.write(record, split="train")
+    return w.version
+
+
+def test_dry_run_then_delete(client: rk.Client) -> None:
+    trained = committed(client)
+    client.register_checkpoint(model="det", checkpoint="ckpt-1", step=1, data={"train": trained})
+    kept = committed(client, 100)  # a second committed version, not in use
+    stale, stale_dir = crashed_writer(client)
+    gone, gone_dir = crashed_writer(client, (7,))
+    client.abandon(gone)
+
+    assert [c.name for c in client.gc_candidates(staged_older_than=86400)] == [gone]
+    assert [c.name for c in client.gc_candidates(staged_older_than=0)] == [stale, gone]
+
+    dry = client.collect_garbage(staged_older_than=0)
+    assert dry.dry_run and dry.ok
+    assert [(i.name, i.action, i.objects, i.bytes) for i in dry.items] == [
+        (stale, "would_delete", 2, 120),
+        (gone, "would_delete", 1, 7),
+    ]
+    assert (dry.objects, dry.bytes) == (3, 127)
+    assert stale_dir.exists() and client.resolve(stale).state == "staged"
+
+    report = client.collect_garbage(staged_older_than=0, dry_run=False)
+    assert report.ok and (report.objects, report.bytes) == (3, 127)
+    assert {i.action for i in report.items} == {"deleted"}
+    assert not stale_dir.exists() and not gone_dir.exists()
+    assert client.resolve(stale).state == "abandoned"  # abandoned before its files went
+    assert client.gc_candidates(staged_older_than=0) == []
+    assert client.collect_garbage(staged_older_than=0, dry_run=False).items == []
+
+    # Committed versions — the one a checkpoint trained on too — and their shards survive.
+    for version in (trained, kept):
+        again = client.resolve(version.name)
+        assert again.state == "committed"
+        assert again.verify(deep=True).ok
+    assert client.lineage("det/ckpt-1").versions[0] == trained.name
+
+
+def test_fresh_staged_versions_are_left_alone(client: rk.Client) -> None:
+    name, prefix = crashed_writer(client)
+    report = client.collect_garbage(dry_run=False)
+    assert report.items == []
+    assert prefix.exists() and client.resolve(name).state == "staged"
+
+
+def _candidate(prefix: str, name: str = "coco_20260101_v1") -> GcCandidate:
+    return GcCandidate(name, "coco", "abandoned", "2026-01-01T00:00:00Z", prefix, 0)
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "file:///elsewhere/coco/coco_20260101_v1/",  # outside the allowed roots
+        "file:///store/coco/",  # not {root}/{dataset}/{name}/
+        "file:///store/coco/coco_20260101_v2/",  # another version's prefix
+        "file:///store/../coco/coco_20260101_v1/",
+        "file:///store//coco/coco_20260101_v1/",
+        "file:///store/coco/coco_20260101_v1",  # no trailing slash
+        "/store/coco/coco_20260101_v1/",
+    ],
+)
+def test_unsafe_prefixes_are_refused(prefix: str) -> None:
+    with pytest.raises(ValueError):
+        check_prefix(_candidate(prefix), ["file:///store"])
+
+
+def test_safe_prefixes() -> None:
+    assert check_prefix(_candidate("file:///store/coco/coco_20260101_v1/"), ["file:///store/"])
+    assert check_prefix(
+        _candidate("s3://b/datasets/coco/coco_20260101_v1/"), ["file:///x", "s3://b/datasets"]
+    )
+    with pytest.raises(ValueError):  # a root must match whole segments
+        check_prefix(_candidate("s3://b/datasets2/coco/coco_20260101_v1/"), ["s3://b/datasets"])
+
+
+def test_refused_prefix_is_reported_not_deleted(
+    client: rk.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name, prefix = crashed_writer(client)
+    monkeypatch.setattr(client, "info", lambda: {"allowed_roots": ["file:///nowhere"]})
+    report = client.collect_garbage(staged_older_than=0, dry_run=False)
+    assert not report.ok
+    (item,) = report.items
+    assert item.name == name and item.action == "refused" and "allowed roots" in (item.error or "")
+    assert prefix.exists() and client.resolve(name).state == "staged"
