@@ -104,7 +104,11 @@ class GcRepository:
         """Uncollected abandoned versions and stale staged ones, oldest first (newest last)."""
         if staged_older_than < 0:
             raise InvalidRequest("staged_older_than must be a number of seconds >= 0")
-        cutoff = m.utcnow() - datetime.timedelta(seconds=staged_older_than)
+        now = m.utcnow()
+        # No staged version is older than the calendar: clamp, or timedelta/datetime overflow.
+        since_year_one = now - datetime.datetime.min.replace(tzinfo=datetime.UTC)
+        seconds = min(staged_older_than, int(since_year_one.total_seconds()))
+        cutoff = now - datetime.timedelta(seconds=seconds)
         with self._db.transaction(write=False) as session:
             rows = session.execute(
                 select(m.Version, m.Dataset.name)

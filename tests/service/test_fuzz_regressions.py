@@ -62,3 +62,13 @@ def test_metadata_and_metrics_with_huge_integers_are_invalid_requests(client: Te
     response = client.put(f"{API}/models/det/checkpoints/ckpt-1", json={"step": limit})
     assert response.status_code == 201, response.text
     assert client.get(f"{API}/models/det/checkpoints").status_code == 200
+
+
+def test_gc_candidates_with_an_age_beyond_the_calendar(client: TestClient) -> None:
+    # now - timedelta(seconds=76502951884) is before year 1: OverflowError → 500.
+    version = stage(client)
+    assert client.post(f"{API}/versions/{version['name']}/abandon").status_code == 200
+    for age in (76502951884, 10**20, 2**63 - 1):
+        response = client.get(f"{API}/gc/candidates", params={"staged_older_than": age})
+        assert response.status_code == 200, response.text
+        assert [c["name"] for c in response.json()["data"]] == [version["name"]]
