@@ -406,6 +406,7 @@ def _register_service_commands() -> None:
 _register_service_commands()
 _register_lineage_commands(app)
 from recordkeeper.cli_gc import register as _register_gc  # noqa: E402
+
 _register_gc(app)  # recordkeeper gc
 
 
