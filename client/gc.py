@@ -149,6 +149,8 @@ def _objects(prefix: str, storage_options: Mapping[str, Any] | None) -> tuple[An
     fs, path = url_to_fs(prefix, storage_options)
     base = path.rstrip("/") + "/"
     with storage_errors(prefix):
+        with contextlib.suppress(Exception):
+            fs.invalidate_cache(base)  # list what is there now, not what a cache remembers
         found = fs.find(base, detail=True) if fs.exists(base.rstrip("/")) else {}
     sizes: dict[str, int] = {}
     for p, info in found.items():
