@@ -137,9 +137,36 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
+_DENIED_DETAIL = (
+    ("invalidaccesskeyid", "the access key id is unknown to the store"),
+    ("access key id you provided does not exist", "the access key id is unknown to the store"),
+    ("signaturedoesnotmatch", "the secret key does not match the access key"),
+    ("signature we calculated does not match", "the secret key does not match the access key"),
+    ("expiredtoken", "the session token has expired"),
+)
+
+
+def _denied_detail(exc: BaseException) -> str:
+    """What exactly was refused, when the backend says (S3 error codes/messages)."""
+    parts = []
+    for c in _chain(exc):
+        parts.append(str(c))
+        error = getattr(c, "response", None)
+        if isinstance(error, dict):
+            parts.append(str(error.get("Error", {}).get("Code", "")))
+    text = " ".join(parts).lower()
+    for needle, detail in _DENIED_DETAIL:
+        if needle in text:
+            return f" ({detail})"
+    return ""
+
+
 _REASON_TEXT = {
     "missing": "not found",
-    "denied": "access denied; check the credentials in storage_options or the environment",
+    "denied": (
+        "access denied: the storage credentials were refused or lack permission; check the "
+        "credentials in storage_options or the environment"
+    ),
     "unreachable": "storage endpoint unreachable; check the endpoint URL",
     "error": "storage error",
 }
@@ -158,8 +185,11 @@ def storage_errors(uri: str) -> Iterator[None]:
             raise
         reason = _classify(exc)
         message = str(exc).strip() or type(exc).__name__
+        text = _REASON_TEXT[reason]
+        if reason == "denied":
+            text += _denied_detail(exc)
         raise StorageError(
-            f"{uri}: {_REASON_TEXT[reason]} ({type(exc).__name__}: {message[:300]})",
+            f"{uri}: {text} ({type(exc).__name__}: {message[:300]})",
             uri=uri,
             reason=reason,
         ) from exc

@@ -2,14 +2,19 @@
 
 Started as one ``weed server`` process (master, volume, filer and S3 gateway) on 127.0.0.1 with
 ports below 55536 whose ``+10000`` gRPC twins are free, the fixed Iceberg/Lance ports disabled and
-telemetry switched off. With no identities configured SeaweedFS accepts any key and secret.
+telemetry switched off. SeaweedFS gets one S3 identity (``-s3.config``, see
+:func:`s3_identity_config`) holding the fixture's key and secret, so any other access key
+(``InvalidAccessKeyId``), a wrong secret (``SignatureDoesNotMatch``) and anonymous requests are
+refused with 403 — tests can check how wrong credentials are reported.
 
-If ``weed`` is not installed, moto's threaded server is used when ``moto[server]`` is importable.
+If ``weed`` is not installed, moto's threaded server is used when ``moto[server]`` is importable
+(moto accepts any credentials: ``S3Server.enforces_credentials`` is False then).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -30,7 +35,14 @@ from tests.servers.ports import (
     tcp_port_open,
 )
 
-__all__ = ["S3Server", "find_weed", "start_moto", "start_s3_server", "start_seaweedfs"]
+__all__ = [
+    "S3Server",
+    "find_weed",
+    "s3_identity_config",
+    "start_moto",
+    "start_s3_server",
+    "start_seaweedfs",
+]
 
 DEFAULT_KEY = "recordkeeper-test-key"
 DEFAULT_SECRET = "recordkeeper-test-secret"
@@ -56,8 +68,10 @@ class S3Server:
 
     Attributes:
         endpoint_url: ``http://127.0.0.1:PORT``.
-        key, secret: access key id and secret access key (any value works for SeaweedFS).
+        key, secret: access key id and secret access key, the only ones SeaweedFS accepts.
         kind: ``"seaweedfs"`` or ``"moto"``.
+        enforces_credentials: True when other keys/secrets are refused (SeaweedFS with its
+            identity config); moto accepts anything.
         startup_seconds: wall time from launch until the endpoint answered.
     """
 
@@ -65,6 +79,7 @@ class S3Server:
     key: str = DEFAULT_KEY
     secret: str = DEFAULT_SECRET
     kind: str = "seaweedfs"
+    enforces_credentials: bool = True
     startup_seconds: float = 0.0
     process: ServerProcess | None = None
     workdir: Path | None = None
@@ -163,11 +178,29 @@ class S3Server:
         self.grpc_ports = ()
 
 
+def s3_identity_config(key: str = DEFAULT_KEY, secret: str = DEFAULT_SECRET) -> dict[str, Any]:
+    """SeaweedFS ``-s3.config`` JSON: one identity with ``key``/``secret`` and full rights.
+
+    With at least one identity SeaweedFS turns authentication on: an unknown access key gets
+    ``InvalidAccessKeyId``, a wrong secret ``SignatureDoesNotMatch`` (HEAD requests: a bare
+    403) and anonymous requests ``AccessDenied``.
+    """
+    return {
+        "identities": [
+            {
+                "name": "recordkeeper-test",
+                "credentials": [{"accessKey": key, "secretKey": secret}],
+                "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+            }
+        ]
+    }
+
+
 def start_seaweedfs(weed: Path, timeout: float = 60.0) -> S3Server:
     """Start ``weed server`` with master, volume, filer and S3 on free loopback ports.
 
     Raises:
-        ServerStartError: the server exited or did not answer ``GET /`` within ``timeout``;
+        ServerStartError: the server exited or did not answer ``GET /healthz`` within ``timeout``;
             the message includes the tail of its log.
     """
     workdir = Path(tempfile.mkdtemp(prefix="rk-seaweedfs-"))
@@ -180,6 +213,8 @@ def start_seaweedfs(weed: Path, timeout: float = 60.0) -> S3Server:
     (workdir / "master.toml").write_text(
         "[master.volume_growth]\ncopy_1 = 1\ncopy_2 = 2\ncopy_3 = 3\ncopy_other = 1\n"
     )
+    s3_config = workdir / "s3.json"
+    s3_config.write_text(json.dumps(s3_identity_config(DEFAULT_KEY, DEFAULT_SECRET), indent=2))
     master, volume, filer, s3 = (free_port_with_twin() for _ in range(4))
     argv = [
         str(weed),
@@ -201,6 +236,7 @@ def start_seaweedfs(weed: Path, timeout: float = 60.0) -> S3Server:
         f"-s3.localSocket={workdir / 's3.sock'}",
         "-s3.port.iceberg=0",
         "-s3.port.lance=0",
+        f"-s3.config={s3_config}",
     ]
     started = time.monotonic()
     # TMPDIR: weed writes its glog files (weed.INFO, ...) there; keep them inside workdir.
@@ -215,7 +251,11 @@ def start_seaweedfs(weed: Path, timeout: float = 60.0) -> S3Server:
         grpc_ports=tuple(p + 10000 for p in (master, volume, filer, s3)),
     )
     try:
-        proc.wait_until(lambda: http_ok(endpoint + "/", timeout=1.0), timeout, f"GET {endpoint}/")
+        # With authentication on, an anonymous `GET /` is refused (403): probe the gateway's
+        # unauthenticated health endpoint instead.
+        proc.wait_until(
+            lambda: http_ok(endpoint + "/healthz", timeout=1.0), timeout, f"GET {endpoint}/healthz"
+        )
     except ServerStartError:
         server.stop()
         raise
@@ -253,6 +293,7 @@ def start_moto(timeout: float = 30.0) -> S3Server:
     return S3Server(
         endpoint_url=endpoint,
         kind="moto",
+        enforces_credentials=False,
         startup_seconds=time.monotonic() - started,
         _stopper=moto.stop,
     )

@@ -325,8 +325,59 @@ def test_s3_env_points_default_clients_at_the_server(
     assert client.meta.endpoint_url == s3_server.endpoint_url
     bucket = s3_bucket.removeprefix("s3://")
     client.put_object(Bucket=bucket, Key="from-env", Body=b"1")
-    # (SeaweedFS without configured identities answers ListBuckets with an empty list.)
     assert client.get_object(Bucket=bucket, Key="from-env")["Body"].read() == b"1"
+
+
+@pytest.mark.parametrize("wrong", ["secret", "key", "anonymous"])
+def test_s3_only_the_fixture_credentials_are_accepted(
+    s3_server: S3Server, s3_bucket: str, wrong: str
+) -> None:
+    """SeaweedFS runs with one identity: another key, a wrong secret or no signature is 403."""
+    import boto3
+    import botocore.exceptions
+    from botocore import UNSIGNED
+    from botocore.config import Config
+
+    if not s3_server.enforces_credentials:
+        pytest.skip(f"{s3_server.kind} accepts any credentials")
+    bucket = s3_bucket.removeprefix("s3://")
+    s3_server.boto3_client().put_object(Bucket=bucket, Key="k", Body=b"1")
+    key, secret = s3_server.key, s3_server.secret
+    config = Config(retries={"max_attempts": 1})
+    if wrong == "secret":
+        secret += "-wrong"
+    elif wrong == "key":
+        key = "rk-unknown-access-key"
+    if wrong == "anonymous":
+        config = config.merge(Config(signature_version=UNSIGNED))
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_server.endpoint_url,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        region_name="us-east-1",
+        config=config,
+    )
+    expected = {
+        "secret": "SignatureDoesNotMatch",
+        "key": "InvalidAccessKeyId",
+        "anonymous": "AccessDenied",
+    }[wrong]
+    for call in (
+        lambda: client.get_object(Bucket=bucket, Key="k"),
+        lambda: client.put_object(Bucket=bucket, Key="k2", Body=b"2"),
+        lambda: client.list_objects_v2(Bucket=bucket),
+    ):
+        with pytest.raises(botocore.exceptions.ClientError) as info:
+            call()
+        assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+        assert info.value.response["Error"]["Code"] == expected
+    with pytest.raises(botocore.exceptions.ClientError) as info:
+        client.head_object(Bucket=bucket, Key="k")
+    assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    # the right credentials still work, and nothing was written by the refused requests
+    keys = s3_server.boto3_client().list_objects_v2(Bucket=bucket).get("Contents", [])
+    assert [o["Key"] for o in keys] == ["k"]
 
 
 def test_s3_make_bucket_named_and_idempotent(s3_server: S3Server) -> None:
