@@ -106,13 +106,15 @@ class _UploadPipe:
 
     def _run(self) -> None:
         sink = None
+        ended = False  # the producer's end marker was taken: nothing more will be put
         try:
             sink = open_write(self.uri, self._options)
             while True:
                 item = self._queue.get()
                 if item is None:
+                    ended = True
                     with storage_errors(self.uri):
-                        sink.close()
+                        sink.close()  # small shards upload here: this can be refused
                     return
                 if item is False:  # abort
                     raise _Aborted
@@ -124,7 +126,7 @@ class _UploadPipe:
                 self._error = exc
             if sink is not None:
                 discard_upload(sink)
-            if isinstance(exc, _Aborted):
+            if isinstance(exc, _Aborted) or ended:
                 return
             # Keep draining so a producer blocked on put() wakes up.
             while True:

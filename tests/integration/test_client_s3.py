@@ -164,13 +164,6 @@ def test_wrong_credentials_tf_dataset(s3_service: LiveService, s3_bucket: str, o
     _assert_denied(info, f"{s3_bucket}/raw/creds/train-", started)
 
 
-@pytest.mark.xfail(
-    reason="client/writer.py _UploadPipe._run: when sink.close() fails (the PUT of a shard "
-    "smaller than the 16 MiB block is refused), the thread has already taken the None "
-    "end-marker and then waits in its drain loop for another one, so close()/join() "
-    "deadlocks instead of raising",
-    strict=False,
-)
 def test_wrong_credentials_writer(s3_service: LiveService, s3_bucket: str,
                                   bad_opts: dict) -> None:
     """client.writer() to S3 with refused credentials raises StorageError(denied), promptly."""
