@@ -487,12 +487,7 @@ class _Deframer:
             length, length_crc = _HEADER.unpack_from(header)
             expected = masked_crc32c(header[:8])
             if self.verify_crc and expected != length_crc:
-                raise CorruptShard(
-                    f"record at offset {offset}: the CRC of its length field does not match "
-                    f"(stored {length_crc:#010x}, computed {expected:#010x}); the shard is "
-                    "corrupt or is not an uncompressed TFRecord stream",
-                    offset=offset,
-                )
+                raise _length_crc_error(offset, length_crc, expected)
             if len(self._lengths) > 1 << 16:
                 self._lengths.clear()
             self._lengths[header] = length
@@ -551,11 +546,11 @@ class _Deframer:
                 if self.copy:
                     del records[len(records) - len(crcs) + i :]
                 pos = starts[i] - 12
-                self.error = CorruptShard(
-                    f"record at offset {base + pos}: the CRC of its {size} data bytes does not "
-                    f"match (stored {_U32LE.unpack_from(stored, 4 * i)[0]:#010x}, computed "
-                    f"{_U32LE.unpack_from(expected, 4 * i)[0]:#010x})",
-                    offset=base + pos,
+                self.error = _data_crc_error(
+                    base + pos,
+                    size,
+                    _U32LE.unpack_from(stored, 4 * i)[0],
+                    _U32LE.unpack_from(expected, 4 * i)[0],
                 )
         self.count += len(ends)
         self.offset = base + pos
@@ -577,16 +572,10 @@ class _Deframer:
         if error is not None:
             kind, at, stored, computed = error
             if kind == 1:
-                what = "the CRC of its length field does not match"
-                hint = "; the shard is corrupt or is not an uncompressed TFRecord stream"
+                self.error = _length_crc_error(base + at, stored, computed)
             else:
                 size = int.from_bytes(buf[at : at + 8], "little")
-                what, hint = f"the CRC of its {size} data bytes does not match", ""
-            self.error = CorruptShard(
-                f"record at offset {base + at}: {what} "
-                f"(stored {stored:#010x}, computed {computed:#010x}){hint}",
-                offset=base + at,
-            )
+                self.error = _data_crc_error(base + at, size, stored, computed)
         return pos
 
     def finish(self) -> None:
@@ -602,6 +591,23 @@ class _Deframer:
                 f"record at offset {self.offset} is truncated: the stream ends after {detail}",
                 offset=self.offset,
             )
+
+
+def _length_crc_error(offset: int, stored: int, computed: int) -> CorruptShard:
+    return CorruptShard(
+        f"record at offset {offset}: the CRC of its length field does not match "
+        f"(stored {stored:#010x}, computed {computed:#010x}); the shard is "
+        "corrupt or is not an uncompressed TFRecord stream",
+        offset=offset,
+    )
+
+
+def _data_crc_error(offset: int, size: int, stored: int, computed: int) -> CorruptShard:
+    return CorruptShard(
+        f"record at offset {offset}: the CRC of its {size} data bytes does not match "
+        f"(stored {stored:#010x}, computed {computed:#010x})",
+        offset=offset,
+    )
 
 
 def _record_batches(
