@@ -121,6 +121,51 @@ typedef struct {
     Py_ssize_t start, end;
 } span_t;
 
+/* The first bad frame: kind 1 = length CRC, 2 = data CRC. */
+typedef struct {
+    int kind;
+    Py_ssize_t pos;
+    uint32_t stored, computed;
+} frame_error_t;
+
+#define FRAME_OK 0
+#define FRAME_INCOMPLETE 1 /* the caller carries the rest over */
+#define FRAME_BAD 2
+
+/* One frame at `pos`: sets its data span, or `err` (both CRCs checked when `verify`). */
+static int next_frame(const unsigned char *buf, Py_ssize_t len, Py_ssize_t pos, int verify,
+                      span_t *data, frame_error_t *err) {
+    if (pos + 12 > len) return FRAME_INCOMPLETE;
+    uint64_t length = le64(buf + pos);
+    if (verify) {
+        uint32_t want = masked(crc32c(0, buf + pos, 8)), got = le32(buf + pos + 8);
+        if (want != got) {
+            err->kind = 1, err->pos = pos, err->stored = got, err->computed = want;
+            return FRAME_BAD;
+        }
+    }
+    if (length > (uint64_t)(len - pos - 12) || (Py_ssize_t)length + 4 > len - pos - 12)
+        return FRAME_INCOMPLETE;
+    data->start = pos + 12;
+    data->end = data->start + (Py_ssize_t)length;
+    if (verify) {
+        uint32_t want = masked(crc32c(0, buf + data->start, (size_t)length));
+        uint32_t got = le32(buf + data->end);
+        if (want != got) {
+            err->kind = 2, err->pos = pos, err->stored = got, err->computed = want;
+            return FRAME_BAD;
+        }
+    }
+    return FRAME_OK;
+}
+
+/* The Python value of an error slot: (kind, pos, stored, computed) or None. */
+static PyObject *frame_error_value(const frame_error_t *err) {
+    if (!err->kind) return Py_NewRef(Py_None);
+    return Py_BuildValue("(inII)", err->kind, err->pos, (unsigned int)err->stored,
+                         (unsigned int)err->computed);
+}
+
 static PyObject *py_deframe(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos;
@@ -139,30 +184,12 @@ static PyObject *py_deframe(PyObject *self, PyObject *args) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
-    int err_kind = 0, oom = 0;
-    Py_ssize_t err_pos = 0;
-    uint32_t err_stored = 0, err_computed = 0;
+    int oom = 0;
+    frame_error_t err = {0, 0, 0, 0};
+    span_t data;
 
     Py_BEGIN_ALLOW_THREADS
-    while (pos + 12 <= len) {
-        uint64_t length = le64(buf + pos);
-        if (verify) {
-            uint32_t want = masked(crc32c(0, buf + pos, 8)), got = le32(buf + pos + 8);
-            if (want != got) {
-                err_kind = 1, err_pos = pos, err_stored = got, err_computed = want;
-                break;
-            }
-        }
-        if (length > (uint64_t)(len - pos - 12) || (Py_ssize_t)length + 4 > len - pos - 12)
-            break; /* incomplete: the caller carries it over */
-        Py_ssize_t start = pos + 12, stop = start + (Py_ssize_t)length;
-        if (verify) {
-            uint32_t want = masked(crc32c(0, buf + start, (size_t)length)), got = le32(buf + stop);
-            if (want != got) {
-                err_kind = 2, err_pos = pos, err_stored = got, err_computed = want;
-                break;
-            }
-        }
+    while (next_frame(buf, len, pos, verify, &data, &err) == FRAME_OK) {
         if (copy) {
             if (count == cap) {
                 span_t *bigger = PyMem_RawRealloc(spans, 2 * cap * sizeof(span_t));
@@ -172,10 +199,10 @@ static PyObject *py_deframe(PyObject *self, PyObject *args) {
                 }
                 spans = bigger, cap *= 2;
             }
-            spans[count].start = start, spans[count].end = stop;
+            spans[count] = data;
         }
         count++;
-        pos = stop + 4;
+        pos = data.end + 4;
     }
     Py_END_ALLOW_THREADS
 
@@ -196,11 +223,7 @@ static PyObject *py_deframe(PyObject *self, PyObject *args) {
     } else {
         records = Py_NewRef(Py_None);
     }
-    if (err_kind)
-        error = Py_BuildValue("(inII)", err_kind, err_pos, (unsigned int)err_stored,
-                              (unsigned int)err_computed);
-    else
-        error = Py_NewRef(Py_None);
+    error = frame_error_value(&err);
     if (error == NULL) goto done;
     result = Py_BuildValue("(OnnO)", records, pos, count, error);
 done:
@@ -576,30 +599,14 @@ static PyObject *py_deframe_keys(PyObject *self, PyObject *args) {
     keybuf_t kb = {PyMem_RawMalloc(256), 0, 256};
     Py_ssize_t slow_cap = 16, slow_n = 0, count = 0;
     span_t *slow = PyMem_RawMalloc(slow_cap * sizeof(span_t));
-    int err_kind = 0, oom = kb.p == NULL || slow == NULL;
-    Py_ssize_t err_pos = 0;
-    uint32_t err_stored = 0, err_computed = 0;
+    int oom = kb.p == NULL || slow == NULL;
+    frame_error_t err = {0, 0, 0, 0};
+    span_t data;
 
     Py_BEGIN_ALLOW_THREADS
-    while (!oom && pos + 12 <= len) {
-        uint64_t length = le64(buf + pos);
-        if (verify) {
-            uint32_t want = masked(crc32c(0, buf + pos, 8)), got = le32(buf + pos + 8);
-            if (want != got) {
-                err_kind = 1, err_pos = pos, err_stored = got, err_computed = want;
-                break;
-            }
-        }
-        if (length > (uint64_t)(len - pos - 12) || (Py_ssize_t)length + 4 > len - pos - 12) break;
-        Py_ssize_t start = pos + 12, stop = start + (Py_ssize_t)length;
-        if (verify) {
-            uint32_t want = masked(crc32c(0, buf + start, (size_t)length)), got = le32(buf + stop);
-            if (want != got) {
-                err_kind = 2, err_pos = pos, err_stored = got, err_computed = want;
-                break;
-            }
-        }
-        int rc = record_key(buf + start, (Py_ssize_t)length, &kb);
+    while (!oom && next_frame(buf, len, pos, verify, &data, &err) == FRAME_OK) {
+        Py_ssize_t start = data.start, stop = data.end;
+        int rc = record_key(buf + start, stop - start, &kb);
         if (rc == NOMEM) {
             oom = 1;
         } else if (rc == SLOW) {
@@ -651,11 +658,7 @@ static PyObject *py_deframe_keys(PyObject *self, PyObject *args) {
         if (rec == NULL) goto done;
         PyList_SET_ITEM(slow_list, i, rec);
     }
-    if (err_kind)
-        error = Py_BuildValue("(inII)", err_kind, err_pos, (unsigned int)err_stored,
-                              (unsigned int)err_computed);
-    else
-        error = Py_NewRef(Py_None);
+    error = frame_error_value(&err);
     if (error == NULL) goto done;
     result = Py_BuildValue("(OOnnO)", summary, slow_list, pos, count, error);
 done:
