@@ -35,7 +35,7 @@ import time
 import warnings
 from collections.abc import Callable, Generator, Iterator
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import pytest
 
@@ -193,6 +193,30 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"{name}: UNAVAILABLE - {why}")
 
 
+_Server = TypeVar("_Server")
+
+
+def _start_server(
+    component: str,
+    start: Callable[[], _Server],
+    *,
+    unavailable: tuple[type[BaseException], ...],
+    broken: tuple[type[BaseException], ...],
+    unavailable_text: str,
+    broken_text: str,
+) -> _Server:
+    """``start()``, recording why a server is missing: skip (fail under CI) when it is not
+    installed or not reachable, fail when it is there but would not start."""
+    try:
+        return start()
+    except unavailable as exc:
+        _unavailable[component] = str(exc)
+        skip_or_fail(f"{unavailable_text}: {exc}")
+    except broken as exc:
+        _unavailable[component] = str(exc)
+        pytest.fail(f"{PREFIX} {broken_text}: {exc}", pytrace=False)
+
+
 # --------------------------------------------------------------------------------------------
 # PostgreSQL
 # --------------------------------------------------------------------------------------------
@@ -201,14 +225,14 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """The PostgreSQL server and admin role (see :mod:`tests.servers.postgres` for selection)."""
-    try:
-        server = select_postgres()
-    except PostgresUnavailable as exc:
-        _unavailable["postgres"] = str(exc)
-        skip_or_fail(f"PostgreSQL UNAVAILABLE: {exc}")
-    except (ServerStartError, ValueError) as exc:
-        _unavailable["postgres"] = str(exc)
-        pytest.fail(f"{PREFIX} PostgreSQL could not be used: {exc}", pytrace=False)
+    server = _start_server(
+        "postgres",
+        select_postgres,
+        unavailable=(PostgresUnavailable,),
+        broken=(ServerStartError, ValueError),
+        unavailable_text="PostgreSQL UNAVAILABLE",
+        broken_text="PostgreSQL could not be used",
+    )
     _startup[f"postgres ({server.description})"] = server.startup_seconds
     try:
         yield server
@@ -255,14 +279,14 @@ def postgres_database_url(postgres_database_factory: Callable[[], str]) -> str:
 def s3_server() -> Iterator[S3Server]:
     """A SeaweedFS S3 endpoint (``.endpoint_url``, ``.key``, ``.secret``,
     ``.storage_options``, ``.env``, ``.make_bucket(name)``)."""
-    try:
-        server = start_s3_server()
-    except LookupError as exc:
-        _unavailable["s3"] = str(exc)
-        skip_or_fail(f"S3 server UNAVAILABLE: {exc}")
-    except ServerStartError as exc:
-        _unavailable["s3"] = str(exc)
-        pytest.fail(f"{PREFIX} S3 server failed to start: {exc}", pytrace=False)
+    server = _start_server(
+        "s3",
+        start_s3_server,
+        unavailable=(LookupError,),
+        broken=(ServerStartError,),
+        unavailable_text="S3 server UNAVAILABLE",
+        broken_text="S3 server failed to start",
+    )
     _startup[f"s3 ({server.kind} at {server.endpoint_url})"] = server.startup_seconds
     try:
         yield server
@@ -296,14 +320,14 @@ def gcs_server() -> Iterator[GCSServer]:
             "may stall ~60 s. Load the plugin first (root conftest) or export the variable.",
             stacklevel=1,
         )
-    try:
-        server = start_gcs_server()
-    except LookupError as exc:
-        _unavailable["gcs"] = str(exc)
-        skip_or_fail(f"GCS emulator UNAVAILABLE: {exc}")
-    except ServerStartError as exc:
-        _unavailable["gcs"] = str(exc)
-        pytest.fail(f"{PREFIX} GCS emulator failed to start: {exc}", pytrace=False)
+    server = _start_server(
+        "gcs",
+        start_gcs_server,
+        unavailable=(LookupError,),
+        broken=(ServerStartError,),
+        unavailable_text="GCS emulator UNAVAILABLE",
+        broken_text="GCS emulator failed to start",
+    )
     _startup[f"gcs (fake-gcs-server at {server.endpoint_url})"] = server.startup_seconds
     try:
         yield server
