@@ -1,7 +1,7 @@
 # The registry service image. Storage credentials reach fsspec through the usual variables.
 FROM python:3.11-slim
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY client ./client
 COPY service ./service
 COPY migrations ./migrations

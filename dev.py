@@ -38,7 +38,8 @@ def _ensure_venv(extra: str) -> None:
         _say(f"creating {VENV.relative_to(ROOT)}/")
         venv.EnvBuilder(with_pip=True).create(VENV)
         subprocess.run([PYTHON, "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
-    fingerprint = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    build_files = b"".join((ROOT / name).read_bytes() for name in ("pyproject.toml", "setup.py"))
+    fingerprint = hashlib.sha256(build_files).hexdigest()[:16]
     stamp = VENV / f".installed-{extra}-{fingerprint}"
     if stamp.exists():
         return

@@ -48,10 +48,10 @@ import psycopg
 from sqlalchemy import select
 
 from recordkeeper.naming import format_version_name
-from recordkeeper.service.db import Database
-from recordkeeper.service.lineage.models import Checkpoint, CheckpointData
-from recordkeeper.service.lineage.repository import LineageRepository
-from recordkeeper.service.migrate import upgrade
+from recordkeeper_service.db import Database
+from recordkeeper_service.lineage.models import Checkpoint, CheckpointData
+from recordkeeper_service.lineage.repository import LineageRepository
+from recordkeeper_service.migrate import upgrade
 
 OUT = Path(__file__).resolve().parent / "out"
 DATASETS_PER_100 = 100  # versions per dataset

@@ -47,8 +47,8 @@ from typing import Any
 
 import httpx
 
-from recordkeeper.service import migrate
-from recordkeeper.service.db import Database
+from recordkeeper_service import migrate
+from recordkeeper_service.db import Database
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -148,10 +148,10 @@ def serve(
     }
     log = open(workdir / f"serve-{port}.log", "wb")  # noqa: SIM115
     if plain:
-        app = "recordkeeper.service.app:app_from_env"
+        app = "recordkeeper_service.app:app_from_env"
         argv = [sys.executable, "-m", "uvicorn", "--factory", "--no-access-log", app]
     else:
-        argv = [sys.executable, "-m", "recordkeeper.service", "serve"]
+        argv = [sys.executable, "-m", "recordkeeper_service", "serve"]
     process = subprocess.Popen(
         [*argv, "--port", str(port), "--workers", str(workers), *(extra or [])],
         env=env,

@@ -1,7 +1,7 @@
 """Alembic environment of the registry database.
 
 Runs inside the wheel: the service builds the Alembic ``Config`` programmatically
-(:mod:`recordkeeper.service.migrate`) and passes an open connection in
+(:mod:`recordkeeper_service.migrate`) and passes an open connection in
 ``config.attributes["connection"]``; no ``alembic.ini`` is needed.  ``target_metadata`` is the
 service's one ``MetaData`` so autogenerate and ``alembic check`` compare against the models.
 Revisions themselves never import ORM classes.
@@ -12,9 +12,9 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
-import recordkeeper.service.lineage.models  # noqa: F401  (lineage tables on the same Base)
-from recordkeeper.service.db import Database
-from recordkeeper.service.models import Base
+import recordkeeper_service.lineage.models  # noqa: F401  (lineage tables on the same Base)
+from recordkeeper_service.db import Database
+from recordkeeper_service.models import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -1,8 +1,8 @@
 """The built wheel holds every subpackage, the migrations, and works outside the source tree.
 
-An unlisted package is silently left out of a wheel (pyproject lists them by hand because
-``recordkeeper`` maps onto ``client/``), so this builds the real wheel, installs it into a clean
-virtualenv and imports every package found in the source tree from there.
+setup.py discovers the packages under the two source roots (``client/``, ``service/``) and maps
+``migrations/`` into ``recordkeeper_service.migrations``; this builds the real wheel, installs it
+into a clean virtualenv and imports every package found in the source tree from there.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE_DIRS = {"client": "recordkeeper", "service": "recordkeeper.service",
-               "migrations": "recordkeeper.migrations"}
+SOURCE_DIRS = {"client": "", "service": "", "migrations": "recordkeeper_service.migrations"}
 
 
 def source_packages() -> list[str]:
@@ -27,7 +26,7 @@ def source_packages() -> list[str]:
     for folder, package in SOURCE_DIRS.items():
         for init in sorted((ROOT / folder).rglob("__init__.py")):
             rel = init.parent.relative_to(ROOT / folder)
-            found.append(".".join([package, *rel.parts]))
+            found.append(".".join(part for part in [package, *rel.parts] if part))
     return found
 
 
@@ -63,10 +62,10 @@ def test_every_source_package_is_in_the_wheel(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     in_wheel = {n.rsplit("/", 1)[0].replace("/", ".") for n in names if n.endswith("__init__.py")}
     missing = sorted(set(source_packages()) - in_wheel)
-    assert not missing, f"packages left out of the wheel (add them to pyproject.toml): {missing}"
-    assert any(n.startswith("recordkeeper/migrations/versions/") and n.endswith(".py")
+    assert not missing, f"packages left out of the wheel (see setup.py): {missing}"
+    assert any(n.startswith("recordkeeper_service/migrations/versions/") and n.endswith(".py")
                for n in names), "no migration revisions in the wheel"
-    assert "recordkeeper/migrations/script.py.mako" in names
+    assert "recordkeeper_service/migrations/script.py.mako" in names
     assert "recordkeeper/py.typed" in names
 
 

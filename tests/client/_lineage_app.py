@@ -36,10 +36,10 @@ class Switch(httpx.BaseTransport):
 def app_http(tmp_path: Path) -> Iterator[Any]:
     from fastapi.testclient import TestClient
 
-    from recordkeeper.service import migrate
-    from recordkeeper.service.app import create_app
-    from recordkeeper.service.db import Database
-    from recordkeeper.service.settings import Settings
+    from recordkeeper_service import migrate
+    from recordkeeper_service.app import create_app
+    from recordkeeper_service.db import Database
+    from recordkeeper_service.settings import Settings
 
     store = tmp_path / "store"
     store.mkdir()

@@ -30,10 +30,10 @@ def roots(tmp_path: Path) -> tuple[Path, Path]:
 def client(tmp_path: Path, roots: tuple[Path, Path]) -> Iterator[rk.Client]:
     from fastapi.testclient import TestClient
 
-    from recordkeeper.service import migrate
-    from recordkeeper.service.app import create_app
-    from recordkeeper.service.db import Database
-    from recordkeeper.service.settings import Settings
+    from recordkeeper_service import migrate
+    from recordkeeper_service.app import create_app
+    from recordkeeper_service.db import Database
+    from recordkeeper_service.settings import Settings
 
     store, data = roots
     url = f"sqlite:///{tmp_path / 'registry.db'}"
@@ -379,10 +379,10 @@ def test_process_pool_path_keeps_errors_typed(
 def test_auth_required_without_token_is_typed(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from recordkeeper.service import migrate
-    from recordkeeper.service.app import create_app
-    from recordkeeper.service.db import Database
-    from recordkeeper.service.settings import Settings
+    from recordkeeper_service import migrate
+    from recordkeeper_service.app import create_app
+    from recordkeeper_service.db import Database
+    from recordkeeper_service.settings import Settings
 
     url = f"sqlite:///{tmp_path / 'auth.db'}"
     database = Database(url)

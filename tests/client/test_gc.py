@@ -25,10 +25,10 @@ def store(tmp_path: Path) -> Path:
 def client(tmp_path: Path, store: Path) -> Iterator[rk.Client]:
     from fastapi.testclient import TestClient
 
-    from recordkeeper.service import migrate
-    from recordkeeper.service.app import create_app
-    from recordkeeper.service.db import Database
-    from recordkeeper.service.settings import Settings
+    from recordkeeper_service import migrate
+    from recordkeeper_service.app import create_app
+    from recordkeeper_service.db import Database
+    from recordkeeper_service.settings import Settings
 
     url = f"sqlite:///{tmp_path / 'registry.db'}"
     database = Database(url)

@@ -22,10 +22,10 @@ pytest.importorskip("fastapi")
 def client(tmp_path: Path) -> Iterator[rk.Client]:
     from fastapi.testclient import TestClient
 
-    from recordkeeper.service import migrate
-    from recordkeeper.service.app import create_app
-    from recordkeeper.service.db import Database
-    from recordkeeper.service.settings import Settings
+    from recordkeeper_service import migrate
+    from recordkeeper_service.app import create_app
+    from recordkeeper_service.db import Database
+    from recordkeeper_service.settings import Settings
 
     store = tmp_path / "store"
     store.mkdir()

@@ -61,10 +61,10 @@ def start_live_service(
 ) -> LiveService:
     """Migrate ``database_url``, build the app and serve it on a free loopback port."""
     uvicorn = pytest.importorskip("uvicorn")
-    from recordkeeper.service import migrate
-    from recordkeeper.service.app import create_app
-    from recordkeeper.service.db import Database
-    from recordkeeper.service.settings import Settings
+    from recordkeeper_service import migrate
+    from recordkeeper_service.app import create_app
+    from recordkeeper_service.db import Database
+    from recordkeeper_service.settings import Settings
 
     database = Database(database_url)
     try:

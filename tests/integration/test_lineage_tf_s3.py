@@ -35,9 +35,9 @@ class RestartableService:
     """The service under uvicorn on one fixed loopback port, stoppable and restartable."""
 
     def __init__(self, database_url: str, storage_root: str, allowed_roots: list[str]) -> None:
-        from recordkeeper.service import migrate
-        from recordkeeper.service.db import Database
-        from recordkeeper.service.settings import Settings
+        from recordkeeper_service import migrate
+        from recordkeeper_service.db import Database
+        from recordkeeper_service.settings import Settings
 
         database = Database(database_url)
         try:
@@ -59,7 +59,7 @@ class RestartableService:
     def start(self) -> None:
         import uvicorn
 
-        from recordkeeper.service.app import create_app
+        from recordkeeper_service.app import create_app
 
         config = uvicorn.Config(
             create_app(self.settings), host="127.0.0.1", port=self.port, log_level="warning"

@@ -25,8 +25,8 @@ from typing import Any
 import httpx
 import pytest
 
-from recordkeeper.service import migrate
-from recordkeeper.service.db import Database
+from recordkeeper_service import migrate
+from recordkeeper_service.db import Database
 from tests.service._helpers import expected_digest, shards
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -56,7 +56,7 @@ def postgres_url(postgres_database_url: str) -> str:
 
 @pytest.fixture
 def served(postgres_url: str, tmp_path: Path) -> Iterator[Served]:
-    """``python -m recordkeeper.service serve --workers 2`` on a free loopback port."""
+    """``python -m recordkeeper_service serve --workers 2`` on a free loopback port."""
     port = free_port()
     store = (tmp_path / "store").as_uri() + "/"
     env = {
@@ -72,7 +72,7 @@ def served(postgres_url: str, tmp_path: Path) -> Iterator[Served]:
             [
                 sys.executable,
                 "-m",
-                "recordkeeper.service",
+                "recordkeeper_service",
                 "serve",
                 "--host",
                 "127.0.0.1",

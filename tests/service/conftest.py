@@ -22,10 +22,10 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from recordkeeper.service import migrate
-from recordkeeper.service.app import create_app
-from recordkeeper.service.db import Database
-from recordkeeper.service.settings import Settings
+from recordkeeper_service import migrate
+from recordkeeper_service.app import create_app
+from recordkeeper_service.db import Database
+from recordkeeper_service.settings import Settings
 
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),

@@ -7,10 +7,10 @@ from collections.abc import Callable
 import pytest
 from fastapi.testclient import TestClient
 
-from recordkeeper.service.db import Database
-from recordkeeper.service.repository.tokens import TokenRepository, hash_secret
-from recordkeeper.service.settings import Settings
-from recordkeeper.service.startup import StartupError
+from recordkeeper_service.db import Database
+from recordkeeper_service.repository.tokens import TokenRepository, hash_secret
+from recordkeeper_service.settings import Settings
+from recordkeeper_service.startup import StartupError
 from tests.service._helpers import API, error, stage
 
 
@@ -117,7 +117,7 @@ def test_non_loopback_never_open(make_client: Callable[..., TestClient], databas
 def test_non_loopback_without_tokens_refuses_to_start(
     make_settings: Callable[..., Settings],
 ) -> None:
-    from recordkeeper.service.app import create_app
+    from recordkeeper_service.app import create_app
 
     app = create_app(make_settings(host="0.0.0.0"))
     with pytest.raises(StartupError, match="token create"), TestClient(app):

@@ -6,10 +6,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from recordkeeper.service import migrate
-from recordkeeper.service.cli import register
-from recordkeeper.service.db import Database
-from recordkeeper.service.repository.tokens import TokenRepository, hash_secret
+from recordkeeper_service import migrate
+from recordkeeper_service.cli import register
+from recordkeeper_service.db import Database
+from recordkeeper_service.repository.tokens import TokenRepository, hash_secret
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from recordkeeper.service.db import Database
+from recordkeeper_service.db import Database
 from tests.service._helpers import API, error, publish, shards
 from tests.service.test_auth import bearer, make_token
 

@@ -10,12 +10,12 @@ from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
 from sqlalchemy import inspect, text
 
-from recordkeeper.service import migrate
-from recordkeeper.service.app import create_app
-from recordkeeper.service.db import Database
-from recordkeeper.service.models import Base
-from recordkeeper.service.settings import Settings
-from recordkeeper.service.startup import StartupError
+from recordkeeper_service import migrate
+from recordkeeper_service.app import create_app
+from recordkeeper_service.db import Database
+from recordkeeper_service.models import Base
+from recordkeeper_service.settings import Settings
+from recordkeeper_service.startup import StartupError
 
 
 @pytest.fixture
@@ -35,8 +35,8 @@ def test_revisions_do_not_import_the_orm() -> None:
     script = ScriptDirectory.from_config(migrate.alembic_config())
     for revision in script.walk_revisions():
         source = open(revision.path, encoding="utf-8").read()  # noqa: SIM115
-        assert "recordkeeper.service.models" not in source, revision.path
-        assert "recordkeeper.service" not in source, revision.path
+        assert "recordkeeper_service.models" not in source, revision.path
+        assert "recordkeeper_service" not in source, revision.path
 
 
 def test_upgrade_empty_to_head_and_no_drift(empty_db: Database) -> None:

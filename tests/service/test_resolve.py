@@ -105,8 +105,8 @@ def test_ambiguous_prefix_is_refused(client: TestClient, settings: Any) -> None:
     # test, so plant them directly in the database.
     from sqlalchemy import update
 
-    from recordkeeper.service.db import Database
-    from recordkeeper.service.models import Version
+    from recordkeeper_service.db import Database
+    from recordkeeper_service.models import Version
 
     a = publish(client, "amb", content="a")
     b = publish(client, "amb", content="b")

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from recordkeeper.service.server import listening_socket, settings_environment
-from recordkeeper.service.settings import Settings
+from recordkeeper_service.server import listening_socket, settings_environment
+from recordkeeper_service.settings import Settings
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="accepted sockets inherit options on Linux")

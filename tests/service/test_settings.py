@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from recordkeeper.service.settings import Settings, is_loopback
+from recordkeeper_service.settings import Settings, is_loopback
 
 
 @pytest.fixture(autouse=True)

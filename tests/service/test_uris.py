@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from recordkeeper.errors import StorageRootNotAllowed
-from recordkeeper.service.uris import AllowedRoots, UriError, as_root, normalize_uri
+from recordkeeper_service.uris import AllowedRoots, UriError, as_root, normalize_uri
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,134 @@
+"""One family of exception handlers: every error leaves as ``{code, detail, ...}`` JSON.
+
+=================================  ==============================================
+raised                             answered
+=================================  ==============================================
+``RecordkeeperError``              its ``status``, ``to_dict()``
+``RequestValidationError``         ``422 invalid_request`` with ``errors`` (capped,
+                                   never echoing the input)
+Starlette ``HTTPException``        404 ``not_found``, 405 ``method_not_allowed``, …
+anything else                      ``500 internal_error``; logged, no traceback sent
+=================================  ==============================================
+
+Every error response carries the ``X-Error-Code`` header.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from recordkeeper.errors import RecordkeeperError
+from recordkeeper_service.responses import JSON
+
+__all__ = ["MAX_LISTED_ERRORS", "error_response", "install_error_handlers"]
+
+log = logging.getLogger("recordkeeper_service")
+
+MAX_LISTED_ERRORS = 50
+MAX_DETAIL_LENGTH = 1000
+_HTTP_CODES = {
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "invalid_request",
+    422: "invalid_request",
+}
+
+
+def error_json(status: int, code: str, detail: str, **extra: Any) -> JSON:
+    """The error response: body ``{code, detail, **extra}`` plus ``X-Error-Code``.
+
+    A detail longer than :data:`MAX_DETAIL_LENGTH` (it may quote the offending input) is cut.
+    """
+    if len(detail) > MAX_DETAIL_LENGTH:
+        detail = detail[:MAX_DETAIL_LENGTH] + "… (truncated)"
+    return JSON(
+        {"code": code, "detail": detail, **extra},
+        status_code=status,
+        headers={"X-Error-Code": code},
+    )
+
+
+def error_response(exc: RecordkeeperError) -> JSON:
+    """The response for a recordkeeper error."""
+    return error_json(exc.status, exc.code, exc.detail, **exc.extra)
+
+
+async def _recordkeeper_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RecordkeeperError)
+    if exc.status >= 500:
+        log.warning("%s: %s", exc.code, exc.detail)
+    return error_response(exc)
+
+
+def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    out = []
+    for error in exc.errors()[:MAX_LISTED_ERRORS]:
+        out.append(
+            {
+                "loc": [str(part) for part in error.get("loc", ())],
+                "msg": str(error.get("msg", ""))[:300],
+                "type": str(error.get("type", "")),
+            }
+        )
+    return out
+
+
+async def _validation_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = _field_errors(exc)
+    if any(e["type"] == "json_invalid" for e in errors):
+        detail = "the request body is not valid JSON"
+    elif errors:
+        first = errors[0]
+        where = ".".join(first["loc"]) or "request"
+        more = f" (and {len(exc.errors()) - 1} more problems)" if len(exc.errors()) > 1 else ""
+        detail = f"{where}: {first['msg']}{more}"
+    else:
+        detail = "the request does not match the API"
+    return error_json(422, "invalid_request", detail, errors=errors)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400:
+        # FastAPI's only 400: a JSON body it could not even decode (e.g. not UTF-8).  The
+        # contract answers every malformed body with 422 invalid_request.
+        return error_json(
+            422,
+            "invalid_request",
+            "the request body is not valid JSON",
+            errors=[{"loc": ["body"], "msg": str(exc.detail)[:300], "type": "json_invalid"}],
+        )
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    if exc.status_code == 404:
+        detail = f"no such route: {request.method} {request.url.path}"
+    elif exc.status_code == 405:
+        detail = f"{request.method} is not allowed on {request.url.path}"
+    else:
+        detail = str(exc.detail)
+    response = error_json(exc.status_code, code, detail)
+    for name, value in (exc.headers or {}).items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_json(500, "internal_error", "internal server error; the service log has details")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handler family on ``app``."""
+    app.add_exception_handler(RecordkeeperError, _recordkeeper_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal_error)

@@ -1,0 +1,185 @@
+"""The lineage graph around one node: breadth-first, level by level, bounded.
+
+Nodes are checkpoints (``checkpoint:<model>/<ckpt>``) and versions (``version:<name>``).  Edges
+point the way data flows: ``version → checkpoint`` (``trained_on``, with role and splits) and
+``parent → child`` (``restored_from`` / ``initialized_from``).  *Upstream* walks edges backwards
+(what went into the node), *downstream* forwards (what came out of it); ``both`` does the two
+walks from the root separately, so siblings are not pulled in.  Each level costs two queries over
+the whole frontier; the walk stops at ``depth`` hops or ``max_nodes`` nodes (``truncated``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from recordkeeper_service import models as m
+from recordkeeper_service.lineage.models import Checkpoint, CheckpointData, Model
+from recordkeeper_service.lineage.records import GraphRecord
+
+__all__ = ["build_graph"]
+
+NodeKey = tuple[str, int]  # ("checkpoint" | "version", id)
+EdgeKey = tuple[NodeKey, NodeKey, str, str | None]  # source, target, kind, role
+
+
+def _ids(frontier: Iterable[NodeKey], kind: str) -> list[int]:
+    return sorted(i for k, i in frontier if k == kind)
+
+
+def _step(
+    session: Session, frontier: set[NodeKey], upstream: bool, edges: dict[EdgeKey, set[str]]
+) -> set[NodeKey]:
+    """Expand one level; record edges; return the nodes reached."""
+    reached: set[NodeKey] = set()
+    ckpts = _ids(frontier, "checkpoint")
+    versions = _ids(frontier, "version")
+    if ckpts:
+        link = Checkpoint.id.in_(ckpts) if upstream else Checkpoint.parent_id.in_(ckpts)
+        for child, parent, kind in session.execute(
+            select(Checkpoint.id, Checkpoint.parent_id, Checkpoint.parent_kind).where(
+                link, Checkpoint.parent_id.is_not(None)
+            )
+        ):
+            source, target = ("checkpoint", parent), ("checkpoint", child)
+            edges.setdefault((source, target, kind, None), set())
+            reached.add(source if upstream else target)
+    data_filter = None
+    if upstream and ckpts:
+        data_filter = CheckpointData.checkpoint_id.in_(ckpts)
+    elif not upstream and versions:
+        data_filter = CheckpointData.version_id.in_(versions)
+    if data_filter is not None:
+        for ckpt, version, role, split in session.execute(
+            select(
+                CheckpointData.checkpoint_id,
+                CheckpointData.version_id,
+                CheckpointData.role,
+                CheckpointData.split,
+            ).where(data_filter)
+        ):
+            source, target = ("version", version), ("checkpoint", ckpt)
+            edges.setdefault((source, target, "trained_on", role), set()).add(split)
+            reached.add(source if upstream else target)
+    return reached
+
+
+def _walk(
+    session: Session,
+    root: NodeKey,
+    *,
+    upstream: bool,
+    depth: int,
+    max_nodes: int,
+    nodes: set[NodeKey],
+    edges: dict[EdgeKey, set[str]],
+) -> bool:
+    """One direction's breadth-first walk; True if it stopped at ``max_nodes``."""
+    frontier = {root}
+    seen = {root}
+    for _ in range(depth):
+        if not frontier:
+            break
+        reached = _step(session, frontier, upstream, edges) - seen
+        if len(nodes | reached) > max_nodes:
+            room = max_nodes - len(nodes)
+            reached = set(sorted(reached)[: max(room, 0)])
+            nodes.update(reached)
+            return True
+        nodes.update(reached)
+        seen.update(reached)
+        frontier = reached
+    return False
+
+
+def _attributes(session: Session, nodes: set[NodeKey]) -> dict[NodeKey, dict[str, Any]]:
+    attrs: dict[NodeKey, dict[str, Any]] = {}
+    ckpts = _ids(nodes, "checkpoint")
+    if ckpts:
+        for cid, model, name, step, uri in session.execute(
+            select(Checkpoint.id, Model.name, Checkpoint.name, Checkpoint.step, Checkpoint.uri)
+            .join(Model, Model.id == Checkpoint.model_id)
+            .where(Checkpoint.id.in_(ckpts))
+        ):
+            attrs[("checkpoint", cid)] = {
+                "id": f"checkpoint:{model}/{name}",
+                "kind": "checkpoint",
+                "model": model,
+                "checkpoint": name,
+                "step": step,
+                "uri": uri,
+            }
+    versions = _ids(nodes, "version")
+    if versions:
+        for vid, name, dataset, number, digest, state in session.execute(
+            select(
+                m.Version.id,
+                m.Version.name,
+                m.Dataset.name,
+                m.Version.number,
+                m.Version.content_digest,
+                m.Version.state,
+            )
+            .join(m.Dataset, m.Dataset.id == m.Version.dataset_id)
+            .where(m.Version.id.in_(versions))
+        ):
+            attrs[("version", vid)] = {
+                "id": f"version:{name}",
+                "kind": "version",
+                "name": name,
+                "dataset": dataset,
+                "number": number,
+                "content_digest": digest,
+                "state": state,
+            }
+    return attrs
+
+
+def build_graph(
+    session: Session, root: NodeKey, *, depth: int, direction: str, max_nodes: int
+) -> GraphRecord:
+    """The graph within ``depth`` hops of ``root`` (see the module docstring)."""
+    nodes: set[NodeKey] = {root}
+    edges: dict[EdgeKey, set[str]] = defaultdict(set)
+    truncated = False
+    for upstream in (True, False):
+        if direction == ("downstream" if upstream else "upstream"):
+            continue
+        truncated |= _walk(
+            session,
+            root,
+            upstream=upstream,
+            depth=depth,
+            max_nodes=max_nodes,
+            nodes=nodes,
+            edges=edges,
+        )
+    attrs = _attributes(session, nodes)
+    edge_json = []
+    for (source, target, kind, role), splits in sorted(
+        edges.items(), key=lambda item: (item[0][0], item[0][1], item[0][2], item[0][3] or "")
+    ):
+        if source not in nodes or target not in nodes:
+            continue
+        edge: dict[str, Any] = {
+            "source": attrs[source]["id"],
+            "target": attrs[target]["id"],
+            "kind": kind,
+        }
+        if kind == "trained_on":
+            edge["role"] = role
+            edge["splits"] = sorted(splits)
+        edge_json.append(edge)
+    ordered = sorted(nodes, key=lambda key: (key != root, attrs[key]["id"]))
+    return GraphRecord(
+        root=attrs[root]["id"],
+        depth=depth,
+        direction=direction,
+        nodes=tuple(attrs[key] for key in ordered),
+        edges=tuple(edge_json),
+        truncated=truncated,
+    )

@@ -1,0 +1,120 @@
+"""Lineage tables: ``models``, ``runs``, ``checkpoints``, ``checkpoint_data``.
+
+A checkpoint belongs to a model and optionally a run.  Its *segment* is the training it did since
+its parent checkpoint; ``checkpoint_data`` holds one row per (version, split, role) that segment
+consumed.  ``parent_id`` links a checkpoint to the checkpoint it was restored from (a resumed run)
+or initialised from (fine-tuning; the parent may belong to another model).  "Which data trained
+X" is the union of ``checkpoint_data`` along the parent chain of X.
+
+Lineage is acyclic by construction: a parent must exist before its child is registered and a
+registered checkpoint's parent never changes.  The recursive queries still guard against cycles.
+
+Indexes serve the two hot queries (see ``bench/bench_lineage.py``):
+
+* upstream: ``checkpoints`` primary key (walk up ``parent_id``) and the ``checkpoint_data``
+  primary key, whose leading column is ``checkpoint_id``;
+* downstream: ``ix_checkpoint_data_version_id_checkpoint_id`` (edges of one version, index-only)
+  and ``ix_checkpoints_parent_id_id`` (walk down to descendants, index-only).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from recordkeeper.lineage import PARENT_KINDS, ROLES
+from recordkeeper_service.models import Base, BigId, utcnow
+
+__all__ = ["Checkpoint", "CheckpointData", "Model", "Run"]
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Model(Base):
+    """A trained model family (``coco_detection``); created on its first checkpoint."""
+
+    __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("name"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime.datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128))
+
+
+class Run(Base):
+    """A named training run of a model (``2023-10-15-a``); created on first use."""
+
+    __tablename__ = "runs"
+    __table_args__ = (UniqueConstraint("model_id", "name"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime.datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128))
+
+
+class Checkpoint(Base):
+    """One saved checkpoint (``ckpt-1234``) of a model, with its parent link."""
+
+    __tablename__ = "checkpoints"
+    __table_args__ = (
+        UniqueConstraint("model_id", "name"),
+        CheckConstraint(
+            "(parent_id IS NULL AND parent_kind IS NULL) OR "
+            f"(parent_id IS NOT NULL AND {_in('parent_kind', PARENT_KINDS)})",
+            name="parent_kind",
+        ),
+        CheckConstraint("parent_id IS NULL OR parent_id <> id", name="not_own_parent"),
+        # (parent_id, id): the downstream walk reads children from the index alone.
+        Index(None, "parent_id", "id"),
+        Index(None, "run_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(128))
+    step: Mapped[int | None] = mapped_column(BigInteger)
+    uri: Mapped[str | None] = mapped_column(Text)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("checkpoints.id"))
+    parent_kind: Mapped[str | None] = mapped_column(String(16))
+    #: ``[{"name": "classifier", "uri": ".../ckpt-1234_saved_modules/classifier"}, ...]``
+    saved_models: Mapped[list[dict[str, str]]] = mapped_column(JSON, default=list)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    extra_metadata: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    created_at: Mapped[datetime.datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128))
+
+
+class CheckpointData(Base):
+    """An edge: the segment ending at ``checkpoint_id`` consumed ``split`` of ``version_id``."""
+
+    __tablename__ = "checkpoint_data"
+    __table_args__ = (
+        CheckConstraint(_in("role", ROLES), name="role"),
+        Index(None, "version_id", "checkpoint_id"),
+    )
+
+    checkpoint_id: Mapped[int] = mapped_column(
+        ForeignKey("checkpoints.id", ondelete="CASCADE"), primary_key=True
+    )
+    # No cascade: a version that trained a checkpoint can never silently disappear.
+    version_id: Mapped[int] = mapped_column(ForeignKey("versions.id"), primary_key=True)
+    split: Mapped[str] = mapped_column(String(64), primary_key=True)
+    role: Mapped[str] = mapped_column(String(8), primary_key=True)

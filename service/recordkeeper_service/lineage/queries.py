@@ -1,0 +1,340 @@
+"""Session-level lineage queries: the recursive walks over parent links.
+
+These run inside a transaction opened by :class:`~.repository.LineageRepository` and never
+commit.  Both walks are recursive CTEs that work on SQLite and PostgreSQL alike:
+
+* **upstream** from one checkpoint: ``chain(id, parent_id)`` starts at the checkpoint and follows
+  ``parent_id`` with no hop limit.  ``UNION`` (not ``UNION ALL``) is the cycle guard: a row seen
+  before is not queued again, so even a corrupted cyclic chain terminates.  The chain is then
+  joined to ``checkpoint_data`` → ``versions`` → ``datasets`` in the same statement.
+* **downstream** from a set of checkpoints: ``below(id)`` follows children through
+  ``ix_checkpoints_parent_id_id``, ``UNION`` again guarding against cycles.
+
+The statements are Core selects built once (with bound parameters) and executed on the
+session's connection: building an ORM select with aliases costs ~0.5 ms per call in Python,
+more than PostgreSQL needs to answer the whole upstream walk.
+
+PostgreSQL estimates a recursive CTE's working table at a fixed size and, on large tables,
+picks a hash join that scans all of ``checkpoints`` once per statement (~30 ms at 100,000
+checkpoints) instead of probing the parent index per row (~6 ms).  The downstream walk therefore
+turns hash and merge joins off for its own transaction (``set_config(..., true)`` = ``SET
+LOCAL``, reset at commit).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+from sqlalchemy import Select, and_, bindparam, or_, select, text
+from sqlalchemy.orm import Session
+
+from recordkeeper_service import models as m
+from recordkeeper_service.lineage.models import Checkpoint, CheckpointData, Model, Run
+
+__all__ = [
+    "ChainRow",
+    "CheckpointRow",
+    "ConsumerRow",
+    "DescendantRow",
+    "checkpoint_by_name",
+    "checkpoint_rows",
+    "descendants",
+    "direct_consumers",
+    "in_use",
+    "upstream_rows",
+]
+
+_ck = Checkpoint.__table__
+_cd = CheckpointData.__table__
+_md = Model.__table__
+_run = Run.__table__
+_v = m.Version.__table__
+_ds = m.Dataset.__table__
+
+
+class CheckpointRow(NamedTuple):
+    """One checkpoint row with its model and run names."""
+
+    id: int
+    model: str
+    checkpoint: str
+    step: int | None
+    uri: str | None
+    run: str | None
+    parent_id: int | None
+    parent_kind: str | None
+    saved_models: list[dict[str, str]] | None
+    metrics: dict[str, Any] | None
+    metadata: dict[str, Any] | None
+    created_at: Any
+    created_by: str
+
+
+class ChainRow(NamedTuple):
+    """One row of the upstream walk: a chain checkpoint and (if any) one edge of its segment."""
+
+    checkpoint_id: int
+    parent_id: int | None
+    parent_kind: str | None
+    model: str
+    checkpoint: str
+    step: int | None
+    uri: str | None
+    version_id: int | None
+    split: str | None
+    role: str | None
+    version: str | None
+    number: int | None
+    content_digest: str | None
+    state: str | None
+    dataset: str | None
+
+
+class ConsumerRow(NamedTuple):
+    """A checkpoint below some data.
+
+    Edge columns (``split``, ``role``) and the parent's names are set for direct consumers;
+    rows from :func:`descendants` leave them ``None`` (their parents are mostly in the answer).
+    """
+
+    checkpoint_id: int
+    parent_id: int | None
+    model: str
+    checkpoint: str
+    step: int | None
+    uri: str | None
+    split: str | None = None
+    role: str | None = None
+    parent_model: str | None = None
+    parent_checkpoint: str | None = None
+
+
+def _conn(session: Session) -> Any:
+    return session.connection()
+
+
+@functools.cache
+def _checkpoint_select() -> Select[Any]:
+    return (
+        select(
+            _ck.c.id,
+            _md.c.name,
+            _ck.c.name,
+            _ck.c.step,
+            _ck.c.uri,
+            _run.c.name,
+            _ck.c.parent_id,
+            _ck.c.parent_kind,
+            _ck.c.saved_models,
+            _ck.c.metrics,
+            _ck.c.metadata,
+            _ck.c.created_at,
+            _ck.c.created_by,
+        )
+        .select_from(_ck)
+        .join(_md, _md.c.id == _ck.c.model_id)
+        .outerjoin(_run, _run.c.id == _ck.c.run_id)
+    )
+
+
+@functools.cache
+def _by_name_stmt() -> Select[Any]:
+    return _checkpoint_select().where(
+        _md.c.name == bindparam("model"), _ck.c.name == bindparam("checkpoint")
+    )
+
+
+@functools.cache
+def _by_ids_stmt() -> Select[Any]:
+    return _checkpoint_select().where(_ck.c.id.in_(bindparam("ids", expanding=True)))
+
+
+def checkpoint_by_name(session: Session, model: str, checkpoint: str) -> CheckpointRow | None:
+    """The checkpoint ``model/checkpoint`` with its model and run names, or None."""
+    row = (
+        _conn(session).execute(_by_name_stmt(), {"model": model, "checkpoint": checkpoint}).first()
+    )
+    return CheckpointRow._make(row) if row is not None else None
+
+
+def checkpoint_rows(session: Session, ids: Iterable[int]) -> list[CheckpointRow]:
+    """Checkpoints by id with their model and run names (no walking)."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return []
+    rows = _conn(session).execute(_by_ids_stmt(), {"ids": wanted})
+    return [CheckpointRow._make(row) for row in rows]
+
+
+@functools.cache
+def _upstream_stmt() -> Select[Any]:
+    chain = (
+        select(_ck.c.id, _ck.c.parent_id)
+        .where(_ck.c.id == bindparam("start"))
+        .cte("chain", recursive=True)
+    )
+    up = _ck.alias("up")
+    chain = chain.union(select(up.c.id, up.c.parent_id).join(chain, up.c.id == chain.c.parent_id))
+    c = _ck.alias("c")
+    return (
+        select(
+            c.c.id,
+            c.c.parent_id,
+            c.c.parent_kind,
+            _md.c.name,
+            c.c.name,
+            c.c.step,
+            c.c.uri,
+            _cd.c.version_id,
+            _cd.c.split,
+            _cd.c.role,
+            _v.c.name,
+            _v.c.number,
+            _v.c.content_digest,
+            _v.c.state,
+            _ds.c.name,
+        )
+        .select_from(chain)
+        .join(c, c.c.id == chain.c.id)
+        .join(_md, _md.c.id == c.c.model_id)
+        .outerjoin(_cd, _cd.c.checkpoint_id == c.c.id)
+        .outerjoin(_v, _v.c.id == _cd.c.version_id)
+        .outerjoin(_ds, _ds.c.id == _v.c.dataset_id)
+    )
+
+
+def upstream_rows(session: Session, checkpoint_id: int) -> list[ChainRow]:
+    """Every checkpoint up the parent chain of ``checkpoint_id`` with its segment's data.
+
+    One statement; complete (no hop limit); cycle-safe.  A checkpoint whose segment recorded no
+    data appears once with the edge columns ``None``.
+    """
+    rows = _conn(session).execute(_upstream_stmt(), {"start": checkpoint_id}).all()
+    make = ChainRow._make
+    return [make(row) for row in rows]
+
+
+def _consumer_columns(c: Any) -> tuple[Any, ...]:
+    """Columns labelled like :class:`ConsumerRow`'s fields, so rows are read by attribute."""
+    return (
+        c.c.id.label("checkpoint_id"),
+        c.c.parent_id.label("parent_id"),
+        _md.c.name.label("model"),
+        c.c.name.label("checkpoint"),
+        c.c.step.label("step"),
+        c.c.uri.label("uri"),
+    )
+
+
+@functools.cache
+def _direct_stmt() -> Select[Any]:
+    c = _ck.alias("c")
+    parent = _ck.alias("p")
+    parent_model = _md.alias("pm")
+    return (
+        select(
+            *_consumer_columns(c),
+            _cd.c.split.label("split"),
+            _cd.c.role.label("role"),
+            parent_model.c.name.label("parent_model"),
+            parent.c.name.label("parent_checkpoint"),
+        )
+        .select_from(_cd)
+        .join(c, c.c.id == _cd.c.checkpoint_id)
+        .join(_md, _md.c.id == c.c.model_id)
+        .outerjoin(parent, parent.c.id == c.c.parent_id)
+        .outerjoin(parent_model, parent_model.c.id == parent.c.model_id)
+        .where(_cd.c.version_id.in_(bindparam("versions", expanding=True)))
+    )
+
+
+def direct_consumers(
+    session: Session,
+    version_ids: Iterable[int],
+    *,
+    splits: Sequence[tuple[int, str]] | None = None,
+) -> list[ConsumerRow]:
+    """Checkpoints whose own segment consumed one of ``version_ids``, one row per edge.
+
+    ``splits`` narrows to (version id, split) pairs (a shard belongs to one split).
+    """
+    wanted = sorted(set(version_ids))
+    if not wanted:
+        return []
+    if splits is None:
+        rows = _conn(session).execute(_direct_stmt(), {"versions": wanted}).all()
+        return [ConsumerRow._make(row) for row in rows]
+    pairs = sorted(set(splits))
+    if not pairs:
+        return []
+    stmt = _direct_stmt().where(
+        or_(*(and_(_cd.c.version_id == v, _cd.c.split == s) for v, s in pairs))
+    )
+    rows = _conn(session).execute(stmt, {"versions": wanted})
+    return [ConsumerRow._make(row) for row in rows]
+
+
+class DescendantRow(NamedTuple):
+    """A checkpoint below some data (the first six fields of :class:`ConsumerRow`)."""
+
+    checkpoint_id: int
+    parent_id: int | None
+    model: str
+    checkpoint: str
+    step: int | None
+    uri: str | None
+
+
+def _prefer_index_walks(session: Session) -> None:
+    if session.get_bind().dialect.name == "postgresql":
+        _conn(session).execute(
+            text(
+                "SELECT set_config('enable_hashjoin', 'off', true), "
+                "set_config('enable_mergejoin', 'off', true)"
+            )
+        )
+
+
+@functools.cache
+def _descendants_stmt() -> Select[Any]:
+    below = (
+        select(_ck.c.id)
+        .where(_ck.c.parent_id.in_(bindparam("ids", expanding=True)))
+        .cte("below", recursive=True)
+    )
+    down = _ck.alias("down")
+    below = below.union(select(down.c.id).join(below, down.c.parent_id == below.c.id))
+    c = _ck.alias("c")
+    return (
+        select(*_consumer_columns(c))
+        .select_from(below)
+        .join(c, c.c.id == below.c.id)
+        .join(_md, _md.c.id == c.c.model_id)
+    )
+
+
+def descendants(session: Session, ids: Iterable[int]) -> list[DescendantRow]:
+    """Every checkpoint strictly below ``ids`` (restored or initialised from), cycle-safe.
+
+    A descendant that is itself in ``ids`` is returned too; callers merge by id.
+    """
+    start = sorted(set(ids))
+    if not start:
+        return []
+    _prefer_index_walks(session)
+    # Named tuples, not SQLAlchemy rows: a Row's attribute access costs ~0.5 µs, twenty times
+    # a named tuple's, and the assembly reads ~10 attributes of each of ~5,000 rows.
+    rows = _conn(session).execute(_descendants_stmt(), {"ids": start}).all()
+    make = DescendantRow._make
+    return [make(row) for row in rows]
+
+
+def in_use(session: Session, version_ids: Iterable[int]) -> set[int]:
+    """Which of ``version_ids`` some checkpoint trained on (for deletion and GC guards)."""
+    wanted = sorted(set(version_ids))
+    if not wanted:
+        return set()
+    stmt = select(_cd.c.version_id).where(_cd.c.version_id.in_(wanted)).distinct()
+    return set(_conn(session).scalars(stmt))

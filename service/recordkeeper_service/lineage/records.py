@@ -1,0 +1,263 @@
+"""Immutable lineage results the repository returns and the routes serialise.
+
+Each ``to_json()`` gives exactly the shape documented in docs/rest-api.md ("Lineage").  Records
+built by the thousand per request (entries, segments, consumers) are named tuples: a frozen
+dataclass costs twice as much to construct, which shows at ~1,000 entries per upstream answer.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from recordkeeper_service.domain import iso_timestamp
+
+__all__ = [
+    "CheckpointRecord",
+    "ConsumerRecord",
+    "ConsumersRecord",
+    "DataRecord",
+    "GraphRecord",
+    "LineageEntryRecord",
+    "LineageRecord",
+    "ModelRecord",
+    "SegmentRecord",
+]
+
+
+class DataRecord(NamedTuple):
+    """One (version, role) of a checkpoint's own segment, with the splits it used."""
+
+    version: str
+    dataset: str
+    content_digest: str | None
+    role: str
+    splits: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "dataset": self.dataset,
+            "content_digest": self.content_digest,
+            "role": self.role,
+            "splits": list(self.splits),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    model: str
+    checkpoint: str
+    step: int | None
+    uri: str | None
+    run: str | None
+    parent: str | None
+    parent_kind: str | None
+    data: tuple[DataRecord, ...]
+    saved_models: tuple[Mapping[str, str], ...]
+    metrics: Mapping[str, Any]
+    metadata: Mapping[str, Any]
+    created_at: datetime.datetime
+    created_by: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.model}/{self.checkpoint}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "checkpoint": self.checkpoint,
+            "ref": self.ref,
+            "step": self.step,
+            "uri": self.uri,
+            "run": self.run,
+            "parent": self.parent,
+            "parent_kind": self.parent_kind,
+            "data": [d.to_json() for d in self.data],
+            "saved_models": [dict(s) for s in self.saved_models],
+            "metrics": dict(self.metrics),
+            "metadata": dict(self.metadata),
+            "created_at": iso_timestamp(self.created_at),
+            "created_by": self.created_by,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRecord:
+    name: str
+    created_at: datetime.datetime
+    checkpoint_count: int
+    latest_checkpoint: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "created_at": iso_timestamp(self.created_at),
+            "checkpoint_count": self.checkpoint_count,
+            "latest_checkpoint": self.latest_checkpoint,
+        }
+
+
+class SegmentRecord(NamedTuple):
+    """A checkpoint along the chain whose own segment used a version."""
+
+    model: str
+    checkpoint: str
+    step: int | None
+    depth: int
+    splits: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "checkpoint": self.checkpoint,
+            "step": self.step,
+            "depth": self.depth,
+            "splits": list(self.splits),
+        }
+
+
+class LineageEntryRecord(NamedTuple):
+    version: str
+    dataset: str
+    number: int
+    content_digest: str | None
+    state: str
+    role: str
+    splits: tuple[str, ...]
+    segments: tuple[SegmentRecord, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "dataset": self.dataset,
+            "number": self.number,
+            "content_digest": self.content_digest,
+            "state": self.state,
+            "role": self.role,
+            "splits": list(self.splits),
+            "segments": [s.to_json() for s in self.segments],
+        }
+
+
+class ChainLinkRecord(NamedTuple):
+    model: str
+    checkpoint: str
+    step: int | None
+    uri: str | None
+    depth: int
+    parent_kind: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "checkpoint": self.checkpoint,
+            "step": self.step,
+            "uri": self.uri,
+            "depth": self.depth,
+            "parent_kind": self.parent_kind,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LineageRecord:
+    """Which data trained a checkpoint: the complete chain and every (version, role) on it."""
+
+    checkpoint: CheckpointRecord
+    chain: tuple[ChainLinkRecord, ...]
+    data: tuple[LineageEntryRecord, ...]
+
+    @property
+    def versions(self) -> list[str]:
+        return list(dict.fromkeys(e.version for e in self.data))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkpoint": self.checkpoint.to_json(),
+            "chain": [link.to_json() for link in self.chain],
+            "data": [e.to_json() for e in self.data],
+            "versions": self.versions,
+        }
+
+
+class ConsumerRecord(NamedTuple):
+    model: str
+    checkpoint: str
+    step: int | None
+    uri: str | None
+    direct: bool
+    roles: tuple[str, ...]
+    splits: tuple[str, ...]
+    parent: str | None
+
+    @property
+    def ref(self) -> str:
+        return f"{self.model}/{self.checkpoint}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "checkpoint": self.checkpoint,
+            "ref": self.ref,
+            "step": self.step,
+            "uri": self.uri,
+            "direct": self.direct,
+            "roles": list(self.roles),
+            "splits": list(self.splits),
+            "parent": self.parent,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumersRecord:
+    """Checkpoints downstream of some versions (or of one shard's registrations)."""
+
+    versions: tuple[Mapping[str, Any], ...]
+    checkpoints: tuple[ConsumerRecord, ...]
+    shards: tuple[Mapping[str, Any], ...] = ()
+
+    def models(self) -> list[dict[str, Any]]:
+        """Per model: how many checkpoints are downstream, and how many consumed directly."""
+        summary: dict[str, dict[str, Any]] = {}
+        for c in self.checkpoints:
+            entry = summary.setdefault(c.model, {"model": c.model, "checkpoints": 0, "direct": 0})
+            entry["checkpoints"] += 1
+            entry["direct"] += int(c.direct)
+        return [summary[name] for name in sorted(summary)]
+
+    def to_json(self, *, limit: int, offset: int) -> dict[str, Any]:
+        page = self.checkpoints[offset : offset + limit]
+        body: dict[str, Any] = {
+            "versions": [dict(v) for v in self.versions],
+            "models": self.models(),
+            "data": [c.to_json() for c in page],
+            "count": len(self.checkpoints),
+            "limit": limit,
+            "offset": offset,
+        }
+        if self.shards:
+            body["shards"] = [dict(s) for s in self.shards]
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class GraphRecord:
+    root: str
+    depth: int
+    direction: str
+    nodes: tuple[Mapping[str, Any], ...]
+    edges: tuple[Mapping[str, Any], ...]
+    truncated: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "root": self.root,
+            "depth": self.depth,
+            "direction": self.direction,
+            "nodes": [dict(n) for n in self.nodes],
+            "edges": [dict(e) for e in self.edges],
+            "truncated": self.truncated,
+        }

@@ -1,0 +1,474 @@
+"""Lineage repository: every lineage read and write; each public method is one transaction.
+
+Routes call :class:`LineageRepository`; the registry's own repository calls
+:func:`ensure_not_in_use` (session level) before deprecating or deleting a version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from recordkeeper.errors import (
+    CheckpointConflict,
+    CheckpointNotFound,
+    InvalidCheckpoint,
+    InvalidHash,
+    InvalidRequest,
+    ModelNotFound,
+)
+from recordkeeper.lineage import (
+    PARENT_KINDS,
+    ROLES,
+    CheckpointRef,
+    parse_checkpoint_ref,
+    validate_checkpoint_name,
+    validate_model_name,
+)
+from recordkeeper.refs import parse_reference
+from recordkeeper_service import models as m
+from recordkeeper_service.db import Database
+from recordkeeper_service.domain import Page
+from recordkeeper_service.lineage import queries
+from recordkeeper_service.lineage.assemble import (
+    checkpoint_records,
+    consumer_records,
+    lineage_record,
+)
+from recordkeeper_service.lineage.guard import ensure_not_in_use, versions_in_use
+from recordkeeper_service.lineage.models import Checkpoint, CheckpointData, Model, Run
+from recordkeeper_service.lineage.records import (
+    CheckpointRecord,
+    ConsumersRecord,
+    GraphRecord,
+    LineageRecord,
+    ModelRecord,
+)
+from recordkeeper_service.repository.common import insert_ignoring_conflicts, record_event
+from recordkeeper_service.repository.resolve import find_version
+
+__all__ = [
+    "MAX_GRAPH_DEPTH",
+    "MAX_GRAPH_NODES",
+    "CheckpointInput",
+    "DataInput",
+    "LineageRepository",
+    "default_splits",
+    "ensure_not_in_use",
+    "versions_in_use",
+]
+
+MAX_GRAPH_DEPTH = 25
+MAX_GRAPH_NODES = 5000
+
+
+@dataclass(frozen=True)
+class DataInput:
+    """One data entry of a registration: a version reference, its role, optional splits."""
+
+    version: str
+    role: str = "train"
+    splits: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CheckpointInput:
+    """Everything a registration carries besides the model and checkpoint names."""
+
+    step: int | None = None
+    uri: str | None = None
+    run: str | None = None
+    parent: str | None = None
+    parent_kind: str | None = None
+    data: tuple[DataInput, ...] = ()
+    saved_models: tuple[Mapping[str, str], ...] = ()
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+def default_splits(role: str, available: Sequence[str]) -> tuple[str, ...]:
+    """Splits a role uses when none are given: the split named like the role (``eval`` also
+    matches ``validation``), else every split of the version."""
+    candidates = [role, "validation"] if role == "eval" else [role]
+    for name in candidates:
+        if name in available:
+            return (name,)
+    return tuple(sorted(available))
+
+
+# -- session-level helpers -----------------------------------------------------------------
+
+
+def _checkpoint_row(
+    session: Session, ref: CheckpointRef, *, what: str = ""
+) -> queries.CheckpointRow:
+    row = queries.checkpoint_by_name(session, ref.model, ref.checkpoint)
+    if row is not None:
+        return row
+    model_id = session.scalar(select(Model.id).where(Model.name == ref.model))
+    prefix = f"{what} " if what else ""
+    if model_id is None:
+        raise CheckpointNotFound(f"{prefix}{ref}: there is no model named {ref.model!r}")
+    raise CheckpointNotFound(
+        f"{prefix}{ref}: model {ref.model} has no checkpoint {ref.checkpoint!r}"
+    )
+
+
+def _get_or_create(session: Session, table: Any, match: Mapping[str, Any], actor: str) -> int:
+    """Id of the row matching ``match`` in ``table`` (models or runs), created if missing."""
+    clauses = [table.c[k] == v for k, v in match.items()]
+    existing = session.scalar(select(table.c.id).where(*clauses))
+    if existing is not None:
+        return int(existing)
+    stmt = (
+        insert_ignoring_conflicts(session, table)
+        .values(**match, created_by=actor)
+        .returning(table.c.id)
+    )
+    created = session.scalar(stmt)
+    if created is not None:
+        return int(created)
+    return int(session.scalars(select(table.c.id).where(*clauses)).one())
+
+
+def _split_names(session: Session, version_id: int) -> list[str]:
+    stmt = select(m.Shard.split).where(m.Shard.version_id == version_id).distinct()
+    return sorted(session.scalars(stmt))
+
+
+def _resolve_data(
+    session: Session, entries: Sequence[DataInput]
+) -> tuple[set[tuple[int, str, str]], dict[int, m.Version]]:
+    """Resolve every entry to exact (version id, split, role) triples."""
+    triples: set[tuple[int, str, str]] = set()
+    rows: dict[int, m.Version] = {}
+    for position, entry in enumerate(entries):
+        where = f"data[{position}] ({entry.version})"
+        if entry.role not in ROLES:
+            raise InvalidCheckpoint(
+                f"{where}: role {entry.role!r} is not one of {', '.join(ROLES)}"
+            )
+        row = find_version(session, parse_reference(entry.version), published_only=True)
+        rows[row.id] = row
+        available = _split_names(session, row.id)
+        if entry.splits is None:
+            splits = default_splits(entry.role, available)
+        else:
+            missing = [s for s in entry.splits if s not in available]
+            if missing:
+                raise InvalidCheckpoint(
+                    f"{where}: {row.name} has no split {', '.join(map(repr, missing))} "
+                    f"(it has {', '.join(available) or 'none'})"
+                )
+            splits = tuple(entry.splits)
+        triples.update((row.id, split, entry.role) for split in splits)
+    return triples, rows
+
+
+def _differences(
+    session: Session,
+    row: queries.CheckpointRow,
+    *,
+    spec: CheckpointInput,
+    parent_id: int | None,
+    parent_kind: str | None,
+    triples: set[tuple[int, str, str]],
+    saved_models: list[dict[str, str]],
+) -> list[str]:
+    """Fields in which a re-registration differs from the registered checkpoint."""
+    existing = set(
+        session.execute(
+            select(CheckpointData.version_id, CheckpointData.split, CheckpointData.role).where(
+                CheckpointData.checkpoint_id == row.id
+            )
+        )
+    )
+    checks = {
+        "step": row.step == spec.step,
+        "uri": row.uri == spec.uri,
+        "run": row.run == (spec.run or None),
+        "parent": row.parent_id == parent_id and row.parent_kind == parent_kind,
+        "data": existing == triples,
+        "saved_models": list(row.saved_models or []) == saved_models,
+        "metrics": dict(row.metrics or {}) == dict(spec.metrics),
+        "metadata": dict(row.metadata or {}) == dict(spec.metadata),
+    }
+    return [name for name, same in checks.items() if not same]
+
+
+# -- the repository --------------------------------------------------------------------------
+
+
+class LineageRepository:
+    """Models, runs, checkpoints and lineage queries over one :class:`Database`."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def register(
+        self, model: str, checkpoint: str, spec: CheckpointInput, *, actor: str
+    ) -> tuple[CheckpointRecord, bool]:
+        """Register ``model/checkpoint``; idempotent.  Returns the record and whether it is new.
+
+        Data references are resolved to exact committed (or deprecated) versions now, so an
+        alias that moves later does not change what this checkpoint trained on.
+        """
+        validate_model_name(model)
+        validate_checkpoint_name(checkpoint)
+        if spec.step is not None and spec.step < 0:
+            raise InvalidCheckpoint(f"step must not be negative, got {spec.step}")
+        if spec.parent_kind is not None and spec.parent_kind not in PARENT_KINDS:
+            raise InvalidCheckpoint(
+                f"parent_kind {spec.parent_kind!r} is not one of {', '.join(PARENT_KINDS)}"
+            )
+        parent_ref = parse_checkpoint_ref(spec.parent) if spec.parent else None
+        if parent_ref == CheckpointRef(model, checkpoint):
+            raise InvalidCheckpoint(f"checkpoint {model}/{checkpoint} cannot be its own parent")
+        parent_kind = (spec.parent_kind or "restored_from") if parent_ref else None
+        saved_models = [{"name": str(s["name"]), "uri": str(s["uri"])} for s in spec.saved_models]
+        with self._db.transaction() as session:
+            triples, _ = _resolve_data(session, spec.data)
+            parent_id = (
+                _checkpoint_row(session, parent_ref, what="parent").id if parent_ref else None
+            )
+            model_id = _get_or_create(session, Model.__table__, {"name": model}, actor)
+            run_id = (
+                _get_or_create(
+                    session, Run.__table__, {"model_id": model_id, "name": spec.run}, actor
+                )
+                if spec.run
+                else None
+            )
+            table = Checkpoint.__table__
+            values = {
+                "model_id": model_id,
+                "name": checkpoint,
+                "step": spec.step,
+                "uri": spec.uri,
+                "run_id": run_id,
+                "parent_id": parent_id,
+                "parent_kind": parent_kind,
+                "saved_models": saved_models,
+                "metrics": dict(spec.metrics),
+                "metadata": dict(spec.metadata),
+                "created_by": actor,
+                "created_at": m.utcnow(),
+            }
+            new_id = session.scalar(
+                insert_ignoring_conflicts(session, table).values(**values).returning(table.c.id)
+            )
+            if new_id is None:
+                existing = queries.checkpoint_by_name(session, model, checkpoint)
+                assert existing is not None  # the insert conflicted with it
+                different = _differences(
+                    session,
+                    existing,
+                    spec=spec,
+                    parent_id=parent_id,
+                    parent_kind=parent_kind,
+                    triples=triples,
+                    saved_models=saved_models,
+                )
+                if different:
+                    raise CheckpointConflict(
+                        f"{model}/{checkpoint} is already registered with a different "
+                        f"{', '.join(different)}; a checkpoint's lineage never changes "
+                        "(register the new state under a new checkpoint name)",
+                        fields=different,
+                    )
+                return checkpoint_records(session, [existing])[0], False
+            if triples:
+                session.execute(
+                    CheckpointData.__table__.insert(),
+                    [
+                        {"checkpoint_id": new_id, "version_id": v, "split": s, "role": r}
+                        for v, s, r in sorted(triples)
+                    ],
+                )
+            record_event(
+                session,
+                actor,
+                "checkpoint.registered",
+                model=model,
+                checkpoint=checkpoint,
+                parent=str(parent_ref) if parent_ref else None,
+            )
+            created = queries.checkpoint_rows(session, [new_id])
+            return checkpoint_records(session, created)[0], True
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, ref: str | CheckpointRef) -> CheckpointRecord:
+        parsed = parse_checkpoint_ref(ref)
+        with self._db.transaction(write=False) as session:
+            return checkpoint_records(session, [_checkpoint_row(session, parsed)])[0]
+
+    def list_models(
+        self, *, prefix: str | None = None, limit: int = 100, offset: int = 0
+    ) -> Page[ModelRecord]:
+        """Models with their checkpoint count and highest-step checkpoint, by name."""
+        with self._db.transaction(write=False) as session:
+            where = [Model.name.startswith(prefix, autoescape=True)] if prefix else []
+            total = session.scalar(select(func.count(Model.id)).where(*where)) or 0
+            count = (
+                select(func.count(Checkpoint.id))
+                .where(Checkpoint.model_id == Model.id)
+                .correlate(Model)
+                .scalar_subquery()
+            )
+            latest = (
+                select(Checkpoint.name)
+                .where(Checkpoint.model_id == Model.id)
+                .order_by(Checkpoint.step.desc().nulls_last(), Checkpoint.id.desc())
+                .limit(1)
+                .correlate(Model)
+                .scalar_subquery()
+            )
+            rows = session.execute(
+                select(Model.name, Model.created_at, count, latest)
+                .where(*where)
+                .order_by(Model.name)
+                .limit(limit)
+                .offset(offset)
+            )
+            data = [ModelRecord(n, c, int(k or 0), latest_name) for n, c, k, latest_name in rows]
+            return Page(data=data, count=int(total), limit=limit, offset=offset)
+
+    def list_checkpoints(
+        self, model: str, *, limit: int = 100, offset: int = 0
+    ) -> Page[CheckpointRecord]:
+        """Checkpoints of ``model``, highest step (then newest) first."""
+        validate_model_name(model)
+        with self._db.transaction(write=False) as session:
+            model_id = session.scalar(select(Model.id).where(Model.name == model))
+            if model_id is None:
+                raise ModelNotFound(f"there is no model named {model!r}")
+            total = session.scalar(
+                select(func.count(Checkpoint.id)).where(Checkpoint.model_id == model_id)
+            )
+            ids = list(
+                session.scalars(
+                    select(Checkpoint.id)
+                    .where(Checkpoint.model_id == model_id)
+                    .order_by(Checkpoint.step.desc().nulls_last(), Checkpoint.id.desc())
+                    .limit(limit)
+                    .offset(offset)
+                )
+            )
+            order = {cid: position for position, cid in enumerate(ids)}
+            rows = sorted(queries.checkpoint_rows(session, ids), key=lambda r: order[r.id])
+            return Page(
+                data=checkpoint_records(session, rows),
+                count=int(total or 0),
+                limit=limit,
+                offset=offset,
+            )
+
+    def lineage(self, ref: str | CheckpointRef) -> LineageRecord:
+        """Which data trained ``ref``: the union along its complete parent chain."""
+        parsed = parse_checkpoint_ref(ref)
+        with self._db.transaction(write=False) as session:
+            start = _checkpoint_row(session, parsed)
+            rows = queries.upstream_rows(session, start.id)
+        return lineage_record(start, rows)
+
+    def consumers(self, version_ref: str, *, transitive: bool = True) -> ConsumersRecord:
+        """Checkpoints trained on the version ``version_ref`` (an alias is resolved now)."""
+        with self._db.transaction(write=False) as session:
+            row = find_version(session, parse_reference(version_ref))
+            direct = queries.direct_consumers(session, [row.id])
+            below = (
+                queries.descendants(session, {r.checkpoint_id for r in direct})
+                if transitive
+                else []
+            )
+            versions = (
+                {"name": row.name, "content_digest": row.content_digest, "state": row.state},
+            )
+            return ConsumersRecord(versions, consumer_records(session, direct, below))
+
+    def shard_consumers(
+        self, *, uri: str | None = None, sha256: str | None = None, transitive: bool = True
+    ) -> ConsumersRecord:
+        """Checkpoints whose segments used the split holding a shard (by URI or sha256)."""
+        if (uri is None) == (sha256 is None):
+            raise InvalidRequest("give exactly one of uri= or sha256=")
+        if sha256 is not None:
+            sha256 = sha256.removeprefix("sha256:").lower()
+            if len(sha256) != 64 or not all(ch in "0123456789abcdef" for ch in sha256):
+                raise InvalidHash(f"sha256 must be 64 hex digits, got {sha256!r}")
+        with self._db.transaction(write=False) as session:
+            column = m.Shard.uri if uri is not None else m.Shard.sha256
+            stmt = (
+                select(
+                    m.Shard.version_id,
+                    m.Version.name,
+                    m.Version.content_digest,
+                    m.Version.state,
+                    m.Shard.split,
+                    m.Shard.index,
+                    m.Shard.count,
+                    m.Shard.uri,
+                    m.Shard.sha256,
+                )
+                .join(m.Version, m.Version.id == m.Shard.version_id)
+                .where(column == (uri if uri is not None else sha256))
+                .order_by(m.Version.name, m.Shard.split, m.Shard.index)
+            )
+            shards = list(session.execute(stmt))
+            pairs = [(s.version_id, s.split) for s in shards]
+            direct = queries.direct_consumers(session, {p[0] for p in pairs}, splits=pairs)
+            below = (
+                queries.descendants(session, {r.checkpoint_id for r in direct})
+                if transitive
+                else []
+            )
+            versions = tuple(
+                {"name": name, "content_digest": digest, "state": state}
+                for name, digest, state in dict.fromkeys((s[1], s[2], s[3]) for s in shards)
+            )
+            shard_json = tuple(
+                {
+                    "version": s.name,
+                    "split": s.split,
+                    "index": s.index,
+                    "count": s.count,
+                    "uri": s.uri,
+                    "sha256": s.sha256,
+                }
+                for s in shards
+            )
+            return ConsumersRecord(versions, consumer_records(session, direct, below), shard_json)
+
+    def graph(
+        self,
+        *,
+        checkpoint: str | None = None,
+        version: str | None = None,
+        depth: int = 3,
+        direction: str = "both",
+        max_nodes: int = MAX_GRAPH_NODES,
+    ) -> GraphRecord:
+        """Nodes and edges within ``depth`` hops of one checkpoint or version."""
+        from recordkeeper_service.lineage.graph import build_graph
+
+        if (checkpoint is None) == (version is None):
+            raise InvalidRequest("give exactly one of checkpoint= or version=")
+        if not 1 <= depth <= MAX_GRAPH_DEPTH:
+            raise InvalidRequest(f"depth must be between 1 and {MAX_GRAPH_DEPTH}, got {depth}")
+        if direction not in ("upstream", "downstream", "both"):
+            raise InvalidRequest(
+                f"direction must be upstream, downstream or both, got {direction!r}"
+            )
+        with self._db.transaction(write=False) as session:
+            if checkpoint is not None:
+                root = ("checkpoint", _checkpoint_row(session, parse_checkpoint_ref(checkpoint)).id)
+            else:
+                root = ("version", find_version(session, parse_reference(str(version))).id)
+            return build_graph(session, root, depth=depth, direction=direction, max_nodes=max_nodes)

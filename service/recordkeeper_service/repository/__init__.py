@@ -1,0 +1,54 @@
+"""The repository layer: every database read and write of the service.
+
+Routes call these methods and never touch a session.  Each public method runs in exactly one
+transaction (:meth:`recordkeeper_service.db.Database.transaction`) and returns domain records
+(:mod:`recordkeeper_service.domain`), never ORM rows.
+
+=============  ===========================================================
+module         resource
+=============  ===========================================================
+``datasets``   create, get, list
+``versions``   stage, resolve, list, abandon, deprecate
+``shards``     bulk registration
+``commit``     completeness, digests, schema merge, duplicates
+``aliases``    set/move/delete with history; implicit ``latest``
+``schemas``    content-addressed schema bodies
+``events``     audit log (written by every state change)
+``tokens``     API tokens (hashes only)
+``resolve``    the reference grammar → a version row (session level)
+``cache``      committed versions by id (immutable parts), per process
+``fastpath``   the resolve query on asyncio psycopg (PostgreSQL hot path)
+=============  ===========================================================
+"""
+
+from __future__ import annotations
+
+from recordkeeper_service.db import Database
+from recordkeeper_service.repository.aliases import AliasRepository
+from recordkeeper_service.repository.commit import CommitRepository
+from recordkeeper_service.repository.datasets import DatasetRepository
+from recordkeeper_service.repository.events import EventRepository
+from recordkeeper_service.repository.fastpath import AsyncPostgresReader
+from recordkeeper_service.repository.schemas import SchemaRepository
+from recordkeeper_service.repository.shards import ShardRepository
+from recordkeeper_service.repository.tokens import TokenRepository
+from recordkeeper_service.repository.versions import VersionRepository
+from recordkeeper_service.uris import AllowedRoots
+
+__all__ = ["Repository"]
+
+
+class Repository:
+    """All resource repositories over one :class:`Database`."""
+
+    def __init__(self, db: Database, *, allowed_roots: AllowedRoots, storage_root: str) -> None:
+        self.db = db
+        self.datasets = DatasetRepository(db)
+        fast_reader = None if db.is_sqlite else AsyncPostgresReader(db.url, size=db.pool_size)
+        self.versions = VersionRepository(db, allowed_roots, storage_root, fast_reader=fast_reader)
+        self.shards = ShardRepository(db, allowed_roots)
+        self.commits = CommitRepository(db)
+        self.aliases = AliasRepository(db)
+        self.schemas = SchemaRepository(db)
+        self.events = EventRepository(db)
+        self.tokens = TokenRepository(db)

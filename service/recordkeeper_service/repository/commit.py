@@ -1,0 +1,244 @@
+"""Committing a staged version: completeness, digests, schema merge, duplicates — atomically.
+
+Everything happens in one transaction holding the dataset row and the version row locked
+(``SELECT … FOR UPDATE`` on PostgreSQL, the database write lock on SQLite).  Two concurrent
+commits of one version therefore serialise: the first commits, the second finds the version
+committed and answers it unchanged.  Locking the dataset row also serialises commits of
+*different* versions of one dataset, so two identical contents cannot both slip past the
+duplicate check.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from recordkeeper.errors import (
+    DuplicateContent,
+    InvalidRequest,
+    VersionIncomplete,
+    VersionNotStaged,
+)
+from recordkeeper.manifest import ManifestEntry, content_digest
+from recordkeeper.schema import Schema, merge_schemas
+from recordkeeper_service import models as m
+from recordkeeper_service.db import Database
+from recordkeeper_service.domain import VersionRecord
+from recordkeeper_service.repository import convert
+from recordkeeper_service.repository.common import record_event, version_view
+from recordkeeper_service.repository.resolve import find_version
+from recordkeeper_service.repository.shards import store_schemas
+from recordkeeper_service.repository.versions import parse_version_ref
+
+__all__ = ["MAX_MISSING_LISTED", "CommitRepository", "OnDuplicate", "merge_shard_schemas"]
+
+OnDuplicate = Literal["error", "use_existing", "commit"]
+ON_DUPLICATE: tuple[str, ...] = ("error", "use_existing", "commit")
+#: At most this many missing indices are listed per split in a ``version_incomplete`` answer.
+MAX_MISSING_LISTED = 1000
+
+
+class CommitRepository:
+    """The commit operation; one transaction per call."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def commit(
+        self, version_name: str, *, on_duplicate: str = "error", actor: str
+    ) -> VersionRecord:
+        """Commit a staged version (idempotent), honouring ``on_duplicate``."""
+        if on_duplicate not in ON_DUPLICATE:
+            raise InvalidRequest(
+                f"on_duplicate must be one of {', '.join(ON_DUPLICATE)}, got {on_duplicate!r}"
+            )
+        ref = parse_version_ref(version_name)
+        with self._db.transaction() as session:
+            # Lock order everywhere: dataset row, then version row.
+            session.execute(
+                select(m.Dataset.id).where(m.Dataset.name == ref.dataset).with_for_update()
+            )
+            version = find_version(session, ref, for_update=True)
+            if version.state in ("committed", "deprecated"):
+                return version_view(session, version, ref.dataset)
+            if version.state == "abandoned":
+                if version.duplicate_of_id is not None and on_duplicate == "use_existing":
+                    return _existing_answer(session, version.duplicate_of_id, ref.dataset)
+                raise VersionNotStaged(
+                    f"{version.name} was abandoned and can no longer be committed; "
+                    "stage a new version",
+                    state=version.state,
+                )
+            return _commit_staged(session, version, ref.dataset, on_duplicate, actor)
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """What commit needs of one shard."""
+
+    split: str
+    index: int
+    count: int
+    records_sha256: str
+    record_count: int
+    size: int
+    schema_digest: str | None
+
+
+def _commit_staged(
+    session: Session, version: m.Version, dataset: str, on_duplicate: str, actor: str
+) -> VersionRecord:
+    rows = [
+        _Part(*row)
+        for row in session.execute(
+            select(
+                m.Shard.split,
+                m.Shard.index,
+                m.Shard.count,
+                m.Shard.records_sha256,
+                m.Shard.record_count,
+                m.Shard.size,
+                m.Shard.schema_digest,
+            )
+            .where(m.Shard.version_id == version.id)
+            .order_by(m.Shard.split, m.Shard.index)
+        )
+    ]
+    _check_complete(version.name, rows)
+    digest = content_digest(
+        ManifestEntry(r.split, r.index, r.count, r.records_sha256, r.record_count) for r in rows
+    )
+    schema = merge_shard_schemas(session, [r.schema_digest for r in rows])
+
+    duplicate = session.scalars(
+        select(m.Version)
+        .where(
+            m.Version.dataset_id == version.dataset_id,
+            m.Version.state == "committed",
+            m.Version.content_digest == digest,
+            m.Version.id != version.id,
+        )
+        .order_by(m.Version.number)
+        .limit(1)
+    ).first()
+    if duplicate is not None and on_duplicate == "error":
+        raise DuplicateContent(
+            f"{version.name} has the same content ({digest}) as the committed version "
+            f"{duplicate.name}; commit with on_duplicate=use_existing to use it, or "
+            "on_duplicate=commit to commit anyway",
+            duplicate_of=duplicate.name,
+            content_digest=digest,
+        )
+    if duplicate is not None and on_duplicate == "use_existing":
+        version.state = "abandoned"
+        version.abandoned_at = m.utcnow()
+        version.duplicate_of_id = duplicate.id
+        record_event(
+            session,
+            actor,
+            "version.abandoned",
+            dataset=dataset,
+            version=version.name,
+            reason="duplicate_content",
+            duplicate_of=duplicate.name,
+        )
+        session.flush()
+        return _existing_answer(session, duplicate.id, dataset)
+
+    schema_digest = None
+    if schema is not None:
+        schema_digest = schema.digest()
+        store_schemas(session, {schema_digest: schema})
+    version.state = "committed"
+    version.committed_at = m.utcnow()
+    version.content_digest = digest
+    version.schema_digest = schema_digest
+    version.shard_count = len(rows)
+    version.record_count = sum(r.record_count for r in rows)
+    version.size = sum(r.size for r in rows)
+    detail: dict[str, Any] = {
+        "content_digest": digest,
+        "shard_count": version.shard_count,
+        "record_count": version.record_count,
+    }
+    if duplicate is not None:  # committed anyway (on_duplicate=commit)
+        detail["same_content_as"] = duplicate.name
+    record_event(
+        session, actor, "version.committed", dataset=dataset, version=version.name, **detail
+    )
+    session.flush()
+    return convert.version_record(version, dataset=dataset)
+
+
+def _existing_answer(session: Session, version_id: int, dataset: str) -> VersionRecord:
+    existing = session.get_one(m.Version, version_id)
+    record = version_view(session, existing, dataset)
+    return replace(record, duplicate_of=existing.name)
+
+
+def _check_complete(name: str, rows: Sequence[_Part]) -> None:
+    if not rows:
+        raise VersionIncomplete(
+            f"{name} has no shards; register shards before committing", missing={}
+        )
+    by_split: dict[str, tuple[int, list[int]]] = {}
+    for row in rows:
+        by_split.setdefault(row.split, (row.count, []))[1].append(row.index)
+    missing: dict[str, list[int]] = {}
+    totals: list[str] = []
+    for split, (count, indices) in sorted(by_split.items()):
+        if len(indices) == count:
+            continue  # indices are unique and < count, so all of 0..count-1 are there
+        missing[split] = list(_missing(indices, count, MAX_MISSING_LISTED))
+        totals.append(f"{split}: {count - len(indices)} of {count} missing")
+    if missing:
+        raise VersionIncomplete(
+            f"{name} is incomplete ({'; '.join(totals)}); register the missing shards first",
+            missing=missing,
+        )
+
+
+def _missing(sorted_indices: list[int], count: int, limit: int) -> Iterator[int]:
+    """The first ``limit`` indices of ``0..count-1`` absent from ``sorted_indices``."""
+    listed = 0
+    expected = 0
+    for index in [*sorted_indices, count]:
+        while expected < index and listed < limit:
+            yield expected
+            expected += 1
+            listed += 1
+        if listed >= limit:
+            return
+        expected = index + 1
+
+
+def merge_shard_schemas(session: Session, digests: Sequence[str | None]) -> Schema | None:
+    """Merge the shards' schemas; None unless every shard was registered with one.
+
+    Identical shard schemas are merged once with their counts scaled by their multiplicity,
+    which is exactly what merging them one by one would give.
+    """
+    if not digests or any(d is None for d in digests):
+        return None
+    multiplicity = Counter(d for d in digests if d is not None)
+    rows = session.execute(
+        select(m.SchemaBlob.digest, m.SchemaBlob.body).where(m.SchemaBlob.digest.in_(multiplicity))
+    )
+    bodies = {digest: body for digest, body in rows}
+    parts = [_scaled(Schema.from_dict(bodies[d]), k) for d, k in multiplicity.items()]
+    return merge_schemas(parts)
+
+
+def _scaled(schema: Schema, times: int) -> Schema:
+    if times == 1:
+        return schema
+    return Schema(
+        record_type=schema.record_type,
+        record_count=schema.record_count * times,
+        features=tuple(replace(f, present_count=f.present_count * times) for f in schema.features),
+    )

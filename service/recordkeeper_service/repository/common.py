@@ -1,0 +1,97 @@
+"""Session-level helpers shared by the repository modules.
+
+These run *inside* a transaction opened by a repository method; they never commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Connection, Insert, Table, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from recordkeeper.errors import DatasetNotFound
+from recordkeeper_service import models as m
+from recordkeeper_service.domain import ShardRecord, VersionRecord
+from recordkeeper_service.repository import convert
+
+__all__ = [
+    "PUBLISHED_STATES",
+    "dataset_row",
+    "insert_ignoring_conflicts",
+    "load_shards",
+    "record_event",
+    "version_names",
+    "version_view",
+]
+
+#: States that resolution by number or alias can see.
+PUBLISHED_STATES = ("committed", "deprecated")
+
+
+def record_event(
+    session: Session,
+    actor: str,
+    action: str,
+    *,
+    dataset: str | None = None,
+    version: str | None = None,
+    **detail: Any,
+) -> None:
+    """Add one audit event to the current transaction."""
+    session.add(
+        m.AuditEvent(actor=actor, action=action, dataset=dataset, version=version, detail=detail)
+    )
+
+
+def dataset_row(session: Session, name: str, *, for_update: bool = False) -> m.Dataset:
+    """The dataset called ``name``, or :class:`DatasetNotFound`."""
+    stmt = select(m.Dataset).where(m.Dataset.name == name)
+    if for_update:
+        stmt = stmt.with_for_update()
+    row = session.scalars(stmt).one_or_none()
+    if row is None:
+        raise DatasetNotFound(f"there is no dataset named {name!r}")
+    return row
+
+
+def insert_ignoring_conflicts(session: Session, table: Table) -> Insert:
+    """``INSERT … ON CONFLICT DO NOTHING`` for the session's dialect."""
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    if dialect == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing()
+    raise NotImplementedError(f"unsupported database dialect {dialect!r}")
+
+
+def load_shards(db: Session | Connection, version_id: int) -> tuple[ShardRecord, ...]:
+    """Every shard of a version, ordered by split and index."""
+    rows = db.execute(
+        select(*convert.SHARD_COLUMNS)
+        .where(m.Shard.version_id == version_id)
+        .order_by(m.Shard.split, m.Shard.index)
+    )
+    return convert.shard_records(rows)
+
+
+def version_names(session: Session, ids: Iterable[int | None]) -> dict[int, str]:
+    """Names of the versions with the given ids."""
+    wanted = {i for i in ids if i is not None}
+    if not wanted:
+        return {}
+    rows = session.execute(select(m.Version.id, m.Version.name).where(m.Version.id.in_(wanted)))
+    return {row.id: row.name for row in rows}
+
+
+def version_view(
+    session: Session, row: m.Version, dataset: str, *, with_shards: bool = False
+) -> VersionRecord:
+    """Convert a version row, loading its shards and ``duplicate_of`` name as needed."""
+    duplicate_of = None
+    if row.duplicate_of_id is not None:
+        duplicate_of = version_names(session, [row.duplicate_of_id]).get(row.duplicate_of_id)
+    shards = load_shards(session, row.id) if with_shards else None
+    return convert.version_record(row, dataset=dataset, duplicate_of=duplicate_of, shards=shards)

@@ -1,0 +1,47 @@
+"""Audit events: read side (events are written by :func:`.common.record_event`)."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from recordkeeper_service import models as m
+from recordkeeper_service.db import Database
+from recordkeeper_service.domain import EventRecord, Page
+from recordkeeper_service.repository import convert
+
+__all__ = ["EventRepository"]
+
+
+class EventRepository:
+    """Lists audit events, newest first."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def list(
+        self,
+        *,
+        dataset: str | None = None,
+        version: str | None = None,
+        action: str | None = None,
+        limit: int,
+        offset: int,
+    ) -> Page[EventRecord]:
+        where = []
+        if dataset:
+            where.append(m.AuditEvent.dataset == dataset)
+        if version:
+            where.append(m.AuditEvent.version == version)
+        if action:
+            where.append(m.AuditEvent.action == action)
+        with self._db.transaction(write=False) as session:
+            total = session.scalar(select(func.count(m.AuditEvent.id)).where(*where)) or 0
+            rows = session.scalars(
+                select(m.AuditEvent)
+                .where(*where)
+                .order_by(m.AuditEvent.id.desc())
+                .limit(limit)
+                .offset(offset)
+            )
+            data = [convert.event_record(row) for row in rows]
+            return Page(data=data, count=total, limit=limit, offset=offset)

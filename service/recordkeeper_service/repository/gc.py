@@ -1,0 +1,170 @@
+"""Garbage collection of storage left by versions that never became visible.
+
+A *candidate* is a version whose storage prefix may be emptied:
+
+* ``abandoned`` versions, and
+* ``staged`` versions created longer ago than a threshold (the collector abandons them before
+  deleting, so a late writer cannot commit after its files are gone);
+
+never a committed or deprecated version, never one a checkpoint references (the lineage guard's
+:func:`~recordkeeper_service.lineage.guard.versions_in_use`), never one already collected, and
+never one whose prefix holds shards of a published version (shards registered in place).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, exists, or_, select
+from sqlalchemy.orm import Session
+
+from recordkeeper.errors import Conflict, InvalidRequest, VersionImmutable
+from recordkeeper_service import models as m
+from recordkeeper_service.db import Database
+from recordkeeper_service.domain import Page, iso_timestamp
+from recordkeeper_service.lineage.guard import ensure_not_in_use, versions_in_use
+from recordkeeper_service.repository.common import PUBLISHED_STATES, record_event
+from recordkeeper_service.repository.resolve import find_version
+from recordkeeper_service.repository.versions import parse_version_ref
+
+__all__ = ["DEFAULT_STAGED_OLDER_THAN", "GcCandidate", "GcRepository"]
+
+#: Staged versions older than this (seconds) are candidates unless told otherwise.
+DEFAULT_STAGED_OLDER_THAN = 86400
+_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class GcCandidate:
+    """A version whose storage prefix may be (or was) collected."""
+
+    name: str
+    dataset: str
+    state: str
+    created_at: datetime.datetime
+    storage_prefix: str
+    shard_count: int
+    abandoned_at: datetime.datetime | None
+    collected_at: datetime.datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "dataset": self.dataset,
+            "state": self.state,
+            "created_at": iso_timestamp(self.created_at),
+            "storage_prefix": self.storage_prefix,
+            "shard_count": self.shard_count,
+            "abandoned_at": iso_timestamp(self.abandoned_at),
+            "collected_at": iso_timestamp(self.collected_at),
+        }
+
+
+def _candidate(row: m.Version, dataset: str) -> GcCandidate:
+    return GcCandidate(
+        name=row.name,
+        dataset=dataset,
+        state=row.state,
+        created_at=row.created_at,
+        storage_prefix=row.storage_prefix,
+        shard_count=row.shard_count,
+        abandoned_at=row.abandoned_at,
+        collected_at=row.collected_at,
+    )
+
+
+def _in_use(session: Session, ids: Sequence[int]) -> set[int]:
+    found: set[int] = set()
+    for start in range(0, len(ids), _CHUNK):
+        found |= versions_in_use(session, ids[start : start + _CHUNK])
+    return found
+
+
+def _holds_published_shards(session: Session, prefix: str) -> bool:
+    """Whether a committed/deprecated version has a shard stored under ``prefix``."""
+    stmt = select(
+        exists()
+        .where(m.Shard.version_id == m.Version.id)
+        .where(m.Version.state.in_(PUBLISHED_STATES))
+        .where(m.Shard.uri.startswith(prefix, autoescape=True))
+    )
+    return bool(session.scalar(stmt))
+
+
+class GcRepository:
+    """Candidates for garbage collection and marking them collected."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def candidates(self, *, staged_older_than: int, limit: int, offset: int) -> Page[GcCandidate]:
+        """Uncollected abandoned versions and stale staged ones, oldest first (newest last)."""
+        if staged_older_than < 0:
+            raise InvalidRequest("staged_older_than must be a number of seconds >= 0")
+        now = m.utcnow()
+        # No staged version is older than the calendar: clamp, or timedelta/datetime overflow.
+        since_year_one = now - datetime.datetime.min.replace(tzinfo=datetime.UTC)
+        seconds = min(staged_older_than, int(since_year_one.total_seconds()))
+        cutoff = now - datetime.timedelta(seconds=seconds)
+        with self._db.transaction(write=False) as session:
+            rows = session.execute(
+                select(m.Version, m.Dataset.name)
+                .join(m.Dataset, m.Dataset.id == m.Version.dataset_id)
+                .where(m.Version.collected_at.is_(None))
+                .where(
+                    or_(
+                        m.Version.state == "abandoned",
+                        and_(m.Version.state == "staged", m.Version.created_at < cutoff),
+                    )
+                )
+                .order_by(m.Version.created_at, m.Version.id)
+            ).all()
+            # Explicit even though only committed versions can train checkpoints.
+            in_use = _in_use(session, [row.id for row, _ in rows])
+            kept = [
+                _candidate(row, dataset)
+                for row, dataset in rows
+                if row.id not in in_use
+                and row.state not in PUBLISHED_STATES
+                and not _holds_published_shards(session, row.storage_prefix)
+            ]
+        return Page(data=kept[offset : offset + limit], count=len(kept), limit=limit, offset=offset)
+
+    def mark_collected(
+        self, version_name: str, *, actor: str, objects: int | None, size: int | None
+    ) -> GcCandidate:
+        """Record that an abandoned version's storage was deleted (idempotent)."""
+        ref = parse_version_ref(version_name)
+        with self._db.transaction() as session:
+            row = find_version(session, ref, for_update=True)
+            if row.state in PUBLISHED_STATES:
+                raise VersionImmutable(
+                    f"{row.name} is {row.state}; its storage is never collected", state=row.state
+                )
+            if row.state != "abandoned":
+                raise Conflict(
+                    f"{row.name} is {row.state}; abandon it before collecting its storage",
+                    state=row.state,
+                )
+            # Only committed versions can train checkpoints, but the guard is explicit.
+            ensure_not_in_use(session, row)
+            if row.collected_at is None:
+                row.collected_at = m.utcnow()
+                detail: dict[str, Any] = {"storage_prefix": row.storage_prefix}
+                if objects is not None:
+                    detail["objects"] = objects
+                if size is not None:
+                    detail["bytes"] = size
+                record_event(
+                    session,
+                    actor,
+                    "version.collected",
+                    dataset=ref.dataset,
+                    version=row.name,
+                    **detail,
+                )
+                session.flush()
+            return _candidate(row, ref.dataset)

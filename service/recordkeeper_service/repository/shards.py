@@ -1,0 +1,198 @@
+"""Registering shards of a staged version, in bulk.
+
+One request may carry 10,000 shards, so the work is set-based: one query loads the version's
+existing shards for the conflict check, missing schema bodies are inserted once per digest, and
+the new shards go in as one multi-row ``INSERT`` (executemany).  The version row is locked for the
+duration, so a concurrent commit either sees all of this request's shards or none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.orm import Session
+
+from recordkeeper.errors import InvalidShard, ShardConflict, VersionImmutable, VersionNotStaged
+from recordkeeper.schema import Schema
+from recordkeeper_service import models as m
+from recordkeeper_service.db import Database
+from recordkeeper_service.domain import RegisterResult
+from recordkeeper_service.repository.common import insert_ignoring_conflicts, record_event
+from recordkeeper_service.repository.resolve import find_version
+from recordkeeper_service.repository.versions import parse_version_ref
+from recordkeeper_service.uris import AllowedRoots
+from recordkeeper_service.validation import ValidShard, validate_shards
+
+__all__ = ["ShardRepository", "store_schemas"]
+
+_EXISTING_COLUMNS = (
+    m.Shard.split,
+    m.Shard.index,
+    m.Shard.count,
+    m.Shard.uri,
+    m.Shard.compression,
+    m.Shard.size,
+    m.Shard.sha256,
+    m.Shard.crc32c,
+    m.Shard.records_sha256,
+    m.Shard.record_count,
+)
+
+
+def store_schemas(session: Session, schemas: Mapping[str, Schema]) -> None:
+    """Insert the schema bodies whose digests are not stored yet (content-addressed)."""
+    if not schemas:
+        return
+    known = set(
+        session.scalars(select(m.SchemaBlob.digest).where(m.SchemaBlob.digest.in_(schemas)))
+    )
+    missing = [
+        {"digest": digest, "body": schema.to_dict(), "created_at": m.utcnow()}
+        for digest, schema in schemas.items()
+        if digest not in known
+    ]
+    if missing:
+        table = m.SchemaBlob.__table__
+        session.execute(insert_ignoring_conflicts(session, table), missing)
+
+
+class ShardRepository:
+    """Bulk shard registration; each call is one transaction."""
+
+    def __init__(self, db: Database, roots: AllowedRoots) -> None:
+        self._db = db
+        self._roots = roots
+
+    def register(
+        self, version_name: str, shards: Sequence[Mapping[str, Any]], *, actor: str
+    ) -> RegisterResult:
+        """Register ``shards`` on a staged version; identical re-registrations are no-ops."""
+        ref = parse_version_ref(version_name)
+        valid, schemas = validate_shards(shards, self._roots)
+        with self._db.transaction() as session:
+            version = find_version(session, ref, for_update=True)
+            if version.state in ("committed", "deprecated"):
+                raise VersionImmutable(
+                    f"{version.name} is {version.state}; its shards can never change",
+                    state=version.state,
+                )
+            if version.state != "staged":
+                raise VersionNotStaged(
+                    f"{version.name} is {version.state}; only staged versions accept shards",
+                    state=version.state,
+                )
+            existing = {
+                (row["split"], row["index"]): row
+                for row in session.execute(
+                    select(*_EXISTING_COLUMNS).where(m.Shard.version_id == version.id)
+                ).mappings()
+            }
+            new, unchanged = _plan(valid, existing)
+            used = {shard.schema_digest for shard in new}
+            store_schemas(session, {d: s for d, s in schemas.items() if d in used})
+            if new:
+                now = m.utcnow()
+                session.execute(
+                    insert(m.Shard.__table__),
+                    [_row(version.id, shard, now) for shard in new],
+                )
+                session.execute(
+                    update(m.Version)
+                    .where(m.Version.id == version.id)
+                    .values(
+                        shard_count=m.Version.shard_count + len(new),
+                        record_count=m.Version.record_count + sum(s.record_count for s in new),
+                        size=m.Version.size + sum(s.size for s in new),
+                    )
+                    .execution_options(synchronize_session=False)
+                )
+                record_event(
+                    session,
+                    actor,
+                    "version.shards_registered",
+                    dataset=ref.dataset,
+                    version=version.name,
+                    registered=len(new),
+                    unchanged=unchanged,
+                )
+            return RegisterResult(
+                registered=len(new),
+                unchanged=unchanged,
+                shard_count=len(existing) + len(new),
+            )
+
+
+def _plan(
+    shards: Sequence[ValidShard], existing: Mapping[tuple[str, int], Mapping[str, Any]]
+) -> tuple[list[ValidShard], int]:
+    """Split the request into new shards and unchanged ones; refuse conflicts."""
+    split_counts: dict[str, int] = {}
+    for (split, _index), row in existing.items():
+        split_counts.setdefault(split, row["count"])
+    seen: dict[tuple[str, int], ValidShard] = {}
+    new: list[ValidShard] = []
+    unchanged = 0
+    for shard in shards:
+        expected = split_counts.setdefault(shard.split, shard.count)
+        if shard.count != expected:
+            raise InvalidShard(
+                f"shard {shard.position}: split {shard.split!r} has count {expected}, "
+                f"but this shard says {shard.count}",
+                shard=shard.position,
+            )
+        stored = existing.get(shard.key)
+        if stored is not None:
+            if not shard.same_content(stored):
+                raise _conflict(shard, "is already registered with other content or URI")
+            unchanged += 1
+            continue
+        earlier = seen.get(shard.key)
+        if earlier is not None:
+            if not shard.same_content(_as_mapping(earlier)):
+                raise _conflict(
+                    shard, f"appears twice with different content (also shard {earlier.position})"
+                )
+            unchanged += 1
+            continue
+        seen[shard.key] = shard
+        new.append(shard)
+    return new, unchanged
+
+
+def _conflict(shard: ValidShard, why: str) -> ShardConflict:
+    name = f"{shard.split}-{shard.index:05d}-of-{shard.count:05d}"
+    return ShardConflict(f"shard {shard.position} ({name}) {why}", shard=shard.position)
+
+
+def _as_mapping(shard: ValidShard) -> dict[str, Any]:
+    return {
+        "count": shard.count,
+        "uri": shard.uri,
+        "compression": shard.compression,
+        "size": shard.size,
+        "sha256": shard.sha256,
+        "crc32c": shard.crc32c,
+        "records_sha256": shard.records_sha256,
+        "record_count": shard.record_count,
+    }
+
+
+def _row(version_id: int, shard: ValidShard, now: Any) -> dict[str, Any]:
+    return {
+        "version_id": version_id,
+        "split": shard.split,
+        "index": shard.index,
+        "count": shard.count,
+        "uri": shard.uri,
+        "compression": shard.compression,
+        "size": shard.size,
+        "sha256": shard.sha256,
+        "crc32c": shard.crc32c,
+        "records_sha256": shard.records_sha256,
+        "record_count": shard.record_count,
+        "schema_digest": shard.schema_digest,
+        "storage_identity": shard.storage_identity,
+        "registered_at": now,
+    }

@@ -1,0 +1,378 @@
+"""Versions: stage, resolve, list, abandon, deprecate.
+
+Registering shards lives in :mod:`.shards` and committing in :mod:`.commit`.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+import anyio.to_thread
+from sqlalchemy import Connection, Select, bindparam, func, select, update
+from sqlalchemy.orm import Session
+
+from recordkeeper.errors import (
+    DigestMismatch,
+    InvalidHash,
+    InvalidRequest,
+    InvalidVersionName,
+    VersionImmutable,
+)
+from recordkeeper.naming import (
+    CONVENTION,
+    format_version_name,
+    parse_date,
+    parse_version_name,
+    validate_dataset_name,
+    validate_desc,
+)
+from recordkeeper.refs import Reference, RefKind, parse_reference
+from recordkeeper_service import models as m
+from recordkeeper_service.db import Database
+from recordkeeper_service.domain import Page, VersionRecord
+from recordkeeper_service.lineage.guard import ensure_not_in_use
+from recordkeeper_service.repository import convert
+from recordkeeper_service.repository.cache import VersionCache
+from recordkeeper_service.repository.common import (
+    PUBLISHED_STATES,
+    dataset_row,
+    load_shards,
+    record_event,
+    version_names,
+    version_view,
+)
+from recordkeeper_service.repository.datasets import ensure_dataset
+from recordkeeper_service.repository.fastpath import HOT_COLUMNS, AsyncPostgresReader
+from recordkeeper_service.repository.resolve import (
+    check_visible,
+    find_version,
+    pick,
+    resolution_params,
+    resolution_statement,
+)
+from recordkeeper_service.uris import AllowedRoots, UriError
+
+__all__ = ["MAX_REASON_LENGTH", "VersionRepository", "parse_version_ref", "today_utc"]
+
+MAX_REASON_LENGTH = 2000
+_HEX = frozenset("0123456789abcdef")
+
+
+def today_utc() -> datetime.date:
+    return datetime.datetime.now(datetime.UTC).date()
+
+
+def parse_version_ref(text: str) -> Reference:
+    """Parse a path ``{version_name}``: it must be a version name, not another ref form."""
+    if "@" not in text:
+        name = parse_version_name(text.strip())  # InvalidVersionName with the precise reason
+        return Reference(dataset=name.dataset, kind=RefKind.NAME, number=name.number, name=name)
+    ref = parse_reference(text)
+    if ref.kind is not RefKind.NAME:
+        raise InvalidVersionName(
+            f"{text!r} is a reference, but this operation needs the version's name "
+            "(dataset_YYYYMMDD_vN[_desc])"
+        )
+    return ref
+
+
+def _normalize_digest(value: str) -> str:
+    digest = value.removeprefix("sha256:")
+    if len(digest) != 64 or not set(digest) <= _HEX:
+        raise InvalidHash(
+            f"expect_digest must be 'sha256:' followed by 64 lowercase hex digits, got {value!r}"
+        )
+    return "sha256:" + digest
+
+
+_BY_ID = select(*convert.VERSION_COLUMNS).where(m.Version.id == bindparam("rk_id"))
+_READ_STATEMENTS: dict[str, Select[Any]] = {}
+
+
+def _read_statement(ref: Reference) -> Select[Any]:
+    """The column query resolving ``ref``, built once per reference shape."""
+    key = ref.kind.value if ref.kind is not RefKind.ALIAS else f"alias:{ref.alias == 'latest'}"
+    stmt = _READ_STATEMENTS.get(key)
+    if stmt is None:
+        stmt = _READ_STATEMENTS[key] = resolution_statement(select(*HOT_COLUMNS), ref)
+    return stmt
+
+
+def _overlay(record: VersionRecord, row: Any, with_shards: bool) -> VersionRecord:
+    """The cached immutable ``record`` with the live state and deprecation of ``row``."""
+    return replace(
+        record,
+        state=row.state,
+        deprecated_at=row.deprecated_at,
+        deprecated_reason=row.deprecated_reason,
+        shards=record.shards if with_shards else None,
+    )
+
+
+def _checked(record: VersionRecord, expected: str | None, ref_text: str) -> VersionRecord:
+    """``record``, or :class:`DigestMismatch` if its content is not the ``expected`` one."""
+    if expected is not None and record.content_digest != expected:
+        raise DigestMismatch(
+            f"{ref_text} resolved to {record.name} whose content digest is "
+            f"{record.content_digest or 'not computed (staged)'}, not {expected}",
+            expected=expected,
+            actual=record.content_digest,
+            version=record.name,
+        )
+    return record
+
+
+class VersionRepository:
+    """Version lifecycle and reads; each public method is one transaction."""
+
+    def __init__(
+        self,
+        db: Database,
+        roots: AllowedRoots,
+        storage_root: str,
+        cache: VersionCache | None = None,
+        fast_reader: AsyncPostgresReader | None = None,
+    ) -> None:
+        self._db = db
+        self._roots = roots
+        self._storage_root = storage_root
+        self._cache = cache if cache is not None else VersionCache()
+        self._fast = fast_reader
+
+    # ---------------------------------------------------------------- stage
+
+    def stage(
+        self,
+        dataset: str,
+        *,
+        actor: str,
+        desc: str | None = None,
+        date: str | None = None,
+        root: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> VersionRecord:
+        """Allocate the next number of ``dataset`` (creating it if needed) and stage a version."""
+        validate_dataset_name(dataset)
+        validate_desc(desc)
+        day = parse_date(date) if date is not None else today_utc()
+        try:
+            normalized_root = self._roots.check(root or self._storage_root, "storage root")
+        except UriError as exc:
+            raise InvalidRequest(f"root: {exc}") from None
+        base = normalized_root.rstrip("/")
+        with self._db.transaction() as session:
+            dataset_id = ensure_dataset(session, dataset, actor)
+            number = self._allocate_number(session, dataset_id)
+            name = format_version_name(dataset, day, number, desc)
+            row = m.Version(
+                dataset_id=dataset_id,
+                number=number,
+                name=name,
+                date=day,
+                desc=desc,
+                convention=CONVENTION,
+                state="staged",
+                storage_prefix=f"{base}/{dataset}/{name}/",
+                record_count=0,
+                shard_count=0,
+                size=0,
+                extra_metadata=metadata or {},
+                created_by=actor,
+            )
+            session.add(row)
+            session.flush()
+            record_event(
+                session, actor, "version.staged", dataset=dataset, version=name, number=number
+            )
+            return convert.version_record(row, dataset=dataset)
+
+    @staticmethod
+    def _allocate_number(session: Session, dataset_id: int) -> int:
+        """Atomically take the dataset's next number (the row lock serialises stagers)."""
+        stmt = (
+            update(m.Dataset)
+            .where(m.Dataset.id == dataset_id)
+            .values(next_number=m.Dataset.next_number + 1)
+            .returning(m.Dataset.next_number)
+            .execution_options(synchronize_session=False)
+        )
+        return int(session.execute(stmt).scalar_one()) - 1
+
+    # ---------------------------------------------------------------- read
+
+    def resolve(
+        self, ref_text: str, *, shards: bool = True, expect_digest: str | None = None
+    ) -> VersionRecord:
+        """The version any reference form points at (see :mod:`.resolve`)."""
+        ref = parse_reference(ref_text)
+        expected = _normalize_digest(expect_digest) if expect_digest is not None else None
+        record = self._db.read(lambda conn: self._read_published(conn, ref, shards))
+        if record is None:
+            with self._db.transaction(write=False) as session:
+                row = find_version(session, ref)
+                record = version_view(session, row, ref.dataset, with_shards=shards)
+        return _checked(record, expected, ref_text)
+
+    async def resolve_async(
+        self, ref_text: str, *, shards: bool = True, expect_digest: str | None = None
+    ) -> VersionRecord:
+        """:meth:`resolve` for the event loop.
+
+        A committed version already in the cache is answered after one query run without a
+        worker thread: on PostgreSQL through asyncio psycopg (:mod:`.fastpath`), on SQLite
+        directly (an in-process read of a WAL database, which does not wait for writers).
+        Anything else — a cache miss, a staged version, an error to explain — runs
+        :meth:`resolve` in the thread pool.
+        """
+        ref = parse_reference(ref_text)
+        if self._fast is not None:
+            row = pick(await self._fast.fetch_versions(ref), ref)
+        elif self._db.is_sqlite:
+            row = self._db.read(
+                lambda conn: pick(
+                    conn.execute(_read_statement(ref), resolution_params(ref)).all(), ref
+                )
+            )
+        else:  # pragma: no cover - every supported database has a fast path
+            row = None
+        record = self._from_cache(row, ref, shards)
+        if record is not None:
+            expected = _normalize_digest(expect_digest) if expect_digest is not None else None
+            return _checked(record, expected, ref_text)
+        return await anyio.to_thread.run_sync(
+            partial(self.resolve, ref_text, shards=shards, expect_digest=expect_digest)
+        )
+
+    async def aclose(self) -> None:
+        """Release the event-loop resources (the PostgreSQL fast path's connections)."""
+        if self._fast is not None:
+            await self._fast.aclose()
+
+    def _from_cache(self, row: Any, ref: Reference, with_shards: bool) -> VersionRecord | None:
+        """The answer for a hot-query row if the cache holds what is needed, else None."""
+        if row is None or row.state not in PUBLISHED_STATES or row.duplicate_of_id:
+            return None
+        check_visible(row, ref, published_only=False)
+        record = self._cache.get(row.id)
+        if record is None or (with_shards and record.shards is None):
+            return None
+        return _overlay(record, row, with_shards)
+
+    def _read_published(
+        self, conn: Connection, ref: Reference, with_shards: bool
+    ) -> VersionRecord | None:
+        """One query for a committed version, the rest from (or into) the cache.
+
+        Returns None when the transactional path must answer (nothing found, a staged or
+        abandoned version), which also produces the precise error.
+        """
+        rows = conn.execute(_read_statement(ref), resolution_params(ref)).all()
+        row = pick(rows, ref)
+        record = self._from_cache(row, ref, with_shards)
+        if record is not None or row is None or row.state not in PUBLISHED_STATES:
+            return record
+        if row.duplicate_of_id:
+            return None
+        full = conn.execute(_BY_ID, {"rk_id": row.id}).one()
+        shards = load_shards(conn, row.id) if with_shards else None
+        cached = convert.version_record(full, dataset=ref.dataset, shards=shards)
+        cached = cached.with_rendered_splits()
+        self._cache.put(cached)
+        return _overlay(cached, row, with_shards)
+
+    def list(
+        self,
+        dataset: str,
+        *,
+        state: str | None,
+        since: str | None,
+        until: str | None,
+        limit: int,
+        offset: int,
+    ) -> Page[VersionRecord]:
+        """Versions of ``dataset``, newest (highest number) first."""
+        validate_dataset_name(dataset)
+        since_day = parse_date(since) if since else None
+        until_day = parse_date(until) if until else None
+        with self._db.transaction(write=False) as session:
+            ds = dataset_row(session, dataset)
+            where = [m.Version.dataset_id == ds.id]
+            if state:
+                where.append(m.Version.state == state)
+            if since_day:
+                where.append(m.Version.date >= since_day)
+            if until_day:
+                where.append(m.Version.date <= until_day)
+            total = session.scalar(select(func.count(m.Version.id)).where(*where)) or 0
+            rows = list(
+                session.scalars(
+                    select(m.Version)
+                    .where(*where)
+                    .order_by(m.Version.number.desc())
+                    .limit(limit)
+                    .offset(offset)
+                )
+            )
+            names = version_names(session, (r.duplicate_of_id for r in rows))
+            data = [
+                convert.version_record(
+                    r, dataset=dataset, duplicate_of=names.get(r.duplicate_of_id or -1)
+                )
+                for r in rows
+            ]
+            return Page(data=data, count=total, limit=limit, offset=offset)
+
+    # ---------------------------------------------------------------- state changes
+
+    def abandon(self, version_name: str, *, actor: str) -> VersionRecord:
+        """Abandon a staged version (idempotent); committed versions are immutable."""
+        ref = parse_version_ref(version_name)
+        with self._db.transaction() as session:
+            row = find_version(session, ref, for_update=True)
+            if row.state in ("committed", "deprecated"):
+                raise VersionImmutable(
+                    f"{row.name} is {row.state}; only staged versions can be abandoned",
+                    state=row.state,
+                )
+            if row.state == "staged":
+                row.state = "abandoned"
+                row.abandoned_at = m.utcnow()
+                record_event(
+                    session, actor, "version.abandoned", dataset=ref.dataset, version=row.name
+                )
+                session.flush()
+            return version_view(session, row, ref.dataset)
+
+    def deprecate(
+        self, ref_text: str, *, reason: str | None, actor: str, force: bool = False
+    ) -> VersionRecord:
+        """Mark a committed version deprecated (idempotent; the first reason is kept).
+
+        A version that trained checkpoints is refused with ``version_in_use`` unless ``force``
+        (the route allows it to admin tokens only).
+        """
+        ref = parse_reference(ref_text)
+        reason = (reason or "").strip() or None
+        if reason is not None and len(reason) > MAX_REASON_LENGTH:
+            raise InvalidRequest(f"reason is longer than {MAX_REASON_LENGTH} characters")
+        with self._db.transaction() as session:
+            row = find_version(session, ref, published_only=True, for_update=True)
+            if row.state == "committed":
+                in_use = ensure_not_in_use(session, row, force=force)
+                row.state = "deprecated"
+                row.deprecated_at = m.utcnow()
+                row.deprecated_reason = reason
+                record_event(
+                    session,
+                    actor,
+                    "version.deprecated",
+                    dataset=ref.dataset,
+                    version=row.name,
+                    reason=reason,
+                    **({"forced_over_checkpoints": in_use} if in_use else {}),
+                )
+                session.flush()
+            return version_view(session, row, ref.dataset)

@@ -1,0 +1,30 @@
+"""``GET /api/v1/info``: what clients need to know about this service."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from recordkeeper import __version__
+from recordkeeper.naming import CONVENTION
+from recordkeeper_service.api_models import InfoOut
+from recordkeeper_service.deps import Reader, SettingsDep
+from recordkeeper_service.responses import JSON
+from recordkeeper_service.validation import MAX_SHARDS_PER_REQUEST
+
+router = APIRouter(tags=["info"])
+
+
+@router.get("/info", response_model=InfoOut)
+async def get_info(settings: SettingsDep, _who: Reader) -> JSON:
+    """Service version, naming convention, storage roots and auth mode."""
+    return JSON(
+        {
+            "version": __version__,
+            "naming_convention": CONVENTION,
+            "storage_root": settings.storage_root,
+            "allowed_roots": settings.allowed_roots,
+            "auth": "open" if settings.open_access else "token",
+            "max_shards_per_request": MAX_SHARDS_PER_REQUEST,
+            "max_body_bytes": settings.max_body_bytes,
+        }
+    )

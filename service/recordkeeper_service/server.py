@@ -1,0 +1,110 @@
+"""Running the service under uvicorn, with one or several worker processes.
+
+The listening socket is created here, with ``TCP_NODELAY`` set on it; Linux copies that option
+to every accepted connection, so keep-alive responses are never held back by Nagle's algorithm
+waiting for the client's delayed ACK (the ~40 ms stall seen with ``uvicorn --workers N``, see
+docs/operations.md).  With several workers the socket is shared by uvicorn's process
+supervisor; each worker builds its app from the environment (:func:`settings_environment`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+from recordkeeper_service.db import Database, normalize_database_url
+from recordkeeper_service.settings import Settings
+from recordkeeper_service.startup import check_startup, prepare_embedded_database
+
+__all__ = ["listening_socket", "run", "settings_environment"]
+
+log = logging.getLogger("recordkeeper_service")
+APP_FACTORY = "recordkeeper_service.app:app_from_env"
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A bound TCP socket with ``SO_REUSEADDR`` and ``TCP_NODELAY`` (inherited by accepts)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def settings_environment(settings: Settings) -> dict[str, str]:
+    """``RECORDKEEPER_*`` variables that make ``Settings()`` in a worker equal ``settings``."""
+    env = {
+        "RECORDKEEPER_STORAGE_ROOT": settings.storage_root,
+        "RECORDKEEPER_ALLOWED_ROOTS": ",".join(settings.allowed_roots),
+        "RECORDKEEPER_AUTH": settings.auth,
+        "RECORDKEEPER_HOST": settings.host,
+        "RECORDKEEPER_PORT": str(settings.port),
+        "RECORDKEEPER_MAX_BODY_BYTES": str(settings.max_body_bytes),
+        "RECORDKEEPER_DB_POOL_SIZE": str(settings.db_pool_size),
+        "RECORDKEEPER_LOG_LEVEL": settings.log_level,
+    }
+    if settings.database_url is not None:
+        env["RECORDKEEPER_DATABASE_URL"] = settings.database_url
+    return env
+
+
+def preflight(settings: Settings) -> None:
+    """Create the embedded database if new, then run the start-up checks once, up front."""
+    if prepare_embedded_database(settings):
+        log.info("created the embedded registry database")
+    database = Database(settings.effective_database_url, pool_size=1)
+    try:
+        check_startup(settings, database)
+    finally:
+        database.dispose()
+
+
+def run(
+    settings: Settings,
+    *,
+    workers: int = 1,
+    access_log: bool = False,
+    loop: str = "auto",
+    http: str = "auto",
+) -> None:
+    """Serve until interrupted.  Raises :class:`~.startup.StartupError` if unsafe."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    preflight(settings)
+    os.environ.update(settings_environment(settings))
+    sock = listening_socket(settings.host, settings.port)
+    config = uvicorn.Config(
+        APP_FACTORY,
+        factory=True,
+        workers=workers,
+        log_level=settings.log_level,
+        access_log=access_log,
+        loop=loop,
+        http=http,
+        lifespan="on",
+        server_header=False,
+    )
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in str(host) else host
+    print(
+        f"recordkeeper serving on http://{shown}:{port} with {workers} worker(s); "
+        f"auth: {'open (loopback)' if settings.open_access else 'token'}; "
+        f"database: {normalize_database_url(settings.effective_database_url).render_as_string()}",
+        flush=True,
+    )
+    try:
+        if workers > 1:
+            Multiprocess(config, sockets=[sock]).run()
+        else:
+            uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

@@ -1,0 +1,146 @@
+"""Service configuration: ``RECORDKEEPER_*`` environment variables read by pydantic-settings.
+
+Nothing is read or created at import time; :class:`Settings` reads the environment when it is
+constructed (``Settings()``), and tests pass their own values (``Settings(database_url=...)``).
+
+The embedded defaults live in the per-user data directory (``platformdirs.user_data_dir
+("recordkeeper")``, e.g. ``~/.local/share/recordkeeper`` on Linux): the SQLite registry
+``registry.db`` and the local storage root ``storage/``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated, Literal
+
+import platformdirs
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from recordkeeper_service.uris import UriError, as_root
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "Settings",
+    "default_database_path",
+    "default_storage_root",
+    "is_loopback",
+    "user_data_dir",
+]
+
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+def user_data_dir() -> Path:
+    """The per-user data directory holding the embedded database and storage."""
+    return Path(platformdirs.user_data_dir("recordkeeper"))
+
+
+def default_database_path() -> Path:
+    """Where the embedded SQLite registry lives when ``RECORDKEEPER_DATABASE_URL`` is unset."""
+    return user_data_dir() / "registry.db"
+
+
+def default_storage_root() -> str:
+    """The ``file://`` URI of the embedded local storage root."""
+    return (user_data_dir() / "storage").as_uri()
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class Settings(BaseSettings):
+    """Every setting of the service; see docs/configuration.md."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RECORDKEEPER_", extra="ignore", validate_default=True
+    )
+
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the registry; unset means the embedded SQLite file.",
+    )
+    storage_root: str = Field(
+        default_factory=default_storage_root,
+        description="Default root URI for new versions (file://, s3://, gs://).",
+    )
+    allowed_roots: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="URI prefixes where shards may live; empty means [storage_root].",
+    )
+    auth: Literal["auto", "required"] = "auto"
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
+    db_pool_size: int = Field(default=5, ge=1, le=1000)
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+
+    @field_validator("allowed_roots", mode="before")
+    @classmethod
+    def _split_roots(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("storage_root")
+    @classmethod
+    def _check_storage_root(cls, value: str) -> str:
+        try:
+            return as_root(value)
+        except UriError as exc:
+            raise ValueError(f"RECORDKEEPER_STORAGE_ROOT: {exc}") from None
+
+    @field_validator("allowed_roots")
+    @classmethod
+    def _check_allowed_roots(cls, value: list[str]) -> list[str]:
+        roots = []
+        for root in value:
+            try:
+                normalized = as_root(root)
+            except UriError as exc:
+                raise ValueError(f"RECORDKEEPER_ALLOWED_ROOTS: {exc}") from None
+            scheme, _, rest = normalized.partition("://")
+            if rest.strip("/") == "":
+                raise ValueError(
+                    f"RECORDKEEPER_ALLOWED_ROOTS: {root!r} would allow every {scheme} location "
+                    "(the whole file system or every bucket); name a directory or bucket"
+                )
+            roots.append(normalized)
+        return roots
+
+    @model_validator(mode="after")
+    def _roots_contain_storage_root(self) -> Settings:
+        if not self.allowed_roots:
+            self.allowed_roots = [self.storage_root]
+        elif not any(self.storage_root.startswith(root) for root in self.allowed_roots):
+            raise ValueError(
+                f"RECORDKEEPER_STORAGE_ROOT {self.storage_root!r} is not inside "
+                f"RECORDKEEPER_ALLOWED_ROOTS ({', '.join(self.allowed_roots)}); "
+                "new versions could not be staged under the default root"
+            )
+        return self
+
+    @property
+    def uses_embedded_database(self) -> bool:
+        """True when no database URL was configured and the per-user SQLite file is used."""
+        return self.database_url is None
+
+    @property
+    def effective_database_url(self) -> str:
+        """The database URL in use (the embedded SQLite file when none is configured)."""
+        if self.database_url is not None:
+            return self.database_url
+        return f"sqlite:///{default_database_path()}"
+
+    @property
+    def open_access(self) -> bool:
+        """Requests without a token act as admin: only with auth=auto on a loopback address."""
+        return self.auth == "auto" and is_loopback(self.host)

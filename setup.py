@@ -1,0 +1,45 @@
+"""Package discovery; every other piece of metadata lives in pyproject.toml.
+
+A file's path is its import path under one of two source roots: ``client/`` holds the
+``recordkeeper`` library and ``service/`` the ``recordkeeper_service`` FastAPI service.  The one
+mapped folder is ``migrations/`` (the Alembic environment), shipped as
+``recordkeeper_service.migrations``.  New packages are found, never listed by hand.
+"""
+
+from __future__ import annotations
+
+from setuptools import Extension, find_packages, setup
+
+SOURCE_ROOTS = ("client", "service")
+MAPPED = {"recordkeeper_service.migrations": "migrations"}
+
+
+def discover() -> tuple[list[str], dict[str, str]]:
+    """Every package under the source roots and the mapped folders, with its directory."""
+    package_dir: dict[str, str] = {}
+    for root in SOURCE_ROOTS:
+        for name in find_packages(root):
+            package_dir[name] = f"{root}/{name.replace('.', '/')}"
+    for package, folder in MAPPED.items():
+        package_dir[package] = folder
+        for sub in find_packages(folder):
+            package_dir[f"{package}.{sub}"] = f"{folder}/{sub.replace('.', '/')}"
+    return sorted(package_dir), package_dir
+
+
+packages, package_dir = discover()
+
+setup(
+    packages=packages,
+    package_dir=package_dir,
+    # Optional C fast paths for deframing/CRC checks and schema inference. Without a compiler the
+    # install still succeeds and the pure-Python code is used.
+    ext_modules=[
+        Extension(
+            "recordkeeper._speedups",
+            sources=["client/recordkeeper/_speedups.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        )
+    ],
+)
