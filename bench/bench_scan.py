@@ -68,6 +68,7 @@ def main() -> None:
         )
 
         print(f"fast paths: {implementation()}")
+
         def sha256_only() -> None:
             for path in paths:
                 digest = hashlib.sha256()

@@ -34,8 +34,18 @@ def source_packages() -> list[str]:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "-q", "-w", str(out), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
         check=True,
     )
     (built,) = out.glob("recordkeeper-*.whl")
@@ -52,7 +62,9 @@ def clean_python(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True)
     purelib = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     Path(purelib, "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return python
@@ -63,8 +75,10 @@ def test_every_source_package_is_in_the_wheel(wheel: Path) -> None:
     in_wheel = {n.rsplit("/", 1)[0].replace("/", ".") for n in names if n.endswith("__init__.py")}
     missing = sorted(set(source_packages()) - in_wheel)
     assert not missing, f"packages left out of the wheel (see setup.py): {missing}"
-    assert any(n.startswith("recordkeeper_service/migrations/versions/") and n.endswith(".py")
-               for n in names), "no migration revisions in the wheel"
+    assert any(
+        n.startswith("recordkeeper_service/migrations/versions/") and n.endswith(".py")
+        for n in names
+    ), "no migration revisions in the wheel"
     assert "recordkeeper_service/migrations/script.py.mako" in names
     assert "recordkeeper/py.typed" in names
 
@@ -79,8 +93,7 @@ def test_every_subpackage_imports_from_the_installed_wheel(clean_python: Path) -
         "import recordkeeper\n"
         "print(len(recordkeeper.__all__))\n"
     )
-    result = subprocess.run([clean_python, "-c", code], capture_output=True, text=True,
-                            cwd="/")
+    result = subprocess.run([clean_python, "-c", code], capture_output=True, text=True, cwd="/")
     assert result.returncode == 0, result.stderr
 
 
@@ -92,9 +105,13 @@ def test_base_import_does_not_load_tensorflow(clean_python: Path) -> None:
 
 def test_installed_cli_migrates_a_new_database(clean_python: Path, tmp_path: Path) -> None:
     cli = clean_python.parent / "recordkeeper"
-    env = {"RECORDKEEPER_DATABASE_URL": f"sqlite:///{tmp_path / 'registry.db'}",
-           "PATH": str(clean_python.parent), "HOME": str(tmp_path)}
-    result = subprocess.run([cli, "db", "upgrade"], capture_output=True, text=True, env=env,
-                            cwd="/")
+    env = {
+        "RECORDKEEPER_DATABASE_URL": f"sqlite:///{tmp_path / 'registry.db'}",
+        "PATH": str(clean_python.parent),
+        "HOME": str(tmp_path),
+    }
+    result = subprocess.run(
+        [cli, "db", "upgrade"], capture_output=True, text=True, env=env, cwd="/"
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "registry.db").exists()

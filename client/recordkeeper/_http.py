@@ -122,7 +122,11 @@ class HttpCore:
         while True:
             try:
                 response = self._client.request(
-                    method, url, params=clean_params, json=json, headers=headers,
+                    method,
+                    url,
+                    params=clean_params,
+                    json=json,
+                    headers=headers,
                     **self._timeout_kwargs,
                 )
             except httpx.TransportError as exc:

@@ -125,7 +125,9 @@ def _size(n: int) -> str:
 def _main(
     url: Annotated[
         str | None,
-        typer.Option(envvar="RECORDKEEPER_URL", help="Service URL [default: http://127.0.0.1:8080]"),
+        typer.Option(
+            envvar="RECORDKEEPER_URL", help="Service URL [default: http://127.0.0.1:8080]"
+        ),
     ] = None,
     token: Annotated[
         str | None, typer.Option(envvar="RECORDKEEPER_TOKEN", help="API token.", show_default=False)
@@ -188,14 +190,18 @@ def publish(
         return
     out = _console()
     if duplicate:
-        out.print(f"[yellow]identical content already published as {version.name}; kept it "
-                  "(--force-new commits a new version)[/]")
+        out.print(
+            f"[yellow]identical content already published as {version.name}; kept it "
+            "(--force-new commits a new version)[/]"
+        )
     else:
         out.print(f"published [bold]{version.name}[/]")
     out.print(f"  digest  {version.content_digest}")
     for split in sorted(version.splits.values(), key=lambda s: s.name):
-        out.print(f"  {split.name:<12} {split.shard_count} shards  {split.record_count} records  "
-                  f"{_size(split.size)}")
+        out.print(
+            f"  {split.name:<12} {split.shard_count} shards  {split.record_count} records  "
+            f"{_size(split.size)}"
+        )
 
 
 @app.command()
@@ -236,18 +242,34 @@ def show(
     out.print(f"  date {version.date}  desc {version.desc or '-'}  convention {version.convention}")
     out.print(f"  content {version.content_digest}")
     out.print(f"  prefix  {version.storage_prefix}")
-    splits = Table("split", "shards", "records", "size", "compression", "first shard",
-                   title="splits")
+    splits = Table(
+        "split", "shards", "records", "size", "compression", "first shard", title="splits"
+    )
     for split in sorted(version.splits.values(), key=lambda s: s.name):
         comps = ",".join(sorted({s.compression for s in split.shards}))
-        splits.add_row(split.name, str(split.shard_count), str(split.record_count),
-                       _size(split.size), comps, split.shards[0].uri if split.shards else "")
+        splits.add_row(
+            split.name,
+            str(split.shard_count),
+            str(split.record_count),
+            _size(split.size),
+            comps,
+            split.shards[0].uri if split.shards else "",
+        )
     out.print(splits)
-    features = Table("feature", "scope", "kind", "values/record", "presence",
-                     title=f"schema ({schema.record_type}, {schema.record_count} records)")
+    features = Table(
+        "feature",
+        "scope",
+        "kind",
+        "values/record",
+        "presence",
+        title=f"schema ({schema.record_type}, {schema.record_count} records)",
+    )
     for feat in schema.features:
-        count = (str(feat.min_count) if feat.min_count == feat.max_count
-                 else f"{feat.min_count}..{feat.max_count}")
+        count = (
+            str(feat.min_count)
+            if feat.min_count == feat.max_count
+            else f"{feat.min_count}..{feat.max_count}"
+        )
         features.add_row(feat.name, feat.scope, feat.kind, count, f"{schema.presence(feat):.0%}")
     out.print(features)
 
@@ -280,8 +302,15 @@ def list_(
         return
     table = Table("version", "state", "date", "shards", "records", "size", "digest")
     for v in versions:
-        table.add_row(v.name, v.state, str(v.date), str(v.shard_count), str(v.record_count),
-                      _size(v.size), (v.content_digest or "")[:19])
+        table.add_row(
+            v.name,
+            v.state,
+            str(v.date),
+            str(v.shard_count),
+            str(v.record_count),
+            _size(v.size),
+            (v.content_digest or "")[:19],
+        )
     _console().print(table)
 
 
@@ -299,21 +328,29 @@ def verify(
     """Check that the stored shards are the registered ones; exit 1 on any problem."""
     options = parse_storage_options(storage_option)
     version = _client(options).resolve(ref)
-    report = version.verify(deep=deep, splits=split, storage_options=options,
-                            progress=None if not as_json else False)
+    report = version.verify(
+        deep=deep, splits=split, storage_options=options, progress=None if not as_json else False
+    )
     if as_json:
         _print_json(report.to_dict())
     else:
         out = _console()
         mode = "deep" if deep else "fast"
         if report.ok:
-            rate = (f", {_size(int(report.bytes_read / report.seconds))}/s"
-                    if deep and report.seconds > 0 else "")
-            out.print(f"[green]ok[/] {version.name}: {report.checked} shards ({mode}, "
-                      f"{report.seconds:.2f} s{rate})")
+            rate = (
+                f", {_size(int(report.bytes_read / report.seconds))}/s"
+                if deep and report.seconds > 0
+                else ""
+            )
+            out.print(
+                f"[green]ok[/] {version.name}: {report.checked} shards ({mode}, "
+                f"{report.seconds:.2f} s{rate})"
+            )
         else:
-            out.print(f"[red]FAILED[/] {version.name}: {len(report.problems)} of "
-                      f"{report.checked} shards ({mode})")
+            out.print(
+                f"[red]FAILED[/] {version.name}: {len(report.problems)} of "
+                f"{report.checked} shards ({mode})"
+            )
             for p in report.problems:
                 where = f" at offset {p.offset}" if p.offset is not None else ""
                 out.print(f"  {p.shard.name}  {p.reason}{where}: {p.detail}\n    {p.uri}")
@@ -334,14 +371,20 @@ def diff(
         _print_json(result.to_dict())
         return
     out = _console()
-    out.print(f"[bold]{result.old}[/] → [bold]{result.new}[/]"
-              + ("  (same content)" if result.same_content else ""))
+    out.print(
+        f"[bold]{result.old}[/] → [bold]{result.new}[/]"
+        + ("  (same content)" if result.same_content else "")
+    )
     for s in result.splits:
         delta = f"{s.record_delta:+d}" if s.record_delta else "±0"
-        out.print(f"  {s.split:<12} records {s.old_records} → {s.new_records} ({delta}), "
-                  f"shards {s.old_shards} → {s.new_shards}")
-    out.print(f"  shards: {len(result.added)} added, {len(result.removed)} removed, "
-              f"{len(result.changed)} changed, {result.unchanged_shards} unchanged")
+        out.print(
+            f"  {s.split:<12} records {s.old_records} → {s.new_records} ({delta}), "
+            f"shards {s.old_shards} → {s.new_shards}"
+        )
+    out.print(
+        f"  shards: {len(result.added)} added, {len(result.removed)} removed, "
+        f"{len(result.changed)} changed, {result.unchanged_shards} unchanged"
+    )
     for c in result.shards[:50]:
         mark = {"added": "+", "removed": "-", "changed": "~"}[c.change]
         shard = c.new or c.old

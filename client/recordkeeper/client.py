@@ -138,8 +138,7 @@ class Client:
     def datasets(self, prefix: str | None = None, *, limit: int | None = None) -> list[DatasetInfo]:
         """Every dataset (optionally only names starting with ``prefix``)."""
         return [
-            DatasetInfo.from_dict(d)
-            for d in self._paged("/datasets", {"prefix": prefix}, limit)
+            DatasetInfo.from_dict(d) for d in self._paged("/datasets", {"prefix": prefix}, limit)
         ]
 
     def versions(
@@ -403,15 +402,17 @@ class Client:
 
         return lineage.lineage(self, ref)
 
-    def consumers(self, ref: Any, *, transitive: bool = True, limit: int | None = None
-                  ) -> Consumers:
+    def consumers(
+        self, ref: Any, *, transitive: bool = True, limit: int | None = None
+    ) -> Consumers:
         """Which checkpoints used a version."""
         from recordkeeper import lineage
 
         return lineage.consumers(self, ref, transitive=transitive, limit=limit)
 
-    def shard_consumers(self, uri_or_sha256: str, *, transitive: bool = True,
-                        limit: int | None = None) -> Consumers:
+    def shard_consumers(
+        self, uri_or_sha256: str, *, transitive: bool = True, limit: int | None = None
+    ) -> Consumers:
         """Which checkpoints used a shard (by URI or sha256)."""
         from recordkeeper import lineage
 

@@ -45,15 +45,38 @@ COMPRESSION_SUFFIXES = {"none": ".tfrecord", "gzip": ".tfrecord.gz", "zlib": ".t
 _COMPRESSION_EXT = {".gz": "gzip", ".gzip": "gzip", ".zlib": "zlib", ".zz": "zlib"}
 _RECORD_EXT = {".tfrecord", ".tfrecords", ".tfrec", ".tfr", ".record", ".records"}
 _SPLIT_WORDS = {
-    "train", "training", "validation", "valid", "val", "dev", "eval", "evaluation", "test",
-    "testing", "holdout",
+    "train",
+    "training",
+    "validation",
+    "valid",
+    "val",
+    "dev",
+    "eval",
+    "evaluation",
+    "test",
+    "testing",
+    "holdout",
 }
 _SHARDED_RE = re.compile(
     r"^(?P<stem>.*?)[-_.]?(?P<index>\d+)-of-(?P<count>\d+)(?P<rest>(?:\.[A-Za-z0-9]+)*)$"
 )
 _IGNORED_NAMES = {"_SUCCESS", "dataset_info.json", "features.json", "README", "LICENSE"}
-_IGNORED_EXT = {".json", ".txt", ".md", ".pbtxt", ".crc", ".index", ".yaml", ".yml", ".csv",
-                ".py", ".lock", ".log", ".tmp", ".partial"}
+_IGNORED_EXT = {
+    ".json",
+    ".txt",
+    ".md",
+    ".pbtxt",
+    ".crc",
+    ".index",
+    ".yaml",
+    ".yml",
+    ".csv",
+    ".py",
+    ".lock",
+    ".log",
+    ".tmp",
+    ".partial",
+}
 
 
 def compression_suffix(compression: str) -> str:
@@ -219,8 +242,13 @@ class Dataset:
         for split in splits:
             validate_split_name(split)
         notes = tuple(f"skipped {s}" for s in skipped)
-        return cls(name, MappingProxyType(dict(sorted(splits.items()))), storage_options,
-                   source=root, _notes=notes)
+        return cls(
+            name,
+            MappingProxyType(dict(sorted(splits.items()))),
+            storage_options,
+            source=root,
+            _notes=notes,
+        )
 
     @classmethod
     def from_tfds(
@@ -289,8 +317,9 @@ class Dataset:
             splits[split] = tuple(files)
         if not splits:
             raise InvalidShard(f"{info_uri} lists no splits")
-        return cls(name, MappingProxyType(dict(sorted(splits.items()))), storage_options,
-                   source=root)
+        return cls(
+            name, MappingProxyType(dict(sorted(splits.items()))), storage_options, source=root
+        )
 
 
 def _compression_from_name(uri: str) -> str | None:

@@ -12,8 +12,14 @@ from typing import Any, Literal
 from recordkeeper.models import DatasetVersion, Shard
 from recordkeeper.schema import Feature, Schema
 
-__all__ = ["FeatureChange", "ShardChange", "SplitCounts", "VersionDiff", "diff_schemas",
-           "diff_versions"]
+__all__ = [
+    "FeatureChange",
+    "ShardChange",
+    "SplitCounts",
+    "VersionDiff",
+    "diff_schemas",
+    "diff_versions",
+]
 
 
 @dataclass(frozen=True)
@@ -31,12 +37,20 @@ class ShardChange:
             "split": self.split,
             "index": self.index,
             "change": self.change,
-            "old": None if self.old is None else {"uri": self.old.uri,
-                                                   "records_sha256": self.old.records_sha256,
-                                                   "record_count": self.old.record_count},
-            "new": None if self.new is None else {"uri": self.new.uri,
-                                                   "records_sha256": self.new.records_sha256,
-                                                   "record_count": self.new.record_count},
+            "old": None
+            if self.old is None
+            else {
+                "uri": self.old.uri,
+                "records_sha256": self.old.records_sha256,
+                "record_count": self.old.record_count,
+            },
+            "new": None
+            if self.new is None
+            else {
+                "uri": self.new.uri,
+                "records_sha256": self.new.records_sha256,
+                "record_count": self.new.record_count,
+            },
         }
 
 
@@ -156,7 +170,10 @@ def diff_schemas(old: Schema, new: Schema) -> list[FeatureChange]:
         elif a.kind != b.kind:
             out.append(FeatureChange(name, scope, "kind_changed", a, b))
         elif (a.min_count, a.max_count, a.min_steps, a.max_steps) != (
-            b.min_count, b.max_count, b.min_steps, b.max_steps
+            b.min_count,
+            b.max_count,
+            b.min_steps,
+            b.max_steps,
         ):
             out.append(FeatureChange(name, scope, "shape_changed", a, b))
     return out

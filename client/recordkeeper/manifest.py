@@ -93,9 +93,7 @@ def canonical_manifest(entries: Iterable[ManifestEntry]) -> bytes:
     for split, shards in splits.items():
         shards.sort(key=lambda e: e.index)
         body[split] = [[e.records_sha256, e.record_count] for e in shards]
-    return orjson.dumps(
-        {"format": MANIFEST_FORMAT, "splits": body}, option=orjson.OPT_SORT_KEYS
-    )
+    return orjson.dumps({"format": MANIFEST_FORMAT, "splits": body}, option=orjson.OPT_SORT_KEYS)
 
 
 def content_digest(entries: Iterable[ManifestEntry] | Mapping[str, list[ManifestEntry]]) -> str:

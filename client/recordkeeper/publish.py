@@ -212,8 +212,14 @@ def _scan_in_worker(
     advance: Callable[[int], None] | None,
 ) -> dict[str, Any] | _Failure:
     try:
-        return scan_file(shard, storage_options, dest=dest, dest_options=storage_options,
-                         advance=advance or _ignore, before=before)
+        return scan_file(
+            shard,
+            storage_options,
+            dest=dest,
+            dest_options=storage_options,
+            advance=advance or _ignore,
+            before=before,
+        )
     except RecordkeeperError as exc:
         # Pickling would drop ``extra`` (offset, reason): send the parts instead.
         return _Failure(type(exc), exc.detail, dict(exc.extra))
@@ -294,8 +300,14 @@ def publish(
                 comp = shard.compression  # None: decided after detection below
                 if comp is None:
                     comp = _detect(shard.uri, options)
-                    shards[i] = ShardFile(shard.split, shard.index, shard.count, shard.uri, comp,
-                                          shard.expected_records)
+                    shards[i] = ShardFile(
+                        shard.split,
+                        shard.index,
+                        shard.count,
+                        shard.uri,
+                        comp,
+                        shard.expected_records,
+                    )
                 dests[i] = join_uri(
                     prefix,
                     shard_file_name(
@@ -314,9 +326,7 @@ def publish(
                 ],
                 workers=workers,
                 processes=processes,
-                on_result=(
-                    (lambda i, r: advance(befores[i].size)) if processes else None
-                ),
+                on_result=((lambda i, r: advance(befores[i].size)) if processes else None),
             )
         registrations: list[dict[str, Any]] = []
         for result in results:

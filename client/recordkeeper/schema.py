@@ -232,8 +232,7 @@ def merge_schemas(schemas: Iterable[Schema]) -> Schema:
         if schema.record_type != "empty":
             if record_type not in ("empty", schema.record_type):
                 raise SchemaConflict(
-                    f"shards hold different record types: {record_type} and "
-                    f"{schema.record_type}",
+                    f"shards hold different record types: {record_type} and {schema.record_type}",
                     record_types=sorted({record_type, schema.record_type}),
                 )
             record_type = schema.record_type

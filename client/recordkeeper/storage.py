@@ -119,8 +119,15 @@ def _classify(exc: BaseException) -> str:
     code = getattr(exc, "code", None)
     if code in (401, 403) or any(
         word in text
-        for word in ("accessdenied", "access denied", "invalidaccesskeyid", "signaturedoesnotmatch",
-                     "forbidden", "unauthorized", "invalid credentials")
+        for word in (
+            "accessdenied",
+            "access denied",
+            "invalidaccesskeyid",
+            "signaturedoesnotmatch",
+            "forbidden",
+            "unauthorized",
+            "invalid credentials",
+        )
     ):
         return "denied"
     if code == 404 or "nosuchbucket" in text or "not found" in text or "nosuchkey" in text:
@@ -287,9 +294,7 @@ def open_write(uri: str, storage_options: Mapping[str, Any] | None = None) -> IO
             os.makedirs(os.path.dirname(path), exist_ok=True)
             return open(path, "wb")
         if backend == "s3":
-            return fs.open(
-                path, "wb", block_size=16 * 2**20, ChecksumAlgorithm="SHA256"
-            )
+            return fs.open(path, "wb", block_size=16 * 2**20, ChecksumAlgorithm="SHA256")
         return fs.open(path, "wb")
 
 

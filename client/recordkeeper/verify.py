@@ -41,7 +41,11 @@ if TYPE_CHECKING:
 __all__ = ["Reason", "ShardProblem", "VerifyReport", "verify_shards", "verify_version"]
 
 Reason = Literal[
-    "missing", "size_changed", "identity_changed", "checksum_mismatch", "corrupt",
+    "missing",
+    "size_changed",
+    "identity_changed",
+    "checksum_mismatch",
+    "corrupt",
     "records_changed",
 ]
 
@@ -144,12 +148,14 @@ def _fast_check(shard: Shard, storage_options: Mapping[str, Any] | None) -> Shar
         crc_now = _b64_to_hex(ident.get("crc32c"))
         if crc_now is not None and crc_now != shard.crc32c:
             return ShardProblem(
-                shard, "checksum_mismatch",
+                shard,
+                "checksum_mismatch",
                 f"server-side crc32c is {crc_now}, registered {shard.crc32c}",
             )
         if registered.get("generation") and registered["generation"] != ident.get("generation"):
             return ShardProblem(
-                shard, "identity_changed",
+                shard,
+                "identity_changed",
                 f"object generation is {ident.get('generation')}, registered "
                 f"{registered['generation']} (the object was rewritten)",
             )
@@ -158,27 +164,31 @@ def _fast_check(shard: Shard, storage_options: Mapping[str, Any] | None) -> Shar
         full = _b64_to_hex(sha_now)
         if full is not None and full != shard.sha256:
             return ShardProblem(
-                shard, "checksum_mismatch",
+                shard,
+                "checksum_mismatch",
                 f"server-side sha256 is {full}, registered {shard.sha256}",
             )
         before = registered.get("checksum_sha256")
         if before and sha_now and before != sha_now:
             return ShardProblem(
-                shard, "checksum_mismatch",
+                shard,
+                "checksum_mismatch",
                 f"server-side ChecksumSHA256 is {sha_now}, registered "
                 f"{registered['checksum_sha256']}",
             )
         for key, label in (("etag", "ETag"), ("version_id", "VersionId")):
             if registered.get(key) and registered[key] != ident.get(key):
                 return ShardProblem(
-                    shard, "identity_changed",
+                    shard,
+                    "identity_changed",
                     f"{label} is {ident.get(key)}, registered {registered[key]} "
                     "(the object was rewritten)",
                 )
     elif backend == "file":
         if registered.get("mtime_ns") is not None and registered["mtime_ns"] != ident["mtime_ns"]:
             return ShardProblem(
-                shard, "identity_changed",
+                shard,
+                "identity_changed",
                 f"file modified after registration (mtime_ns {ident['mtime_ns']}, registered "
                 f"{registered['mtime_ns']}); run a deep verify to compare content",
             )
@@ -186,7 +196,8 @@ def _fast_check(shard: Shard, storage_options: Mapping[str, Any] | None) -> Shar
         for key in ("mtime", "etag"):
             if registered.get(key) is not None and registered[key] != ident.get(key):
                 return ShardProblem(
-                    shard, "identity_changed",
+                    shard,
+                    "identity_changed",
                     f"{key} is {ident.get(key)}, registered {registered[key]}",
                 )
     return None
@@ -254,14 +265,16 @@ def _deep_check(
         )
     elif stats.records_sha256 != shard.records_sha256 or stats.record_count != shard.record_count:
         problem = ShardProblem(
-            shard, "records_changed",
+            shard,
+            "records_changed",
             f"records differ: {stats.record_count} records with records_sha256 "
             f"{stats.records_sha256[:16]}…, registered {shard.record_count} with "
             f"{shard.records_sha256[:16]}…",
         )
     elif stats.sha256 != shard.sha256:
         problem = ShardProblem(
-            shard, "checksum_mismatch",
+            shard,
+            "checksum_mismatch",
             f"sha256 of the stored bytes is {stats.sha256}, registered {shard.sha256} "
             "(same records, different bytes: re-compressed?)",
         )

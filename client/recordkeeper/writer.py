@@ -71,9 +71,26 @@ _DIRECT = 2**20  # blocks at least this big go to the upload thread as they are
 _QUEUE_DEPTH = 16  # blocks in flight per shard (~16 MiB)
 _MAX_PENDING_UPLOADS = 4
 _SIZE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)\s*", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
-          "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
-          "tib": 2**40, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "t": 10**12,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+    "ki": 2**10,
+    "mi": 2**20,
+    "gi": 2**30,
+    "ti": 2**40,
+}
 
 
 def parse_size(value: int | str) -> int:
@@ -340,7 +357,10 @@ class VersionWriter:
     def _stage(self) -> DatasetVersion:
         if self.staged is None:
             self.staged = self._client.stage(
-                self.dataset, desc=self.desc, date=self.date, root=self.root,
+                self.dataset,
+                desc=self.desc,
+                date=self.date,
+                root=self.root,
                 metadata=self.metadata,
             )
             url_to_fs(self.staged.storage_prefix, self.storage_options)
@@ -383,8 +403,9 @@ class VersionWriter:
             count = counts[shard.split]
             final = join_uri(
                 prefix,
-                shard_file_name(shard.split, shard.index, count,
-                                compression_suffix(self.compression)),
+                shard_file_name(
+                    shard.split, shard.index, count, compression_suffix(self.compression)
+                ),
             )
             rename(shard.temp_uri, final, self.storage_options)
             shard.final_uri = final

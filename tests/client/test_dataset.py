@@ -25,8 +25,13 @@ def _layout(ds: rk.Dataset) -> dict[str, list[tuple[int, int, str, str | None]]]
 
 
 def test_tfds_style_names(tmp_path: Path) -> None:
-    _touch(tmp_path, *(f"coco-train.tfrecord-{i:05d}-of-00003" for i in range(3)),
-           "coco-validation.tfrecord-00000-of-00001", "dataset_info.json", "features.json")
+    _touch(
+        tmp_path,
+        *(f"coco-train.tfrecord-{i:05d}-of-00003" for i in range(3)),
+        "coco-validation.tfrecord-00000-of-00001",
+        "dataset_info.json",
+        "features.json",
+    )
     ds = rk.Dataset.from_directory(tmp_path, name="coco")
     assert _layout(ds) == {
         "train": [(i, 3, f"coco-train.tfrecord-{i:05d}-of-00003", None) for i in range(3)],
@@ -36,13 +41,19 @@ def test_tfds_style_names(tmp_path: Path) -> None:
 
 
 def test_versioned_layout_names_with_gzip(tmp_path: Path) -> None:
-    _touch(tmp_path, "train-00001-of-00002.tfrecord.gz", "train-00000-of-00002.tfrecord.gz",
-           "test-00000-of-00001.tfrecord")
+    _touch(
+        tmp_path,
+        "train-00001-of-00002.tfrecord.gz",
+        "train-00000-of-00002.tfrecord.gz",
+        "test-00000-of-00001.tfrecord",
+    )
     ds = rk.Dataset.from_directory(tmp_path, name="coco")
     assert _layout(ds) == {
         "test": [(0, 1, "test-00000-of-00001.tfrecord", None)],
-        "train": [(0, 2, "train-00000-of-00002.tfrecord.gz", "gzip"),
-                  (1, 2, "train-00001-of-00002.tfrecord.gz", "gzip")],
+        "train": [
+            (0, 2, "train-00000-of-00002.tfrecord.gz", "gzip"),
+            (1, 2, "train-00001-of-00002.tfrecord.gz", "gzip"),
+        ],
     }
 
 
@@ -70,7 +81,10 @@ def test_several_unsharded_files_of_a_split_in_natural_order(tmp_path: Path) -> 
     _touch(tmp_path, "train_10.tfrecord", "train_2.tfrecord", "train_1.tfrecord")
     ds = rk.Dataset.from_directory(tmp_path, name="x")
     assert [s.uri.rsplit("/", 1)[-1] for s in ds.splits["train"]] == [
-        "train_1.tfrecord", "train_2.tfrecord", "train_10.tfrecord"]
+        "train_1.tfrecord",
+        "train_2.tfrecord",
+        "train_10.tfrecord",
+    ]
 
 
 def test_missing_shard_is_named(tmp_path: Path) -> None:
@@ -96,10 +110,14 @@ def test_name_is_derived_or_validated(tmp_path: Path) -> None:
 
 
 def test_from_files_mapping_and_list(tmp_path: Path) -> None:
-    ds = rk.Dataset.from_files("coco", {"train": [tmp_path / "a.tfrecord.gz", "s3://b/c"],
-                                        "validation": [str(tmp_path / "v")]})
+    ds = rk.Dataset.from_files(
+        "coco",
+        {"train": [tmp_path / "a.tfrecord.gz", "s3://b/c"], "validation": [str(tmp_path / "v")]},
+    )
     assert [(s.index, s.count, s.compression) for s in ds.splits["train"]] == [
-        (0, 2, "gzip"), (1, 2, None)]
+        (0, 2, "gzip"),
+        (1, 2, None),
+    ]
     assert ds.splits["train"][1].uri == "s3://b/c"
     assert rk.Dataset.from_files("coco", ["s3://b/x"]).splits["train"][0].uri == "s3://b/x"
     with pytest.raises(rk.InvalidShard):

@@ -17,9 +17,17 @@ from recordkeeper.writer import parse_size
 
 def _shard(split: str, index: int, count: int, records: str, n: int = 10, uri: str = "") -> dict:
     return {
-        "split": split, "index": index, "count": count, "uri": uri or f"file:///d/{split}{index}",
-        "compression": "none", "size": 100, "sha256": "a" * 64, "crc32c": "0" * 8,
-        "records_sha256": records * 64, "record_count": n, "storage_identity": {},
+        "split": split,
+        "index": index,
+        "count": count,
+        "uri": uri or f"file:///d/{split}{index}",
+        "compression": "none",
+        "size": 100,
+        "sha256": "a" * 64,
+        "crc32c": "0" * 8,
+        "records_sha256": records * 64,
+        "record_count": n,
+        "storage_identity": {},
     }
 
 
@@ -30,12 +38,21 @@ def _version(name: str, shards: list[dict], features: list[dict], digest: str) -
     for v in splits.values():
         v["record_count"] = sum(s["record_count"] for s in v["shards"])
         v["size"] = sum(s["size"] for s in v["shards"])
-    schema = rk.Schema.from_dict({"record_type": "example", "record_count": 1,
-                                  "features": features})
+    schema = rk.Schema.from_dict(
+        {"record_type": "example", "record_count": 1, "features": features}
+    )
     return rk.DatasetVersion.from_dict(
-        {"name": name, "dataset": "coco", "number": int(name.split("_v")[1]),
-         "date": "2023-10-15", "state": "committed", "content_digest": digest,
-         "schema_digest": schema.digest(), "storage_prefix": "file:///d/", "splits": splits},
+        {
+            "name": name,
+            "dataset": "coco",
+            "number": int(name.split("_v")[1]),
+            "date": "2023-10-15",
+            "state": "committed",
+            "content_digest": digest,
+            "schema_digest": schema.digest(),
+            "storage_prefix": "file:///d/",
+            "splits": splits,
+        },
         schema=schema,
     )
 
@@ -53,10 +70,17 @@ def test_diff_shards_counts_and_schema() -> None:
     )
     b = _version(
         "coco_20231015_v2",
-        [_shard("train", 0, 3, "a", uri="s3://moved/0"), _shard("train", 1, 3, "d", n=12),
-         _shard("train", 2, 3, "e"), _shard("validation", 0, 1, "f")],
-        [_feat("image", "bytes"), _feat("label", "float"), _feat("boxes", "float", 0, 40),
-         ],
+        [
+            _shard("train", 0, 3, "a", uri="s3://moved/0"),
+            _shard("train", 1, 3, "d", n=12),
+            _shard("train", 2, 3, "e"),
+            _shard("validation", 0, 1, "f"),
+        ],
+        [
+            _feat("image", "bytes"),
+            _feat("label", "float"),
+            _feat("boxes", "float", 0, 40),
+        ],
         "sha256:2",
     )
     d = diff_versions(a, b)
@@ -73,10 +97,12 @@ def test_diff_shards_counts_and_schema() -> None:
 
 
 def test_diff_shape_change_and_identity() -> None:
-    a = _version("coco_20231015_v1", [_shard("train", 0, 1, "a")], [_feat("x", "int64", 1, 1)],
-                 "sha256:1")
-    b = _version("coco_20231015_v2", [_shard("train", 0, 1, "a")], [_feat("x", "int64", 1, 3)],
-                 "sha256:1")
+    a = _version(
+        "coco_20231015_v1", [_shard("train", 0, 1, "a")], [_feat("x", "int64", 1, 1)], "sha256:1"
+    )
+    b = _version(
+        "coco_20231015_v2", [_shard("train", 0, 1, "a")], [_feat("x", "int64", 1, 3)], "sha256:1"
+    )
     d = diff_versions(a, b)
     assert d.same_content and not d.shards
     assert [c.change for c in d.schema] == ["shape_changed"]
@@ -85,9 +111,19 @@ def test_diff_shape_change_and_identity() -> None:
 
 def _local_shard(path: Path) -> rk.Shard:
     st = stat_object(str(path))
-    return rk.Shard(split="train", index=0, count=1, uri=path.as_uri(), compression="none",
-                    size=st.size, sha256="a" * 64, crc32c="0" * 8, records_sha256="b" * 64,
-                    record_count=1, storage_identity=st.identity)
+    return rk.Shard(
+        split="train",
+        index=0,
+        count=1,
+        uri=path.as_uri(),
+        compression="none",
+        size=st.size,
+        sha256="a" * 64,
+        crc32c="0" * 8,
+        records_sha256="b" * 64,
+        record_count=1,
+        storage_identity=st.identity,
+    )
 
 
 def test_fast_verify_local(tmp_path: Path) -> None:
@@ -119,8 +155,13 @@ def test_fast_verify_misses_a_bit_flip_that_keeps_size_and_mtime(tmp_path: Path)
 
 @pytest.mark.parametrize(
     ("text", "size"),
-    [("256MB", 256_000_000), ("64MiB", 64 * 2**20), ("1 GiB", 2**30), (1000, 1000),
-     ("10k", 10_000)],
+    [
+        ("256MB", 256_000_000),
+        ("64MiB", 64 * 2**20),
+        ("1 GiB", 2**30),
+        (1000, 1000),
+        ("10k", 10_000),
+    ],
 )
 def test_parse_size(text: str | int, size: int) -> None:
     assert parse_size(text) == size
@@ -132,8 +173,12 @@ def test_parse_size_rejects_nonsense() -> None:
 
 
 def test_version_value_object() -> None:
-    v = _version("coco_20231015_v3", [_shard("train", 1, 2, "b"), _shard("train", 0, 2, "a")],
-                 [_feat("x", "int64")], "sha256:1")
+    v = _version(
+        "coco_20231015_v3",
+        [_shard("train", 1, 2, "b"), _shard("train", 0, 2, "a")],
+        [_feat("x", "int64")],
+        "sha256:1",
+    )
     assert v.date == datetime.date(2023, 10, 15)
     assert v.files("train") == ["file:///d/train0", "file:///d/train1"]
     assert v.splits["train"].shards[1].name == "train-00001-of-00002"

@@ -55,9 +55,7 @@ def test_digest_changes_with_content_counts_and_split_names() -> None:
 
 def test_canonical_form_is_documented_shape() -> None:
     body = canonical_manifest([ManifestEntry("train", 0, 1, H[0], 3)])
-    assert body == (
-        b'{"format":"rk-manifest-1","splits":{"train":[["' + H[0].encode() + b'",3]]}}'
-    )
+    assert body == (b'{"format":"rk-manifest-1","splits":{"train":[["' + H[0].encode() + b'",3]]}}')
 
 
 def test_mapping_input() -> None:

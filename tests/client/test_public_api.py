@@ -15,8 +15,17 @@ def test_all_is_sorted_and_complete() -> None:
     assert rk.__all__ == sorted(rk.__all__)
     for name in rk.__all__:
         assert hasattr(rk, name), name
-    for name in ("Client", "Dataset", "DatasetVersion", "Shard", "Split", "VerifyReport",
-                 "VersionDiff", "ShardProblem", "DuplicateWarning"):
+    for name in (
+        "Client",
+        "Dataset",
+        "DatasetVersion",
+        "Shard",
+        "Split",
+        "VerifyReport",
+        "VersionDiff",
+        "ShardProblem",
+        "DuplicateWarning",
+    ):
         assert name in rk.__all__
 
 
@@ -32,10 +41,19 @@ def test_import_is_light() -> None:
 
 def test_storage_option_parsing() -> None:
     assert parse_storage_options(
-        ["key=abc", "anon=true", "client_kwargs.endpoint_url=http://127.0.0.1:1",
-         "client_kwargs.region_name=us-east-1", "retries=3"]
-    ) == {"key": "abc", "anon": True, "retries": 3,
-          "client_kwargs": {"endpoint_url": "http://127.0.0.1:1", "region_name": "us-east-1"}}
+        [
+            "key=abc",
+            "anon=true",
+            "client_kwargs.endpoint_url=http://127.0.0.1:1",
+            "client_kwargs.region_name=us-east-1",
+            "retries=3",
+        ]
+    ) == {
+        "key": "abc",
+        "anon": True,
+        "retries": 3,
+        "client_kwargs": {"endpoint_url": "http://127.0.0.1:1", "region_name": "us-east-1"},
+    }
 
 
 def test_cli_errors_print_code_and_exit_1() -> None:

@@ -17,8 +17,9 @@ def test_register_shards_batches() -> None:
             return httpx.Response(200, json={"max_shards_per_request": 10000})
         shards = json.loads(request.content)["shards"]
         sizes.append(len(shards))
-        return httpx.Response(200, json={"registered": len(shards), "unchanged": 0,
-                                         "shard_count": sum(sizes)})
+        return httpx.Response(
+            200, json={"registered": len(shards), "unchanged": 0, "shard_count": sum(sizes)}
+        )
 
     http = httpx.Client(transport=httpx.MockTransport(handler))
     client = rk.Client("http://svc", http_client=http)

@@ -57,9 +57,12 @@ def test_sequence_features_merge_steps() -> None:
 def test_digest_is_canonical_and_round_trips() -> None:
     a = schema(3, Feature("b", "float", 1, 1, 3), Feature("a", "int64", 1, 1, 3))
     again = Schema.from_dict(a.to_dict())
-    assert again.digest() == Schema.from_dict(
-        {**a.to_dict(), "features": list(reversed(a.to_dict()["features"]))}
-    ).digest()
+    assert (
+        again.digest()
+        == Schema.from_dict(
+            {**a.to_dict(), "features": list(reversed(a.to_dict()["features"]))}
+        ).digest()
+    )
     assert a.digest().startswith("sha256:")
     assert schema(4, Feature("a", "int64", 1, 1, 3)).digest() != a.digest()
 
@@ -70,11 +73,17 @@ def test_digest_is_canonical_and_round_trips() -> None:
         {"record_type": "table"},
         {"features": "nope"},
         {"record_count": "many"},
-        {"features": [{"name": "x", "kind": "string", "min_count": 1, "max_count": 1,
-                       "present_count": 1}]},
+        {
+            "features": [
+                {"name": "x", "kind": "string", "min_count": 1, "max_count": 1, "present_count": 1}
+            ]
+        },
         {"features": [{"name": "x", "kind": "int64"}]},
-        {"features": [{"name": "x", "kind": "int64", "min_count": 3, "max_count": 1,
-                       "present_count": 1}]},
+        {
+            "features": [
+                {"name": "x", "kind": "int64", "min_count": 3, "max_count": 1, "present_count": 1}
+            ]
+        },
     ],
 )
 def test_malformed_schemas_are_invalid_requests(bad: dict[str, object]) -> None:

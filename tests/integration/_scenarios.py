@@ -34,19 +34,24 @@ def get_bytes(uri: str, storage_options: dict[str, Any]) -> bytes:
         return fh.read()  # type: ignore[no-any-return]
 
 
-def make_raw_dataset(raw: str, storage_options: dict[str, Any], shards: int = 3,
-                     per_shard: int = 40) -> list[bytes]:
+def make_raw_dataset(
+    raw: str, storage_options: dict[str, Any], shards: int = 3, per_shard: int = 40
+) -> list[bytes]:
     """TFDS-style shards plus a gzip validation file under ``raw``; returns the train records."""
     records = []
     for i in range(shards):
         recs = sample_examples(per_shard, i * per_shard)
         records += recs
-        put_bytes(f"{raw}/coco-train.tfrecord-{i:05d}-of-{shards:05d}", frame(recs),
-                  storage_options)
+        put_bytes(
+            f"{raw}/coco-train.tfrecord-{i:05d}-of-{shards:05d}", frame(recs), storage_options
+        )
     import gzip
 
-    put_bytes(f"{raw}/coco-validation.tfrecord.gz", gzip.compress(frame(sample_examples(7, 900))),
-              storage_options)
+    put_bytes(
+        f"{raw}/coco-validation.tfrecord.gz",
+        gzip.compress(frame(sample_examples(7, 900))),
+        storage_options,
+    )
     put_bytes(f"{raw}/README.md", b"not a shard", storage_options)
     return records
 
@@ -78,23 +83,27 @@ def publish_resolve_verify(service: LiveService, root: str, opts: dict[str, Any]
 def writer_and_diff(service: LiveService, root: str, opts: dict[str, Any]) -> rk.DatasetVersion:
     """Write two versions with the writer under ``root``; check layout, cleanup and diff."""
     client = service.client()
-    with client.writer("coco", root=f"{root}/datasets", shard_size="20KB",
-                       storage_options=opts) as w:
+    with client.writer(
+        "coco", root=f"{root}/datasets", shard_size="20KB", storage_options=opts
+    ) as w:
         for i, rec in enumerate(sample_examples(600)):
             w.write(rec, split="train" if i % 10 else "validation")
     v1 = w.version
     assert v1.storage_prefix.startswith(f"{root}/datasets/coco/{v1.name}")
-    fs, prefix = fsspec.core.url_to_fs(v1.storage_prefix,
-                                       **({} if root.startswith("file://") else opts))
+    fs, prefix = fsspec.core.url_to_fs(
+        v1.storage_prefix, **({} if root.startswith("file://") else opts)
+    )
     names = sorted(p.rsplit("/", 1)[-1] for p in fs.find(prefix))
     count = v1.splits["train"].shard_count
     assert count > 1
     assert [n for n in names if n.startswith("train")] == [
-        f"train-{i:05d}-of-{count:05d}.tfrecord" for i in range(count)]
+        f"train-{i:05d}-of-{count:05d}.tfrecord" for i in range(count)
+    ]
     assert not [n for n in fs.find(prefix) if "_incomplete" in n]
     assert v1.with_storage_options(opts).verify(deep=True).ok
-    with client.writer("coco", root=f"{root}/datasets", compression="gzip",
-                       storage_options=opts) as w:
+    with client.writer(
+        "coco", root=f"{root}/datasets", compression="gzip", storage_options=opts
+    ) as w:
         for i, rec in enumerate(sample_examples(700)):
             w.write(rec, split="train" if i % 10 else "validation")
     v2 = w.version
@@ -108,16 +117,20 @@ def writer_and_diff(service: LiveService, root: str, opts: dict[str, Any]) -> rk
 
 def writer_failure_cleans_up(service: LiveService, root: str, opts: dict[str, Any]) -> None:
     client = service.client()
-    with pytest.raises(ValueError, match="bad record"), \
-            client.writer("broken", root=f"{root}/datasets", shard_size="10KB",
-                          storage_options=opts) as w:
+    with (
+        pytest.raises(ValueError, match="bad record"),
+        client.writer(
+            "broken", root=f"{root}/datasets", shard_size="10KB", storage_options=opts
+        ) as w,
+    ):
         for rec in sample_examples(300):
             w.write(rec)
         staged = w.staged
         raise ValueError("bad record")
     assert staged is not None
-    fs, prefix = fsspec.core.url_to_fs(staged.storage_prefix,
-                                       **({} if root.startswith("file://") else opts))
+    fs, prefix = fsspec.core.url_to_fs(
+        staged.storage_prefix, **({} if root.startswith("file://") else opts)
+    )
     fs.invalidate_cache()
     below = prefix.rstrip("/") + "/"
     left = [p for p in fs.find(prefix) if p.startswith(below)] if fs.exists(prefix) else []
@@ -126,16 +139,19 @@ def writer_failure_cleans_up(service: LiveService, root: str, opts: dict[str, An
         client.resolve("broken@latest")
 
 
-def corruption_is_reported(service: LiveService, root: str, opts: dict[str, Any],
-                           keep_mtime: Any = None) -> None:
+def corruption_is_reported(
+    service: LiveService, root: str, opts: dict[str, Any], keep_mtime: Any = None
+) -> None:
     """Overwrite a shard with a same-size bit flip, delete another: verify names both."""
     client = service.client(storage_options=opts)
     raw = f"{root}/raw/corrupt"
     for i in range(3):
-        put_bytes(f"{raw}/train-{i:05d}-of-00003.tfrecord", frame(sample_examples(30, i * 30)),
-                  opts)
-    v = client.publish(rk.Dataset.from_directory(raw, name="corrupt", storage_options=opts),
-                       progress=False)
+        put_bytes(
+            f"{raw}/train-{i:05d}-of-00003.tfrecord", frame(sample_examples(30, i * 30)), opts
+        )
+    v = client.publish(
+        rk.Dataset.from_directory(raw, name="corrupt", storage_options=opts), progress=False
+    )
     victim, gone = v.splits["train"].shards[1], v.splits["train"].shards[2]
     data = bytearray(get_bytes(victim.uri, opts))
     data[500] ^= 0x04
@@ -185,8 +201,9 @@ def cli_roundtrip(service: LiveService, root: str, opts: dict[str, Any]) -> None
     """The CLI as a user runs it: publish with -o, resolve, show, ls, verify, diff, alias."""
     raw = f"{root}/raw/cli"
     for i in range(2):
-        put_bytes(f"{raw}/train-{i:05d}-of-00002.tfrecord", frame(sample_examples(10, i * 10)),
-                  opts)
+        put_bytes(
+            f"{raw}/train-{i:05d}-of-00002.tfrecord", frame(sample_examples(10, i * 10)), opts
+        )
     runner = CliRunner()
     option_args: list[str] = []
     for key, value in opts.items():

@@ -54,13 +54,15 @@ def test_cli(gcs_service: LiveService, gcs_bucket: str, opts: dict) -> None:
     sc.cli_roundtrip(gcs_service, gcs_bucket, opts)
 
 
-def test_tf_dataset_over_gcs(gcs_service: LiveService, gcs_bucket: str, opts: dict,
-                             tensorflow: ModuleType) -> None:
+def test_tf_dataset_over_gcs(
+    gcs_service: LiveService, gcs_bucket: str, opts: dict, tensorflow: ModuleType
+) -> None:
     sc.tf_dataset_parses(gcs_service, gcs_bucket, opts, tensorflow)
 
 
-def test_wrong_endpoint_and_missing_bucket(gcs_service: LiveService, gcs_bucket: str,
-                                           opts: dict) -> None:
+def test_wrong_endpoint_and_missing_bucket(
+    gcs_service: LiveService, gcs_bucket: str, opts: dict
+) -> None:
     client = gcs_service.client(storage_options=opts)
     with client.writer("coco") as w:
         w.write(sc.sample_examples(1)[0])

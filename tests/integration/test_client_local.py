@@ -31,10 +31,11 @@ def test_writer_failure_cleans_up(live_service: LiveService, root: str) -> None:
     sc.writer_failure_cleans_up(live_service, root, {})
 
 
-def test_bit_flip_keeping_size_and_mtime_found_only_by_deep(live_service: LiveService,
-                                                            root: str) -> None:
+def test_bit_flip_keeping_size_and_mtime_found_only_by_deep(
+    live_service: LiveService, root: str
+) -> None:
     def overwrite_keeping_mtime(uri: str, data: bytes) -> None:
-        path = uri[len("file://"):]
+        path = uri[len("file://") :]
         st = os.stat(path)
         with open(path, "r+b") as fh:
             fh.write(data)
@@ -47,23 +48,35 @@ def test_cli(live_service: LiveService, root: str) -> None:
     sc.cli_roundtrip(live_service, root, {})
 
 
-def test_tf_dataset_reads_and_parses(live_service: LiveService, root: str,
-                                     tensorflow: ModuleType) -> None:
+def test_tf_dataset_reads_and_parses(
+    live_service: LiveService, root: str, tensorflow: ModuleType
+) -> None:
     sc.tf_dataset_parses(live_service, root, {}, tensorflow)
 
 
-def test_tf_written_directory_publishes(live_service: LiveService, data_dir: Path,
-                                       tensorflow: ModuleType) -> None:
+def test_tf_written_directory_publishes(
+    live_service: LiveService, data_dir: Path, tensorflow: ModuleType
+) -> None:
     """Files written by tf.io.TFRecordWriter (all three compressions) publish and read back."""
     tf = tensorflow
     records = {}
-    layout = [("", "train-00000-of-00003.tfrecord"), ("GZIP", "train-00001-of-00003.tfrecord"),
-              ("ZLIB", "train-00002-of-00003.tfrecord")]
+    layout = [
+        ("", "train-00000-of-00003.tfrecord"),
+        ("GZIP", "train-00001-of-00003.tfrecord"),
+        ("ZLIB", "train-00002-of-00003.tfrecord"),
+    ]
     for comp, name in layout:
-        examples = [tf.train.Example(features=tf.train.Features(feature={
-            "x": tf.train.Feature(int64_list=tf.train.Int64List(value=[i, i + 1])),
-            "name": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"n%d" % i])),
-        })).SerializeToString() for i in range(20)]
+        examples = [
+            tf.train.Example(
+                features=tf.train.Features(
+                    feature={
+                        "x": tf.train.Feature(int64_list=tf.train.Int64List(value=[i, i + 1])),
+                        "name": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"n%d" % i])),
+                    }
+                )
+            ).SerializeToString()
+            for i in range(20)
+        ]
         with tf.io.TFRecordWriter(str(data_dir / name), options=comp or None) as writer:
             for ex in examples:
                 writer.write(ex)
@@ -94,8 +107,9 @@ def test_missing_directory_and_outside_roots(live_service: LiveService, tmp_path
         client.publish(rk.Dataset.from_directory(outside, name="x"), progress=False)
 
 
-def test_postgres_backed_service(live_service_factory: Callable[..., LiveService],
-                                 postgres_database_url: str, tmp_path: Path) -> None:
+def test_postgres_backed_service(
+    live_service_factory: Callable[..., LiveService], postgres_database_url: str, tmp_path: Path
+) -> None:
     store = tmp_path / "pgstore"
     store.mkdir()
     service = live_service_factory(storage_root=store.as_uri(), database_url=postgres_database_url)

@@ -59,18 +59,22 @@ def test_cli(s3_service: LiveService, s3_bucket: str, opts: dict) -> None:
     sc.cli_roundtrip(s3_service, s3_bucket, opts)
 
 
-def test_tf_dataset_over_s3(s3_service: LiveService, s3_bucket: str, opts: dict,
-                            tensorflow: ModuleType) -> None:
+def test_tf_dataset_over_s3(
+    s3_service: LiveService, s3_bucket: str, opts: dict, tensorflow: ModuleType
+) -> None:
     sc.tf_dataset_parses(s3_service, s3_bucket, opts, tensorflow)
 
 
-def test_wrong_endpoint_and_missing_bucket(s3_service: LiveService, s3_bucket: str,
-                                           opts: dict) -> None:
+def test_wrong_endpoint_and_missing_bucket(
+    s3_service: LiveService, s3_bucket: str, opts: dict
+) -> None:
     client = s3_service.client(storage_options=opts)
     with client.writer("coco") as w:
         w.write(sc.sample_examples(1)[0])
-    bad = {**opts, "client_kwargs": {"endpoint_url": "http://127.0.0.1:9",
-                                     "region_name": "us-east-1"}}
+    bad = {
+        **opts,
+        "client_kwargs": {"endpoint_url": "http://127.0.0.1:9", "region_name": "us-east-1"},
+    }
     with pytest.raises(rk.StorageError, match="unreachable") as info:
         client.resolve("coco@latest").verify(storage_options=bad)
     assert info.value.extra["reason"] == "unreachable"
@@ -95,8 +99,9 @@ def bad_opts(request: pytest.FixtureRequest, s3_server: Any, opts: dict) -> dict
     return {**opts, "key": "rk-unknown-access-key"}
 
 
-def _assert_denied(info: pytest.ExceptionInfo[rk.StorageError], uri_prefix: str,
-                   started: float) -> None:
+def _assert_denied(
+    info: pytest.ExceptionInfo[rk.StorageError], uri_prefix: str, started: float
+) -> None:
     err = info.value
     elapsed = time.monotonic() - started
     assert elapsed < FAIL_FAST_SECONDS, f"took {elapsed:.1f} s to report refused credentials"
@@ -111,30 +116,35 @@ def _assert_denied(info: pytest.ExceptionInfo[rk.StorageError], uri_prefix: str,
 def _publish_raw(s3_service: LiveService, s3_bucket: str, opts: dict) -> rk.DatasetVersion:
     raw = f"{s3_bucket}/raw/creds"
     for i in range(2):
-        sc.put_bytes(f"{raw}/train-{i:05d}-of-00002.tfrecord",
-                     sc.frame(sc.sample_examples(5, i * 5)), opts)
+        sc.put_bytes(
+            f"{raw}/train-{i:05d}-of-00002.tfrecord", sc.frame(sc.sample_examples(5, i * 5)), opts
+        )
     client = s3_service.client(storage_options=opts)
-    return client.publish(rk.Dataset.from_directory(raw, name="creds", storage_options=opts),
-                          progress=False)
+    return client.publish(
+        rk.Dataset.from_directory(raw, name="creds", storage_options=opts), progress=False
+    )
 
 
-def test_wrong_credentials_publish(s3_service: LiveService, s3_bucket: str, opts: dict,
-                                   bad_opts: dict) -> None:
+def test_wrong_credentials_publish(
+    s3_service: LiveService, s3_bucket: str, opts: dict, bad_opts: dict
+) -> None:
     """publish() of shards on S3 with refused credentials: StorageError(denied) naming the URI."""
     raw = f"{s3_bucket}/raw/coco"
     sc.make_raw_dataset(raw, opts, shards=2, per_shard=5)
     client = s3_service.client(storage_options=bad_opts)
     started = time.monotonic()
     with pytest.raises(rk.StorageError) as info:
-        client.publish(rk.Dataset.from_directory(raw, name="coco", storage_options=bad_opts),
-                       progress=False)
+        client.publish(
+            rk.Dataset.from_directory(raw, name="coco", storage_options=bad_opts), progress=False
+        )
     _assert_denied(info, raw, started)
     with pytest.raises(rk.NotFound):
         client.resolve("coco@latest")  # nothing was registered
 
 
-def test_wrong_credentials_verify(s3_service: LiveService, s3_bucket: str, opts: dict,
-                                  bad_opts: dict) -> None:
+def test_wrong_credentials_verify(
+    s3_service: LiveService, s3_bucket: str, opts: dict, bad_opts: dict
+) -> None:
     """Fast and deep verify with refused credentials raise, not report shards as missing."""
     v = _publish_raw(s3_service, s3_bucket, opts)
     for deep in (False, True):
@@ -151,8 +161,9 @@ def test_wrong_credentials_verify(s3_service: LiveService, s3_bucket: str, opts:
     assert v.with_storage_options(opts).verify().ok  # the right credentials still work
 
 
-def test_wrong_credentials_tf_dataset(s3_service: LiveService, s3_bucket: str, opts: dict,
-                                      bad_opts: dict, tensorflow: ModuleType) -> None:
+def test_wrong_credentials_tf_dataset(
+    s3_service: LiveService, s3_bucket: str, opts: dict, bad_opts: dict, tensorflow: ModuleType
+) -> None:
     """tf_dataset() (verify="fast", the default) fails before building the pipeline."""
     v = _publish_raw(s3_service, s3_bucket, opts)
     started = time.monotonic()
@@ -164,8 +175,7 @@ def test_wrong_credentials_tf_dataset(s3_service: LiveService, s3_bucket: str, o
     _assert_denied(info, f"{s3_bucket}/raw/creds/train-", started)
 
 
-def test_wrong_credentials_writer(s3_service: LiveService, s3_bucket: str,
-                                  bad_opts: dict) -> None:
+def test_wrong_credentials_writer(s3_service: LiveService, s3_bucket: str, bad_opts: dict) -> None:
     """client.writer() to S3 with refused credentials raises StorageError(denied), promptly."""
     client = s3_service.client()
     root = f"{s3_bucket}/datasets"

@@ -84,8 +84,9 @@ def tf_dataset(
     if verify not in (None, "fast", "deep"):
         raise ValueError(f"verify must be 'fast', 'deep' or None, got {verify!r}")
     if verify is not None:
-        version.verify(deep=verify == "deep", splits=[split], storage_options=options
-                       ).raise_for_problems()
+        version.verify(
+            deep=verify == "deep", splits=[split], storage_options=options
+        ).raise_for_problems()
     uris = [s.uri for s in shards]
     compressions = [s.compression for s in shards]
     cycle = num_parallel_reads or min(len(uris), 8)
