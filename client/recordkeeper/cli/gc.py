@@ -1,7 +1,7 @@
 """``recordkeeper gc``: delete the storage of versions that never became visible.
 
 Dry run by default (lists what would be removed, with sizes); ``--delete`` removes it.  Added to
-the main app by :func:`register`.
+the main app by :func:`register` (listed in :data:`recordkeeper.cli.app.COMMANDS`).
 """
 
 from __future__ import annotations
@@ -11,18 +11,18 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["parse_duration", "register"]
+from recordkeeper.cli.common import (
+    JsonOpt,
+    StorageOpt,
+    connect,
+    console,
+    parse_storage_options,
+    print_json,
+    size,
+)
 
-# Module-level: typer evaluates these annotations in this module's namespace.
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-StorageOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--storage-option",
-        "-o",
-        help="fsspec storage option KEY=VALUE (repeatable; dotted keys nest), for deleting.",
-    ),
-]
+__all__ = ["gc_cmd", "parse_duration", "register"]
+
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -36,51 +36,49 @@ def parse_duration(text: str) -> int:
 
 def register(app: typer.Typer) -> None:
     """Add ``gc`` to the main ``recordkeeper`` app."""
-    from recordkeeper import cli
-    from recordkeeper.cli import _handle_errors
+    app.command("gc")(gc_cmd)
 
-    @app.command("gc")
-    @_handle_errors
-    def gc_cmd(
-        older_than: Annotated[
-            str,
-            typer.Option(
-                "--older-than", help="staged versions older than this are collected (24h, 7d, 3600)"
-            ),
-        ] = "24h",
-        delete: Annotated[
-            bool, typer.Option("--delete", help="delete (default: dry run, list only)")
-        ] = False,
-        storage_option: StorageOpt = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Delete storage of abandoned and stale staged versions (dry run unless --delete)."""
-        from rich.table import Table
 
-        seconds = parse_duration(older_than)
-        client = cli._client(cli.parse_storage_options(storage_option) or None)
-        report = client.collect_garbage(staged_older_than=seconds, dry_run=not delete)
-        if as_json:
-            cli._print_json(report.to_dict())
-        else:
-            table = Table("version", "state", "action", "objects", "size", "storage prefix / error")
-            for item in report.items:
-                table.add_row(
-                    item.name,
-                    item.state,
-                    item.action,
-                    str(item.objects),
-                    cli._size(item.bytes),
-                    item.error or item.storage_prefix,
-                )
-            console = cli._console()
-            if report.items:
-                console.print(table)
-            verb = "would remove" if report.dry_run else "removed"
-            console.print(
-                f"{verb} {report.objects} object(s), {cli._size(report.bytes)} "
-                f"from {sum(i.action in ('deleted', 'would_delete') for i in report.items)} "
-                "version(s)" + ("; run with --delete to remove them" if report.dry_run else "")
+def gc_cmd(
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than", help="staged versions older than this are collected (24h, 7d, 3600)"
+        ),
+    ] = "24h",
+    delete: Annotated[
+        bool, typer.Option("--delete", help="delete (default: dry run, list only)")
+    ] = False,
+    storage_option: StorageOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete storage of abandoned and stale staged versions (dry run unless --delete)."""
+    from rich.table import Table
+
+    seconds = parse_duration(older_than)
+    client = connect(parse_storage_options(storage_option) or None)
+    report = client.collect_garbage(staged_older_than=seconds, dry_run=not delete)
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        table = Table("version", "state", "action", "objects", "size", "storage prefix / error")
+        for item in report.items:
+            table.add_row(
+                item.name,
+                item.state,
+                item.action,
+                str(item.objects),
+                size(item.bytes),
+                item.error or item.storage_prefix,
             )
-        if not report.ok:
-            raise typer.Exit(1)
+        out = console()
+        if report.items:
+            out.print(table)
+        verb = "would remove" if report.dry_run else "removed"
+        out.print(
+            f"{verb} {report.objects} object(s), {size(report.bytes)} "
+            f"from {sum(i.action in ('deleted', 'would_delete') for i in report.items)} "
+            "version(s)" + ("; run with --delete to remove them" if report.dry_run else "")
+        )
+    if not report.ok:
+        raise typer.Exit(1)

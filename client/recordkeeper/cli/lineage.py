@@ -1,4 +1,5 @@
-"""Lineage commands of the ``recordkeeper`` CLI, added to the main app by :func:`register`.
+"""Lineage commands of the ``recordkeeper`` CLI, added to the main app by :func:`register`
+(listed in :data:`recordkeeper.cli.app.COMMANDS`).
 
 * ``recordkeeper lineage MODEL/CKPT`` — which data trained a checkpoint (a tree: the chain of
   checkpoints, each with the data of its own segment), ``--json`` for the full answer;
@@ -12,18 +13,26 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
-if TYPE_CHECKING:
-    from recordkeeper.lineage import Consumers, Lineage
+from recordkeeper.cli.common import JsonOpt, connect, console, print_json
+from recordkeeper.lineage import Consumers, Lineage
+from recordkeeper.lineage_queue import RegistrationQueue
+from recordkeeper.pinned import lock_config
 
-__all__ = ["consumers_tree", "lineage_tree", "register"]
+__all__ = [
+    "checkpoints_app",
+    "consumers_cmd",
+    "consumers_tree",
+    "lineage_cmd",
+    "lineage_tree",
+    "lock_cmd",
+    "register",
+]
 
 checkpoints_app = typer.Typer(help="Registered checkpoints.", no_args_is_help=True)
-# Module-level: typer evaluates these annotations in this module's namespace.
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a tree or table.")]
 
 
 def _splits(names: tuple[str, ...] | list[str]) -> str:
@@ -91,191 +100,164 @@ def consumers_tree(result: Consumers, title: str) -> Any:
 
 def register(app: typer.Typer) -> None:
     """Add the lineage commands to the main ``recordkeeper`` app."""
-    from recordkeeper.cli import _console, _handle_errors, _print_json
-
-    @app.command("lineage")
-    @_handle_errors
-    def lineage_cmd(
-        checkpoint: Annotated[str, typer.Argument(help="MODEL/CHECKPOINT, e.g. det/ckpt-1234")],
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Which data trained a checkpoint: every version along its complete parent chain."""
-        from recordkeeper.lineage import lineage
-
-        client = _client()
-        if json_out:
-            _print_json(client._request("GET", _lineage_path(checkpoint)))
-            return
-        _console().print(lineage_tree(lineage(client, checkpoint)))
-
-    @app.command("consumers")
-    @_handle_errors
-    def consumers_cmd(
-        ref: Annotated[str | None, typer.Argument(help="a version reference")] = None,
-        shard: Annotated[
-            str | None, typer.Option("--shard", help="a shard URI or sha256 instead of a version")
-        ] = None,
-        direct: Annotated[
-            bool, typer.Option("--direct", help="only checkpoints whose own segment used it")
-        ] = False,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Checkpoints and models trained on a version (or on one shard)."""
-        from recordkeeper.lineage import consumers, shard_consumers
-
-        if (ref is None) == (shard is None):
-            raise typer.BadParameter("give a version reference or --shard, not both")
-        client = _client()
-        if shard is not None:
-            result = shard_consumers(client, shard, transitive=not direct)
-            title = f"shard {shard}"
-        else:
-            assert ref is not None
-            result = consumers(client, ref, transitive=not direct)
-            title = ", ".join(v["name"] for v in result.versions) or ref
-        if json_out:
-            _print_json(_consumers_json(result))
-            return
-        _console().print(consumers_tree(result, title))
-
-    @app.command("lock")
-    @_handle_errors
-    def lock_cmd(
-        config: Annotated[Path, typer.Argument(help="training config (YAML or JSON)")],
-        inplace: Annotated[
-            bool, typer.Option("--inplace", help="rewrite CONFIG instead of CONFIG.lock")
-        ] = False,
-        output: Annotated[
-            Path | None, typer.Option("--output", help="write the locked config here")
-        ] = None,
-        update: Annotated[
-            bool, typer.Option("--update", help="re-resolve entries locked before")
-        ] = False,
-        key: Annotated[str, typer.Option("--key", help="dotted path of the data section")] = "data",
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Pin the data references of a training config to exact versions and digests."""
-        from rich.table import Table
-
-        from recordkeeper.pinned import lock_config
-
-        target, pinned = lock_config(
-            _client(), config, inplace=inplace, output=output, update=update, key=key
-        )
-        rows = [
-            {
-                "entry": e.key,
-                "role": e.role,
-                "version": e.ref,
-                "digest": e.digest,
-                "locked_from": e.locked_from,
-            }
-            for e in pinned.entries
-        ]
-        if json_out:
-            _print_json({"path": str(target), "data": rows})
-            return
-        table = Table("entry", "role", "version", "digest", "from", title=f"locked {target}")
-        for row in rows:
-            table.add_row(
-                row["entry"],
-                row["role"],
-                row["version"],
-                _short(row["digest"]),
-                row["locked_from"] or "",
-            )
-        _console().print(table)
-
-    @checkpoints_app.command("ls")
-    @_handle_errors
-    def checkpoints_ls(
-        model: Annotated[str | None, typer.Argument(help="a model; omit to list models")] = None,
-        limit: Annotated[int | None, typer.Option("--limit", min=1)] = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """List models, or the checkpoints of one model (highest step first)."""
-        from rich.table import Table
-
-        from recordkeeper.lineage import checkpoints, models
-
-        client = _client()
-        if model is None:
-            found = models(client, limit=limit)
-            if json_out:
-                _print_json([m.__dict__ for m in found])
-                return
-            table = Table("model", "checkpoints", "latest", "created")
-            for m in found:
-                table.add_row(
-                    m.name, str(m.checkpoint_count), m.latest_checkpoint or "", m.created_at or ""
-                )
-            _console().print(table)
-            return
-        items = checkpoints(client, model, limit=limit)
-        if json_out:
-            _print_json([_checkpoint_json(c) for c in items])
-            return
-        table = Table("checkpoint", "step", "parent", "data", "saved models", "created")
-        for c in items:
-            data = ", ".join(f"{d['version']} ({d['role']})" for d in c.data)
-            parent = f"{c.parent} ({c.parent_kind})" if c.parent else ""
-            table.add_row(
-                c.checkpoint,
-                "" if c.step is None else str(c.step),
-                parent,
-                data,
-                ", ".join(s.name for s in c.saved_models),
-                c.created_at or "",
-            )
-        _console().print(table)
-
-    @checkpoints_app.command("flush")
-    @_handle_errors
-    def checkpoints_flush(
-        queue: Annotated[
-            Path | None, typer.Option("--queue", help="queue file [default: per-user data dir]")
-        ] = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Send checkpoint registrations queued while the service was unreachable."""
-        from recordkeeper.lineage_queue import RegistrationQueue
-
-        pending_queue = RegistrationQueue(_client(), queue)
-        result = pending_queue.flush()
-        registered = [f"{c.model}/{c.checkpoint}" for c in result.registered]
-        if json_out:
-            _print_json(
-                {
-                    "queue": str(pending_queue.path),
-                    "registered": registered,
-                    "pending": result.pending,
-                    "rejected": result.rejected,
-                }
-            )
-        else:
-            _console().print(
-                f"registered {len(registered)}, still pending {result.pending}, "
-                f"rejected {result.rejected} ({pending_queue.path})"
-            )
-        if result.pending:
-            raise typer.Exit(1)
-
+    app.command("lineage")(lineage_cmd)
+    app.command("consumers")(consumers_cmd)
+    app.command("lock")(lock_cmd)
     app.add_typer(checkpoints_app, name="checkpoints")
 
 
-def _client() -> Any:
-    """The CLI's client (looked up at call time: ``--url``/``--token`` are set by then)."""
-    from recordkeeper import cli
+def lineage_cmd(
+    checkpoint: Annotated[str, typer.Argument(help="MODEL/CHECKPOINT, e.g. det/ckpt-1234")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Which data trained a checkpoint: every version along its complete parent chain."""
+    client = connect()
+    if json_out:
+        print_json(client.lineage_json(checkpoint))
+        return
+    console().print(lineage_tree(client.lineage(checkpoint)))
 
-    return cli._client()
+
+def consumers_cmd(
+    ref: Annotated[str | None, typer.Argument(help="a version reference")] = None,
+    shard: Annotated[
+        str | None, typer.Option("--shard", help="a shard URI or sha256 instead of a version")
+    ] = None,
+    direct: Annotated[
+        bool, typer.Option("--direct", help="only checkpoints whose own segment used it")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Checkpoints and models trained on a version (or on one shard)."""
+    if (ref is None) == (shard is None):
+        raise typer.BadParameter("give a version reference or --shard, not both")
+    client = connect()
+    if shard is not None:
+        result = client.shard_consumers(shard, transitive=not direct)
+        title = f"shard {shard}"
+    else:
+        assert ref is not None
+        result = client.consumers(ref, transitive=not direct)
+        title = ", ".join(v["name"] for v in result.versions) or ref
+    if json_out:
+        print_json(_consumers_json(result))
+        return
+    console().print(consumers_tree(result, title))
 
 
-def _lineage_path(checkpoint: str) -> str:
-    from recordkeeper._http import quote_segment
-    from recordkeeper.lineage import parse_checkpoint_ref
+def lock_cmd(
+    config: Annotated[Path, typer.Argument(help="training config (YAML or JSON)")],
+    inplace: Annotated[
+        bool, typer.Option("--inplace", help="rewrite CONFIG instead of CONFIG.lock")
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", help="write the locked config here")
+    ] = None,
+    update: Annotated[
+        bool, typer.Option("--update", help="re-resolve entries locked before")
+    ] = False,
+    key: Annotated[str, typer.Option("--key", help="dotted path of the data section")] = "data",
+    json_out: JsonOpt = False,
+) -> None:
+    """Pin the data references of a training config to exact versions and digests."""
+    from rich.table import Table
 
-    ref = parse_checkpoint_ref(checkpoint)
-    return f"/models/{quote_segment(ref.model)}/checkpoints/{quote_segment(ref.checkpoint)}/lineage"
+    target, pinned = lock_config(
+        connect(), config, inplace=inplace, output=output, update=update, key=key
+    )
+    rows = [
+        {
+            "entry": e.key,
+            "role": e.role,
+            "version": e.ref,
+            "digest": e.digest,
+            "locked_from": e.locked_from,
+        }
+        for e in pinned.entries
+    ]
+    if json_out:
+        print_json({"path": str(target), "data": rows})
+        return
+    table = Table("entry", "role", "version", "digest", "from", title=f"locked {target}")
+    for row in rows:
+        table.add_row(
+            row["entry"],
+            row["role"],
+            row["version"],
+            _short(row["digest"]),
+            row["locked_from"] or "",
+        )
+    console().print(table)
+
+
+@checkpoints_app.command("ls")
+def checkpoints_ls(
+    model: Annotated[str | None, typer.Argument(help="a model; omit to list models")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1)] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List models, or the checkpoints of one model (highest step first)."""
+    from rich.table import Table
+
+    client = connect()
+    if model is None:
+        found = client.models(limit=limit)
+        if json_out:
+            print_json([m.__dict__ for m in found])
+            return
+        table = Table("model", "checkpoints", "latest", "created")
+        for m in found:
+            table.add_row(
+                m.name, str(m.checkpoint_count), m.latest_checkpoint or "", m.created_at or ""
+            )
+        console().print(table)
+        return
+    items = client.checkpoints(model, limit=limit)
+    if json_out:
+        print_json([_checkpoint_json(c) for c in items])
+        return
+    table = Table("checkpoint", "step", "parent", "data", "saved models", "created")
+    for c in items:
+        data = ", ".join(f"{d['version']} ({d['role']})" for d in c.data)
+        parent = f"{c.parent} ({c.parent_kind})" if c.parent else ""
+        table.add_row(
+            c.checkpoint,
+            "" if c.step is None else str(c.step),
+            parent,
+            data,
+            ", ".join(s.name for s in c.saved_models),
+            c.created_at or "",
+        )
+    console().print(table)
+
+
+@checkpoints_app.command("flush")
+def checkpoints_flush(
+    queue: Annotated[
+        Path | None, typer.Option("--queue", help="queue file [default: per-user data dir]")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Send checkpoint registrations queued while the service was unreachable."""
+    pending_queue = RegistrationQueue(connect(), queue)
+    result = pending_queue.flush()
+    registered = [f"{c.model}/{c.checkpoint}" for c in result.registered]
+    if json_out:
+        print_json(
+            {
+                "queue": str(pending_queue.path),
+                "registered": registered,
+                "pending": result.pending,
+                "rejected": result.rejected,
+            }
+        )
+    else:
+        console().print(
+            f"registered {len(registered)}, still pending {result.pending}, "
+            f"rejected {result.rejected} ({pending_queue.path})"
+        )
+    if result.pending:
+        raise typer.Exit(1)
 
 
 def _checkpoint_json(c: Any) -> dict[str, Any]:
