@@ -135,7 +135,7 @@ def test_refused_prefix_is_reported_not_deleted(
     client: rk.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     name, prefix = crashed_writer(client)
-    monkeypatch.setattr(client, "info", lambda: {"allowed_roots": ["file:///nowhere"]})
+    monkeypatch.setattr(client.registry, "info", lambda: {"allowed_roots": ["file:///nowhere"]})
     report = client.collect_garbage(staged_older_than=0, dry_run=False)
     assert not report.ok
     (item,) = report.items
@@ -149,7 +149,7 @@ def test_cli_dry_run_json_and_delete(client: rk.Client, monkeypatch: pytest.Monk
     from typer.testing import CliRunner
 
     from recordkeeper import cli
-    from recordkeeper.cli_gc import parse_duration
+    from recordkeeper.cli.gc import parse_duration
 
     assert [parse_duration(t) for t in ("90", "30m", "24h", "7d", "2w")] == [
         90,
@@ -158,7 +158,7 @@ def test_cli_dry_run_json_and_delete(client: rk.Client, monkeypatch: pytest.Monk
         604800,
         1209600,
     ]
-    monkeypatch.setattr(cli, "_client", lambda *a, **k: client)
+    monkeypatch.setattr(cli.common, "Client", lambda *a, **k: client)
     runner = CliRunner()
     name, prefix = crashed_writer(client)
     kept = committed(client)

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 import recordkeeper as rk
-from recordkeeper._http import HttpCore
+from recordkeeper.http import HttpCore
 
 
 def _core(handler, **kwargs) -> tuple[HttpCore, list[httpx.Request]]:

@@ -171,7 +171,7 @@ def test_lock_command(client: rk.Client, tmp_path: Path, monkeypatch: pytest.Mon
 
     v1 = publish(client, "coco", "first")
     config = write_yaml(tmp_path / "train.yaml", {"data": {"train": "coco@latest"}})
-    monkeypatch.setattr(cli, "_client", lambda *a, **k: client)
+    monkeypatch.setattr(cli.common, "Client", lambda *a, **k: client)
     runner = CliRunner()
     result = runner.invoke(cli.app, ["lock", str(config), "--json"])
     assert result.exit_code == 0, result.output

@@ -24,7 +24,7 @@ pytest.importorskip("fastapi")
 
 @pytest.fixture
 def runner(client: rk.Client, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setattr(cli, "_client", lambda *a, **k: client)
+    monkeypatch.setattr(cli.common, "Client", lambda *a, **k: client)
     return CliRunner()
 
 
