@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Annotated
 
 import typer
@@ -16,6 +17,8 @@ from recordkeeper.cli.common import (
     print_json,
     size,
 )
+from recordkeeper.dataset import Dataset
+from recordkeeper.storage import join_uri, list_files, to_uri
 
 __all__ = ["register"]
 
@@ -47,11 +50,6 @@ def publish(
     as_json: JsonOpt = False,
 ) -> None:
     """Register existing TFRecord shards as a new version (in place or copied)."""
-    import warnings
-
-    from recordkeeper.dataset import Dataset
-    from recordkeeper.storage import join_uri, list_files, to_uri
-
     options = parse_storage_options(storage_option)
     root = to_uri(path_or_url).rstrip("/")
     files = list_files(root, options)

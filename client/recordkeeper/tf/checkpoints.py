@@ -40,6 +40,7 @@ from recordkeeper.lineage import (
     validate_model_name,
 )
 from recordkeeper.lineage_queue import RegistrationQueue
+from recordkeeper.pinned import current
 from recordkeeper.refs import parse_reference
 
 if TYPE_CHECKING:
@@ -68,8 +69,6 @@ def _checkpoint_number(path: str) -> int | None:
 def _resolve_data(client: Client, data: Any) -> list[DataUse]:
     """Data as exact version names, resolved once so a moving alias cannot change it later."""
     if data is None:
-        from recordkeeper.pinned import current
-
         pinned = current()
         if pinned is None:
             return []
