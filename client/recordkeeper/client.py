@@ -72,10 +72,18 @@ class Client:
         self.registry = Registry(self.http, storage_options)
         self.url = self.http.base_url
         self.token = self.http.token
-        self.storage_options = self.registry.storage_options
 
     def __repr__(self) -> str:
         return f"Client(url={self.url!r})"
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        """Default fsspec options for versions this client resolves, writes or publishes."""
+        return self.registry.storage_options
+
+    @storage_options.setter
+    def storage_options(self, value: Mapping[str, Any] | None) -> None:
+        self.registry.storage_options = dict(value or {})
 
     def close(self) -> None:
         """Close connections this client opened."""

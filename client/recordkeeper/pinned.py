@@ -51,6 +51,7 @@ __all__ = [
     "InvalidConfig",
     "PinnedData",
     "PinnedEntry",
+    "Resolver",
     "current",
     "load_pinned",
     "lock_config",
