@@ -23,13 +23,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from recordkeeper._http import quote_segment
 from recordkeeper.errors import RecordkeeperError, StorageError, VersionImmutable
+from recordkeeper.http import quote_segment
 from recordkeeper.naming import parse_version_name
 from recordkeeper.storage import backend_of, storage_errors, url_to_fs
 
 if TYPE_CHECKING:
-    from recordkeeper.client import Client
+    from recordkeeper.registry import Registry
 
 __all__ = ["GcCandidate", "GcItem", "GcReport", "check_prefix", "collect_garbage", "gc_candidates"]
 
@@ -112,11 +112,16 @@ class GcReport:
 
 
 def gc_candidates(
-    client: Client, *, staged_older_than: int = DEFAULT_STAGED_OLDER_THAN, limit: int | None = None
+    registry: Registry,
+    *,
+    staged_older_than: int = DEFAULT_STAGED_OLDER_THAN,
+    limit: int | None = None,
 ) -> list[GcCandidate]:
     """Every candidate the service lists (oldest first)."""
     params = {"staged_older_than": int(staged_older_than)}
-    return [GcCandidate.from_dict(item) for item in client._paged("/gc/candidates", params, limit)]
+    return [
+        GcCandidate.from_dict(item) for item in registry.http.paged("/gc/candidates", params, limit)
+    ]
 
 
 def check_prefix(candidate: GcCandidate, allowed_roots: list[str]) -> str:
@@ -176,17 +181,17 @@ def _delete(fs: Any, base: str, paths: list[str], prefix: str) -> None:
 
 
 def collect_garbage(
-    client: Client,
+    registry: Registry,
     *,
     staged_older_than: int = DEFAULT_STAGED_OLDER_THAN,
     dry_run: bool = True,
     storage_options: Mapping[str, Any] | None = None,
 ) -> GcReport:
     """Delete the storage of abandoned and stale staged versions (see the module docstring)."""
-    options = storage_options if storage_options is not None else client.storage_options or None
-    allowed = list(client.info().get("allowed_roots") or [])
+    options = storage_options if storage_options is not None else registry.storage_options or None
+    allowed = list(registry.info().get("allowed_roots") or [])
     report = GcReport(dry_run=dry_run)
-    for candidate in gc_candidates(client, staged_older_than=staged_older_than):
+    for candidate in gc_candidates(registry, staged_older_than=staged_older_than):
         item = GcItem(
             name=candidate.name,
             dataset=candidate.dataset,
@@ -200,14 +205,14 @@ def collect_garbage(
         except ValueError as exc:
             item.action, item.error = "refused", str(exc)
             continue
-        problem = _collect(client, candidate, prefix, item, dry_run, options)
+        problem = _collect(registry, candidate, prefix, item, dry_run, options)
         if problem is not None:
             item.action, item.error = "skipped", problem
     return report
 
 
 def _collect(
-    client: Client,
+    registry: Registry,
     candidate: GcCandidate,
     prefix: str,
     item: GcItem,
@@ -217,7 +222,7 @@ def _collect(
     """Run the steps for one candidate; the reason it stopped early, or None."""
     if not dry_run and candidate.state == "staged":
         try:
-            item.state = client.abandon(candidate.name).state
+            item.state = registry.abandon(candidate.name).state
         except VersionImmutable as exc:  # committed meanwhile: its files are live now
             return f"not abandoned: {exc.detail}"
     try:
@@ -229,7 +234,7 @@ def _collect(
     except StorageError as exc:
         return exc.detail
     try:
-        client._request(
+        registry.http.api(
             "POST",
             f"/versions/{quote_segment(candidate.name)}/gc-done",
             json={"objects": item.objects, "bytes": item.bytes},

@@ -6,7 +6,8 @@ Two halves:
   ``model/checkpoint`` reference, roles, parent kinds, and :func:`normalize_data`, which turns
   what users pass as ``data=`` into wire entries;
 * the client calls (:func:`register_checkpoint`, :func:`lineage`, :func:`consumers`,
-  :func:`shard_consumers`, :func:`lineage_graph`, ...) and the immutable values they return.
+  :func:`shard_consumers`, :func:`lineage_graph`, ...), each taking the HTTP helper
+  (:class:`recordkeeper.http.HttpCore`), and the immutable values they return.
   :class:`recordkeeper.Client` exposes each as a method that delegates here.
 
 A checkpoint's *segment* is the training it did since its parent checkpoint; ``data`` lists what
@@ -22,10 +23,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from recordkeeper.errors import InvalidCheckpoint, InvalidHash, InvalidReference
+from recordkeeper.http import quote_segment
 from recordkeeper.refs import parse_reference
 
 if TYPE_CHECKING:
-    from recordkeeper.client import Client
+    from recordkeeper.http import HttpCore
 
 __all__ = [
     "PARENT_KINDS",
@@ -48,6 +50,7 @@ __all__ = [
     "consumers",
     "lineage",
     "lineage_graph",
+    "lineage_json",
     "models",
     "normalize_data",
     "normalize_saved_models",
@@ -543,8 +546,6 @@ class LineageGraph:
 
 
 def _q(value: str) -> str:
-    from recordkeeper._http import quote_segment
-
     return quote_segment(value)
 
 
@@ -553,7 +554,7 @@ def _checkpoint_path(ref: CheckpointRef) -> str:
 
 
 def register_checkpoint(
-    client: Client,
+    http: HttpCore,
     *,
     model: str,
     checkpoint: str,
@@ -590,7 +591,7 @@ def register_checkpoint(
         metadata=metadata,
     )
     ref = CheckpointRef(body.pop("model"), body.pop("checkpoint"))
-    answer = client._request("PUT", _checkpoint_path(ref), json=body)
+    answer = http.api("PUT", _checkpoint_path(ref), json=body)
     return CheckpointInfo.from_dict(answer)
 
 
@@ -637,48 +638,50 @@ def checkpoint_body(
     }
 
 
-def checkpoint(client: Client, ref: str | CheckpointRef) -> CheckpointInfo:
+def checkpoint(http: HttpCore, ref: str | CheckpointRef) -> CheckpointInfo:
     """One registered checkpoint (``"model/ckpt-N"``)."""
     parsed = parse_checkpoint_ref(ref)
-    return CheckpointInfo.from_dict(client._request("GET", _checkpoint_path(parsed)))
+    return CheckpointInfo.from_dict(http.api("GET", _checkpoint_path(parsed)))
 
 
-def checkpoints(client: Client, model: str, *, limit: int | None = None) -> list[CheckpointInfo]:
+def checkpoints(http: HttpCore, model: str, *, limit: int | None = None) -> list[CheckpointInfo]:
     """Checkpoints of ``model``, newest step first."""
     validate_model_name(model)
     return [
         CheckpointInfo.from_dict(c)
-        for c in client._paged(f"/models/{_q(model)}/checkpoints", {}, limit)
+        for c in http.paged(f"/models/{_q(model)}/checkpoints", {}, limit)
     ]
 
 
 def models(
-    client: Client, prefix: str | None = None, *, limit: int | None = None
+    http: HttpCore, prefix: str | None = None, *, limit: int | None = None
 ) -> list[ModelInfo]:
     """Every model that has checkpoints (optionally only names starting with ``prefix``)."""
-    return [ModelInfo.from_dict(m) for m in client._paged("/models", {"prefix": prefix}, limit)]
+    return [ModelInfo.from_dict(m) for m in http.paged("/models", {"prefix": prefix}, limit)]
 
 
-def lineage(client: Client, ref: str | CheckpointRef) -> Lineage:
+def lineage(http: HttpCore, ref: str | CheckpointRef) -> Lineage:
     """Which data trained ``model/ckpt``: the complete union along its parent chain."""
+    return Lineage.from_dict(lineage_json(http, ref))
+
+
+def lineage_json(http: HttpCore, ref: str | CheckpointRef) -> dict[str, Any]:
+    """The service's lineage answer for ``model/ckpt`` as JSON (what ``lineage --json`` prints)."""
     parsed = parse_checkpoint_ref(ref)
-    return Lineage.from_dict(client._request("GET", _checkpoint_path(parsed) + "/lineage"))
+    answer: dict[str, Any] = http.api("GET", _checkpoint_path(parsed) + "/lineage")
+    return answer
 
 
 def _consumers(
-    client: Client, path: str, params: Mapping[str, Any], limit: int | None
+    http: HttpCore, path: str, params: Mapping[str, Any], limit: int | None
 ) -> Consumers:
     page = 10_000 if limit is None else max(1, min(limit, 10_000))
     rows: list[dict[str, Any]] = []
-    offset = 0
     first: Mapping[str, Any] | None = None
-    while True:
-        body = client._request("GET", path, params={**params, "limit": page, "offset": offset})
+    for body in http.pages(path, params, page=page):
         first = first or body
-        data = body.get("data") or []
-        rows.extend(data)
-        offset += len(data)
-        if not data or offset >= int(body.get("count", 0)) or (limit and len(rows) >= limit):
+        rows.extend(body.get("data") or [])
+        if limit and len(rows) >= limit:
             break
     merged = dict(first or {})
     merged["data"] = rows[:limit] if limit else rows
@@ -686,7 +689,7 @@ def _consumers(
 
 
 def consumers(
-    client: Client,
+    http: HttpCore,
     ref: Any,
     *,
     transitive: bool = True,
@@ -699,11 +702,11 @@ def consumers(
     """
     target = _version_ref(ref, "consumers")
     path = f"/versions/{_q(target)}/consumers"
-    return _consumers(client, path, {"transitive": str(transitive).lower()}, limit)
+    return _consumers(http, path, {"transitive": str(transitive).lower()}, limit)
 
 
 def shard_consumers(
-    client: Client,
+    http: HttpCore,
     uri_or_sha256: str,
     *,
     transitive: bool = True,
@@ -729,11 +732,11 @@ def shard_consumers(
         raise InvalidCheckpoint(
             f"{value!r} is neither a shard URI (scheme://...) nor a sha256 (64 hex digits)"
         )
-    return _consumers(client, "/shards/consumers", params, limit)
+    return _consumers(http, "/shards/consumers", params, limit)
 
 
 def lineage_graph(
-    client: Client,
+    http: HttpCore,
     *,
     checkpoint: str | CheckpointRef | None = None,
     version: Any = None,
@@ -748,4 +751,4 @@ def lineage_graph(
         params["checkpoint"] = str(parse_checkpoint_ref(checkpoint))
     else:
         params["version"] = _version_ref(version, "lineage_graph")
-    return LineageGraph.from_dict(client._request("GET", "/lineage/graph", params=params))
+    return LineageGraph.from_dict(http.api("GET", "/lineage/graph", params=params))

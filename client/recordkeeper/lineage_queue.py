@@ -31,7 +31,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from recordkeeper.errors import (
     CheckpointNotFound,
@@ -39,18 +39,28 @@ from recordkeeper.errors import (
     ServerError,
     ServiceUnavailable,
 )
-from recordkeeper.lineage import CheckpointInfo, register_checkpoint
-
-if TYPE_CHECKING:
-    from recordkeeper.client import Client
+from recordkeeper.lineage import CheckpointInfo
 
 __all__ = [
     "QUEUE_ENV",
     "FlushResult",
+    "Registrar",
     "RegistrationQueue",
     "RegistrationRejected",
     "default_queue_path",
 ]
+
+
+class Registrar(Protocol):
+    """What the queue needs from a client: its service URL and a registration call."""
+
+    @property
+    def url(self) -> str: ...
+
+    def register_checkpoint(
+        self, *, model: str, checkpoint: str, **fields: Any
+    ) -> CheckpointInfo: ...
+
 
 QUEUE_ENV = "RECORDKEEPER_CHECKPOINT_QUEUE"
 
@@ -85,7 +95,7 @@ def _transient(exc: BaseException) -> bool:
 class RegistrationQueue:
     """Registrations for one service, durable in a JSON-lines file."""
 
-    def __init__(self, client: Client, path: str | Path | None = None) -> None:
+    def __init__(self, client: Registrar, path: str | Path | None = None) -> None:
         self.client = client
         self.path = Path(path).expanduser() if path is not None else default_queue_path()
 
@@ -198,8 +208,8 @@ class RegistrationQueue:
     def _send(self, body: dict[str, Any]) -> CheckpointInfo:
         fields = {k: v for k, v in body.items() if k not in ("model", "checkpoint")}
         try:
-            return register_checkpoint(
-                self.client, model=body["model"], checkpoint=body["checkpoint"], **fields
+            return self.client.register_checkpoint(
+                model=body["model"], checkpoint=body["checkpoint"], **fields
             )
         except CheckpointNotFound:
             if not body.get("parent"):
@@ -209,8 +219,8 @@ class RegistrationQueue:
             metadata = dict(body.get("metadata") or {})
             metadata["unregistered_parent"] = body["parent"]
             fields.update(parent=None, parent_kind=None, metadata=metadata)
-            return register_checkpoint(
-                self.client, model=body["model"], checkpoint=body["checkpoint"], **fields
+            return self.client.register_checkpoint(
+                model=body["model"], checkpoint=body["checkpoint"], **fields
             )
 
     def _flush_locked(self) -> FlushResult:

@@ -3,8 +3,10 @@
 A :class:`DatasetVersion` is immutable and keeps both the reference the user wrote
 (``ref="coco@latest"``) and the immutable version it resolved to (``name``, ``content_digest``),
 like a resolved revision in huggingface_hub.  Methods that need the outside world
-(``schema`` when not included, ``verify``, ``tf_dataset``) go through the client that made it
-and the storage options it was given.
+(``schema`` when not included, ``verify``, ``tf_dataset``) go through the
+:class:`VersionServices` that made it (the client's registry) and the storage options it was
+given; this module imports none of them.  :class:`VerifyReport` and :class:`ShardProblem`, what
+``verify`` answers, are value objects too and live here.
 """
 
 from __future__ import annotations
@@ -13,16 +15,22 @@ import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
+from recordkeeper.errors import CorruptShard
 from recordkeeper.manifest import shard_file_name
 from recordkeeper.schema import Schema
 
-if TYPE_CHECKING:
-    from recordkeeper.client import Client
-    from recordkeeper.verify import VerifyReport
-
-__all__ = ["DatasetInfo", "DatasetVersion", "Shard", "Split"]
+__all__ = [
+    "DatasetInfo",
+    "DatasetVersion",
+    "Reason",
+    "Shard",
+    "ShardProblem",
+    "Split",
+    "VerifyReport",
+    "VersionServices",
+]
 
 Compression = Literal["none", "gzip", "zlib"]
 
@@ -120,6 +128,121 @@ class Split:
         return [s.uri for s in self.shards]
 
 
+Reason = Literal[
+    "missing",
+    "size_changed",
+    "identity_changed",
+    "checksum_mismatch",
+    "corrupt",
+    "records_changed",
+]
+
+
+@dataclass(frozen=True)
+class ShardProblem:
+    """What is wrong with one shard."""
+
+    shard: Shard
+    reason: Reason
+    detail: str
+    offset: int | None = None
+
+    @property
+    def uri(self) -> str:
+        return self.shard.uri
+
+    def __str__(self) -> str:
+        return f"{self.shard.name} ({self.shard.uri}): {self.reason}: {self.detail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "shard": self.shard.name,
+            "split": self.shard.split,
+            "index": self.shard.index,
+            "uri": self.shard.uri,
+            "reason": self.reason,
+            "detail": self.detail,
+            "offset": self.offset,
+        }
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The outcome of :meth:`DatasetVersion.verify`: ``ok`` or ``problems`` per shard."""
+
+    version: str
+    deep: bool
+    checked: int
+    problems: tuple[ShardProblem, ...]
+    bytes_read: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def raise_for_problems(self) -> None:
+        """Raise :class:`~recordkeeper.errors.CorruptShard` listing every problem, if any."""
+        if self.problems:
+            lines = "; ".join(str(p) for p in self.problems[:10])
+            more = f" (+{len(self.problems) - 10} more)" if len(self.problems) > 10 else ""
+            kind = "deep" if self.deep else "fast"
+            raise CorruptShard(
+                f"{self.version}: {kind} verification found {len(self.problems)} bad shard(s): "
+                f"{lines}{more}",
+                version=self.version,
+                problems=[p.to_dict() for p in self.problems],
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "mode": "deep" if self.deep else "fast",
+            "ok": self.ok,
+            "checked": self.checked,
+            "bytes_read": self.bytes_read,
+            "seconds": round(self.seconds, 3),
+            "problems": [p.to_dict() for p in self.problems],
+        }
+
+
+class VersionServices(Protocol):
+    """What a :class:`DatasetVersion` needs from whoever made it.
+
+    :class:`recordkeeper.registry.Registry` implements it (fetching the schema from the service,
+    :mod:`recordkeeper.verify`, :mod:`recordkeeper.tf.data`); the version only holds a reference,
+    so this module depends on none of them.
+    """
+
+    def schema(self, ref: str) -> Schema: ...
+
+    def verify_version(
+        self,
+        version: DatasetVersion,
+        *,
+        deep: bool,
+        splits: Sequence[str] | None,
+        storage_options: Mapping[str, Any] | None,
+        max_workers: int | None,
+        progress: bool | None,
+    ) -> VerifyReport: ...
+
+    def tf_dataset(
+        self,
+        version: DatasetVersion,
+        split: str,
+        *,
+        verify: Literal["fast", "deep"] | None,
+        num_parallel_reads: int | None,
+        shuffle_files: bool,
+        seed: int | None,
+        storage_options: Mapping[str, Any] | None,
+    ) -> Any: ...
+
+
 @dataclass(frozen=True)
 class DatasetInfo:
     """A dataset as listed by the service."""
@@ -171,7 +294,7 @@ class DatasetVersion:
     deprecated_reason: str | None = None
     duplicate_of: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=lambda: _frozen(None))
-    _client: Client | None = field(default=None, repr=False, compare=False)
+    _client: VersionServices | None = field(default=None, repr=False, compare=False)
     _storage_options: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
     _schema_cache: list[Schema] = field(default_factory=list, repr=False, compare=False)
 
@@ -180,11 +303,11 @@ class DatasetVersion:
         cls,
         data: Mapping[str, Any],
         *,
-        client: Client | None = None,
+        client: VersionServices | None = None,
         storage_options: Mapping[str, Any] | None = None,
         schema: Schema | None = None,
     ) -> DatasetVersion:
-        """Build from the service's ``Version`` JSON."""
+        """Build from the service's ``Version`` JSON (``client``: see :class:`VersionServices`)."""
         splits: dict[str, Split] = {}
         for split_name, split in (data.get("splits") or {}).items():
             shards = tuple(
@@ -238,9 +361,10 @@ class DatasetVersion:
 
     def files(self, split: str) -> list[str]:
         """The shard URIs of ``split`` in index order (``KeyError`` naming the splits if absent)."""
-        return self._split(split).uris
+        return self.split(split).uris
 
-    def _split(self, split: str) -> Split:
+    def split(self, split: str) -> Split:
+        """One split (``KeyError`` naming the splits if absent)."""
         try:
             return self.splits[split]
         except KeyError:
@@ -293,9 +417,7 @@ class DatasetVersion:
         one, no download.  ``deep=True``: re-read every shard, re-hash, check every record's
         CRC and report the first bad offset.
         """
-        from recordkeeper.verify import verify_version
-
-        return verify_version(
+        return self._services("verify").verify_version(
             self,
             deep=deep,
             splits=splits,
@@ -320,9 +442,7 @@ class DatasetVersion:
 
         See :func:`recordkeeper.tf.data.tf_dataset`.
         """
-        from recordkeeper.tf.data import tf_dataset
-
-        return tf_dataset(
+        return self._services("tf_dataset").tf_dataset(
             self,
             split,
             verify=verify,
@@ -333,6 +453,11 @@ class DatasetVersion:
                 storage_options if storage_options is not None else self._storage_options
             ),
         )
+
+    def _services(self, action: str) -> VersionServices:
+        if self._client is None:
+            raise RuntimeError(f"{self.name}: {action} needs the client that made this version")
+        return self._client
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (what ``recordkeeper resolve --json`` prints)."""

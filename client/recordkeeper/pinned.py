@@ -34,16 +34,16 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
 from recordkeeper.errors import InvalidInput, InvalidReference, VersionDeprecated
 from recordkeeper.lineage import ROLES, DataUse
 from recordkeeper.refs import parse_reference
+from recordkeeper.registry import Registry
 
 if TYPE_CHECKING:
-    from recordkeeper.client import Client
     from recordkeeper.models import DatasetVersion
 
 __all__ = [
@@ -51,12 +51,22 @@ __all__ = [
     "InvalidConfig",
     "PinnedData",
     "PinnedEntry",
+    "Resolver",
     "current",
     "load_pinned",
     "lock_config",
     "lock_path",
     "resolve_pinned",
 ]
+
+
+class Resolver(Protocol):
+    """What pinning needs from a client: resolving a reference (``Client``, ``Registry``)."""
+
+    def resolve(
+        self, ref: str, *, expect_digest: str | None = None, shards: bool = True
+    ) -> DatasetVersion: ...
+
 
 LOCK_SUFFIX = ".lock"
 DATA_KEY = "data"
@@ -282,7 +292,7 @@ def _check_state(version: DatasetVersion, entry: PinnedEntry, allow_deprecated: 
 
 
 def _resolve_entry(
-    client: Client, entry: PinnedEntry, *, strict: bool, allow_deprecated: bool
+    client: Resolver, entry: PinnedEntry, *, strict: bool, allow_deprecated: bool
 ) -> DatasetVersion:
     if entry.digest is None and strict and not parse_reference(entry.ref).is_pinned:
         raise InvalidReference(
@@ -297,7 +307,7 @@ def _resolve_entry(
 
 
 def resolve_pinned(
-    client: Client,
+    client: Resolver,
     config: str | Path | Mapping[str, Any],
     *,
     key: str = DATA_KEY,
@@ -334,22 +344,20 @@ def resolve_pinned(
 def load_pinned(
     path: str | Path,
     *,
-    client: Client | None = None,
+    client: Resolver | None = None,
     key: str = DATA_KEY,
     strict: bool = True,
     allow_deprecated: bool = False,
 ) -> PinnedData:
-    """Read a pinned config and resolve its data (a :class:`~recordkeeper.Client` is made
-    from ``RECORDKEEPER_URL``/``RECORDKEEPER_TOKEN`` if none is given)."""
+    """Read a pinned config and resolve its data (a :class:`~recordkeeper.registry.Registry` is
+    made from ``RECORDKEEPER_URL``/``RECORDKEEPER_TOKEN`` if no client is given)."""
     if client is None:
-        from recordkeeper.client import Client
-
-        client = Client()
+        client = Registry.from_env()
     return resolve_pinned(client, path, key=key, strict=strict, allow_deprecated=allow_deprecated)
 
 
 def lock_config(
-    client: Client,
+    client: Resolver,
     path: str | Path,
     *,
     inplace: bool = False,

@@ -49,7 +49,7 @@ from recordkeeper.storage import (
 )
 
 if TYPE_CHECKING:
-    from recordkeeper.client import Client
+    from recordkeeper.registry import Registry
 
 __all__ = ["check_allowed", "publish", "scan_file"]
 
@@ -244,7 +244,7 @@ def check_allowed(uris: list[str], allowed_roots: list[str]) -> None:
 
 
 def publish(
-    client: Client,
+    registry: Registry,
     dataset: Dataset,
     *,
     desc: str | None = None,
@@ -264,12 +264,12 @@ def publish(
         if storage_options is not None
         else dataset.storage_options
         if dataset.storage_options is not None
-        else client.storage_options
+        else registry.storage_options
     )
     shards = dataset.shards
     if not shards:
         raise InvalidShard(f"dataset {dataset.name!r} has no shards")
-    info = client.info()
+    info = registry.info()
     if copy_to is True:
         copy_to = str(info["storage_root"])
     elif copy_to is False:
@@ -290,7 +290,7 @@ def publish(
     # Threads wait on the network for remote objects: use many; CPU-bound local work: cores.
     workers = max_workers or min(len(shards), cores if processes else 32 if remote else cores)
 
-    staged = client.stage(dataset.name, desc=desc, date=date, root=copy_to)
+    staged = registry.stage(dataset.name, desc=desc, date=date, root=copy_to)
     copies: list[str] = []
     try:
         dests: list[str | None] = [None] * len(shards)
@@ -333,11 +333,11 @@ def publish(
             if isinstance(result, _Failure):
                 raise result.cls(result.detail, **result.extra)
             registrations.append(result)
-        client.register_shards(staged, registrations)
-        version = client._finish(staged, force_new=force_new)
+        registry.register_shards(staged, registrations)
+        version = registry.finish(staged, force_new=force_new)
     except BaseException:
         with contextlib.suppress(Exception):
-            client.abandon(staged)
+            registry.abandon(staged)
         for uri in copies:
             with contextlib.suppress(Exception):
                 remove(uri, options)

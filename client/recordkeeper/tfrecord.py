@@ -30,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
 from types import TracebackType
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, Protocol
 
 from crc32c import crc32c
 
@@ -246,6 +246,20 @@ class _Worker:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+class BinarySink(Protocol):
+    """What :class:`TFRecordWriter` writes to: a binary file, an upload pipe, …"""
+
+    def write(self, data: bytes, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
+class BinarySource(Protocol):
+    """What :func:`iter_records` and :func:`scan_shard` read from: ``read(size)`` → bytes."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
 class TFRecordWriter:
     """Write TFRecord framing to a binary file object (or a local path) and describe the shard.
 
@@ -264,20 +278,19 @@ class TFRecordWriter:
 
     def __init__(
         self,
-        fileobj: IO[bytes] | str | os.PathLike[str],
+        fileobj: BinarySink | str | os.PathLike[str],
         compression: str | None = None,
         *,
         infer_schema: bool = True,
         compression_level: int = zlib.Z_DEFAULT_COMPRESSION,
     ) -> None:
         self.compression = normalize_compression(compression)
-        self._file: IO[bytes]
+        self._file: BinarySink
+        self._owned: IO[bytes] | None = None
         if isinstance(fileobj, str | os.PathLike):
-            self._file = open(fileobj, "wb")  # noqa: SIM115 - closed by close()
-            self._owns_file = True
+            self._file = self._owned = open(fileobj, "wb")  # noqa: SIM115 - closed by close()
         else:
             self._file = fileobj
-            self._owns_file = False
         self._compressor = (
             None
             if self.compression == "none"
@@ -364,8 +377,8 @@ class TFRecordWriter:
             self._worker.submit(self._finish)
             self._worker.close()
         finally:
-            if self._owns_file:
-                self._file.close()
+            if self._owned is not None:
+                self._owned.close()
         schema = None if self._inferencer is None else self._inferencer.result()
         self._stats = self._digests.stats(self._count, schema)
         return self._stats
@@ -383,8 +396,8 @@ class TFRecordWriter:
             self.close()
         else:  # don't mask the error with one from closing; release the resources
             self._worker.abandon()
-            if self._owns_file:
-                self._file.close()
+            if self._owned is not None:
+                self._owned.close()
 
 
 def _as_bytes(record: Any) -> bytes:
@@ -399,7 +412,7 @@ def _as_bytes(record: Any) -> bytes:
 # --------------------------------------------------------------------------- reading
 
 
-def _stored_chunks(fileobj: IO[bytes]) -> Iterator[bytes]:
+def _stored_chunks(fileobj: BinarySource) -> Iterator[bytes]:
     while chunk := fileobj.read(_READ_SIZE):
         yield chunk
 
@@ -652,7 +665,7 @@ def _record_batches(
 
 
 def iter_records(
-    fileobj: IO[bytes], compression: str | None = None, *, verify_crc: bool = True
+    fileobj: BinarySource, compression: str | None = None, *, verify_crc: bool = True
 ) -> Iterator[bytes]:
     """Yield the records of a TFRecord stream, checking each record's CRCs.
 
@@ -668,7 +681,7 @@ def iter_records(
 
 
 def scan_shard(
-    fileobj: IO[bytes], compression: str | None = None, *, infer_schema: bool = True
+    fileobj: BinarySource, compression: str | None = None, *, infer_schema: bool = True
 ) -> ShardStats:
     """Re-read a stored shard and return the :class:`ShardStats` a writer would have produced.
 

@@ -26,99 +26,15 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import IO, Any
 
 from recordkeeper._parallel import parallel_map, use_processes
 from recordkeeper.errors import CorruptShard, StorageError
-from recordkeeper.models import Shard
+from recordkeeper.models import DatasetVersion, Reason, Shard, ShardProblem, VerifyReport
 from recordkeeper.progress import byte_progress
 from recordkeeper.storage import open_read, stat_object, storage_errors, url_to_fs
 
-if TYPE_CHECKING:
-    from recordkeeper.models import DatasetVersion
-
 __all__ = ["Reason", "ShardProblem", "VerifyReport", "verify_shards", "verify_version"]
-
-Reason = Literal[
-    "missing",
-    "size_changed",
-    "identity_changed",
-    "checksum_mismatch",
-    "corrupt",
-    "records_changed",
-]
-
-
-@dataclass(frozen=True)
-class ShardProblem:
-    """What is wrong with one shard."""
-
-    shard: Shard
-    reason: Reason
-    detail: str
-    offset: int | None = None
-
-    @property
-    def uri(self) -> str:
-        return self.shard.uri
-
-    def __str__(self) -> str:
-        return f"{self.shard.name} ({self.shard.uri}): {self.reason}: {self.detail}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "shard": self.shard.name,
-            "split": self.shard.split,
-            "index": self.shard.index,
-            "uri": self.shard.uri,
-            "reason": self.reason,
-            "detail": self.detail,
-            "offset": self.offset,
-        }
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    """The outcome of :meth:`DatasetVersion.verify`: ``ok`` or ``problems`` per shard."""
-
-    version: str
-    deep: bool
-    checked: int
-    problems: tuple[ShardProblem, ...]
-    bytes_read: int = 0
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-    def raise_for_problems(self) -> None:
-        """Raise :class:`~recordkeeper.errors.CorruptShard` listing every problem, if any."""
-        if self.problems:
-            lines = "; ".join(str(p) for p in self.problems[:10])
-            more = f" (+{len(self.problems) - 10} more)" if len(self.problems) > 10 else ""
-            kind = "deep" if self.deep else "fast"
-            raise CorruptShard(
-                f"{self.version}: {kind} verification found {len(self.problems)} bad shard(s): "
-                f"{lines}{more}",
-                version=self.version,
-                problems=[p.to_dict() for p in self.problems],
-            )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "mode": "deep" if self.deep else "fast",
-            "ok": self.ok,
-            "checked": self.checked,
-            "bytes_read": self.bytes_read,
-            "seconds": round(self.seconds, 3),
-            "problems": [p.to_dict() for p in self.problems],
-        }
 
 
 def _b64_to_hex(value: str | None) -> str | None:
@@ -345,7 +261,7 @@ def verify_version(
     if splits is None:
         shards = version.shards
     else:
-        shards = [s for name in splits for s in version._split(name).shards]
+        shards = [s for name in splits for s in version.split(name).shards]
     return verify_shards(
         shards,
         deep=deep,

@@ -63,7 +63,7 @@ from recordkeeper.storage import (
 )
 
 if TYPE_CHECKING:
-    from recordkeeper.client import Client
+    from recordkeeper.registry import Registry
 
 __all__ = ["VersionWriter", "parse_size"]
 
@@ -187,6 +187,11 @@ class _UploadPipe:
         self._thread.join()
         self._raise_if_failed()
 
+    @property
+    def uploading(self) -> bool:
+        """True while the background upload is still running."""
+        return self._thread.is_alive()
+
     def abort(self) -> None:
         if self._thread.is_alive():
             self._buffer.clear()
@@ -224,7 +229,7 @@ class VersionWriter:
 
     def __init__(
         self,
-        client: Client,
+        registry: Registry,
         dataset: str,
         *,
         root: str | None = None,
@@ -236,7 +241,7 @@ class VersionWriter:
         force_new: bool = False,
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
-        self._client = client
+        self._registry = registry
         self.dataset = dataset
         self.root = root
         self.desc = desc
@@ -328,8 +333,8 @@ class VersionWriter:
                 )
             registrations = self._finalise_names()
             staged = self._stage()
-            self._client.register_shards(staged, registrations)
-            version = self._client._finish(staged, force_new=self.force_new)
+            self._registry.register_shards(staged, registrations)
+            version = self._registry.finish(staged, force_new=self.force_new)
         except BaseException:
             self.abort()
             raise
@@ -350,13 +355,13 @@ class VersionWriter:
         self._delete_written()
         if self.staged is not None:
             with contextlib.suppress(Exception):
-                self._client.abandon(self.staged)
+                self._registry.abandon(self.staged)
 
     # -- internals --------------------------------------------------------------------------
 
     def _stage(self) -> DatasetVersion:
         if self.staged is None:
-            self.staged = self._client.stage(
+            self.staged = self._registry.stage(
                 self.dataset,
                 desc=self.desc,
                 date=self.date,
@@ -375,8 +380,8 @@ class VersionWriter:
         prefix = self._stage().storage_prefix
         index = self._next_index.get(split, 0)
         self._next_index[split] = index + 1
-        while len([s for s in self._done if s.pipe._thread.is_alive()]) >= _MAX_PENDING_UPLOADS:
-            next(s for s in self._done if s.pipe._thread.is_alive()).pipe.join()
+        while len([s for s in self._done if s.pipe.uploading]) >= _MAX_PENDING_UPLOADS:
+            next(s for s in self._done if s.pipe.uploading).pipe.join()
         temp_uri = join_uri(
             prefix, f"_incomplete/{split}-{index:05d}{compression_suffix(self.compression)}"
         )

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 import recordkeeper as rk
-from recordkeeper._http import HttpCore
+from recordkeeper.http import HttpCore
 
 
 def _core(handler, **kwargs) -> tuple[HttpCore, list[httpx.Request]]:
@@ -143,3 +143,57 @@ def test_refs_are_percent_encoded_and_checked_locally() -> None:
     with pytest.raises(rk.InvalidReference):
         client.resolve("Not A Ref")
     assert len(seen) == 1
+
+
+def _list_service(total: int, pages: list[tuple[int, int]]):
+    """A handler answering ``GET /api/v1/items`` from ``total`` items, recording (limit, offset)."""
+
+    def handler(request: httpx.Request, n: int) -> httpx.Response:
+        assert request.url.path == "/api/v1/items"
+        limit = int(request.url.params["limit"])
+        offset = int(request.url.params["offset"])
+        pages.append((limit, offset))
+        data = list(range(total))[offset : offset + limit]
+        return httpx.Response(200, json={"data": data, "count": total, "extra": n})
+
+    return handler
+
+
+def test_paged_walks_every_page_until_count() -> None:
+    pages: list[tuple[int, int]] = []
+    core, _ = _core(_list_service(2500, pages))
+    assert list(core.paged("/items")) == list(range(2500))
+    assert pages == [(1000, 0), (1000, 1000), (1000, 2000)]
+
+
+def test_paged_stops_at_the_limit_and_asks_no_more() -> None:
+    pages: list[tuple[int, int]] = []
+    core, _ = _core(_list_service(2500, pages))
+    assert list(core.paged("/items", {"prefix": None}, limit=1200)) == list(range(1200))
+    assert pages == [(1000, 0), (1000, 1000)]
+    pages.clear()
+    assert list(core.paged("/items", limit=5)) == list(range(5))
+    assert pages == [(5, 0)]
+
+
+def test_paged_stops_on_an_empty_page_and_sends_filters() -> None:
+    seen_params: list[dict[str, str]] = []
+
+    def handler(request: httpx.Request, n: int) -> httpx.Response:
+        seen_params.append(dict(request.url.params))
+        # The count claims more than the service then serves: stop at the empty page.
+        return httpx.Response(200, json={"data": [1, 2] if n == 1 else [], "count": 10})
+
+    core, seen = _core(handler)
+    assert list(core.paged("/things", {"state": "committed", "prefix": None})) == [1, 2]
+    assert len(seen) == 2
+    assert seen_params[0] == {"state": "committed", "limit": "1000", "offset": "0"}
+    assert seen_params[1]["offset"] == "2"
+
+
+def test_pages_yield_whole_answers() -> None:
+    pages: list[tuple[int, int]] = []
+    core, _ = _core(_list_service(25, pages))
+    answers = list(core.pages("/items", page=10))
+    assert [a["data"][0] for a in answers] == [0, 10, 20]
+    assert [a["extra"] for a in answers] == [1, 2, 3]  # fields besides data are kept

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
 import recordkeeper as rk
 from recordkeeper import pinned
@@ -164,20 +163,3 @@ def test_unreadable_config_files(client: rk.Client, tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("data: [unclosed")
     with pytest.raises(rk.InvalidInput, match="not valid YAML"):
         pinned.resolve_pinned(client, tmp_path / "bad.yaml")
-
-
-def test_lock_command(client: rk.Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from recordkeeper import cli
-
-    v1 = publish(client, "coco", "first")
-    config = write_yaml(tmp_path / "train.yaml", {"data": {"train": "coco@latest"}})
-    monkeypatch.setattr(cli, "_client", lambda *a, **k: client)
-    runner = CliRunner()
-    result = runner.invoke(cli.app, ["lock", str(config), "--json"])
-    assert result.exit_code == 0, result.output
-    body = json.loads(result.output)
-    assert body["path"] == str(tmp_path / "train.lock.yaml")
-    assert body["data"][0]["version"] == v1.name
-    result = runner.invoke(cli.app, ["lock", str(tmp_path / "nope.yaml")])
-    assert result.exit_code == 1 and "cannot read" in result.output
-    assert "Traceback" not in result.output

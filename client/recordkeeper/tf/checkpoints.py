@@ -33,12 +33,14 @@ from recordkeeper.lineage import (
     CheckpointInfo,
     CheckpointRef,
     DataUse,
+    ParentKind,
     checkpoint_body,
     normalize_data,
     parse_checkpoint_ref,
     validate_model_name,
 )
 from recordkeeper.lineage_queue import RegistrationQueue
+from recordkeeper.pinned import current
 from recordkeeper.refs import parse_reference
 
 if TYPE_CHECKING:
@@ -67,8 +69,6 @@ def _checkpoint_number(path: str) -> int | None:
 def _resolve_data(client: Client, data: Any) -> list[DataUse]:
     """Data as exact version names, resolved once so a moving alias cannot change it later."""
     if data is None:
-        from recordkeeper.pinned import current
-
         pinned = current()
         if pinned is None:
             return []
@@ -114,7 +114,7 @@ class TrackedCheckpointManager:
         data: Any = None,
         run: str | None = None,
         parent: str | CheckpointRef | None = None,
-        parent_kind: str = "initialized_from",
+        parent_kind: ParentKind = "initialized_from",
         queue: RegistrationQueue | str | Path | None = None,
         step: Callable[[str], int | None] | None = None,
         metadata: Mapping[str, Any] | None = None,
@@ -286,7 +286,7 @@ def track(
     data: Any = None,
     run: str | None = None,
     parent: str | CheckpointRef | None = None,
-    parent_kind: str = "initialized_from",
+    parent_kind: ParentKind = "initialized_from",
     queue: RegistrationQueue | str | Path | None = None,
     step: Callable[[str], int | None] | None = None,
     metadata: Mapping[str, Any] | None = None,

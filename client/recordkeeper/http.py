@@ -1,6 +1,6 @@
 """The one HTTP helper every client call goes through.
 
-It owns three concerns and nothing else:
+It owns four concerns and nothing else:
 
 * **Retries** with exponential backoff (and ``Retry-After`` when the service sends one) on
   408, 429, 5xx answers and on connection errors — but only for requests that are safe to
@@ -10,14 +10,22 @@ It owns three concerns and nothing else:
   the ``X-Error-Code`` header) via :func:`recordkeeper.errors.error_for_code`.
 * **Connection failures** become :class:`~recordkeeper.errors.ServiceUnavailable` naming the URL,
   so "is the service running?" is the first thing a user reads.
+* **Paging**: :meth:`HttpCore.pages` walks ``{"data": [...], "count": n}`` list answers with
+  ``limit``/``offset`` and stops at ``count``; :meth:`HttpCore.paged` yields their items, at
+  most the caller's ``limit``.
+
+Capability modules (writer, publish, lineage, gc, …) receive an :class:`HttpCore` (or the
+:class:`~recordkeeper.registry.Registry` built on it); none of them reaches into the
+:class:`~recordkeeper.client.Client` façade.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -33,7 +41,19 @@ from recordkeeper.errors import (
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["RETRY_STATUSES", "SAFE_METHODS", "HttpCore", "quote_segment"]
+__all__ = [
+    "API_PREFIX",
+    "DEFAULT_URL",
+    "PAGE_SIZE",
+    "RETRY_STATUSES",
+    "SAFE_METHODS",
+    "HttpCore",
+    "quote_segment",
+]
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+API_PREFIX = "/api/v1"
+PAGE_SIZE = 1000
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
@@ -86,6 +106,31 @@ class HttpCore:
         self.timeout = timeout
         # A client the caller configured keeps its own timeouts (TestClient refuses them).
         self._timeout_kwargs: dict[str, Any] = {"timeout": timeout} if self._owns_client else {}
+
+    @classmethod
+    def from_env(
+        cls,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        http_client: httpx.Client | None = None,
+        timeout: float = 60.0,
+        retries: int = 4,
+    ) -> HttpCore:
+        """A helper for ``url``/``token`` (default ``RECORDKEEPER_URL``/``RECORDKEEPER_TOKEN``).
+
+        The environment is read now (when a client is made), never at import time.  Without a
+        URL, a configured ``http_client``'s ``base_url`` is used, then :data:`DEFAULT_URL`.
+        """
+        if url is None:
+            url = os.environ.get("RECORDKEEPER_URL")
+        if url is None and http_client is not None and str(http_client.base_url):
+            url = str(http_client.base_url)
+        if token is None:
+            token = os.environ.get("RECORDKEEPER_TOKEN") or None
+        return cls(
+            url or DEFAULT_URL, token, http_client=http_client, timeout=timeout, retries=retries
+        )
 
     def close(self) -> None:
         """Close the underlying connection pool if this helper created it."""
@@ -155,6 +200,40 @@ class HttpCore:
                     f"{method} {url} answered {response.status_code} with a body that is not "
                     "JSON; is RECORDKEEPER_URL pointing at a recordkeeper service?"
                 ) from None
+
+    def api(self, method: str, path: str, **kwargs: Any) -> Any:
+        """:meth:`request` for a path of the REST API (``/datasets`` → ``/api/v1/datasets``)."""
+        return self.request(method, API_PREFIX + path, **kwargs)
+
+    def pages(
+        self, path: str, params: Mapping[str, Any] | None = None, *, page: int = PAGE_SIZE
+    ) -> Iterator[Any]:
+        """Yield each answer (``{"data": [...], "count": n, ...}``) of a paged REST list.
+
+        Asks for ``page`` items at a time with ``limit``/``offset``; stops after an empty page
+        or once ``count`` items were served.  Stop iterating to stop early.
+        """
+        offset = 0
+        while True:
+            body = self.api("GET", path, params={**(params or {}), "limit": page, "offset": offset})
+            yield body
+            data = body.get("data") or []
+            offset += len(data)
+            if not data or offset >= int(body.get("count", 0)):
+                return
+
+    def paged(
+        self, path: str, params: Mapping[str, Any] | None = None, limit: int | None = None
+    ) -> Iterator[Any]:
+        """Yield the items of a paged REST list (``GET path``), at most ``limit`` of them."""
+        page = PAGE_SIZE if limit is None else min(PAGE_SIZE, limit)
+        seen = 0
+        for body in self.pages(path, params, page=page):
+            for item in body.get("data", []):
+                yield item
+                seen += 1
+                if limit is not None and seen >= limit:
+                    return
 
     def _sleep(self, attempt: int, retry_after: str | None) -> None:
         delay = min(self.max_backoff, self.backoff * 2**attempt)

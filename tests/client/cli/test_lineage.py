@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 import recordkeeper as rk
@@ -24,7 +25,7 @@ pytest.importorskip("fastapi")
 
 @pytest.fixture
 def runner(client: rk.Client, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setattr(cli, "_client", lambda *a, **k: client)
+    monkeypatch.setattr(cli.common, "Client", lambda *a, **k: client)
     return CliRunner()
 
 
@@ -89,3 +90,17 @@ def test_checkpoints_ls_and_flush(
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["registered"] == ["det/ckpt-3"]
     assert not queue.exists()
+
+
+def test_lock_command(runner: CliRunner, client: rk.Client, tmp_path: Path) -> None:
+    v1 = publish(client, "first")
+    config = tmp_path / "train.yaml"
+    config.write_text(yaml.safe_dump({"data": {"train": "coco@latest"}}, sort_keys=False))
+    result = runner.invoke(cli.app, ["lock", str(config), "--json"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.output)
+    assert body["path"] == str(tmp_path / "train.lock.yaml")
+    assert body["data"][0]["version"] == v1.name
+    result = runner.invoke(cli.app, ["lock", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 1 and "cannot read" in result.output
+    assert "Traceback" not in result.output

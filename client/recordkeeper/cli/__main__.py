@@ -1,0 +1,5 @@
+"""``python -m recordkeeper.cli``."""
+
+from recordkeeper.cli.app import main
+
+main()

@@ -1,0 +1,295 @@
+"""The version registry over the HTTP helper: read, alias and move versions through their life.
+
+:class:`Registry` holds an :class:`~recordkeeper.http.HttpCore` and the default storage options,
+and turns the service's answers into :class:`~recordkeeper.models.DatasetVersion` objects.  It is
+what the capability modules receive (:mod:`recordkeeper.writer` and :mod:`recordkeeper.publish`
+stage, register and finish through it, :mod:`recordkeeper.gc` abandons through it) and what the
+:class:`~recordkeeper.client.Client` façade delegates to.  It also serves the versions it makes
+(:class:`~recordkeeper.models.VersionServices`): their schema, ``verify`` and ``tf_dataset``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from recordkeeper.diff import VersionDiff, diff_versions
+from recordkeeper.errors import InvalidReference
+from recordkeeper.http import HttpCore, quote_segment
+from recordkeeper.models import DatasetInfo, DatasetVersion, VerifyReport
+from recordkeeper.naming import validate_dataset_name
+from recordkeeper.refs import parse_reference, validate_alias_name
+from recordkeeper.schema import Schema
+from recordkeeper.tf.data import tf_dataset
+from recordkeeper.verify import verify_version
+
+if TYPE_CHECKING:
+    import datetime
+
+__all__ = ["MAX_SHARDS_PER_REQUEST", "DuplicateWarning", "OnDuplicate", "Registry"]
+
+MAX_SHARDS_PER_REQUEST = 10_000
+OnDuplicate = Literal["error", "use_existing", "commit"]
+
+
+class DuplicateWarning(UserWarning):
+    """Published content equals an existing version, which was returned instead."""
+
+
+class Registry:
+    """Datasets, versions and aliases of one service, over one :class:`HttpCore`.
+
+    ``storage_options`` are the default fsspec options (credentials, endpoint) handed to the
+    versions it resolves, writes or publishes.
+    """
+
+    def __init__(self, http: HttpCore, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.http = http
+        self.storage_options: dict[str, Any] = dict(storage_options or {})
+        self._info: dict[str, Any] | None = None
+
+    @classmethod
+    def from_env(cls) -> Registry:
+        """A registry for ``RECORDKEEPER_URL``/``RECORDKEEPER_TOKEN`` (read now)."""
+        return cls(HttpCore.from_env())
+
+    def version(self, data: Mapping[str, Any], *, schema: Schema | None = None) -> DatasetVersion:
+        """A :class:`DatasetVersion` from the service's ``Version`` JSON, served from here."""
+        return DatasetVersion.from_dict(
+            data, client=self, storage_options=self.storage_options or None, schema=schema
+        )
+
+    # -- service ---------------------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        """The service's ``/info``: storage root, allowed roots, limits (cached)."""
+        if self._info is None:
+            self._info = self.http.api("GET", "/info")
+        return dict(self._info)
+
+    def health(self) -> bool:
+        """True when the service answers ``/healthz``."""
+        self.http.request("GET", "/healthz")
+        return True
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def datasets(self, prefix: str | None = None, *, limit: int | None = None) -> list[DatasetInfo]:
+        return [
+            DatasetInfo.from_dict(d)
+            for d in self.http.paged("/datasets", {"prefix": prefix}, limit)
+        ]
+
+    def versions(
+        self,
+        dataset: str,
+        *,
+        state: str | None = None,
+        since: str | datetime.date | None = None,
+        until: str | datetime.date | None = None,
+        limit: int | None = None,
+    ) -> list[DatasetVersion]:
+        validate_dataset_name(dataset)
+        params = {"state": state, "since": _date_param(since), "until": _date_param(until)}
+        path = f"/datasets/{quote_segment(dataset)}/versions"
+        return [self.version(v) for v in self.http.paged(path, params, limit)]
+
+    def resolve(
+        self, ref: str, *, expect_digest: str | None = None, shards: bool = True
+    ) -> DatasetVersion:
+        check_ref(ref)
+        if expect_digest is not None and not expect_digest.startswith("sha256:"):
+            expect_digest = "sha256:" + expect_digest
+        data = self.http.api(
+            "GET",
+            f"/versions/{quote_segment(ref.strip())}",
+            params={"shards": "true" if shards else "false", "expect_digest": expect_digest},
+        )
+        return self.version(data)
+
+    def schema(self, ref: str) -> Schema:
+        check_ref(ref)
+        body = self.http.api("GET", f"/versions/{quote_segment(ref.strip())}/schema")
+        return Schema.from_dict(body["schema"])
+
+    def diff(self, a: str | DatasetVersion, b: str | DatasetVersion) -> VersionDiff:
+        va = a if isinstance(a, DatasetVersion) else self.resolve(a)
+        vb = b if isinstance(b, DatasetVersion) else self.resolve(b)
+        return diff_versions(va, vb)
+
+    # -- what versions ask of the registry that made them (models.VersionServices) -----------
+
+    def verify_version(
+        self,
+        version: DatasetVersion,
+        *,
+        deep: bool,
+        splits: Sequence[str] | None,
+        storage_options: Mapping[str, Any] | None,
+        max_workers: int | None,
+        progress: bool | None,
+    ) -> VerifyReport:
+        return verify_version(
+            version,
+            deep=deep,
+            splits=splits,
+            storage_options=storage_options,
+            max_workers=max_workers,
+            progress=progress,
+        )
+
+    def tf_dataset(
+        self,
+        version: DatasetVersion,
+        split: str,
+        *,
+        verify: Literal["fast", "deep"] | None,
+        num_parallel_reads: int | None,
+        shuffle_files: bool,
+        seed: int | None,
+        storage_options: Mapping[str, Any] | None,
+    ) -> Any:
+        return tf_dataset(
+            version,
+            split,
+            verify=verify,
+            num_parallel_reads=num_parallel_reads,
+            shuffle_files=shuffle_files,
+            seed=seed,
+            storage_options=storage_options,
+        )
+
+    # -- aliases -----------------------------------------------------------------------------
+
+    def set_alias(self, dataset: str, alias: str, ref: str | DatasetVersion) -> dict[str, Any]:
+        validate_dataset_name(dataset)
+        validate_alias_name(alias)
+        target = ref.name if isinstance(ref, DatasetVersion) else ref
+        check_ref(target)
+        result: dict[str, Any] = self.http.api(
+            "PUT",
+            f"/datasets/{quote_segment(dataset)}/aliases/{quote_segment(alias)}",
+            json={"version": target},
+        )
+        return result
+
+    def aliases(self, dataset: str) -> list[dict[str, Any]]:
+        validate_dataset_name(dataset)
+        return list(self.http.paged(f"/datasets/{quote_segment(dataset)}/aliases"))
+
+    def alias_history(self, dataset: str, alias: str) -> list[dict[str, Any]]:
+        path = f"/datasets/{quote_segment(dataset)}/aliases/{quote_segment(alias)}/history"
+        return list(self.http.paged(path))
+
+    def delete_alias(self, dataset: str, alias: str) -> None:
+        self.http.api(
+            "DELETE", f"/datasets/{quote_segment(dataset)}/aliases/{quote_segment(alias)}"
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def stage(
+        self,
+        dataset: str,
+        *,
+        desc: str | None = None,
+        date: str | datetime.date | None = None,
+        root: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> DatasetVersion:
+        validate_dataset_name(dataset)
+        body = {
+            "desc": desc,
+            "date": _date_param(date),
+            "root": root,
+            "metadata": dict(metadata or {}),
+        }
+        # Not replayable: a retried stage would allocate a second number.
+        data = self.http.api("POST", f"/datasets/{quote_segment(dataset)}/versions", json=body)
+        return self.version(data)
+
+    def register_shards(
+        self, version: str | DatasetVersion, shards: Sequence[Mapping[str, Any]]
+    ) -> dict[str, int]:
+        name = version.name if isinstance(version, DatasetVersion) else version
+        per_request = int(self.info().get("max_shards_per_request") or MAX_SHARDS_PER_REQUEST)
+        per_request = max(1, min(per_request, MAX_SHARDS_PER_REQUEST))
+        totals = {"registered": 0, "unchanged": 0, "shard_count": 0}
+        for start in range(0, len(shards), per_request):
+            batch = [dict(s) for s in shards[start : start + per_request]]
+            answer = self.http.api(
+                "POST",
+                f"/versions/{quote_segment(name)}/shards",
+                json={"shards": batch},
+                idempotent=True,
+            )
+            totals["registered"] += int(answer.get("registered", 0))
+            totals["unchanged"] += int(answer.get("unchanged", 0))
+            totals["shard_count"] = int(answer.get("shard_count", 0))
+        return totals
+
+    def commit(
+        self, version: str | DatasetVersion, *, on_duplicate: OnDuplicate = "error"
+    ) -> DatasetVersion:
+        name = version.name if isinstance(version, DatasetVersion) else version
+        data = self.http.api(
+            "POST",
+            f"/versions/{quote_segment(name)}/commit",
+            json={"on_duplicate": on_duplicate},
+            idempotent=True,
+        )
+        return self.version(data)
+
+    def abandon(self, version: str | DatasetVersion) -> DatasetVersion:
+        name = version.name if isinstance(version, DatasetVersion) else version
+        data = self.http.api("POST", f"/versions/{quote_segment(name)}/abandon", idempotent=True)
+        return self.version(data)
+
+    def deprecate(
+        self, ref: str | DatasetVersion, reason: str | None = None, *, force: bool = False
+    ) -> DatasetVersion:
+        target = ref.name if isinstance(ref, DatasetVersion) else ref
+        check_ref(target)
+        data = self.http.api(
+            "POST",
+            f"/versions/{quote_segment(target)}/deprecate",
+            json={"reason": reason, "force": force},
+            idempotent=True,
+        )
+        return self.version(data)
+
+    def finish(self, version: DatasetVersion, *, force_new: bool) -> DatasetVersion:
+        """Commit a staged version, keeping an identical existing one unless ``force_new``.
+
+        Warns :class:`DuplicateWarning` when the content already existed and that version was
+        kept.
+        """
+        committed = self.commit(version, on_duplicate="commit" if force_new else "use_existing")
+        duplicate_of = committed.duplicate_of
+        if not committed.splits:
+            committed = self.resolve(committed.name)  # the commit answer carries no shards
+        if committed.name != version.name or duplicate_of:
+            existing = duplicate_of or committed.name
+            warnings.warn(
+                f"the content is identical to {existing}; keeping that version and abandoning "
+                f"{version.name} (pass force_new=True to commit a new version anyway)",
+                DuplicateWarning,
+                stacklevel=3,
+            )
+        return committed
+
+
+def check_ref(ref: str) -> None:
+    """Refuse a reference that is not a string or does not parse, before any request."""
+    if not isinstance(ref, str):
+        raise InvalidReference(f"reference must be a string, got {type(ref).__name__}")
+    parse_reference(ref)
+
+
+def _date_param(value: str | datetime.date | None) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return value.strftime("%Y%m%d")
