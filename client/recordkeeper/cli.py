@@ -18,7 +18,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from recordkeeper.errors import RecordkeeperError
+from recordkeeper.core.errors import RecordkeeperError
 
 __all__ = ["app", "main", "parse_storage_options"]
 

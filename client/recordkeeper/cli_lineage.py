@@ -272,7 +272,7 @@ def _client() -> Any:
 
 def _lineage_path(checkpoint: str) -> str:
     from recordkeeper._http import quote_segment
-    from recordkeeper.lineage import parse_checkpoint_ref
+    from recordkeeper.core.lineage import parse_checkpoint_ref
 
     ref = parse_checkpoint_ref(checkpoint)
     return f"/models/{quote_segment(ref.model)}/checkpoints/{quote_segment(ref.checkpoint)}/lineage"

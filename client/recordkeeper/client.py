@@ -13,11 +13,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from recordkeeper._http import HttpCore, quote_segment
-from recordkeeper.errors import InvalidReference
+from recordkeeper.core.digests import parse_digest
+from recordkeeper.core.errors import InvalidReference
+from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
+from recordkeeper.core.naming import validate_dataset_name
+from recordkeeper.core.refs import parse_reference, validate_alias_name
+from recordkeeper.core.schema import Schema
 from recordkeeper.models import DatasetInfo, DatasetVersion
-from recordkeeper.naming import validate_dataset_name
-from recordkeeper.refs import parse_reference, validate_alias_name
-from recordkeeper.schema import Schema
 
 if TYPE_CHECKING:
     import datetime
@@ -25,12 +27,12 @@ if TYPE_CHECKING:
 
     import httpx
 
+    from recordkeeper.core.lineage import CheckpointRef
     from recordkeeper.dataset import Dataset
     from recordkeeper.diff import VersionDiff
     from recordkeeper.gc import GcCandidate, GcReport
     from recordkeeper.lineage import (
         CheckpointInfo,
-        CheckpointRef,
         Consumers,
         Lineage,
         LineageGraph,
@@ -44,7 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_URL", "MAX_SHARDS_PER_REQUEST", "Client", "DuplicateWarning"]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
-MAX_SHARDS_PER_REQUEST = 10_000
 _API = "/api/v1"
 OnDuplicate = Literal["error", "use_existing", "commit"]
 
@@ -167,8 +168,8 @@ class Client:
         :class:`~recordkeeper.errors.DigestMismatch` if the content differs from the pin.
         """
         _check_ref(ref)
-        if expect_digest is not None and not expect_digest.startswith("sha256:"):
-            expect_digest = "sha256:" + expect_digest
+        if expect_digest is not None:
+            expect_digest = parse_digest(expect_digest, "expect_digest")
         data = self._request(
             "GET",
             f"/versions/{quote_segment(ref.strip())}",

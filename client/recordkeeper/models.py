@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
-from recordkeeper.manifest import shard_file_name
-from recordkeeper.schema import Schema
+from recordkeeper.core.schema import Schema
+from recordkeeper.core.splits import shard_file_name
 
 if TYPE_CHECKING:
     from recordkeeper.client import Client
@@ -263,7 +263,9 @@ class DatasetVersion:
         (``RaggedFeature`` with ``ragged=True``) otherwise; see
         :func:`recordkeeper.schema_export.feature_spec`.
         """
-        spec: dict[str, Any] = self.schema.feature_spec(ragged=ragged)
+        from recordkeeper.schema_export import feature_spec
+
+        spec: dict[str, Any] = feature_spec(self.schema, ragged=ragged)
         return spec
 
     @property

@@ -23,15 +23,16 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 from recordkeeper._parallel import parallel_map, use_processes
-from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
-from recordkeeper.errors import (
+from recordkeeper.core.errors import (
     CorruptShard,
     InvalidShard,
     RecordkeeperError,
     StorageError,
     StorageRootNotAllowed,
 )
-from recordkeeper.manifest import shard_file_name
+from recordkeeper.core.roots import AllowedRoots
+from recordkeeper.core.splits import shard_file_name
+from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
 from recordkeeper.models import DatasetVersion
 from recordkeeper.progress import ProgressLike, byte_progress
 from recordkeeper.storage import (
@@ -230,9 +231,14 @@ def _ignore(nbytes: int) -> None:
 
 
 def check_allowed(uris: list[str], allowed_roots: list[str]) -> None:
-    """Raise :class:`StorageRootNotAllowed` early for URIs outside the service's roots."""
-    roots = [r.rstrip("/") + "/" for r in allowed_roots]
-    outside = [u for u in uris if not any(u.startswith(r) for r in roots)]
+    """Raise :class:`StorageRootNotAllowed` early for URIs outside the service's roots.
+
+    The same check the service makes (:meth:`~recordkeeper.core.roots.AllowedRoots.allows`):
+    a URI with ``..`` segments, or otherwise malformed, is outside every root.
+    """
+    allowed = AllowedRoots.of(allowed_roots)
+    roots = list(allowed.roots)
+    outside = [u for u in uris if not allowed.allows(u)]
     if outside and roots:
         raise StorageRootNotAllowed(
             f"{len(outside)} shard(s) live outside the service's allowed roots "

@@ -10,7 +10,7 @@ compress the whole file stream, not each record.  Uncompressed output is byte-id
 
 :class:`TFRecordWriter` computes a shard's :class:`ShardStats` while the bytes stream out (sha256
 and CRC32C of the stored bytes, sha256 of the uncompressed record stream, record count, size and
-the inferred :class:`~recordkeeper.schema.Schema`); :func:`scan_shard` computes the same from
+the inferred :class:`~recordkeeper.core.schema.Schema`); :func:`scan_shard` computes the same from
 an existing file, checking every record CRC on the way.  Both batch records so that per-record
 work happens in C, and hash, compress and do I/O on a background thread (those release the GIL).
 """
@@ -35,8 +35,8 @@ from typing import IO, Any, Literal
 from crc32c import crc32c
 
 from recordkeeper import _native
-from recordkeeper.errors import CorruptShard, InvalidInput
-from recordkeeper.schema import Schema
+from recordkeeper.core.errors import CorruptShard, InvalidInput
+from recordkeeper.core.schema import Schema
 from recordkeeper.schema_inference import SchemaInferencer
 
 __all__ = [

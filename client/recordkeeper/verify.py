@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Literal
 
 from recordkeeper._parallel import parallel_map, use_processes
-from recordkeeper.errors import CorruptShard, StorageError
+from recordkeeper.core.errors import CorruptShard, StorageError
 from recordkeeper.models import Shard
 from recordkeeper.progress import byte_progress
 from recordkeeper.storage import open_read, stat_object, storage_errors, url_to_fs

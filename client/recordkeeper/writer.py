@@ -45,9 +45,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from recordkeeper.core.errors import InvalidRequest, InvalidShard, StorageError
+from recordkeeper.core.splits import shard_file_name, validate_split_name
 from recordkeeper.dataset import compression_suffix
-from recordkeeper.errors import InvalidRequest, InvalidShard, StorageError
-from recordkeeper.manifest import shard_file_name, validate_split_name
 from recordkeeper.models import DatasetVersion
 from recordkeeper.storage import (
     backend_of,

@@ -24,7 +24,7 @@ from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from recordkeeper.errors import (
+from recordkeeper.core.errors import (
     Conflict,
     DatasetExists,
     InvalidRequest,

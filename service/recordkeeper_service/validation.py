@@ -12,16 +12,17 @@ from typing import Any
 
 import orjson
 
-from recordkeeper.errors import (
+from recordkeeper.core.digests import validate_crc32c, validate_sha256
+from recordkeeper.core.errors import (
     InvalidHash,
     InvalidShard,
     RecordkeeperError,
     StorageRootNotAllowed,
 )
-from recordkeeper.manifest import validate_crc32c, validate_sha256, validate_split_name
-from recordkeeper.schema import Schema
+from recordkeeper.core.roots import AllowedRoots, UriError
+from recordkeeper.core.schema import Schema
+from recordkeeper.core.splits import validate_split_name
 from recordkeeper_service.models import COMPRESSIONS
-from recordkeeper_service.uris import AllowedRoots, UriError
 
 __all__ = ["MAX_SHARDS_PER_REQUEST", "MAX_SHARD_COUNT", "ValidShard", "validate_shards"]
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 import recordkeeper as rk
-from recordkeeper.lineage import DataUse, normalize_data, parse_checkpoint_ref
+from recordkeeper.core.lineage import parse_checkpoint_ref
+from recordkeeper.lineage import DataUse, normalize_data
 from recordkeeper.lineage_queue import RegistrationQueue, RegistrationRejected
 from tests.client import _lineage_app
 from tests.client._lineage_app import Switch, publish

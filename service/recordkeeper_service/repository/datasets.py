@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-from recordkeeper.errors import DatasetExists, InvalidRequest
-from recordkeeper.naming import validate_dataset_name
+from recordkeeper.core.errors import DatasetExists, InvalidRequest
+from recordkeeper.core.naming import validate_dataset_name
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import DatasetRecord, Page

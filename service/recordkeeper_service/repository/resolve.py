@@ -1,4 +1,5 @@
-"""Reference resolution: every form of :func:`recordkeeper.refs.parse_reference` → a version row.
+"""Reference resolution: every form of :func:`~recordkeeper.core.refs.parse_reference` → a
+version row.
 
 ======================  ==========================================================
 form                    finds
@@ -25,8 +26,8 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import Connection, Integer, Select, String, bindparam, func, select
 from sqlalchemy.orm import Session
 
-from recordkeeper.errors import InvalidReference, VersionNotFound
-from recordkeeper.refs import LATEST, Reference, RefKind
+from recordkeeper.core.errors import InvalidReference, VersionNotFound
+from recordkeeper.core.refs import LATEST, Reference, RefKind
 from recordkeeper_service import models as m
 from recordkeeper_service.repository.common import PUBLISHED_STATES
 

@@ -14,15 +14,15 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
-from recordkeeper.errors import InvalidShard, ShardConflict, VersionImmutable, VersionNotStaged
-from recordkeeper.schema import Schema
+from recordkeeper.core.errors import InvalidShard, ShardConflict, VersionImmutable, VersionNotStaged
+from recordkeeper.core.roots import AllowedRoots
+from recordkeeper.core.schema import Schema
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import RegisterResult
 from recordkeeper_service.repository.common import insert_ignoring_conflicts, record_event
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.versions import parse_version_ref
-from recordkeeper_service.uris import AllowedRoots
 from recordkeeper_service.validation import ValidShard, validate_shards
 
 __all__ = ["ShardRepository", "store_schemas"]

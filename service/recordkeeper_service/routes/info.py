@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from recordkeeper import __version__
-from recordkeeper.naming import CONVENTION
+from recordkeeper.core.naming import CONVENTION
+from recordkeeper.core.version import __version__
 from recordkeeper_service.api_models import InfoOut
 from recordkeeper_service.deps import Reader, SettingsDep
 from recordkeeper_service.responses import JSON

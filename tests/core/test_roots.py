@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from recordkeeper.errors import StorageRootNotAllowed
-from recordkeeper_service.uris import AllowedRoots, UriError, as_root, normalize_uri
+from recordkeeper.core.errors import StorageRootNotAllowed
+from recordkeeper.core.roots import AllowedRoots, UriError, as_root, normalize_uri
 
 
 @pytest.mark.parametrize(
