@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from recordkeeper.core.schema import Schema
-from recordkeeper.core.splits import shard_file_name
+from recordkeeper.core.shards import ShardRecord
 
 if TYPE_CHECKING:
     from recordkeeper.client import Client
@@ -24,82 +24,37 @@ if TYPE_CHECKING:
 
 __all__ = ["DatasetInfo", "DatasetVersion", "Shard", "Split"]
 
-Compression = Literal["none", "gzip", "zlib"]
-
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping or {}))
 
 
 @dataclass(frozen=True)
-class Shard:
-    """One registered TFRecord file of a version.
+class Shard(ShardRecord):
+    """One registered TFRecord file of a version (the core's shard record).
 
     ``size``, ``sha256`` and ``crc32c`` describe the stored bytes; ``records_sha256`` and
     ``record_count`` the uncompressed framed records (stable across compression);
-    ``storage_identity`` is what the object store said at registration time.
+    ``storage_identity`` is what the object store said at registration time (an empty mapping
+    when it said nothing).
     """
 
-    split: str
-    index: int
-    count: int
-    uri: str
-    compression: Compression
-    size: int
-    sha256: str
-    crc32c: str
-    records_sha256: str
-    record_count: int
-    storage_identity: Mapping[str, Any] = field(default_factory=lambda: _frozen(None))
-    schema_digest: str | None = None
-
     def __post_init__(self) -> None:
-        if not isinstance(self.storage_identity, MappingProxyType):
-            object.__setattr__(self, "storage_identity", _frozen(self.storage_identity))
-
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        # MappingProxyType does not pickle; shards travel to worker processes.
-        values = [getattr(self, f) for f in self.__dataclass_fields__]
-        values[-2] = dict(self.storage_identity)
-        return (type(self), tuple(values))
-
-    @property
-    def name(self) -> str:
-        """``train-00003-of-00016``: the shard's position, whatever its file is called."""
-        return shard_file_name(self.split, self.index, self.count, suffix="")
+        if self.storage_identity is None:
+            object.__setattr__(self, "storage_identity", _frozen(None))
+        super().__post_init__()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Shard:
-        return cls(
-            split=data["split"],
-            index=int(data["index"]),
-            count=int(data["count"]),
-            uri=data["uri"],
-            compression=data.get("compression", "none"),
-            size=int(data["size"]),
-            sha256=data["sha256"],
-            crc32c=data["crc32c"],
-            records_sha256=data["records_sha256"],
-            record_count=int(data["record_count"]),
-            storage_identity=_frozen(data.get("storage_identity")),
-            schema_digest=data.get("schema_digest"),
-        )
+        record = cls.from_json(data)
+        assert isinstance(record, Shard)
+        return record
 
     def to_dict(self) -> dict[str, Any]:
         """The REST ``Shard`` input form (without ``schema``)."""
-        return {
-            "split": self.split,
-            "index": self.index,
-            "count": self.count,
-            "uri": self.uri,
-            "compression": self.compression,
-            "size": self.size,
-            "sha256": self.sha256,
-            "crc32c": self.crc32c,
-            "records_sha256": self.records_sha256,
-            "record_count": self.record_count,
-            "storage_identity": dict(self.storage_identity),
-        }
+        out = self.to_wire()
+        del out["schema"]
+        return out
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from recordkeeper.core.errors import (
     StorageRootNotAllowed,
 )
 from recordkeeper.core.roots import AllowedRoots
+from recordkeeper.core.shards import ShardRecord
 from recordkeeper.core.splits import shard_file_name
 from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
 from recordkeeper.models import DatasetVersion
@@ -180,20 +181,20 @@ def scan_file(
     else:
         copied = stat_object(dest, dest_options)
         uri, identity = dest, copied.identity
-    return {
-        "split": shard.split,
-        "index": shard.index,
-        "count": shard.count,
-        "uri": uri,
-        "compression": compression,
-        "size": stats.size,
-        "sha256": stats.sha256,
-        "crc32c": stats.crc32c,
-        "records_sha256": stats.records_sha256,
-        "record_count": stats.record_count,
-        "schema": stats.schema.to_dict() if stats.schema is not None else None,
-        "storage_identity": identity,
-    }
+    record = ShardRecord(
+        split=shard.split,
+        index=shard.index,
+        count=shard.count,
+        uri=uri,
+        compression=compression,
+        size=stats.size,
+        sha256=stats.sha256,
+        crc32c=stats.crc32c,
+        records_sha256=stats.records_sha256,
+        record_count=stats.record_count,
+        storage_identity=identity,
+    )
+    return record.to_wire(schema=stats.schema.to_dict() if stats.schema is not None else None)
 
 
 @dataclass(frozen=True)

@@ -30,13 +30,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
 from types import TracebackType
-from typing import IO, Any, Literal
+from typing import IO, Any
 
 from crc32c import crc32c
 
 from recordkeeper import _native
 from recordkeeper.core.errors import CorruptShard, InvalidInput
 from recordkeeper.core.schema import Schema
+from recordkeeper.core.shards import COMPRESSIONS, Compression
 from recordkeeper.schema_inference import SchemaInferencer
 
 __all__ = [
@@ -50,8 +51,6 @@ __all__ = [
     "normalize_compression",
     "scan_shard",
 ]
-
-Compression = Literal["none", "gzip", "zlib"]
 
 _MASK_DELTA = 0xA282EAD8
 _U32 = 0xFFFFFFFF
@@ -110,7 +109,7 @@ def normalize_compression(compression: str | None) -> Compression:
     ``zlib`` (TensorFlow spells them ``""``, ``"GZIP"``, ``"ZLIB"``)."""
     value = (compression or "none").lower()
     value = "gzip" if value == "gz" else value
-    if value not in ("none", "gzip", "zlib"):
+    if value not in COMPRESSIONS:
         raise InvalidInput(f"compression must be none, gzip or zlib, not {compression!r}")
     return value  # type: ignore[return-value]
 

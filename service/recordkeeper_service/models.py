@@ -30,8 +30,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from recordkeeper.core.shards import COMPRESSIONS
+
 __all__ = [
-    "COMPRESSIONS",
     "NAMING_CONVENTION",
     "SCOPES",
     "VERSION_STATES",
@@ -56,7 +57,6 @@ NAMING_CONVENTION: dict[str, str] = {
 }
 
 VERSION_STATES: tuple[str, ...] = ("staged", "committed", "deprecated", "abandoned")
-COMPRESSIONS: tuple[str, ...] = ("none", "gzip", "zlib")
 SCOPES: tuple[str, ...] = ("read", "write", "admin")
 
 #: 64-bit ids on PostgreSQL; SQLite only auto-increments ``INTEGER PRIMARY KEY``.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,22 +28,8 @@ __all__ = [
     "version_record",
 ]
 
-#: Columns selected to build :class:`ShardRecord` (in constructor order).
-SHARD_COLUMNS = (
-    m.Shard.split,
-    m.Shard.index,
-    m.Shard.count,
-    m.Shard.uri,
-    m.Shard.compression,
-    m.Shard.size,
-    m.Shard.sha256,
-    m.Shard.crc32c,
-    m.Shard.records_sha256,
-    m.Shard.record_count,
-    m.Shard.schema_digest,
-    m.Shard.storage_identity,
-    m.Shard.registered_at,
-)
+#: Columns selected to build :class:`ShardRecord`: one per record field, in constructor order.
+SHARD_COLUMNS = tuple(getattr(m.Shard, f.name) for f in dataclasses.fields(ShardRecord))
 
 
 #: Columns selected to build :class:`VersionRecord` without the ORM (labels = attribute names).
