@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from recordkeeper._parallel import parallel_map, use_processes
 from recordkeeper.core.errors import (
@@ -31,7 +31,7 @@ from recordkeeper.core.errors import (
     StorageRootNotAllowed,
 )
 from recordkeeper.core.roots import AllowedRoots
-from recordkeeper.core.shards import ShardRecord
+from recordkeeper.core.shards import Compression, ShardRecord
 from recordkeeper.core.splits import shard_file_name
 from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
 from recordkeeper.models import DatasetVersion
@@ -186,7 +186,7 @@ def scan_file(
         index=shard.index,
         count=shard.count,
         uri=uri,
-        compression=compression,
+        compression=cast(Compression, compression),  # the service checks it (invalid_shard)
         size=stats.size,
         sha256=stats.sha256,
         crc32c=stats.crc32c,

@@ -44,11 +44,20 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import compress, repeat
 from operator import and_, attrgetter, call, eq, itemgetter, not_
-from typing import Any
+from typing import Any, cast
 
 from recordkeeper import _native
 from recordkeeper.core.errors import SchemaConflict
-from recordkeeper.core.schema import SCOPES, Feature, RecordType, Schema, Scope, _max_opt, _min_opt
+from recordkeeper.core.schema import (
+    SCOPES,
+    Feature,
+    FeatureKind,
+    RecordType,
+    Schema,
+    Scope,
+    _max_opt,
+    _min_opt,
+)
 
 __all__ = ["SchemaInferencer", "infer_schema"]
 
@@ -653,7 +662,7 @@ class SchemaInferencer:
             features.append(
                 Feature(
                     name=key,
-                    kind=kind,
+                    kind=cast(FeatureKind, kind),  # a value of _KINDS
                     min_count=lo,
                     max_count=hi,
                     present_count=present,

@@ -137,7 +137,7 @@ def _fast_check(shard: Shard, storage_options: Mapping[str, Any] | None) -> Shar
         if exc.extra.get("reason") == "missing":
             return ShardProblem(shard, "missing", f"object not found: {exc.detail}")
         raise
-    registered = dict(shard.storage_identity)
+    registered = dict(shard.storage_identity or {})
     ident = current.identity
     if current.size != shard.size:
         return ShardProblem(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Row
@@ -68,8 +68,8 @@ def dataset_record(row: m.Dataset, *, version_count: int, latest: str | None) ->
     )
 
 
-def shard_records(rows: Iterable[Row[Any]]) -> tuple[ShardRecord, ...]:
-    """Rows selected with :data:`SHARD_COLUMNS` → records."""
+def shard_records(rows: Iterable[Sequence[Any]]) -> tuple[ShardRecord, ...]:
+    """Rows selected with :data:`SHARD_COLUMNS` (values in field order) → records."""
     return tuple(ShardRecord(*row) for row in rows)
 
 
