@@ -12,8 +12,9 @@ module            rule
 ``refs``          the reference grammar (``coco@v3``, ``coco@sha256:…``)
 ``digests``       sha256 / crc32c / ``sha256:`` digests: one parser, one formatter
 ``splits``        the split name grammar
-``shards``        the shard record: fields, validation, wire form
+``shards``        the shard record: fields, validation, wire form; compressions
 ``manifest``      the canonical manifest and ``content_digest``
+``canonical``     canonical JSON bytes (what digests hash)
 ``schema``        the feature schema model (inference and export live outside the core)
 ``roots``         storage URI normalisation and the allowed-roots check
 ``lineage``       model/checkpoint names, ``model/ckpt-N`` references, roles, parent kinds

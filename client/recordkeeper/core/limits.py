@@ -9,9 +9,11 @@ from __future__ import annotations
 __all__ = [
     "MAX_CHECKPOINT_NAME_LENGTH",
     "MAX_DATASET_NAME_LENGTH",
+    "MAX_DESCRIPTION_LENGTH",
     "MAX_DESC_LENGTH",
     "MAX_INT64",
     "MAX_MODEL_NAME_LENGTH",
+    "MAX_REASON_LENGTH",
     "MAX_SHARDS_PER_REQUEST",
     "MAX_SHARD_COUNT",
     "MAX_URI_LENGTH",
@@ -27,6 +29,9 @@ MAX_DESC_LENGTH = 80
 #: Model (``coco_detection``) and checkpoint (``ckpt-1234``) names.
 MAX_MODEL_NAME_LENGTH = 128
 MAX_CHECKPOINT_NAME_LENGTH = 128
+#: A dataset's free-text description, and the reason given when deprecating a version.
+MAX_DESCRIPTION_LENGTH = 4000
+MAX_REASON_LENGTH = 2000
 #: Storage URIs, in UTF-8 bytes.
 MAX_URI_LENGTH = 2048
 #: Shards in one registration request; clients send more in several requests.

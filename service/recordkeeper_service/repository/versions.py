@@ -21,6 +21,7 @@ from recordkeeper.core.errors import (
     InvalidVersionName,
     VersionImmutable,
 )
+from recordkeeper.core.limits import MAX_REASON_LENGTH
 from recordkeeper.core.naming import (
     CONVENTION,
     format_version_name,
@@ -56,8 +57,6 @@ from recordkeeper_service.repository.resolve import (
 )
 
 __all__ = ["MAX_REASON_LENGTH", "VersionRepository", "parse_version_ref", "today_utc"]
-
-MAX_REASON_LENGTH = 2000
 
 
 def _expected_digest(value: str | None) -> str | None:
