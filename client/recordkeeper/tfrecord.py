@@ -17,6 +17,7 @@ work happens in C, and hash, compress and do I/O on a background thread (those r
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
@@ -165,15 +166,10 @@ class ShardStats:
     schema: Schema | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "sha256": self.sha256,
-            "crc32c": self.crc32c,
-            "records_sha256": self.records_sha256,
-            "record_count": self.record_count,
-            "size": self.size,
-            "compression": self.compression,
-            "schema": None if self.schema is None else self.schema.to_dict(),
-        }
+        """The stats under the shard record's field names, and the schema as its JSON form."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["schema"] = None if self.schema is None else self.schema.to_dict()
+        return out
 
 
 class _Digests:
