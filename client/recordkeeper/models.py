@@ -29,7 +29,7 @@ def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping or {}))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Shard(ShardRecord):
     """One registered TFRecord file of a version (the core's shard record).
 
@@ -40,15 +40,12 @@ class Shard(ShardRecord):
     """
 
     def __post_init__(self) -> None:
-        if self.storage_identity is None:
-            object.__setattr__(self, "storage_identity", _frozen(None))
-        super().__post_init__()
+        if not isinstance(self.storage_identity, MappingProxyType):
+            object.__setattr__(self, "storage_identity", _frozen(self.storage_identity))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Shard:
-        record = cls.from_json(data)
-        assert isinstance(record, Shard)
-        return record
+        return cls.from_json(data)
 
     def to_dict(self) -> dict[str, Any]:
         """The REST ``Shard`` input form (without ``schema``)."""

@@ -61,14 +61,14 @@ class DatasetRecord:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ShardRecord(core_shards.ShardRecord):
     """A registered shard: the core's shard record plus when it was registered."""
 
     registered_at: datetime.datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = super().to_json()
+        out = core_shards.ShardRecord.to_json(self)
         out["registered_at"] = iso_timestamp(self.registered_at)
         return out
 

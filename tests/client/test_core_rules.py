@@ -89,3 +89,44 @@ def test_an_answer_without_a_code_gets_the_core_code(status: int) -> None:
     with pytest.raises(rk.RecordkeeperError) as caught:
         core.request("POST", "/x")
     assert caught.value.code == code_for_status(status)
+
+
+def test_rk_shard_is_the_core_record_with_a_read_only_identity() -> None:
+    import pickle
+
+    from recordkeeper.core.shards import ShardRecord
+
+    body = {
+        "split": "train",
+        "index": "1",
+        "count": 2,
+        "uri": "file:///store/a",
+        "size": 5,
+        "sha256": "a" * 64,
+        "crc32c": "0a0b0c0d",
+        "records_sha256": "b" * 64,
+        "record_count": 3,
+        "storage_identity": None,
+        "schema_digest": None,
+        "registered_at": "2026-01-01T00:00:00Z",
+    }
+    shard = rk.Shard.from_dict(body)
+    assert isinstance(shard, ShardRecord)
+    assert shard.index == 1 and shard.compression == "none" and shard.name == "train-00001-of-00002"
+    assert dict(shard.storage_identity) == {}
+    with pytest.raises(TypeError):
+        shard.storage_identity["x"] = 1  # type: ignore[index]
+    assert pickle.loads(pickle.dumps(shard)) == shard
+    assert list(shard.to_dict()) == [
+        "split",
+        "index",
+        "count",
+        "uri",
+        "compression",
+        "size",
+        "sha256",
+        "crc32c",
+        "records_sha256",
+        "record_count",
+        "storage_identity",
+    ]

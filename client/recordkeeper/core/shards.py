@@ -3,7 +3,8 @@
 A shard is one TFRecord file of a version.  :class:`ShardRecord` lists its fields once; every
 other place derives from it:
 
-* the client's :class:`recordkeeper.Shard` is this record (storage identity never ``None``);
+* the client's :class:`recordkeeper.Shard` is this record (its storage identity a read-only
+  mapping, never ``None``);
 * the writer and publish build one and send :meth:`ShardRecord.to_wire` (the REST ``Shard``
   input form, plus the shard's ``schema`` body);
 * the service validates a registration with :func:`validate_shard`, builds its request and
@@ -29,10 +30,9 @@ Each field's ``metadata`` says how it travels:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, Self, cast
 
 from recordkeeper.core.digests import validate_crc32c, validate_sha256
 from recordkeeper.core.errors import InvalidShard
@@ -43,6 +43,7 @@ from recordkeeper.core.splits import shard_file_name, validate_split_name
 __all__ = [
     "COMPRESSIONS",
     "CONTENT_FIELDS",
+    "FIELDS",
     "INPUT_FIELDS",
     "Compression",
     "ShardRecord",
@@ -66,7 +67,7 @@ def _meta(
     return {"wire": wire, "doc": doc, "content": content, "input": input, "example": example}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ShardRecord:
     """One registered TFRecord file of a version.
 
@@ -104,15 +105,11 @@ class ShardRecord:
         ),
     )
 
-    def __post_init__(self) -> None:
-        identity = self.storage_identity
-        if identity is not None and not isinstance(identity, MappingProxyType):
-            object.__setattr__(self, "storage_identity", MappingProxyType(dict(identity)))
-
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        # MappingProxyType does not pickle; shards travel to worker processes.
+        # A read-only MappingProxyType (rk.Shard's storage identity) does not pickle, and
+        # shards travel to worker processes: rebuild from plain values.
         values = [getattr(self, f.name) for f in dataclasses.fields(self)]
-        return (type(self), tuple(dict(v) if isinstance(v, Mapping) else v for v in values))
+        return (type(self), tuple(_plain(v) for v in values))
 
     @property
     def name(self) -> str:
@@ -131,35 +128,30 @@ class ShardRecord:
 
     def to_wire(self, *, schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The REST ``Shard`` input form; ``schema`` is the shard's schema body (or None)."""
-        out = {name: _plain(getattr(self, name)) for name in INPUT_FIELDS}
+        out = _input_dict(self)
         out["schema"] = schema
         return out
 
     def to_json(self) -> dict[str, Any]:
         """Every field, JSON-ready (what the service answers, without ``registered_at``)."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(ShardRecord)}
+        return _all_dict(self)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ShardRecord:
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
         """Build from a service answer or a wire form, without validating (trusted input).
 
         Fields the answer lacks take their defaults (``compression`` is ``none``); unknown keys
         (``schema``, ``registered_at``) are ignored.
         """
-        values: dict[str, Any] = {}
-        for f in dataclasses.fields(ShardRecord):
-            if f.name in data:
-                value = data[f.name]
-                values[f.name] = int(value) if f.metadata["wire"] is int else value
-            elif f.name == "compression":
-                values[f.name] = "none"
-        return cls(**values)
+        return cast("Self", _from_json(cls, data))
 
 
 def _plain(value: object) -> object:
-    return dict(value) if isinstance(value, Mapping) else value
+    return value if type(value) is dict or not isinstance(value, Mapping) else dict(value)
 
 
+#: Every field, in order.
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ShardRecord))
 #: Fields sent when registering (all but the ones the service derives).
 INPUT_FIELDS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(ShardRecord) if f.metadata["input"]
@@ -168,6 +160,44 @@ INPUT_FIELDS: tuple[str, ...] = tuple(
 CONTENT_FIELDS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(ShardRecord) if f.metadata["content"]
 )
+
+
+# Shards are converted by the ten thousand (a version's answer, a bulk registration), so the
+# conversions are compiled once from the field list, as ``dataclasses`` compiles ``__init__``:
+# a dict display per call instead of a loop over fields.
+def _compile(name: str, body: str) -> Callable[..., dict[str, Any]]:
+    namespace: dict[str, Any] = {"_plain": _plain, "int": int}
+    exec(f"def {name}(x):\n    return {{{body}}}\n", namespace)
+    return cast("Callable[..., dict[str, Any]]", namespace[name])
+
+
+def _compile_call(name: str, arguments: str) -> Callable[[type[Any], Mapping[str, Any]], Any]:
+    namespace: dict[str, Any] = {"int": int}
+    exec(f"def {name}(cls, x):\n    return cls({arguments})\n", namespace)
+    return cast("Callable[[type[Any], Mapping[str, Any]], Any]", namespace[name])
+
+
+def _getter(f: dataclasses.Field[Any]) -> str:
+    mapping = f.metadata["wire"] not in (int, str, str | None)
+    return f"_plain(x.{f.name})" if mapping else f"x.{f.name}"
+
+
+def _reader(f: dataclasses.Field[Any]) -> str:
+    if f.default is not dataclasses.MISSING:
+        value = f"x.get({f.name!r}, {f.default!r})"
+    elif f.name == "compression":
+        value = f"x.get({f.name!r}, 'none')"
+    else:
+        value = f"x[{f.name!r}]"
+    return f"int({value})" if f.metadata["wire"] is int else value
+
+
+_FIELDS = dataclasses.fields(ShardRecord)
+_all_dict = _compile("to_json", ", ".join(f"{f.name!r}: {_getter(f)}" for f in _FIELDS))
+_input_dict = _compile(
+    "to_wire", ", ".join(f"{f.name!r}: {_getter(f)}" for f in _FIELDS if f.metadata["input"])
+)
+_from_json = _compile_call("from_json", ", ".join(f"{f.name}={_reader(f)}" for f in _FIELDS))
 
 
 @dataclass(frozen=True)
