@@ -83,7 +83,7 @@ def _validate_one(
     record = validate_shard(raw, roots)
     if record.storage_identity is not None:
         try:
-            orjson.dumps(dict(record.storage_identity))  # stored as is and answered later
+            orjson.dumps(record.storage_identity)  # stored as is and answered later
         except TypeError as exc:
             raise InvalidShard(f"storage_identity is not plain JSON: {exc}") from None
     digest = _schema_digest(raw.get("schema"), schemas_by_body, schemas)

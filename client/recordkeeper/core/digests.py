@@ -54,9 +54,8 @@ def is_sha256_hex(value: object) -> bool:
 
 def validate_sha256(value: object, field: str = "sha256") -> str:
     """Return ``value`` if it is 64 lowercase hex digits, else raise :class:`InvalidHash`."""
-    if not is_sha256_hex(value):
+    if not isinstance(value, str) or not _SHA256_RE.fullmatch(value):
         raise InvalidHash(f"{field} must be 64 lowercase hex digits, got {_shown(value)}")
-    assert isinstance(value, str)
     return value
 
 

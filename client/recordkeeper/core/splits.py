@@ -25,12 +25,11 @@ def is_split_name(value: object) -> bool:
 
 def validate_split_name(split: object) -> str:
     """Return ``split`` if it is a valid split name, else raise :class:`InvalidShard`."""
-    if not is_split_name(split):
+    if not isinstance(split, str) or not _SPLIT_RE.fullmatch(split):
         raise InvalidShard(
             f"split name {split!r} is invalid: lowercase letters, digits, '_' and '-', "
             "starting with a letter"
         )
-    assert isinstance(split, str)
     return split
 
 
