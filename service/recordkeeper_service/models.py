@@ -30,6 +30,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from recordkeeper.core.digests import DIGEST_PREFIX
 from recordkeeper.core.shards import COMPRESSIONS
 
 __all__ = [
@@ -63,7 +64,7 @@ SCOPES: tuple[str, ...] = ("read", "write", "admin")
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 #: UTC timestamps (SQLite stores them naive; conversion re-attaches UTC).
 Timestamp = DateTime(timezone=True)
-DIGEST_LENGTH = 71  # "sha256:" + 64 hex
+DIGEST_LENGTH = len(DIGEST_PREFIX) + 64  # 71
 
 
 def utcnow() -> datetime.datetime:
