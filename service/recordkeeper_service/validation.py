@@ -18,12 +18,12 @@ from recordkeeper.core.errors import (
     RecordkeeperError,
     StorageRootNotAllowed,
 )
-from recordkeeper.core.limits import MAX_SHARD_COUNT, MAX_SHARDS_PER_REQUEST
+from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.roots import AllowedRoots
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shards import ShardRecord, validate_shard
 
-__all__ = ["MAX_SHARDS_PER_REQUEST", "MAX_SHARD_COUNT", "ValidShard", "validate_shards"]
+__all__ = ["ValidShard", "validate_shards"]
 
 
 @dataclass(frozen=True, slots=True)
