@@ -51,6 +51,12 @@ def test_allow_list() -> None:
     ]:
         with pytest.raises(StorageRootNotAllowed):
             roots.check(escape, "uri")
+        assert not roots.allows(escape)  # the client's pre-check answers the same
+    for malformed in ["no-scheme", "s3://ml-data//x", "s3://ml-data/a b", ""]:
+        assert not roots.allows(malformed)
+        with pytest.raises(UriError):
+            roots.check(malformed, "uri")
+    assert roots.allows("S3://ml-data/x")  # schemes are case-insensitive
     with pytest.raises(StorageRootNotAllowed) as info:
         roots.check("file:///etc/passwd", "shard URI")
     assert info.value.extra["allowed_roots"] == ["s3://ml-data/", "file:///srv/store/"]
