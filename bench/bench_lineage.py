@@ -47,7 +47,7 @@ from typing import Any
 import psycopg
 from sqlalchemy import select
 
-from recordkeeper.naming import format_version_name
+from recordkeeper.core.naming import format_version_name
 from recordkeeper_service.db import Database
 from recordkeeper_service.lineage.models import Checkpoint, CheckpointData
 from recordkeeper_service.lineage.repository import LineageRepository

@@ -7,9 +7,7 @@ TensorFlow integrations live in :mod:`recordkeeper.tf`.
 from __future__ import annotations
 
 from recordkeeper.client import Client, DuplicateWarning
-from recordkeeper.dataset import Dataset, ShardFile
-from recordkeeper.diff import FeatureChange, ShardChange, VersionDiff
-from recordkeeper.errors import (
+from recordkeeper.core.errors import (
     AliasNotFound,
     AuthenticationRequired,
     CheckpointConflict,
@@ -52,17 +50,19 @@ from recordkeeper.errors import (
     VersionNotFound,
     VersionNotStaged,
 )
-from recordkeeper.lineage import CheckpointInfo, CheckpointRef, Consumers, Lineage, LineageGraph
-from recordkeeper.manifest import ManifestEntry, content_digest
+from recordkeeper.core.lineage import CheckpointRef
+from recordkeeper.core.manifest import ManifestEntry, content_digest
+from recordkeeper.core.naming import VersionName, format_version_name, parse_version_name
+from recordkeeper.core.refs import Reference, parse_reference
+from recordkeeper.core.schema import Feature, Schema
+from recordkeeper.core.version import __version__
+from recordkeeper.dataset import Dataset, ShardFile
+from recordkeeper.diff import FeatureChange, ShardChange, VersionDiff
+from recordkeeper.lineage import CheckpointInfo, Consumers, Lineage, LineageGraph
 from recordkeeper.models import DatasetInfo, DatasetVersion, Shard, Split
-from recordkeeper.naming import VersionName, format_version_name, parse_version_name
 from recordkeeper.pinned import PinnedData, load_pinned, lock_config
-from recordkeeper.refs import Reference, parse_reference
-from recordkeeper.schema import Feature, Schema
 from recordkeeper.verify import ShardProblem, VerifyReport
 from recordkeeper.writer import VersionWriter
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AliasNotFound",

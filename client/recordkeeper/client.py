@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recordkeeper import gc, lineage
+from recordkeeper.core.schema import Schema
 from recordkeeper.dataset import Dataset
 from recordkeeper.diff import VersionDiff
 from recordkeeper.gc import GcCandidate, GcReport
@@ -37,7 +38,6 @@ from recordkeeper.registry import (
     OnDuplicate,
     Registry,
 )
-from recordkeeper.schema import Schema
 from recordkeeper.writer import VersionWriter
 
 if TYPE_CHECKING:

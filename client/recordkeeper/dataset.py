@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from recordkeeper.errors import InvalidName, InvalidShard
-from recordkeeper.manifest import validate_split_name
-from recordkeeper.naming import validate_dataset_name
+from recordkeeper.core.errors import InvalidName, InvalidShard
+from recordkeeper.core.naming import validate_dataset_name
+from recordkeeper.core.splits import validate_split_name
 from recordkeeper.storage import join_uri, list_files, open_read, to_uri
 
 __all__ = ["COMPRESSION_SUFFIXES", "Dataset", "ShardFile", "compression_suffix"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from recordkeeper.core.schema import Feature, Schema
 from recordkeeper.models import DatasetVersion, Shard
-from recordkeeper.schema import Feature, Schema
 
 __all__ = [
     "FeatureChange",

@@ -23,9 +23,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from recordkeeper.errors import RecordkeeperError, StorageError, VersionImmutable
+from recordkeeper.core.errors import RecordkeeperError, StorageError, VersionImmutable
+from recordkeeper.core.naming import parse_version_name
+from recordkeeper.core.roots import AllowedRoots, UriError, normalize_uri
 from recordkeeper.http import quote_segment
-from recordkeeper.naming import parse_version_name
 from recordkeeper.storage import backend_of, storage_errors, url_to_fs
 
 if TYPE_CHECKING:
@@ -136,13 +137,14 @@ def check_prefix(candidate: GcCandidate, allowed_roots: list[str]) -> str:
     tail = f"/{candidate.dataset}/{candidate.name}/"
     if "://" not in prefix or not prefix.endswith(tail):
         raise ValueError(f"storage prefix {prefix!r} is not {{root}}{tail}")
-    rest = prefix.partition("://")[2]
-    segments = rest.split("/")[1:-1]  # after the bucket (or the empty host of file:///)
-    if any(s in ("", ".", "..") for s in segments) or any(c in prefix for c in "\\?#"):
-        raise ValueError(f"storage prefix {prefix!r} has empty, '.' or '..' segments")
+    try:
+        normalize_uri(prefix)
+    except UriError as exc:
+        raise ValueError(f"storage prefix {prefix!r} is not safe to delete: {exc}") from None
     root = prefix[: -len(tail) + 1]  # keeps the '/' after the root
-    roots = [r.rstrip("/") + "/" for r in allowed_roots]
-    if not roots or not any(root.startswith(r) for r in roots):
+    allowed = AllowedRoots.of(allowed_roots)
+    roots = list(allowed.roots)
+    if not roots or not allowed.allows(root):
         raise ValueError(
             f"storage prefix {prefix!r} is outside the service's allowed roots ({', '.join(roots)})"
         )

@@ -7,7 +7,7 @@ It owns four concerns and nothing else:
   replay: ``GET``/``HEAD``/``PUT``/``DELETE`` and ``POST`` calls the caller marks idempotent
   (registering the same shards again, commit, abandon).  Other 4xx answers are never retried.
 * **Error mapping**: an error answer becomes the typed exception of its ``code`` (body field, or
-  the ``X-Error-Code`` header) via :func:`recordkeeper.errors.error_for_code`.
+  the ``X-Error-Code`` header) via :func:`recordkeeper.core.errors.error_for_code`.
 * **Connection failures** become :class:`~recordkeeper.errors.ServiceUnavailable` naming the URL,
   so "is the service running?" is the first thing a user reads.
 * **Paging**: :meth:`HttpCore.pages` walks ``{"data": [...], "count": n}`` list answers with
@@ -31,10 +31,11 @@ from urllib.parse import quote
 
 import orjson
 
-from recordkeeper.errors import (
+from recordkeeper.core.errors import (
     RecordkeeperError,
     ServerError,
     ServiceUnavailable,
+    code_for_status,
     error_for_code,
 )
 
@@ -57,16 +58,6 @@ PAGE_SIZE = 1000
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
-_STATUS_CODES = {
-    400: "invalid_input",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    409: "conflict",
-    413: "payload_too_large",
-    422: "invalid_request",
-    503: "service_unavailable",
-}
 
 
 def quote_segment(value: str) -> str:
@@ -261,6 +252,5 @@ def _error_from_response(response: httpx.Response, method: str, url: str) -> Rec
         text = response.text.strip()[:300] if detail is None else str(detail)
         detail = text or f"{method} {url} answered HTTP {response.status_code}"
     if not isinstance(code, str):
-        status = response.status_code
-        code = _STATUS_CODES.get(status, "internal_error" if status >= 500 else "invalid_input")
+        code = code_for_status(response.status_code)
     return error_for_code(code, detail, **extra)

@@ -17,23 +17,30 @@ that segment consumed.  "Which data trained X" is the union of segments along X'
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from recordkeeper.errors import InvalidCheckpoint, InvalidHash, InvalidReference
+from recordkeeper.core.digests import DIGEST_PREFIX, digest_hex
+from recordkeeper.core.errors import InvalidCheckpoint, InvalidReference
+from recordkeeper.core.lineage import (
+    CheckpointRef,
+    ParentKind,
+    parse_checkpoint_ref,
+    validate_checkpoint_name,
+    validate_model_name,
+    validate_parent_kind,
+    validate_role,
+)
+from recordkeeper.core.refs import parse_reference
+from recordkeeper.core.splits import is_split_name
 from recordkeeper.http import quote_segment
-from recordkeeper.refs import parse_reference
 
 if TYPE_CHECKING:
     from recordkeeper.http import HttpCore
 
 __all__ = [
-    "PARENT_KINDS",
-    "ROLES",
     "CheckpointInfo",
-    "CheckpointRef",
     "Consumer",
     "Consumers",
     "DataUse",
@@ -54,77 +61,11 @@ __all__ = [
     "models",
     "normalize_data",
     "normalize_saved_models",
-    "parse_checkpoint_ref",
     "register_checkpoint",
     "shard_consumers",
-    "validate_checkpoint_name",
-    "validate_model_name",
 ]
 
-#: What a segment used a version for.
-ROLES: tuple[str, ...] = ("train", "eval", "test")
-#: How a checkpoint relates to its parent: a resumed run, or fine-tuning from another checkpoint.
-PARENT_KINDS: tuple[str, ...] = ("restored_from", "initialized_from")
-ParentKind = Literal["restored_from", "initialized_from"]
 Direction = Literal["upstream", "downstream", "both"]
-
-MAX_NAME_LENGTH = 128
-_MODEL_RE = re.compile(r"[a-z][a-z0-9_.-]*")
-_CHECKPOINT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_SPLIT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_SHA256_RE = re.compile(r"[0-9a-f]{64}")
-
-
-# -- names and references -------------------------------------------------------------------
-
-
-def validate_model_name(name: str) -> str:
-    """Return ``name`` if usable as a model name (``coco_detection``), else raise."""
-    if not isinstance(name, str) or not _MODEL_RE.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
-        raise InvalidCheckpoint(
-            f"model name {name!r} is invalid: use lowercase letters, digits, '_', '-' and '.', "
-            f"starting with a letter, at most {MAX_NAME_LENGTH} characters"
-        )
-    return name
-
-
-def validate_checkpoint_name(name: str) -> str:
-    """Return ``name`` if usable as a checkpoint name (``ckpt-1234``), else raise."""
-    if (
-        not isinstance(name, str)
-        or not _CHECKPOINT_RE.fullmatch(name)
-        or len(name) > MAX_NAME_LENGTH
-    ):
-        raise InvalidCheckpoint(
-            f"checkpoint name {name!r} is invalid: use letters, digits, '_', '-' and '.', "
-            f"starting with a letter or digit, at most {MAX_NAME_LENGTH} characters "
-            "(the base name of the checkpoint prefix, e.g. 'ckpt-1234')"
-        )
-    return name
-
-
-@dataclass(frozen=True, order=True)
-class CheckpointRef:
-    """``coco_detection/ckpt-1234``: a checkpoint of a model."""
-
-    model: str
-    checkpoint: str
-
-    def __str__(self) -> str:
-        return f"{self.model}/{self.checkpoint}"
-
-
-def parse_checkpoint_ref(text: str | CheckpointRef) -> CheckpointRef:
-    """Parse ``model/checkpoint``, raising :class:`InvalidCheckpoint` with the reason."""
-    if isinstance(text, CheckpointRef):
-        return text
-    if not isinstance(text, str) or text.count("/") != 1:
-        raise InvalidCheckpoint(
-            f"checkpoint reference {text!r} must look like 'model/checkpoint', "
-            "e.g. 'coco_detection/ckpt-1234'"
-        )
-    model, _, name = text.strip().partition("/")
-    return CheckpointRef(validate_model_name(model), validate_checkpoint_name(name))
 
 
 # -- data entries ------------------------------------------------------------------------
@@ -171,18 +112,17 @@ def _splits(value: Any, where: str) -> tuple[str, ...] | None:
     if value is None:
         return None
     items = [value] if isinstance(value, str) else list(value)
-    if not items or not all(isinstance(s, str) and _SPLIT_RE.fullmatch(s) for s in items):
+    if not items or not all(is_split_name(s) for s in items):
         raise InvalidCheckpoint(f"{where}: splits must be a non-empty list of split names")
     return tuple(dict.fromkeys(items))
 
 
 def _role(value: Any, where: str) -> str:
-    if value not in ROLES:
-        raise InvalidCheckpoint(
-            f"{where}: role {value!r} is not one of {', '.join(ROLES)} "
-            "(use the data mapping's keys train/eval/test, or give 'role' explicitly)"
-        )
-    return str(value)
+    return validate_role(
+        value,
+        where,
+        " (use the data mapping's keys train/eval/test, or give 'role' explicitly)",
+    )
 
 
 def _entry(value: Any, role: str | None, where: str) -> DataUse:
@@ -617,10 +557,8 @@ def checkpoint_body(
     parent_ref = parse_checkpoint_ref(parent) if parent is not None else None
     if parent_ref is None and parent_kind is not None:
         raise InvalidCheckpoint("parent_kind given without a parent")
-    if parent_kind is not None and parent_kind not in PARENT_KINDS:
-        raise InvalidCheckpoint(
-            f"parent_kind {parent_kind!r} is not one of {', '.join(PARENT_KINDS)}"
-        )
+    if parent_kind is not None:
+        validate_parent_kind(parent_kind)
     if parent_ref == CheckpointRef(model, checkpoint):
         raise InvalidCheckpoint(f"checkpoint {model}/{checkpoint} cannot be its own parent")
     return {
@@ -720,14 +658,11 @@ def shard_consumers(
     if not isinstance(uri_or_sha256, str) or not uri_or_sha256.strip():
         raise InvalidCheckpoint("give a shard URI or its sha256")
     value = uri_or_sha256.strip()
-    digest = value.removeprefix("sha256:").lower()
     params: dict[str, Any] = {"transitive": str(transitive).lower()}
-    if _SHA256_RE.fullmatch(digest):
-        params["sha256"] = digest
-    elif "://" in value:
+    if "://" in value:
         params["uri"] = value
-    elif value.startswith("sha256:"):
-        raise InvalidHash(f"{value!r} is not a sha256 (64 hex digits)")
+    elif value.startswith(DIGEST_PREFIX) or len(value) == 64:
+        params["sha256"] = digest_hex(value, "sha256")  # InvalidHash unless 64 lowercase hex
     else:
         raise InvalidCheckpoint(
             f"{value!r} is neither a shard URI (scheme://...) nor a sha256 (64 hex digits)"

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from recordkeeper.errors import (
+from recordkeeper.core.errors import (
     CheckpointNotFound,
     RecordkeeperError,
     ServerError,

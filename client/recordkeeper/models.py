@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, Protocol
 
-from recordkeeper.errors import CorruptShard
-from recordkeeper.manifest import shard_file_name
-from recordkeeper.schema import Schema
+from recordkeeper.core.errors import CorruptShard
+from recordkeeper.core.schema import Schema
+from recordkeeper.core.shards import ShardRecord
 
 __all__ = [
     "DatasetInfo",
@@ -32,82 +32,34 @@ __all__ = [
     "VersionServices",
 ]
 
-Compression = Literal["none", "gzip", "zlib"]
-
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping or {}))
 
 
-@dataclass(frozen=True)
-class Shard:
-    """One registered TFRecord file of a version.
+@dataclass(frozen=True, slots=True)
+class Shard(ShardRecord):
+    """One registered TFRecord file of a version (the core's shard record).
 
     ``size``, ``sha256`` and ``crc32c`` describe the stored bytes; ``records_sha256`` and
     ``record_count`` the uncompressed framed records (stable across compression);
-    ``storage_identity`` is what the object store said at registration time.
+    ``storage_identity`` is what the object store said at registration time (an empty mapping
+    when it said nothing).
     """
-
-    split: str
-    index: int
-    count: int
-    uri: str
-    compression: Compression
-    size: int
-    sha256: str
-    crc32c: str
-    records_sha256: str
-    record_count: int
-    storage_identity: Mapping[str, Any] = field(default_factory=lambda: _frozen(None))
-    schema_digest: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.storage_identity, MappingProxyType):
             object.__setattr__(self, "storage_identity", _frozen(self.storage_identity))
 
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        # MappingProxyType does not pickle; shards travel to worker processes.
-        values = [getattr(self, f) for f in self.__dataclass_fields__]
-        values[-2] = dict(self.storage_identity)
-        return (type(self), tuple(values))
-
-    @property
-    def name(self) -> str:
-        """``train-00003-of-00016``: the shard's position, whatever its file is called."""
-        return shard_file_name(self.split, self.index, self.count, suffix="")
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Shard:
-        return cls(
-            split=data["split"],
-            index=int(data["index"]),
-            count=int(data["count"]),
-            uri=data["uri"],
-            compression=data.get("compression", "none"),
-            size=int(data["size"]),
-            sha256=data["sha256"],
-            crc32c=data["crc32c"],
-            records_sha256=data["records_sha256"],
-            record_count=int(data["record_count"]),
-            storage_identity=_frozen(data.get("storage_identity")),
-            schema_digest=data.get("schema_digest"),
-        )
+        return cls.from_json(data)
 
     def to_dict(self) -> dict[str, Any]:
         """The REST ``Shard`` input form (without ``schema``)."""
-        return {
-            "split": self.split,
-            "index": self.index,
-            "count": self.count,
-            "uri": self.uri,
-            "compression": self.compression,
-            "size": self.size,
-            "sha256": self.sha256,
-            "crc32c": self.crc32c,
-            "records_sha256": self.records_sha256,
-            "record_count": self.record_count,
-            "storage_identity": dict(self.storage_identity),
-        }
+        out = self.to_wire()
+        del out["schema"]
+        return out
 
 
 @dataclass(frozen=True)
@@ -387,7 +339,9 @@ class DatasetVersion:
         (``RaggedFeature`` with ``ragged=True``) otherwise; see
         :func:`recordkeeper.schema_export.feature_spec`.
         """
-        spec: dict[str, Any] = self.schema.feature_spec(ragged=ragged)
+        from recordkeeper.schema_export import feature_spec
+
+        spec: dict[str, Any] = feature_spec(self.schema, ragged=ragged)
         return spec
 
     @property

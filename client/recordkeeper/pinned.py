@@ -38,9 +38,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
-from recordkeeper.errors import InvalidInput, InvalidReference, VersionDeprecated
-from recordkeeper.lineage import ROLES, DataUse
-from recordkeeper.refs import parse_reference
+from recordkeeper.core.digests import parse_digest
+from recordkeeper.core.errors import InvalidHash, InvalidInput, InvalidReference, VersionDeprecated
+from recordkeeper.core.lineage import ROLES
+from recordkeeper.core.refs import parse_reference
+from recordkeeper.lineage import DataUse
 from recordkeeper.registry import Registry
 
 if TYPE_CHECKING:
@@ -261,8 +263,11 @@ def parse_entries(data: Mapping[str, Any], where: str = "config") -> tuple[Pinne
         ):
             raise InvalidConfig(f"{spot}: splits must be a list of split names")
         digest = value.get("digest")
-        if digest is not None and (not isinstance(digest, str) or not digest.startswith("sha256:")):
-            raise InvalidConfig(f"{spot}: digest must be 'sha256:<64 hex>'")
+        if digest is not None:
+            try:
+                digest = parse_digest(digest)
+            except InvalidHash as exc:
+                raise InvalidConfig(f"{spot}: {exc.detail}") from None
         entries.append(
             PinnedEntry(
                 key=str(key),

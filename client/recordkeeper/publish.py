@@ -20,18 +20,20 @@ import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from recordkeeper._parallel import parallel_map, use_processes
-from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
-from recordkeeper.errors import (
+from recordkeeper.core.errors import (
     CorruptShard,
     InvalidShard,
     RecordkeeperError,
     StorageError,
     StorageRootNotAllowed,
 )
-from recordkeeper.manifest import shard_file_name
+from recordkeeper.core.roots import AllowedRoots
+from recordkeeper.core.shards import Compression, ShardRecord
+from recordkeeper.core.splits import shard_file_name
+from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
 from recordkeeper.models import DatasetVersion
 from recordkeeper.progress import ProgressLike, byte_progress
 from recordkeeper.storage import (
@@ -179,20 +181,20 @@ def scan_file(
     else:
         copied = stat_object(dest, dest_options)
         uri, identity = dest, copied.identity
-    return {
-        "split": shard.split,
-        "index": shard.index,
-        "count": shard.count,
-        "uri": uri,
-        "compression": compression,
-        "size": stats.size,
-        "sha256": stats.sha256,
-        "crc32c": stats.crc32c,
-        "records_sha256": stats.records_sha256,
-        "record_count": stats.record_count,
-        "schema": stats.schema.to_dict() if stats.schema is not None else None,
-        "storage_identity": identity,
-    }
+    record = ShardRecord(
+        split=shard.split,
+        index=shard.index,
+        count=shard.count,
+        uri=uri,
+        compression=cast(Compression, compression),  # the service checks it (invalid_shard)
+        size=stats.size,
+        sha256=stats.sha256,
+        crc32c=stats.crc32c,
+        records_sha256=stats.records_sha256,
+        record_count=stats.record_count,
+        storage_identity=identity,
+    )
+    return record.to_wire(schema=stats.schema.to_dict() if stats.schema is not None else None)
 
 
 @dataclass(frozen=True)
@@ -230,9 +232,14 @@ def _ignore(nbytes: int) -> None:
 
 
 def check_allowed(uris: list[str], allowed_roots: list[str]) -> None:
-    """Raise :class:`StorageRootNotAllowed` early for URIs outside the service's roots."""
-    roots = [r.rstrip("/") + "/" for r in allowed_roots]
-    outside = [u for u in uris if not any(u.startswith(r) for r in roots)]
+    """Raise :class:`StorageRootNotAllowed` early for URIs outside the service's roots.
+
+    The same check the service makes (:meth:`~recordkeeper.core.roots.AllowedRoots.allows`):
+    a URI with ``..`` segments, or otherwise malformed, is outside every root.
+    """
+    allowed = AllowedRoots.of(allowed_roots)
+    roots = list(allowed.roots)
+    outside = [u for u in uris if not allowed.allows(u)]
     if outside and roots:
         raise StorageRootNotAllowed(
             f"{len(outside)} shard(s) live outside the service's allowed roots "

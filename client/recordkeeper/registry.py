@@ -14,13 +14,15 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from recordkeeper.core.digests import parse_digest
+from recordkeeper.core.errors import InvalidReference
+from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
+from recordkeeper.core.naming import validate_dataset_name
+from recordkeeper.core.refs import parse_reference, validate_alias_name
+from recordkeeper.core.schema import Schema
 from recordkeeper.diff import VersionDiff, diff_versions
-from recordkeeper.errors import InvalidReference
 from recordkeeper.http import HttpCore, quote_segment
 from recordkeeper.models import DatasetInfo, DatasetVersion, VerifyReport
-from recordkeeper.naming import validate_dataset_name
-from recordkeeper.refs import parse_reference, validate_alias_name
-from recordkeeper.schema import Schema
 from recordkeeper.tf.data import tf_dataset
 from recordkeeper.verify import verify_version
 
@@ -29,7 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_SHARDS_PER_REQUEST", "DuplicateWarning", "OnDuplicate", "Registry"]
 
-MAX_SHARDS_PER_REQUEST = 10_000
 OnDuplicate = Literal["error", "use_existing", "commit"]
 
 
@@ -99,8 +100,8 @@ class Registry:
         self, ref: str, *, expect_digest: str | None = None, shards: bool = True
     ) -> DatasetVersion:
         check_ref(ref)
-        if expect_digest is not None and not expect_digest.startswith("sha256:"):
-            expect_digest = "sha256:" + expect_digest
+        if expect_digest is not None:
+            expect_digest = parse_digest(expect_digest, "expect_digest")
         data = self.http.api(
             "GET",
             f"/versions/{quote_segment(ref.strip())}",

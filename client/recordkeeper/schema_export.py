@@ -1,4 +1,4 @@
-"""Export a :class:`~recordkeeper.schema.Schema` for TensorFlow tools.
+"""Export a :class:`~recordkeeper.core.schema.Schema` for TensorFlow tools.
 
 - :func:`feature_spec`: a feature spec for ``tf.io.parse_example`` (or, for SequenceExamples,
   the context and sequence specs for ``tf.io.parse_sequence_example``).
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from recordkeeper.errors import InvalidInput
-from recordkeeper.schema import Feature, Schema
+from recordkeeper.core.errors import InvalidInput
+from recordkeeper.core.schema import Feature, Schema
 
 __all__ = ["SEQUENCE_FEATURE", "feature_spec", "to_tfmd_schema"]
 

@@ -1,4 +1,4 @@
-"""Infer a :class:`~recordkeeper.schema.Schema` from serialized ``tf.train.Example`` records.
+"""Infer a :class:`~recordkeeper.core.schema.Schema` from serialized ``tf.train.Example`` records.
 
 The protobuf wire format is parsed directly (no TensorFlow, no ``protobuf``)::
 
@@ -25,7 +25,8 @@ Numeric lists may be packed or unpacked (or both), as protobuf allows.  Rules:
   UTF-8) makes the record, and so the whole schema, ``opaque``.  Map semantics are honoured:
   when a key repeats in one record the last entry wins.
 - A feature seen with two kinds raises :class:`~recordkeeper.errors.SchemaConflict` from
-  :meth:`SchemaInferencer.result`, as :func:`~recordkeeper.schema.merge_schemas` does across shards.
+  :meth:`SchemaInferencer.result`, as :func:`~recordkeeper.core.schema.merge_schemas` does
+  across shards.
 
 Speed: every record's structure is checked exactly, but records that share a *layout* with an
 earlier one (same length, same bytes everywhere except the values, same varint boundaries in the
@@ -43,11 +44,20 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import compress, repeat
 from operator import and_, attrgetter, call, eq, itemgetter, not_
-from typing import Any
+from typing import Any, cast
 
 from recordkeeper import _native
-from recordkeeper.errors import SchemaConflict
-from recordkeeper.schema import SCOPES, Feature, RecordType, Schema, Scope, _max_opt, _min_opt
+from recordkeeper.core.errors import SchemaConflict
+from recordkeeper.core.schema import (
+    SCOPES,
+    Feature,
+    FeatureKind,
+    RecordType,
+    Schema,
+    Scope,
+    _max_opt,
+    _min_opt,
+)
 
 __all__ = ["SchemaInferencer", "infer_schema"]
 
@@ -652,7 +662,7 @@ class SchemaInferencer:
             features.append(
                 Feature(
                     name=key,
-                    kind=kind,
+                    kind=cast(FeatureKind, kind),  # a value of _KINDS
                     min_count=lo,
                     max_count=hi,
                     present_count=present,

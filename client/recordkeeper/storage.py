@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from recordkeeper.errors import StorageError
+from recordkeeper.core.errors import StorageError
 
 __all__ = [
     "ObjectStat",

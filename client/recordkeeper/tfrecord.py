@@ -10,13 +10,14 @@ compress the whole file stream, not each record.  Uncompressed output is byte-id
 
 :class:`TFRecordWriter` computes a shard's :class:`ShardStats` while the bytes stream out (sha256
 and CRC32C of the stored bytes, sha256 of the uncompressed record stream, record count, size and
-the inferred :class:`~recordkeeper.schema.Schema`); :func:`scan_shard` computes the same from
+the inferred :class:`~recordkeeper.core.schema.Schema`); :func:`scan_shard` computes the same from
 an existing file, checking every record CRC on the way.  Both batch records so that per-record
 work happens in C, and hash, compress and do I/O on a background thread (those release the GIL).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
@@ -30,13 +31,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
 from types import TracebackType
-from typing import IO, Any, Literal, Protocol
+from typing import IO, Any, Protocol
 
 from crc32c import crc32c
 
 from recordkeeper import _native
-from recordkeeper.errors import CorruptShard, InvalidInput
-from recordkeeper.schema import Schema
+from recordkeeper.core.errors import CorruptShard, InvalidInput
+from recordkeeper.core.schema import Schema
+from recordkeeper.core.shards import COMPRESSIONS, Compression
 from recordkeeper.schema_inference import SchemaInferencer
 
 __all__ = [
@@ -50,8 +52,6 @@ __all__ = [
     "normalize_compression",
     "scan_shard",
 ]
-
-Compression = Literal["none", "gzip", "zlib"]
 
 _MASK_DELTA = 0xA282EAD8
 _U32 = 0xFFFFFFFF
@@ -110,7 +110,7 @@ def normalize_compression(compression: str | None) -> Compression:
     ``zlib`` (TensorFlow spells them ``""``, ``"GZIP"``, ``"ZLIB"``)."""
     value = (compression or "none").lower()
     value = "gzip" if value == "gz" else value
-    if value not in ("none", "gzip", "zlib"):
+    if value not in COMPRESSIONS:
         raise InvalidInput(f"compression must be none, gzip or zlib, not {compression!r}")
     return value  # type: ignore[return-value]
 
@@ -166,15 +166,10 @@ class ShardStats:
     schema: Schema | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "sha256": self.sha256,
-            "crc32c": self.crc32c,
-            "records_sha256": self.records_sha256,
-            "record_count": self.record_count,
-            "size": self.size,
-            "compression": self.compression,
-            "schema": None if self.schema is None else self.schema.to_dict(),
-        }
+        """The stats under the shard record's field names, and the schema as its JSON form."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["schema"] = None if self.schema is None else self.schema.to_dict()
+        return out
 
 
 class _Digests:

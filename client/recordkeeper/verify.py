@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 from recordkeeper._parallel import parallel_map, use_processes
-from recordkeeper.errors import CorruptShard, StorageError
+from recordkeeper.core.errors import CorruptShard, StorageError
 from recordkeeper.models import DatasetVersion, Reason, Shard, ShardProblem, VerifyReport
 from recordkeeper.progress import byte_progress
 from recordkeeper.storage import open_read, stat_object, storage_errors, url_to_fs
@@ -53,7 +53,7 @@ def _fast_check(shard: Shard, storage_options: Mapping[str, Any] | None) -> Shar
         if exc.extra.get("reason") == "missing":
             return ShardProblem(shard, "missing", f"object not found: {exc.detail}")
         raise
-    registered = dict(shard.storage_identity)
+    registered = dict(shard.storage_identity or {})
     ident = current.identity
     if current.size != shard.size:
         return ShardProblem(

@@ -45,9 +45,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from recordkeeper.core.errors import InvalidRequest, InvalidShard, StorageError
+from recordkeeper.core.shards import ShardRecord
+from recordkeeper.core.splits import shard_file_name, validate_split_name
 from recordkeeper.dataset import compression_suffix
-from recordkeeper.errors import InvalidRequest, InvalidShard, StorageError
-from recordkeeper.manifest import shard_file_name, validate_split_name
 from recordkeeper.models import DatasetVersion
 from recordkeeper.storage import (
     backend_of,
@@ -422,22 +423,21 @@ class VersionWriter:
                     uri=final,
                     reason="error",
                 )
-            registrations.append(
-                {
-                    "split": shard.split,
-                    "index": shard.index,
-                    "count": count,
-                    "uri": final,
-                    "compression": self.compression,
-                    "size": stats.size,
-                    "sha256": stats.sha256,
-                    "crc32c": stats.crc32c,
-                    "records_sha256": stats.records_sha256,
-                    "record_count": stats.record_count,
-                    "schema": stats.schema.to_dict() if stats.schema is not None else None,
-                    "storage_identity": stat.identity,
-                }
+            record = ShardRecord(
+                split=shard.split,
+                index=shard.index,
+                count=count,
+                uri=final,
+                compression=self.compression,
+                size=stats.size,
+                sha256=stats.sha256,
+                crc32c=stats.crc32c,
+                records_sha256=stats.records_sha256,
+                record_count=stats.record_count,
+                storage_identity=stat.identity,
             )
+            schema = stats.schema.to_dict() if stats.schema is not None else None
+            registrations.append(record.to_wire(schema=schema))
         self._remove_temp_dir()
         return registrations
 

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from recordkeeper_service.shard_models import ShardIn, ShardOut
+
 __all__ = [
     "AliasHistoryOut",
     "AliasOut",
@@ -76,38 +78,6 @@ class StageRequest(_In):
     metadata: JsonObject = Field(default_factory=dict)
 
 
-class ShardIn(_In):
-    split: str = Field(examples=["train"])
-    index: int
-    count: int
-    uri: str
-    compression: str = Field(examples=["gzip"], description="none, gzip or zlib")
-    size: int
-    sha256: str = Field(description="sha256 of the stored bytes, 64 lowercase hex digits")
-    crc32c: str = Field(description="CRC32C of the stored bytes, 8 lowercase hex digits")
-    records_sha256: str = Field(description="sha256 of the uncompressed framed record stream")
-    record_count: int
-    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
-    storage_identity: dict[str, Any] | None = None
-
-    def as_mapping(self) -> dict[str, Any]:
-        """The fields as the repository takes them (``schema`` under its wire name)."""
-        return {
-            "split": self.split,
-            "index": self.index,
-            "count": self.count,
-            "uri": self.uri,
-            "compression": self.compression,
-            "size": self.size,
-            "sha256": self.sha256,
-            "crc32c": self.crc32c,
-            "records_sha256": self.records_sha256,
-            "record_count": self.record_count,
-            "schema": self.schema_,
-            "storage_identity": self.storage_identity,
-        }
-
-
 class ShardBatch(_In):
     shards: list[ShardIn] = Field(description="up to 10,000 shards per request")
 
@@ -152,22 +122,6 @@ class DatasetOut(BaseModel):
     created_by: str
     version_count: int
     latest: str | None
-
-
-class ShardOut(BaseModel):
-    split: str
-    index: int
-    count: int
-    uri: str
-    compression: str
-    size: int
-    sha256: str
-    crc32c: str
-    records_sha256: str
-    record_count: int
-    schema_digest: str | None
-    storage_identity: dict[str, Any] | None
-    registered_at: str
 
 
 class SplitOut(BaseModel):

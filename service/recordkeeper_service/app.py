@@ -16,7 +16,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
-from recordkeeper import __version__
+from recordkeeper.core.roots import AllowedRoots
+from recordkeeper.core.version import __version__
 from recordkeeper_service.auth import Authenticator
 from recordkeeper_service.db import Database
 from recordkeeper_service.handlers import install_error_handlers
@@ -26,7 +27,6 @@ from recordkeeper_service.responses import JSON
 from recordkeeper_service.routes import api_router, probe_router
 from recordkeeper_service.settings import Settings
 from recordkeeper_service.startup import check_startup
-from recordkeeper_service.uris import AllowedRoots
 
 __all__ = ["app_from_env", "create_app"]
 

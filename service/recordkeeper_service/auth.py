@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from recordkeeper.errors import AuthenticationRequired, PermissionDenied
+from recordkeeper.core.errors import AuthenticationRequired, PermissionDenied
 from recordkeeper_service.repository.tokens import TokenRepository
 
 __all__ = ["ANONYMOUS", "SCOPE_RANK", "Authenticator", "Principal"]

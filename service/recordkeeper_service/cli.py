@@ -152,7 +152,7 @@ def token_create(
     scope: Annotated[str, typer.Option(help="read, write or admin.")] = "read",
 ) -> None:
     """Create a token and print its secret (shown only now)."""
-    from recordkeeper.errors import RecordkeeperError
+    from recordkeeper.core.errors import RecordkeeperError
 
     tokens = _token_repository()
     try:
@@ -186,7 +186,7 @@ def token_list(
 @token_app.command("revoke")
 def token_revoke(token_id: Annotated[int, typer.Argument(help="The token's id.")]) -> None:
     """Revoke a token (idempotent)."""
-    from recordkeeper.errors import RecordkeeperError
+    from recordkeeper.core.errors import RecordkeeperError
 
     tokens = _token_repository()
     try:

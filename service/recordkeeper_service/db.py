@@ -6,8 +6,8 @@ the database lock instead of failing half-way.  PostgreSQL URLs are routed to ps
 
 :meth:`Database.transaction` commits on success, rolls back on error, and translates database
 errors into recordkeeper errors with stable codes (a unique-constraint violation on a known
-constraint becomes e.g. :class:`~recordkeeper.errors.DatasetExists`; an unreachable or locked
-database becomes :class:`~recordkeeper.errors.ServiceUnavailable`).
+constraint becomes e.g. :class:`~recordkeeper.core.errors.DatasetExists`; an unreachable or locked
+database becomes :class:`~recordkeeper.core.errors.ServiceUnavailable`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from recordkeeper.errors import (
+from recordkeeper.core.errors import (
     Conflict,
     DatasetExists,
     InvalidRequest,

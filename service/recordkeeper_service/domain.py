@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
+from recordkeeper.core import shards as core_shards
+
 __all__ = [
     "AliasMove",
     "AliasRecord",
@@ -60,37 +62,15 @@ class DatasetRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class ShardRecord:
-    split: str
-    index: int
-    count: int
-    uri: str
-    compression: str
-    size: int
-    sha256: str
-    crc32c: str
-    records_sha256: str
-    record_count: int
-    schema_digest: str | None
-    storage_identity: dict[str, Any] | None
-    registered_at: datetime.datetime
+class ShardRecord(core_shards.ShardRecord):
+    """A registered shard: the core's shard record plus when it was registered."""
+
+    registered_at: datetime.datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "split": self.split,
-            "index": self.index,
-            "count": self.count,
-            "uri": self.uri,
-            "compression": self.compression,
-            "size": self.size,
-            "sha256": self.sha256,
-            "crc32c": self.crc32c,
-            "records_sha256": self.records_sha256,
-            "record_count": self.record_count,
-            "schema_digest": self.schema_digest,
-            "storage_identity": self.storage_identity,
-            "registered_at": iso_timestamp(self.registered_at),
-        }
+        out = core_shards.ShardRecord.to_json(self)
+        out["registered_at"] = iso_timestamp(self.registered_at)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from recordkeeper.errors import RecordkeeperError
+from recordkeeper.core.errors import RecordkeeperError, code_for_status
 from recordkeeper_service.responses import JSON
 
 __all__ = ["MAX_LISTED_ERRORS", "error_response", "install_error_handlers"]
@@ -32,15 +32,6 @@ log = logging.getLogger("recordkeeper_service")
 
 MAX_LISTED_ERRORS = 50
 MAX_DETAIL_LENGTH = 1000
-_HTTP_CODES = {
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    413: "payload_too_large",
-    415: "invalid_request",
-    422: "invalid_request",
-}
 
 
 def error_json(status: int, code: str, detail: str, **extra: Any) -> JSON:
@@ -108,7 +99,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
             "the request body is not valid JSON",
             errors=[{"loc": ["body"], "msg": str(exc.detail)[:300], "type": "json_invalid"}],
         )
-    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    code = code_for_status(exc.status_code)
     if exc.status_code == 404:
         detail = f"no such route: {request.method} {request.url.path}"
     elif exc.status_code == 405:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from recordkeeper.errors import InvalidRequest, PayloadTooLarge
+from recordkeeper.core.errors import InvalidRequest, PayloadTooLarge
 from recordkeeper_service.handlers import error_response
 
 __all__ = ["BodySizeLimit"]

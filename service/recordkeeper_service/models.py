@@ -30,8 +30,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from recordkeeper.core.digests import DIGEST_PREFIX
+from recordkeeper.core.shards import COMPRESSIONS
+
 __all__ = [
-    "COMPRESSIONS",
     "NAMING_CONVENTION",
     "SCOPES",
     "VERSION_STATES",
@@ -56,14 +58,13 @@ NAMING_CONVENTION: dict[str, str] = {
 }
 
 VERSION_STATES: tuple[str, ...] = ("staged", "committed", "deprecated", "abandoned")
-COMPRESSIONS: tuple[str, ...] = ("none", "gzip", "zlib")
 SCOPES: tuple[str, ...] = ("read", "write", "admin")
 
 #: 64-bit ids on PostgreSQL; SQLite only auto-increments ``INTEGER PRIMARY KEY``.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 #: UTC timestamps (SQLite stores them naive; conversion re-attaches UTC).
 Timestamp = DateTime(timezone=True)
-DIGEST_LENGTH = 71  # "sha256:" + 64 hex
+DIGEST_LENGTH = len(DIGEST_PREFIX) + 64  # 71
 
 
 def utcnow() -> datetime.datetime:

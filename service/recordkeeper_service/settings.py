@@ -18,7 +18,7 @@ import platformdirs
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from recordkeeper_service.uris import UriError, as_root
+from recordkeeper.core.roots import UriError, as_root
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",

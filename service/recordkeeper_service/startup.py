@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sqlalchemy.exc import OperationalError
 
+from recordkeeper.core.roots import as_root
 from recordkeeper_service import migrate
 from recordkeeper_service.db import Database
 from recordkeeper_service.repository.tokens import TokenRepository
@@ -26,7 +27,6 @@ from recordkeeper_service.settings import (
     is_loopback,
     user_data_dir,
 )
-from recordkeeper_service.uris import as_root
 
 __all__ = ["StartupError", "check_startup", "prepare_embedded_database"]
 

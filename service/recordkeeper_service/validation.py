@@ -7,64 +7,35 @@ once per distinct body, so 10,000 shards sharing a schema cost one parse.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 
-from recordkeeper.errors import (
+from recordkeeper.core.errors import (
     InvalidHash,
     InvalidShard,
     RecordkeeperError,
     StorageRootNotAllowed,
 )
-from recordkeeper.manifest import validate_crc32c, validate_sha256, validate_split_name
-from recordkeeper.schema import Schema
-from recordkeeper_service.models import COMPRESSIONS
-from recordkeeper_service.uris import AllowedRoots, UriError
+from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
+from recordkeeper.core.roots import AllowedRoots
+from recordkeeper.core.schema import Schema
+from recordkeeper.core.shards import ShardRecord, validate_shard
 
-__all__ = ["MAX_SHARDS_PER_REQUEST", "MAX_SHARD_COUNT", "ValidShard", "validate_shards"]
-
-MAX_SHARDS_PER_REQUEST = 10_000
-#: Upper bound of a split's shard count (``count``), far above any real dataset.
-MAX_SHARD_COUNT = 10_000_000
-_MAX_INT64 = 2**63 - 1
+__all__ = ["ValidShard", "validate_shards"]
 
 
 @dataclass(frozen=True, slots=True)
 class ValidShard:
-    """A checked shard registration, ready to insert."""
+    """A checked shard registration, ready to insert: the record and its place in the request."""
 
     position: int
-    split: str
-    index: int
-    count: int
-    uri: str
-    compression: str
-    size: int
-    sha256: str
-    crc32c: str
-    records_sha256: str
-    record_count: int
-    schema_digest: str | None
-    storage_identity: dict[str, Any] | None
+    record: ShardRecord
 
     @property
     def key(self) -> tuple[str, int]:
-        return (self.split, self.index)
-
-    def same_content(self, other: Mapping[str, Any]) -> bool:
-        """True if ``other`` (a stored shard's columns) describes the same file and bytes."""
-        return (
-            self.count == other["count"]
-            and self.uri == other["uri"]
-            and self.compression == other["compression"]
-            and self.size == other["size"]
-            and self.sha256 == other["sha256"]
-            and self.crc32c == other["crc32c"]
-            and self.records_sha256 == other["records_sha256"]
-            and self.record_count == other["record_count"]
-        )
+        return self.record.key
 
 
 def _at(position: int, exc: RecordkeeperError) -> RecordkeeperError:
@@ -109,50 +80,16 @@ def _validate_one(
     schemas_by_body: dict[bytes, tuple[str, Schema]],
     schemas: dict[str, Schema],
 ) -> ValidShard:
-    split = validate_split_name(raw["split"])
-    index, count = raw["index"], raw["count"]
-    if index < 0:
-        raise InvalidShard(f"index {index} is negative")
-    if not 1 <= count <= MAX_SHARD_COUNT:
-        raise InvalidShard(f"count {count} must be between 1 and {MAX_SHARD_COUNT}")
-    if index >= count:
-        raise InvalidShard(
-            f"index {index} is out of range for count {count} (indices are 0..{count - 1})"
-        )
-    compression = raw["compression"]
-    if compression not in COMPRESSIONS:
-        raise InvalidShard(f"compression {compression!r} is not one of {', '.join(COMPRESSIONS)}")
-    size, record_count = raw["size"], raw["record_count"]
-    for field, value in (("size", size), ("record_count", record_count)):
-        if not 0 <= value <= _MAX_INT64:
-            raise InvalidShard(f"{field} {value} must be a non-negative 64-bit integer")
-    try:
-        uri = roots.check(raw["uri"], "shard URI")
-    except UriError as exc:
-        raise InvalidShard(f"uri: {exc}") from None
-    identity = raw.get("storage_identity")
-    if identity is not None and not isinstance(identity, dict):
-        raise InvalidShard("storage_identity must be an object or null")
-    if identity is not None:
+    record = validate_shard(raw, roots)
+    if record.storage_identity is not None:
         try:
-            orjson.dumps(identity)  # stored as is and answered later: must render
+            orjson.dumps(record.storage_identity)  # stored as is and answered later
         except TypeError as exc:
             raise InvalidShard(f"storage_identity is not plain JSON: {exc}") from None
-    return ValidShard(
-        position=position,
-        split=split,
-        index=index,
-        count=count,
-        uri=uri,
-        compression=compression,
-        size=size,
-        sha256=validate_sha256(raw["sha256"], "sha256"),
-        crc32c=validate_crc32c(raw["crc32c"], "crc32c"),
-        records_sha256=validate_sha256(raw["records_sha256"], "records_sha256"),
-        record_count=record_count,
-        schema_digest=_schema_digest(raw.get("schema"), schemas_by_body, schemas),
-        storage_identity=identity,
-    )
+    digest = _schema_digest(raw.get("schema"), schemas_by_body, schemas)
+    if digest is not None:
+        record = replace(record, schema_digest=digest)
+    return ValidShard(position=position, record=record)
 
 
 def _schema_digest(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import recordkeeper as rk
-from recordkeeper.lineage import DataUse, normalize_data, parse_checkpoint_ref
+from recordkeeper.lineage import DataUse, normalize_data
 from recordkeeper.lineage_queue import RegistrationQueue, RegistrationRejected
 from tests.client import _lineage_app
 from tests.client._lineage_app import Switch, publish
@@ -48,10 +48,6 @@ def test_normalize_data_forms() -> None:
     ):
         with pytest.raises(rk.InvalidCheckpoint):
             normalize_data(bad)
-    assert parse_checkpoint_ref("det/ckpt-1") == rk.CheckpointRef("det", "ckpt-1")
-    for bad_ref in ("det", "det/a/b", "Det/ckpt", "det/"):
-        with pytest.raises(rk.InvalidCheckpoint):
-            parse_checkpoint_ref(bad_ref)
 
 
 def test_register_lineage_consumers_graph(client: rk.Client) -> None:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from recordkeeper import schema_inference
-from recordkeeper.errors import SchemaConflict
-from recordkeeper.schema import Feature, Schema
+from recordkeeper.core.errors import SchemaConflict
+from recordkeeper.core.schema import Feature, Schema
 from recordkeeper.schema_inference import SchemaInferencer, infer_schema
 
 # --------------------------------------------------------------------------- wire encoding by hand
@@ -227,7 +227,7 @@ def _reference(records: list[bytes]) -> Schema:
         inferencer = SchemaInferencer()
         inferencer.add(record)
         schemas.append(inferencer.result())
-    from recordkeeper.schema import merge_schemas
+    from recordkeeper.core.schema import merge_schemas
 
     return merge_schemas(schemas)
 

@@ -15,8 +15,8 @@ import fsspec
 import pytest
 
 import recordkeeper.tfrecord as tfrecord
-from recordkeeper.errors import CorruptShard, InvalidInput, SchemaConflict
-from recordkeeper.schema import Schema
+from recordkeeper.core.errors import CorruptShard, InvalidInput, SchemaConflict
+from recordkeeper.core.schema import Schema
 from recordkeeper.schema_inference import infer_schema
 from recordkeeper.tfrecord import (
     ShardStats,

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 from httpx import Response
 
-from recordkeeper.manifest import ManifestEntry, content_digest
+from recordkeeper.core.manifest import ManifestEntry, content_digest
 
 API = "/api/v1"
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 
 from recordkeeper.client import Client
-from recordkeeper.errors import RecordkeeperError
+from recordkeeper.core.errors import RecordkeeperError
 
 __all__ = [
     "CliError",

@@ -28,20 +28,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recordkeeper.errors import InvalidCheckpoint, ServiceUnavailable
-from recordkeeper.lineage import (
-    CheckpointInfo,
+from recordkeeper.core.errors import InvalidCheckpoint, ServiceUnavailable
+from recordkeeper.core.lineage import (
     CheckpointRef,
-    DataUse,
     ParentKind,
-    checkpoint_body,
-    normalize_data,
     parse_checkpoint_ref,
     validate_model_name,
 )
+from recordkeeper.core.refs import parse_reference
+from recordkeeper.lineage import CheckpointInfo, DataUse, checkpoint_body, normalize_data
 from recordkeeper.lineage_queue import RegistrationQueue
 from recordkeeper.pinned import current
-from recordkeeper.refs import parse_reference
 
 if TYPE_CHECKING:
     from recordkeeper.client import Client

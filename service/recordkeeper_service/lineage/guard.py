@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from sqlalchemy.orm import Session
 
-from recordkeeper.errors import VersionInUse
+from recordkeeper.core.errors import VersionInUse
 from recordkeeper_service import models as m
 from recordkeeper_service.lineage import queries
 

@@ -34,7 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from recordkeeper.lineage import PARENT_KINDS, ROLES
+from recordkeeper.core.lineage import PARENT_KINDS, ROLES
 from recordkeeper_service.models import Base, BigId, utcnow
 
 __all__ = ["Checkpoint", "CheckpointData", "Model", "Run"]

@@ -13,23 +13,23 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from recordkeeper.errors import (
+from recordkeeper.core.digests import digest_hex
+from recordkeeper.core.errors import (
     CheckpointConflict,
     CheckpointNotFound,
     InvalidCheckpoint,
-    InvalidHash,
     InvalidRequest,
     ModelNotFound,
 )
-from recordkeeper.lineage import (
-    PARENT_KINDS,
-    ROLES,
+from recordkeeper.core.lineage import (
     CheckpointRef,
     parse_checkpoint_ref,
     validate_checkpoint_name,
     validate_model_name,
+    validate_parent_kind,
+    validate_role,
 )
-from recordkeeper.refs import parse_reference
+from recordkeeper.core.refs import parse_reference
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page
@@ -148,10 +148,7 @@ def _resolve_data(
     rows: dict[int, m.Version] = {}
     for position, entry in enumerate(entries):
         where = f"data[{position}] ({entry.version})"
-        if entry.role not in ROLES:
-            raise InvalidCheckpoint(
-                f"{where}: role {entry.role!r} is not one of {', '.join(ROLES)}"
-            )
+        validate_role(entry.role, where)
         row = find_version(session, parse_reference(entry.version), published_only=True)
         rows[row.id] = row
         available = _split_names(session, row.id)
@@ -223,10 +220,8 @@ class LineageRepository:
         validate_checkpoint_name(checkpoint)
         if spec.step is not None and spec.step < 0:
             raise InvalidCheckpoint(f"step must not be negative, got {spec.step}")
-        if spec.parent_kind is not None and spec.parent_kind not in PARENT_KINDS:
-            raise InvalidCheckpoint(
-                f"parent_kind {spec.parent_kind!r} is not one of {', '.join(PARENT_KINDS)}"
-            )
+        if spec.parent_kind is not None:
+            validate_parent_kind(spec.parent_kind)
         parent_ref = parse_checkpoint_ref(spec.parent) if spec.parent else None
         if parent_ref == CheckpointRef(model, checkpoint):
             raise InvalidCheckpoint(f"checkpoint {model}/{checkpoint} cannot be its own parent")
@@ -400,9 +395,7 @@ class LineageRepository:
         if (uri is None) == (sha256 is None):
             raise InvalidRequest("give exactly one of uri= or sha256=")
         if sha256 is not None:
-            sha256 = sha256.removeprefix("sha256:").lower()
-            if len(sha256) != 64 or not all(ch in "0123456789abcdef" for ch in sha256):
-                raise InvalidHash(f"sha256 must be 64 hex digits, got {sha256!r}")
+            sha256 = digest_hex(sha256, "sha256")
         with self._db.transaction(write=False) as session:
             column = m.Shard.uri if uri is not None else m.Shard.sha256
             stmt = (

@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from recordkeeper.core.limits import MAX_INT64
+from recordkeeper.core.lineage import PARENT_KINDS, ROLES
 from recordkeeper_service.api_models import JsonObject
 from recordkeeper_service.lineage.repository import CheckpointInput, DataInput
 
@@ -36,7 +38,7 @@ class _In(BaseModel):
 
 class DataIn(_In):
     version: str = Field(examples=["coco@v3", "coco_20231015_v3"])
-    role: str = Field(default="train", examples=["train", "eval", "test"])
+    role: str = Field(default="train", examples=list(ROLES))
     splits: list[str] | None = Field(
         default=None,
         description="default: the split named like the role (eval: also 'validation'), "
@@ -52,11 +54,11 @@ class SavedModelIn(_In):
 class CheckpointIn(_In):
     """``PUT /models/{model}/checkpoints/{checkpoint}``."""
 
-    step: int | None = Field(default=None, ge=0, le=2**63 - 1, examples=[1234])
+    step: int | None = Field(default=None, ge=0, le=MAX_INT64, examples=[1234])
     uri: str | None = Field(default=None, examples=["s3://models/run1/ckpt-1234"])
     run: str | None = Field(default=None, max_length=128, examples=["2023-10-15-a"])
     parent: str | None = Field(default=None, examples=["coco_detection/ckpt-1000"])
-    parent_kind: str | None = Field(default=None, examples=["restored_from", "initialized_from"])
+    parent_kind: str | None = Field(default=None, examples=list(PARENT_KINDS))
     data: list[DataIn] = Field(default_factory=list)
     saved_models: list[SavedModelIn] = Field(default_factory=list)
     metrics: JsonObject = Field(default_factory=dict)

@@ -23,6 +23,7 @@ module         resource
 
 from __future__ import annotations
 
+from recordkeeper.core.roots import AllowedRoots
 from recordkeeper_service.db import Database
 from recordkeeper_service.repository.aliases import AliasRepository
 from recordkeeper_service.repository.commit import CommitRepository
@@ -33,7 +34,6 @@ from recordkeeper_service.repository.schemas import SchemaRepository
 from recordkeeper_service.repository.shards import ShardRepository
 from recordkeeper_service.repository.tokens import TokenRepository
 from recordkeeper_service.repository.versions import VersionRepository
-from recordkeeper_service.uris import AllowedRoots
 
 __all__ = ["Repository"]
 

@@ -11,9 +11,9 @@ import builtins
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
-from recordkeeper.errors import AliasNotFound, InvalidAlias, InvalidReference, VersionNotFound
-from recordkeeper.naming import validate_dataset_name
-from recordkeeper.refs import LATEST, parse_reference, validate_alias_name
+from recordkeeper.core.errors import AliasNotFound, InvalidAlias, InvalidReference, VersionNotFound
+from recordkeeper.core.naming import validate_dataset_name
+from recordkeeper.core.refs import LATEST, parse_reference, validate_alias_name
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import AliasMove, AliasRecord, Page

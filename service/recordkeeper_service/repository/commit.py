@@ -18,14 +18,14 @@ from typing import Any, Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from recordkeeper.errors import (
+from recordkeeper.core.errors import (
     DuplicateContent,
     InvalidRequest,
     VersionIncomplete,
     VersionNotStaged,
 )
-from recordkeeper.manifest import ManifestEntry, content_digest
-from recordkeeper.schema import Schema, merge_schemas
+from recordkeeper.core.manifest import ManifestEntry, content_digest
+from recordkeeper.core.schema import Schema, merge_schemas
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import VersionRecord

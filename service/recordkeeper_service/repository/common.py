@@ -12,7 +12,7 @@ from sqlalchemy import Connection, Insert, Table, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from recordkeeper.errors import DatasetNotFound
+from recordkeeper.core.errors import DatasetNotFound
 from recordkeeper_service import models as m
 from recordkeeper_service.domain import ShardRecord, VersionRecord
 from recordkeeper_service.repository import convert

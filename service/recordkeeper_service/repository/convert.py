@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Row
@@ -27,22 +28,8 @@ __all__ = [
     "version_record",
 ]
 
-#: Columns selected to build :class:`ShardRecord` (in constructor order).
-SHARD_COLUMNS = (
-    m.Shard.split,
-    m.Shard.index,
-    m.Shard.count,
-    m.Shard.uri,
-    m.Shard.compression,
-    m.Shard.size,
-    m.Shard.sha256,
-    m.Shard.crc32c,
-    m.Shard.records_sha256,
-    m.Shard.record_count,
-    m.Shard.schema_digest,
-    m.Shard.storage_identity,
-    m.Shard.registered_at,
-)
+#: Columns selected to build :class:`ShardRecord`: one per record field, in constructor order.
+SHARD_COLUMNS = tuple(getattr(m.Shard, f.name) for f in dataclasses.fields(ShardRecord))
 
 
 #: Columns selected to build :class:`VersionRecord` without the ORM (labels = attribute names).
@@ -81,8 +68,8 @@ def dataset_record(row: m.Dataset, *, version_count: int, latest: str | None) ->
     )
 
 
-def shard_records(rows: Iterable[Row[Any]]) -> tuple[ShardRecord, ...]:
-    """Rows selected with :data:`SHARD_COLUMNS` → records."""
+def shard_records(rows: Iterable[Sequence[Any]]) -> tuple[ShardRecord, ...]:
+    """Rows selected with :data:`SHARD_COLUMNS` (values in field order) → records."""
     return tuple(ShardRecord(*row) for row in rows)
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-from recordkeeper.errors import DatasetExists, InvalidRequest
-from recordkeeper.naming import validate_dataset_name
+from recordkeeper.core.errors import DatasetExists, InvalidRequest
+from recordkeeper.core.limits import MAX_DESCRIPTION_LENGTH
+from recordkeeper.core.naming import validate_dataset_name
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import DatasetRecord, Page
@@ -19,8 +20,6 @@ from recordkeeper_service.repository.common import (
 )
 
 __all__ = ["MAX_DESCRIPTION_LENGTH", "DatasetRepository", "ensure_dataset"]
-
-MAX_DESCRIPTION_LENGTH = 4000
 
 
 def ensure_dataset(session: Session, name: str, actor: str, description: str = "") -> int:

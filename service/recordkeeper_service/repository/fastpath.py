@@ -23,8 +23,8 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import URL
 
-from recordkeeper.errors import InvalidRequest, ServiceUnavailable
-from recordkeeper.refs import Reference, RefKind
+from recordkeeper.core.errors import InvalidRequest, ServiceUnavailable
+from recordkeeper.core.refs import Reference, RefKind
 from recordkeeper_service import models as m
 from recordkeeper_service.repository.resolve import resolution_params, resolution_statement
 

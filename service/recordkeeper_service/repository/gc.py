@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import and_, exists, or_, select
 from sqlalchemy.orm import Session
 
-from recordkeeper.errors import Conflict, InvalidRequest, VersionImmutable
+from recordkeeper.core.errors import Conflict, InvalidRequest, VersionImmutable
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page, iso_timestamp

@@ -1,4 +1,5 @@
-"""Reference resolution: every form of :func:`recordkeeper.refs.parse_reference` → a version row.
+"""Reference resolution: every form of :func:`~recordkeeper.core.refs.parse_reference` → a
+version row.
 
 ======================  ==========================================================
 form                    finds
@@ -25,8 +26,9 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import Connection, Integer, Select, String, bindparam, func, select
 from sqlalchemy.orm import Session
 
-from recordkeeper.errors import InvalidReference, VersionNotFound
-from recordkeeper.refs import LATEST, Reference, RefKind
+from recordkeeper.core.digests import DIGEST_PREFIX
+from recordkeeper.core.errors import InvalidReference, VersionNotFound
+from recordkeeper.core.refs import LATEST, Reference, RefKind
 from recordkeeper_service import models as m
 from recordkeeper_service.repository.common import PUBLISHED_STATES
 
@@ -89,7 +91,7 @@ def resolution_params(ref: Reference) -> dict[str, Any]:
         params["rk_alias"] = ref.alias
     elif shape == "digest":
         # the prefix is validated lowercase hex, so it needs no LIKE escaping
-        params["rk_digest_like"] = f"sha256:{ref.digest_prefix}%"
+        params["rk_digest_like"] = f"{DIGEST_PREFIX}{ref.digest_prefix}%"
     return params
 
 
@@ -204,5 +206,5 @@ def explain_missing(db: Session | Connection, ref: Reference) -> VersionNotFound
         return VersionNotFound(f"{ref.dataset} has no alias {ref.alias!r}")
     return VersionNotFound(
         f"no committed version of {ref.dataset} has a content digest starting with "
-        f"sha256:{ref.digest_prefix}"
+        f"{DIGEST_PREFIX}{ref.digest_prefix}"
     )

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import re
-
 from sqlalchemy import select
 
-from recordkeeper.errors import InvalidHash, SchemaNotFound
-from recordkeeper.refs import parse_reference
+from recordkeeper.core.digests import parse_digest
+from recordkeeper.core.errors import SchemaNotFound
+from recordkeeper.core.refs import parse_reference
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import SchemaRecord
 from recordkeeper_service.repository.resolve import find_version
 
 __all__ = ["SchemaRepository"]
-
-_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class SchemaRepository:
@@ -25,12 +22,8 @@ class SchemaRepository:
         self._db = db
 
     def get(self, digest: str) -> SchemaRecord:
-        """The schema stored under ``digest`` (``sha256:<64 hex>``)."""
-        if not _DIGEST_RE.fullmatch(digest):
-            raise InvalidHash(
-                f"schema digest must be 'sha256:' followed by 64 lowercase hex digits, "
-                f"got {digest[:100]!r}"
-            )
+        """The schema stored under ``digest`` (``sha256:<64 hex>``; the prefix may be left out)."""
+        digest = parse_digest(digest, "schema digest")
         with self._db.transaction(write=False) as session:
             body = session.scalar(select(m.SchemaBlob.body).where(m.SchemaBlob.digest == digest))
             if body is None:

@@ -14,30 +14,25 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
-from recordkeeper.errors import InvalidShard, ShardConflict, VersionImmutable, VersionNotStaged
-from recordkeeper.schema import Schema
+from recordkeeper.core.errors import InvalidShard, ShardConflict, VersionImmutable, VersionNotStaged
+from recordkeeper.core.roots import AllowedRoots
+from recordkeeper.core.schema import Schema
+from recordkeeper.core.shards import CONTENT_FIELDS
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import RegisterResult
 from recordkeeper_service.repository.common import insert_ignoring_conflicts, record_event
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.versions import parse_version_ref
-from recordkeeper_service.uris import AllowedRoots
 from recordkeeper_service.validation import ValidShard, validate_shards
 
 __all__ = ["ShardRepository", "store_schemas"]
 
+#: Columns compared when a shard is registered again (those that say which bytes it is).
 _EXISTING_COLUMNS = (
     m.Shard.split,
     m.Shard.index,
-    m.Shard.count,
-    m.Shard.uri,
-    m.Shard.compression,
-    m.Shard.size,
-    m.Shard.sha256,
-    m.Shard.crc32c,
-    m.Shard.records_sha256,
-    m.Shard.record_count,
+    *(getattr(m.Shard, name) for name in CONTENT_FIELDS),
 )
 
 
@@ -90,7 +85,7 @@ class ShardRepository:
                 ).mappings()
             }
             new, unchanged = _plan(valid, existing)
-            used = {shard.schema_digest for shard in new}
+            used = {shard.record.schema_digest for shard in new}
             store_schemas(session, {d: s for d, s in schemas.items() if d in used})
             if new:
                 now = m.utcnow()
@@ -103,8 +98,9 @@ class ShardRepository:
                     .where(m.Version.id == version.id)
                     .values(
                         shard_count=m.Version.shard_count + len(new),
-                        record_count=m.Version.record_count + sum(s.record_count for s in new),
-                        size=m.Version.size + sum(s.size for s in new),
+                        record_count=m.Version.record_count
+                        + sum(s.record.record_count for s in new),
+                        size=m.Version.size + sum(s.record.size for s in new),
                     )
                     .execution_options(synchronize_session=False)
                 )
@@ -135,22 +131,23 @@ def _plan(
     new: list[ValidShard] = []
     unchanged = 0
     for shard in shards:
-        expected = split_counts.setdefault(shard.split, shard.count)
-        if shard.count != expected:
+        record = shard.record
+        expected = split_counts.setdefault(record.split, record.count)
+        if record.count != expected:
             raise InvalidShard(
-                f"shard {shard.position}: split {shard.split!r} has count {expected}, "
-                f"but this shard says {shard.count}",
+                f"shard {shard.position}: split {record.split!r} has count {expected}, "
+                f"but this shard says {record.count}",
                 shard=shard.position,
             )
         stored = existing.get(shard.key)
         if stored is not None:
-            if not shard.same_content(stored):
+            if not record.same_content(stored):
                 raise _conflict(shard, "is already registered with other content or URI")
             unchanged += 1
             continue
         earlier = seen.get(shard.key)
         if earlier is not None:
-            if not shard.same_content(_as_mapping(earlier)):
+            if not record.same_content(earlier.record):
                 raise _conflict(
                     shard, f"appears twice with different content (also shard {earlier.position})"
                 )
@@ -162,37 +159,11 @@ def _plan(
 
 
 def _conflict(shard: ValidShard, why: str) -> ShardConflict:
-    name = f"{shard.split}-{shard.index:05d}-of-{shard.count:05d}"
-    return ShardConflict(f"shard {shard.position} ({name}) {why}", shard=shard.position)
-
-
-def _as_mapping(shard: ValidShard) -> dict[str, Any]:
-    return {
-        "count": shard.count,
-        "uri": shard.uri,
-        "compression": shard.compression,
-        "size": shard.size,
-        "sha256": shard.sha256,
-        "crc32c": shard.crc32c,
-        "records_sha256": shard.records_sha256,
-        "record_count": shard.record_count,
-    }
+    return ShardConflict(
+        f"shard {shard.position} ({shard.record.name}) {why}", shard=shard.position
+    )
 
 
 def _row(version_id: int, shard: ValidShard, now: Any) -> dict[str, Any]:
-    return {
-        "version_id": version_id,
-        "split": shard.split,
-        "index": shard.index,
-        "count": shard.count,
-        "uri": shard.uri,
-        "compression": shard.compression,
-        "size": shard.size,
-        "sha256": shard.sha256,
-        "crc32c": shard.crc32c,
-        "records_sha256": shard.records_sha256,
-        "record_count": shard.record_count,
-        "schema_digest": shard.schema_digest,
-        "storage_identity": shard.storage_identity,
-        "registered_at": now,
-    }
+    """The shard's table row: one column per record field, plus the version and the time."""
+    return {**shard.record.to_json(), "version_id": version_id, "registered_at": now}

@@ -13,7 +13,7 @@ import secrets
 
 from sqlalchemy import func, select, update
 
-from recordkeeper.errors import AuthenticationRequired, InvalidRequest, TokenNotFound
+from recordkeeper.core.errors import AuthenticationRequired, InvalidRequest, TokenNotFound
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page, TokenRecord

@@ -14,14 +14,15 @@ import anyio.to_thread
 from sqlalchemy import Connection, Select, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from recordkeeper.errors import (
+from recordkeeper.core.digests import parse_digest
+from recordkeeper.core.errors import (
     DigestMismatch,
-    InvalidHash,
     InvalidRequest,
     InvalidVersionName,
     VersionImmutable,
 )
-from recordkeeper.naming import (
+from recordkeeper.core.limits import MAX_REASON_LENGTH
+from recordkeeper.core.naming import (
     CONVENTION,
     format_version_name,
     parse_date,
@@ -29,7 +30,8 @@ from recordkeeper.naming import (
     validate_dataset_name,
     validate_desc,
 )
-from recordkeeper.refs import Reference, RefKind, parse_reference
+from recordkeeper.core.refs import Reference, RefKind, parse_reference
+from recordkeeper.core.roots import AllowedRoots, UriError
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page, VersionRecord
@@ -53,12 +55,12 @@ from recordkeeper_service.repository.resolve import (
     resolution_params,
     resolution_statement,
 )
-from recordkeeper_service.uris import AllowedRoots, UriError
 
 __all__ = ["MAX_REASON_LENGTH", "VersionRepository", "parse_version_ref", "today_utc"]
 
-MAX_REASON_LENGTH = 2000
-_HEX = frozenset("0123456789abcdef")
+
+def _expected_digest(value: str | None) -> str | None:
+    return parse_digest(value, "expect_digest") if value is not None else None
 
 
 def today_utc() -> datetime.date:
@@ -77,15 +79,6 @@ def parse_version_ref(text: str) -> Reference:
             "(dataset_YYYYMMDD_vN[_desc])"
         )
     return ref
-
-
-def _normalize_digest(value: str) -> str:
-    digest = value.removeprefix("sha256:")
-    if len(digest) != 64 or not set(digest) <= _HEX:
-        raise InvalidHash(
-            f"expect_digest must be 'sha256:' followed by 64 lowercase hex digits, got {value!r}"
-        )
-    return "sha256:" + digest
 
 
 _BY_ID = select(*convert.VERSION_COLUMNS).where(m.Version.id == bindparam("rk_id"))
@@ -208,7 +201,7 @@ class VersionRepository:
     ) -> VersionRecord:
         """The version any reference form points at (see :mod:`.resolve`)."""
         ref = parse_reference(ref_text)
-        expected = _normalize_digest(expect_digest) if expect_digest is not None else None
+        expected = _expected_digest(expect_digest)
         record = self._db.read(lambda conn: self._read_published(conn, ref, shards))
         if record is None:
             with self._db.transaction(write=False) as session:
@@ -240,7 +233,7 @@ class VersionRepository:
             row = None
         record = self._from_cache(row, ref, shards)
         if record is not None:
-            expected = _normalize_digest(expect_digest) if expect_digest is not None else None
+            expected = _expected_digest(expect_digest)
             return _checked(record, expected, ref_text)
         return await anyio.to_thread.run_sync(
             partial(self.resolve, ref_text, shards=shards, expect_digest=expect_digest)

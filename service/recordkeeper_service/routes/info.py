@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from recordkeeper import __version__
-from recordkeeper.naming import CONVENTION
+from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
+from recordkeeper.core.naming import CONVENTION
+from recordkeeper.core.version import __version__
 from recordkeeper_service.api_models import InfoOut
 from recordkeeper_service.deps import Reader, SettingsDep
 from recordkeeper_service.responses import JSON
-from recordkeeper_service.validation import MAX_SHARDS_PER_REQUEST
 
 router = APIRouter(tags=["info"])
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 import recordkeeper.cli
 from recordkeeper.cli import app, common
 from recordkeeper.cli.app import COMMANDS
-from recordkeeper.errors import VersionNotFound
+from recordkeeper.core.errors import VersionNotFound
 
 _NOT_COMMAND_MODULES = {"app", "common", "__main__"}
 

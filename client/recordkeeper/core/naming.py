@@ -16,7 +16,13 @@ import datetime
 import re
 from dataclasses import dataclass
 
-from recordkeeper.errors import InvalidDate, InvalidDescription, InvalidName, InvalidVersionName
+from recordkeeper.core.errors import (
+    InvalidDate,
+    InvalidDescription,
+    InvalidName,
+    InvalidVersionName,
+)
+from recordkeeper.core.limits import MAX_DATASET_NAME_LENGTH, MAX_DESC_LENGTH
 
 __all__ = [
     "CONVENTION",
@@ -33,8 +39,6 @@ __all__ = [
 ]
 
 CONVENTION = "rk1"
-MAX_DATASET_NAME_LENGTH = 64
-MAX_DESC_LENGTH = 80
 
 _DATASET_RE = re.compile(r"[a-z][a-z0-9_-]*")
 _EMBEDDED_VERSION_RE = re.compile(r"_\d{8}_v\d+")

@@ -6,8 +6,13 @@ import datetime
 
 import pytest
 
-from recordkeeper.errors import InvalidDate, InvalidDescription, InvalidName, InvalidVersionName
-from recordkeeper.naming import (
+from recordkeeper.core.errors import (
+    InvalidDate,
+    InvalidDescription,
+    InvalidName,
+    InvalidVersionName,
+)
+from recordkeeper.core.naming import (
     VersionName,
     format_version_name,
     parse_date,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from recordkeeper.errors import StorageRootNotAllowed
-from recordkeeper_service.uris import AllowedRoots, UriError, as_root, normalize_uri
+from recordkeeper.core.errors import StorageRootNotAllowed
+from recordkeeper.core.roots import AllowedRoots, UriError, as_root, normalize_uri
 
 
 @pytest.mark.parametrize(
@@ -51,6 +51,12 @@ def test_allow_list() -> None:
     ]:
         with pytest.raises(StorageRootNotAllowed):
             roots.check(escape, "uri")
+        assert not roots.allows(escape)  # the client's pre-check answers the same
+    for malformed in ["no-scheme", "s3://ml-data//x", "s3://ml-data/a b", ""]:
+        assert not roots.allows(malformed)
+        with pytest.raises(UriError):
+            roots.check(malformed, "uri")
+    assert roots.allows("S3://ml-data/x")  # schemes are case-insensitive
     with pytest.raises(StorageRootNotAllowed) as info:
         roots.check("file:///etc/passwd", "shard URI")
     assert info.value.extra["allowed_roots"] == ["s3://ml-data/", "file:///srv/store/"]

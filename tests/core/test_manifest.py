@@ -4,18 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-import pytest
-
-from recordkeeper.errors import InvalidHash, InvalidShard
-from recordkeeper.manifest import (
-    ManifestEntry,
-    canonical_manifest,
-    content_digest,
-    shard_file_name,
-    validate_crc32c,
-    validate_sha256,
-    validate_split_name,
-)
+from recordkeeper.core.manifest import ManifestEntry, canonical_manifest, content_digest
 
 H = [hashlib.sha256(bytes([i])).hexdigest() for i in range(4)]
 
@@ -61,23 +50,3 @@ def test_canonical_form_is_documented_shape() -> None:
 def test_mapping_input() -> None:
     by_split = {"train": entries()[:2], "validation": entries()[2:]}
     assert content_digest(by_split) == content_digest(entries())
-
-
-def test_validators() -> None:
-    assert validate_sha256(H[0]) == H[0]
-    assert validate_crc32c("0a1b2c3d") == "0a1b2c3d"
-    for bad in ("abc", H[0].upper(), H[0] + "0", 5):
-        with pytest.raises(InvalidHash):
-            validate_sha256(bad)
-    for bad in ("0a1b2c3", "0A1B2C3D", "zzzzzzzz"):
-        with pytest.raises(InvalidHash):
-            validate_crc32c(bad)
-    assert validate_split_name("validation") == "validation"
-    for bad in ("Train", "", "1st", "a/b"):
-        with pytest.raises(InvalidShard):
-            validate_split_name(bad)
-
-
-def test_shard_file_name() -> None:
-    assert shard_file_name("train", 3, 16) == "train-00003-of-00016.tfrecord"
-    assert shard_file_name("train", 0, 1, ".tfrecord.gz") == "train-00000-of-00001.tfrecord.gz"

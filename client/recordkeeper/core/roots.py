@@ -1,6 +1,10 @@
-"""Storage URIs: normalisation and the allow-list of storage roots.
+"""Storage URIs: normalisation and the allow-list of storage roots (one check, both sides).
 
-Every storage root and shard URI the service accepts goes through :func:`normalize_uri`, which
+The service checks every storage root and shard URI with :meth:`AllowedRoots.check`; the
+client's pre-checks (publish, gc) ask :meth:`AllowedRoots.allows` with the roots the service
+reports, so both answer the same for one URI.
+
+Every URI goes through :func:`normalize_uri`, which
 refuses anything that could escape a root by path tricks (``..`` segments, also percent-encoded,
 backslashes, control characters) and lower-cases the scheme.  :class:`AllowedRoots` then compares
 normalised URIs as prefixes ending in ``/``, so ``s3://ml-data`` does not admit
@@ -14,11 +18,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from recordkeeper.errors import StorageRootNotAllowed
+from recordkeeper.core.errors import StorageRootNotAllowed
+from recordkeeper.core.limits import MAX_URI_LENGTH
 
 __all__ = ["MAX_URI_LENGTH", "AllowedRoots", "UriError", "UriEscapes", "as_root", "normalize_uri"]
 
-MAX_URI_LENGTH = 2048
 _SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)
 _CONTROL_RE = re.compile(r"[\x00-\x20\x7f\\]")
 
@@ -90,8 +94,14 @@ class AllowedRoots:
         return cls(tuple(as_root(r) for r in roots))
 
     def allows(self, uri: str) -> bool:
-        """True if the normalised ``uri`` lies inside one of the roots."""
-        target = normalize_uri(uri)
+        """True if ``uri`` lies inside one of the roots.
+
+        A malformed URI, or one with ``.``/``..`` segments, lies inside none.
+        """
+        try:
+            target = normalize_uri(uri)
+        except UriError:
+            return False
         target_dir = target if target.endswith("/") else target + "/"
         return any(target_dir.startswith(root) for root in self.roots)
 

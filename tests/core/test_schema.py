@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from recordkeeper.errors import InvalidRequest, SchemaConflict
-from recordkeeper.schema import Feature, Schema, merge_schemas
+from recordkeeper.core.errors import InvalidRequest, SchemaConflict
+from recordkeeper.core.schema import Feature, Schema, merge_schemas
 
 
 def schema(records: int, *features: Feature, record_type: str = "example") -> Schema:

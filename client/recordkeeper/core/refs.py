@@ -17,8 +17,9 @@ import enum
 import re
 from dataclasses import dataclass
 
-from recordkeeper.errors import InvalidAlias, InvalidName, InvalidReference, InvalidVersionName
-from recordkeeper.naming import VersionName, parse_version_name, quoted, validate_dataset_name
+from recordkeeper.core.digests import DIGEST_PREFIX, MIN_DIGEST_PREFIX, is_hex
+from recordkeeper.core.errors import InvalidAlias, InvalidName, InvalidReference, InvalidVersionName
+from recordkeeper.core.naming import VersionName, parse_version_name, quoted, validate_dataset_name
 
 __all__ = [
     "LATEST",
@@ -30,10 +31,8 @@ __all__ = [
 ]
 
 LATEST = "latest"
-MIN_DIGEST_PREFIX = 12
 _ALIAS_RE = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 _NUMBER_RE = re.compile(r"v?(\d+)")
-_HEX_RE = re.compile(r"[0-9a-f]+")
 
 
 class RefKind(enum.StrEnum):
@@ -61,7 +60,7 @@ class Reference:
             return f"{self.dataset}@v{self.number}"
         if self.kind is RefKind.ALIAS:
             return f"{self.dataset}@{self.alias}"
-        return f"{self.dataset}@sha256:{self.digest_prefix}"
+        return f"{self.dataset}@{DIGEST_PREFIX}{self.digest_prefix}"
 
     @property
     def is_pinned(self) -> bool:
@@ -106,9 +105,9 @@ def parse_reference(text: str) -> Reference:
             f"reference {quoted(text)} has nothing after '@'; "
             "use vN, latest, an alias or sha256:<hex>"
         )
-    if selector.startswith("sha256:"):
-        digest = selector.removeprefix("sha256:")
-        if not _HEX_RE.fullmatch(digest):
+    if selector.startswith(DIGEST_PREFIX):
+        digest = selector.removeprefix(DIGEST_PREFIX)
+        if not is_hex(digest):
             raise InvalidReference(
                 f"reference {quoted(text)}: digest must be lowercase hex, got {quoted(digest)}"
             )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from recordkeeper.errors import InvalidAlias, InvalidReference
-from recordkeeper.refs import RefKind, parse_reference, validate_alias_name
+from recordkeeper.core.errors import InvalidAlias, InvalidReference
+from recordkeeper.core.refs import RefKind, parse_reference, validate_alias_name
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,8 @@
 
 A :class:`Schema` is inferred per shard while bytes stream (see
 :mod:`recordkeeper.schema_inference`), merged across shards at commit time by the service, and
-content-addressed by :meth:`Schema.digest` so identical schemas are stored once.
+content-addressed by :meth:`Schema.digest` so identical schemas are stored once.  Exporting it
+for TensorFlow (feature specs, tensorflow-metadata) is :mod:`recordkeeper.schema_export`.
 
 Statistics are kept in mergeable form: ``present_count`` (records that carry the feature) rather
 than a fraction, so merging two shards is exact.  ``presence`` is derived.
@@ -19,10 +20,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-import orjson
-
-from recordkeeper.errors import InvalidRequest, SchemaConflict
-from recordkeeper.naming import quoted
+from recordkeeper.core.canonical import canonical_json
+from recordkeeper.core.digests import format_digest
+from recordkeeper.core.errors import InvalidRequest, SchemaConflict
+from recordkeeper.core.naming import quoted
 
 __all__ = [
     "KINDS",
@@ -160,29 +161,15 @@ class Schema:
         return cls(record_type=record_type, record_count=record_count, features=features)
 
     def canonical_bytes(self) -> bytes:
-        return orjson.dumps(self.to_dict(), option=orjson.OPT_SORT_KEYS)
+        return canonical_json(self.to_dict())
 
     def digest(self) -> str:
         """``sha256:<hex>`` of the canonical JSON form; equal schemas share a digest."""
-        return "sha256:" + hashlib.sha256(self.canonical_bytes()).hexdigest()
+        return format_digest(hashlib.sha256(self.canonical_bytes()).hexdigest())
 
     def merge(self, other: Schema) -> Schema:
         """Combine two schemas (see :func:`merge_schemas`)."""
         return merge_schemas([self, other])
-
-    def feature_spec(self, *, ragged: bool = False) -> Any:
-        """A ``tf.io.parse_example`` feature spec (imports TensorFlow); see
-        :func:`recordkeeper.schema_export.feature_spec`."""
-        from recordkeeper.schema_export import feature_spec
-
-        return feature_spec(self, ragged=ragged)
-
-    def to_tfmd(self) -> Any:
-        """A tensorflow-metadata ``Schema`` proto; see
-        :func:`recordkeeper.schema_export.to_tfmd_schema`."""
-        from recordkeeper.schema_export import to_tfmd_schema
-
-        return to_tfmd_schema(self)
 
 
 def _sort_key(feat: Feature) -> tuple[int, str]:

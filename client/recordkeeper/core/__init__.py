@@ -1,0 +1,24 @@
+"""The pure core of recordkeeper: every rule that defines the product, written once.
+
+No I/O, no HTTP, no SQLAlchemy, no TensorFlow, no third-party package: only the standard library
+and other ``recordkeeper.core`` modules.  The client, the CLI and the service import these
+modules; none re-implements them.
+
+================  ==========================================================================
+module            rule
+================  ==========================================================================
+``errors``        typed errors with stable codes; HTTP status ↔ code map
+``naming``        dataset names, the ``rk1`` version name convention
+``refs``          the reference grammar (``coco@v3``, ``coco@sha256:…``)
+``digests``       sha256 / crc32c / ``sha256:`` digests: one parser, one formatter
+``splits``        the split name grammar
+``shards``        the shard record: fields, validation, wire form; compressions
+``manifest``      the canonical manifest and ``content_digest``
+``canonical``     canonical JSON bytes (what digests hash)
+``schema``        the feature schema model (inference and export live outside the core)
+``roots``         storage URI normalisation and the allowed-roots check
+``lineage``       model/checkpoint names, ``model/ckpt-N`` references, roles, parent kinds
+``limits``        text and number limits (64-bit bounds, shard counts, lengths)
+``version``       the package version
+================  ==========================================================================
+"""

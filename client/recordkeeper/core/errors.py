@@ -1,0 +1,357 @@
+"""Every error recordkeeper raises, with the stable code the service answers with.
+
+One error model runs end to end: the service answers ``{"code": ..., "detail": ...}`` plus an
+``X-Error-Code`` header, the client turns the code back into the exception class below, and the
+CLI prints the detail and exits non-zero.  The codes are part of the public contract; never
+rename one.
+
+Exception tree::
+
+    RecordkeeperError
+    ├── InvalidInput (ValueError)                 400/422
+    │   ├── InvalidName                           invalid_dataset_name
+    │   ├── InvalidVersionName                    invalid_version_name
+    │   ├── InvalidReference                      invalid_reference
+    │   ├── InvalidDate                           invalid_date
+    │   ├── InvalidDescription                    invalid_desc
+    │   ├── InvalidHash                           invalid_hash
+    │   ├── InvalidShard                          invalid_shard
+    │   ├── InvalidAlias                          invalid_alias
+    │   ├── InvalidRequest                        invalid_request
+    │   ├── InvalidCheckpoint                     invalid_checkpoint
+    │   └── PayloadTooLarge                       payload_too_large
+    ├── NotFound (LookupError)                    404
+    │   ├── DatasetNotFound                       dataset_not_found
+    │   ├── VersionNotFound                       version_not_found
+    │   ├── AliasNotFound                         alias_not_found
+    │   ├── SchemaNotFound                        schema_not_found
+    │   ├── TokenNotFound                         token_not_found
+    │   ├── ModelNotFound                         model_not_found
+    │   ├── CheckpointNotFound                    checkpoint_not_found
+    │   └── RouteNotFound                         not_found
+    ├── Conflict                                  409
+    │   ├── DatasetExists                         dataset_exists
+    │   ├── VersionImmutable                      version_immutable
+    │   ├── VersionNotStaged                      version_not_staged
+    │   ├── VersionIncomplete                     version_incomplete
+    │   ├── ShardConflict                         shard_conflict
+    │   ├── SchemaConflict                        schema_conflict
+    │   ├── DuplicateContent                      duplicate_content
+    │   ├── VersionInUse                          version_in_use
+    │   ├── VersionDeprecated                     version_deprecated (client side: pinned data)
+    │   └── CheckpointConflict                    checkpoint_conflict
+    ├── DigestMismatch                            digest_mismatch (409)
+    ├── StorageRootNotAllowed (PermissionError)   storage_root_not_allowed (403)
+    ├── AuthenticationRequired (PermissionError)  unauthorized (401)
+    ├── PermissionDenied (PermissionError)        forbidden (403)
+    ├── StorageError (OSError)                    storage_error (client side)
+    │   └── CorruptShard                          corrupt_shard (client side)
+    ├── ServiceUnavailable (ConnectionError)      service_unavailable (503 / no answer)
+    └── ServerError                               internal_error (500; a bug)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "STATUS_CODES",
+    "AliasNotFound",
+    "AuthenticationRequired",
+    "CheckpointConflict",
+    "CheckpointNotFound",
+    "Conflict",
+    "CorruptShard",
+    "DatasetExists",
+    "DatasetNotFound",
+    "DigestMismatch",
+    "DuplicateContent",
+    "InvalidAlias",
+    "InvalidCheckpoint",
+    "InvalidDate",
+    "InvalidDescription",
+    "InvalidHash",
+    "InvalidInput",
+    "InvalidName",
+    "InvalidReference",
+    "InvalidRequest",
+    "InvalidShard",
+    "InvalidVersionName",
+    "ModelNotFound",
+    "NotFound",
+    "PayloadTooLarge",
+    "PermissionDenied",
+    "RecordkeeperError",
+    "RouteNotFound",
+    "SchemaConflict",
+    "SchemaNotFound",
+    "ServerError",
+    "ServiceUnavailable",
+    "ShardConflict",
+    "StorageError",
+    "StorageRootNotAllowed",
+    "TokenNotFound",
+    "VersionDeprecated",
+    "VersionImmutable",
+    "VersionInUse",
+    "VersionIncomplete",
+    "VersionNotFound",
+    "VersionNotStaged",
+    "code_for_status",
+    "error_for_code",
+]
+
+
+class RecordkeeperError(Exception):
+    """Base of every recordkeeper error.
+
+    ``code`` is the stable machine-readable code, ``detail`` the human sentence, ``status`` the
+    HTTP status the service uses for it, and ``extra`` any structured fields that came with it
+    (for example ``duplicate_of`` or ``checkpoints``).
+    """
+
+    code: ClassVar[str] = "error"
+    status: ClassVar[int] = 400
+
+    def __init__(self, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra: dict[str, Any] = extra
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON body the service answers with."""
+        return {"code": self.code, "detail": self.detail, **self.extra}
+
+    def __str__(self) -> str:
+        return f"{self.detail} [{self.code}]"
+
+
+class InvalidInput(RecordkeeperError, ValueError):
+    code = "invalid_input"
+    status = 400
+
+
+class InvalidName(InvalidInput):
+    code = "invalid_dataset_name"
+
+
+class InvalidVersionName(InvalidInput):
+    code = "invalid_version_name"
+
+
+class InvalidReference(InvalidInput):
+    code = "invalid_reference"
+
+
+class InvalidDate(InvalidInput):
+    code = "invalid_date"
+
+
+class InvalidDescription(InvalidInput):
+    code = "invalid_desc"
+
+
+class InvalidHash(InvalidInput):
+    code = "invalid_hash"
+
+
+class InvalidShard(InvalidInput):
+    code = "invalid_shard"
+
+
+class InvalidAlias(InvalidInput):
+    code = "invalid_alias"
+
+
+class InvalidRequest(InvalidInput):
+    code = "invalid_request"
+    status = 422
+
+
+class InvalidCheckpoint(InvalidInput):
+    """A model or checkpoint name, checkpoint reference, role or data entry is malformed."""
+
+    code = "invalid_checkpoint"
+
+
+class PayloadTooLarge(InvalidInput):
+    code = "payload_too_large"
+    status = 413
+
+
+class NotFound(RecordkeeperError, LookupError):
+    code = "not_found"
+    status = 404
+
+
+class DatasetNotFound(NotFound):
+    code = "dataset_not_found"
+
+
+class VersionNotFound(NotFound):
+    code = "version_not_found"
+
+
+class AliasNotFound(NotFound):
+    code = "alias_not_found"
+
+
+class SchemaNotFound(NotFound):
+    code = "schema_not_found"
+
+
+class TokenNotFound(NotFound):
+    code = "token_not_found"
+
+
+class RouteNotFound(NotFound):
+    code = "not_found"
+
+
+class ModelNotFound(NotFound):
+    code = "model_not_found"
+
+
+class CheckpointNotFound(NotFound):
+    code = "checkpoint_not_found"
+
+
+class Conflict(RecordkeeperError):
+    code = "conflict"
+    status = 409
+
+
+class DatasetExists(Conflict):
+    code = "dataset_exists"
+
+
+class VersionImmutable(Conflict):
+    code = "version_immutable"
+
+
+class VersionNotStaged(Conflict):
+    code = "version_not_staged"
+
+
+class VersionIncomplete(Conflict):
+    code = "version_incomplete"
+
+
+class ShardConflict(Conflict):
+    code = "shard_conflict"
+
+
+class SchemaConflict(Conflict):
+    code = "schema_conflict"
+
+
+class DuplicateContent(Conflict):
+    """Committing would create a version whose content equals ``extra["duplicate_of"]``."""
+
+    code = "duplicate_content"
+
+
+class VersionInUse(Conflict):
+    """The version trained checkpoints (``extra["checkpoints"]``) and cannot be removed."""
+
+    code = "version_in_use"
+
+
+class VersionDeprecated(Conflict):
+    """Pinned data names a version that has since been deprecated (``extra["reason"]``)."""
+
+    code = "version_deprecated"
+
+
+class CheckpointConflict(Conflict):
+    """A checkpoint was registered again with different lineage (parent, data, step, URI)."""
+
+    code = "checkpoint_conflict"
+
+
+class DigestMismatch(RecordkeeperError):
+    code = "digest_mismatch"
+    status = 409
+
+
+class StorageRootNotAllowed(RecordkeeperError, PermissionError):
+    code = "storage_root_not_allowed"
+    status = 403
+
+
+class AuthenticationRequired(RecordkeeperError, PermissionError):
+    code = "unauthorized"
+    status = 401
+
+
+class PermissionDenied(RecordkeeperError, PermissionError):
+    code = "forbidden"
+    status = 403
+
+
+class StorageError(RecordkeeperError, OSError):
+    """Reading or writing object storage failed (missing object, bad credentials, ...)."""
+
+    code = "storage_error"
+    status = 502
+
+
+class CorruptShard(StorageError):
+    """A shard's bytes are not valid TFRecord framing; ``extra["offset"]`` is where it broke."""
+
+    code = "corrupt_shard"
+
+
+class ServiceUnavailable(RecordkeeperError, ConnectionError):
+    code = "service_unavailable"
+    status = 503
+
+
+class ServerError(RecordkeeperError):
+    code = "internal_error"
+    status = 500
+
+
+def _all_subclasses(cls: type[RecordkeeperError]) -> list[type[RecordkeeperError]]:
+    found: list[type[RecordkeeperError]] = []
+    for sub in cls.__subclasses__():
+        found.append(sub)
+        found.extend(_all_subclasses(sub))
+    return found
+
+
+_BY_CODE: dict[str, type[RecordkeeperError]] = {
+    cls.code: cls for cls in _all_subclasses(RecordkeeperError)
+}
+
+
+def error_for_code(code: str, detail: str, **extra: Any) -> RecordkeeperError:
+    """Build the typed exception for a service error ``code`` (unknown codes keep the base type)."""
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        err = RecordkeeperError(detail, **extra)
+        err.code = code  # type: ignore[misc]
+        return err
+    return cls(detail, **extra)
+
+
+#: The code of an error answer that carries none (a proxy's page, a framework's own 404/405):
+#: the client reads it to pick the exception class, the service writes it for the errors its
+#: framework raises.  Statuses not listed give ``internal_error`` (5xx) or ``invalid_input``.
+STATUS_CODES: dict[int, str] = {
+    400: "invalid_input",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "invalid_request",
+    422: "invalid_request",
+    503: "service_unavailable",
+}
+
+
+def code_for_status(status: int) -> str:
+    """The stable code of an HTTP error ``status`` that came without one."""
+    return STATUS_CODES.get(status, "internal_error" if status >= 500 else "invalid_input")

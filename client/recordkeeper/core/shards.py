@@ -1,0 +1,280 @@
+"""The shard record: one definition of a shard's fields, their validation and their wire form.
+
+A shard is one TFRecord file of a version.  :class:`ShardRecord` lists its fields once; every
+other place derives from it:
+
+* the client's :class:`recordkeeper.Shard` is this record (its storage identity a read-only
+  mapping, never ``None``);
+* the writer and publish build one and send :meth:`ShardRecord.to_wire` (the REST ``Shard``
+  input form, plus the shard's ``schema`` body);
+* the service validates a registration with :func:`validate_shard`, builds its request and
+  response models from :func:`wire_fields`, and maps the record to database columns by field
+  name (``dataclasses.fields``).
+
+So adding a field touches this module and the database (ORM column + migration), nothing else.
+
+Each field's ``metadata`` says how it travels:
+
+``wire``
+    its JSON type in requests and responses (what the service's request model checks; the
+    rules with their own error codes are checked by :func:`validate_shard`);
+``input``
+    False for fields the service derives (``schema_digest`` comes from the ``schema`` body);
+``content``
+    True for fields that say *which bytes* the shard is: a re-registration with equal content
+    fields is a no-op, a different one a conflict (:meth:`ShardRecord.same_content`);
+``doc``, ``example``
+    what the OpenAPI document shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Self, cast
+
+from recordkeeper.core.digests import validate_crc32c, validate_sha256
+from recordkeeper.core.errors import InvalidShard
+from recordkeeper.core.limits import MAX_INT64, MAX_SHARD_COUNT
+from recordkeeper.core.roots import AllowedRoots, UriError, normalize_uri
+from recordkeeper.core.splits import shard_file_name, validate_split_name
+
+__all__ = [
+    "COMPRESSIONS",
+    "CONTENT_FIELDS",
+    "FIELDS",
+    "INPUT_FIELDS",
+    "Compression",
+    "ShardRecord",
+    "WireField",
+    "validate_shard",
+    "wire_fields",
+]
+
+Compression = Literal["none", "gzip", "zlib"]
+COMPRESSIONS: tuple[str, ...] = ("none", "gzip", "zlib")
+
+
+def _meta(
+    wire: object,
+    doc: str,
+    *,
+    content: bool = False,
+    input: bool = True,
+    example: object = None,
+) -> dict[str, Any]:
+    return {"wire": wire, "doc": doc, "content": content, "input": input, "example": example}
+
+
+@dataclass(frozen=True, slots=True)
+class ShardRecord:
+    """One registered TFRecord file of a version.
+
+    ``size``, ``sha256`` and ``crc32c`` describe the stored bytes; ``records_sha256`` and
+    ``record_count`` the uncompressed framed records (stable across compression);
+    ``storage_identity`` is what the object store said at registration time.
+    """
+
+    split: str = field(metadata=_meta(str, "split name", example="train"))
+    index: int = field(metadata=_meta(int, "position of the shard in its split, from 0"))
+    count: int = field(metadata=_meta(int, "number of shards of the split", content=True))
+    uri: str = field(metadata=_meta(str, "where the shard is stored", content=True))
+    compression: Compression = field(
+        metadata=_meta(str, "none, gzip or zlib", content=True, example="gzip")
+    )
+    size: int = field(metadata=_meta(int, "stored size in bytes", content=True))
+    sha256: str = field(
+        metadata=_meta(str, "sha256 of the stored bytes, 64 lowercase hex digits", content=True)
+    )
+    crc32c: str = field(
+        metadata=_meta(str, "CRC32C of the stored bytes, 8 lowercase hex digits", content=True)
+    )
+    records_sha256: str = field(
+        metadata=_meta(str, "sha256 of the uncompressed framed record stream", content=True)
+    )
+    record_count: int = field(metadata=_meta(int, "number of records", content=True))
+    storage_identity: Mapping[str, Any] | None = field(
+        default=None,
+        metadata=_meta(dict[str, Any] | None, "what the object store said at registration time"),
+    )
+    schema_digest: str | None = field(
+        default=None,
+        metadata=_meta(
+            str | None, "digest of the shard's schema (registered as 'schema')", input=False
+        ),
+    )
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # A read-only MappingProxyType (rk.Shard's storage identity) does not pickle, and
+        # shards travel to worker processes: rebuild from plain values.
+        values = [getattr(self, f.name) for f in dataclasses.fields(self)]
+        return (type(self), tuple(_plain(v) for v in values))
+
+    @property
+    def name(self) -> str:
+        """``train-00003-of-00016``: the shard's position, whatever its file is called."""
+        return shard_file_name(self.split, self.index, self.count, suffix="")
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """``(split, index)``: a shard's place in its version."""
+        return (self.split, self.index)
+
+    def same_content(self, other: ShardRecord | Mapping[str, Any]) -> bool:
+        """True if ``other`` (a record, or a mapping of stored columns) has the same bytes."""
+        get = other.__getitem__ if isinstance(other, Mapping) else other.__getattribute__
+        return all(getattr(self, name) == get(name) for name in CONTENT_FIELDS)
+
+    def to_wire(self, *, schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The REST ``Shard`` input form; ``schema`` is the shard's schema body (or None)."""
+        out = _input_dict(self)
+        out["schema"] = schema
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field, JSON-ready (what the service answers, without ``registered_at``)."""
+        return _all_dict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        """Build from a service answer or a wire form, without validating (trusted input).
+
+        Fields the answer lacks take their defaults (``compression`` is ``none``); unknown keys
+        (``schema``, ``registered_at``) are ignored.
+        """
+        return cast("Self", _from_json(cls, data))
+
+
+def _plain(value: object) -> object:
+    return value if type(value) is dict or not isinstance(value, Mapping) else dict(value)
+
+
+#: Every field, in order.
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ShardRecord))
+#: Fields sent when registering (all but the ones the service derives).
+INPUT_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(ShardRecord) if f.metadata["input"]
+)
+#: Fields that identify the stored bytes (compared on re-registration).
+CONTENT_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(ShardRecord) if f.metadata["content"]
+)
+
+
+# Shards are converted by the ten thousand (a version's answer, a bulk registration), so the
+# conversions are compiled once from the field list, as ``dataclasses`` compiles ``__init__``:
+# a dict display per call instead of a loop over fields.
+def _compile(name: str, body: str) -> Callable[..., dict[str, Any]]:
+    namespace: dict[str, Any] = {"_plain": _plain, "int": int}
+    exec(f"def {name}(x):\n    return {{{body}}}\n", namespace)
+    return cast("Callable[..., dict[str, Any]]", namespace[name])
+
+
+def _compile_call(name: str, arguments: str) -> Callable[[type[Any], Mapping[str, Any]], Any]:
+    namespace: dict[str, Any] = {"int": int}
+    exec(f"def {name}(cls, x):\n    return cls({arguments})\n", namespace)
+    return cast("Callable[[type[Any], Mapping[str, Any]], Any]", namespace[name])
+
+
+def _getter(f: dataclasses.Field[Any]) -> str:
+    mapping = f.metadata["wire"] not in (int, str, str | None)
+    return f"_plain(x.{f.name})" if mapping else f"x.{f.name}"
+
+
+def _reader(f: dataclasses.Field[Any]) -> str:
+    if f.default is not dataclasses.MISSING:
+        value = f"x.get({f.name!r}, {f.default!r})"
+    elif f.name == "compression":
+        value = f"x.get({f.name!r}, 'none')"
+    else:
+        value = f"x[{f.name!r}]"
+    return f"int({value})" if f.metadata["wire"] is int else value
+
+
+_FIELDS = dataclasses.fields(ShardRecord)
+_all_dict = _compile("to_json", ", ".join(f"{f.name!r}: {_getter(f)}" for f in _FIELDS))
+_input_dict = _compile(
+    "to_wire", ", ".join(f"{f.name!r}: {_getter(f)}" for f in _FIELDS if f.metadata["input"])
+)
+_from_json = _compile_call("from_json", ", ".join(f"{f.name}={_reader(f)}" for f in _FIELDS))
+
+
+@dataclass(frozen=True)
+class WireField:
+    """One field of the wire form, for building request/response models."""
+
+    name: str
+    type: object
+    required: bool
+    doc: str
+    example: object
+    input: bool
+
+
+def wire_fields() -> tuple[WireField, ...]:
+    """The record's fields with their JSON types, in order."""
+    return tuple(
+        WireField(
+            name=f.name,
+            type=f.metadata["wire"],
+            required=f.default is dataclasses.MISSING,
+            doc=f.metadata["doc"],
+            example=f.metadata["example"],
+            input=f.metadata["input"],
+        )
+        for f in dataclasses.fields(ShardRecord)
+    )
+
+
+def validate_shard(
+    raw: Mapping[str, Any], roots: AllowedRoots | None = None, *, uri_what: str = "shard URI"
+) -> ShardRecord:
+    """Check one shard registration (the wire form) and return the record.
+
+    The URI is normalised; with ``roots`` it must lie inside one of them.  ``schema`` is not
+    looked at (the service parses it once per distinct body).
+
+    Raises:
+        InvalidShard: bad split, index/count, compression, size, record count, URI or
+            storage identity.
+        InvalidHash: sha256/records_sha256/crc32c not in lowercase hex form.
+        StorageRootNotAllowed: a URI outside ``roots`` (or climbing out with ``..``).
+    """
+    split = validate_split_name(raw["split"])
+    index, count = raw["index"], raw["count"]
+    if index < 0:
+        raise InvalidShard(f"index {index} is negative")
+    if not 1 <= count <= MAX_SHARD_COUNT:
+        raise InvalidShard(f"count {count} must be between 1 and {MAX_SHARD_COUNT}")
+    if index >= count:
+        raise InvalidShard(
+            f"index {index} is out of range for count {count} (indices are 0..{count - 1})"
+        )
+    compression = raw["compression"]
+    if compression not in COMPRESSIONS:
+        raise InvalidShard(f"compression {compression!r} is not one of {', '.join(COMPRESSIONS)}")
+    size, record_count = raw["size"], raw["record_count"]
+    for name, value in (("size", size), ("record_count", record_count)):
+        if not 0 <= value <= MAX_INT64:
+            raise InvalidShard(f"{name} {value} must be a non-negative 64-bit integer")
+    try:
+        uri = roots.check(raw["uri"], uri_what) if roots is not None else normalize_uri(raw["uri"])
+    except UriError as exc:
+        raise InvalidShard(f"uri: {exc}") from None
+    identity = raw.get("storage_identity")
+    if identity is not None and not isinstance(identity, dict):
+        raise InvalidShard("storage_identity must be an object or null")
+    return ShardRecord(
+        split=split,
+        index=index,
+        count=count,
+        uri=uri,
+        compression=compression,
+        size=size,
+        sha256=validate_sha256(raw["sha256"], "sha256"),
+        crc32c=validate_crc32c(raw["crc32c"], "crc32c"),
+        records_sha256=validate_sha256(raw["records_sha256"], "records_sha256"),
+        record_count=record_count,
+        storage_identity=identity,
+    )
