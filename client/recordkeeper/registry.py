@@ -23,7 +23,6 @@ from recordkeeper.core.schema import Schema
 from recordkeeper.diff import VersionDiff, diff_versions
 from recordkeeper.http import HttpCore, quote_segment
 from recordkeeper.models import DatasetInfo, DatasetVersion, VerifyReport
-from recordkeeper.tf.data import tf_dataset
 from recordkeeper.verify import verify_version
 
 if TYPE_CHECKING:
@@ -151,6 +150,10 @@ class Registry:
         seed: int | None,
         storage_options: Mapping[str, Any] | None,
     ) -> Any:
+        # The optional TensorFlow integration sits above this layer: imported on first use, so
+        # `import recordkeeper` never loads it (the one exception declared in pyproject.toml).
+        from recordkeeper.tf.data import tf_dataset
+
         return tf_dataset(
             version,
             split,
