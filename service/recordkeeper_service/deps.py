@@ -1,15 +1,23 @@
 """Typed FastAPI dependencies: the repository and the authenticated principal by scope.
 
+Every route gets its data through :data:`RepositoryDep` (the app's one
+:class:`~recordkeeper_service.repository.Repository`, built by ``create_app``): routes never
+build a repository nor touch a database session.
+
 ``Reader``, ``Writer`` and ``Admin`` resolve to a :class:`~recordkeeper_service.auth.Principal`
 whose scope is at least ``read``, ``write`` or ``admin``.  They are ``async`` and only hop to a
 worker thread when a token has to be looked up, so open-access reads cost no extra thread switch.
+They declare the ``bearer`` HTTP security scheme, so the OpenAPI document lists it
+(``components.securitySchemes``) on every authenticated operation; whether a token is required
+is decided by :class:`~recordkeeper_service.auth.Authenticator` (``RECORDKEEPER_AUTH``).
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Query, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from recordkeeper_service.auth import Authenticator, Principal
@@ -37,7 +45,18 @@ async def get_settings(request: Request) -> Settings:
     return settings
 
 
-async def get_principal(request: Request) -> Principal:
+#: Documents ``Authorization: Bearer <token>``; never answers by itself (``auto_error=False``):
+#: the authenticator reads the header, so open access and its error messages stay its own.
+bearer = HTTPBearer(
+    scheme_name="bearer",
+    description="an API token (`recordkeeper token create`); optional when the service runs "
+    "with RECORDKEEPER_AUTH=auto on a loopback address",
+    auto_error=False,
+)
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
+
+
+async def get_principal(request: Request, _bearer: BearerDep) -> Principal:
     authenticator: Authenticator = request.app.state.authenticator
     header = request.headers.get("authorization")
     if not header:

@@ -33,7 +33,6 @@ from recordkeeper.refs import Reference, RefKind, parse_reference
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page, VersionRecord
-from recordkeeper_service.lineage.guard import ensure_not_in_use
 from recordkeeper_service.repository import convert
 from recordkeeper_service.repository.cache import VersionCache
 from recordkeeper_service.repository.common import (
@@ -46,6 +45,7 @@ from recordkeeper_service.repository.common import (
 )
 from recordkeeper_service.repository.datasets import ensure_dataset
 from recordkeeper_service.repository.fastpath import HOT_COLUMNS, AsyncPostgresReader
+from recordkeeper_service.repository.lineage.guard import ensure_not_in_use
 from recordkeeper_service.repository.resolve import (
     check_visible,
     find_version,

@@ -33,22 +33,22 @@ from recordkeeper.refs import parse_reference
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page
-from recordkeeper_service.lineage import queries
-from recordkeeper_service.lineage.assemble import (
+from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
+from recordkeeper_service.repository.common import insert_ignoring_conflicts, record_event
+from recordkeeper_service.repository.lineage import queries
+from recordkeeper_service.repository.lineage.assemble import (
     checkpoint_records,
     consumer_records,
     lineage_record,
 )
-from recordkeeper_service.lineage.guard import ensure_not_in_use, versions_in_use
-from recordkeeper_service.lineage.models import Checkpoint, CheckpointData, Model, Run
-from recordkeeper_service.lineage.records import (
+from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, versions_in_use
+from recordkeeper_service.repository.lineage.records import (
     CheckpointRecord,
     ConsumersRecord,
     GraphRecord,
     LineageRecord,
     ModelRecord,
 )
-from recordkeeper_service.repository.common import insert_ignoring_conflicts, record_event
 from recordkeeper_service.repository.resolve import find_version
 
 __all__ = [
@@ -456,7 +456,7 @@ class LineageRepository:
         max_nodes: int = MAX_GRAPH_NODES,
     ) -> GraphRecord:
         """Nodes and edges within ``depth`` hops of one checkpoint or version."""
-        from recordkeeper_service.lineage.graph import build_graph
+        from recordkeeper_service.repository.lineage.graph import build_graph
 
         if (checkpoint is None) == (version is None):
             raise InvalidRequest("give exactly one of checkpoint= or version=")

@@ -15,9 +15,9 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from recordkeeper_service import models as m
-from recordkeeper_service.lineage import queries
-from recordkeeper_service.lineage.models import CheckpointData
-from recordkeeper_service.lineage.records import (
+from recordkeeper_service.models.lineage import CheckpointData
+from recordkeeper_service.repository.lineage import queries
+from recordkeeper_service.repository.lineage.records import (
     ChainLinkRecord,
     CheckpointRecord,
     ConsumerRecord,

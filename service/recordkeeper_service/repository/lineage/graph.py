@@ -18,8 +18,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from recordkeeper_service import models as m
-from recordkeeper_service.lineage.models import Checkpoint, CheckpointData, Model
-from recordkeeper_service.lineage.records import GraphRecord
+from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model
+from recordkeeper_service.repository.lineage.records import GraphRecord
 
 __all__ = ["build_graph"]
 
