@@ -34,7 +34,11 @@ from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page
 from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
-from recordkeeper_service.repository.common import insert_ignoring_conflicts, record_event
+from recordkeeper_service.repository.common import (
+    insert_ignoring_conflicts,
+    record_event,
+    table_of,
+)
 from recordkeeper_service.repository.lineage import queries
 from recordkeeper_service.repository.lineage.assemble import (
     checkpoint_records,
@@ -245,7 +249,7 @@ class LineageRepository:
                 if spec.run
                 else None
             )
-            table = Checkpoint.__table__
+            table = table_of(Checkpoint)
             values = {
                 "model_id": model_id,
                 "name": checkpoint,
@@ -285,7 +289,7 @@ class LineageRepository:
                 return checkpoint_records(session, [existing])[0], False
             if triples:
                 session.execute(
-                    CheckpointData.__table__.insert(),
+                    table_of(CheckpointData).insert(),
                     [
                         {"checkpoint_id": new_id, "version_id": v, "split": s, "role": r}
                         for v, s, r in sorted(triples)

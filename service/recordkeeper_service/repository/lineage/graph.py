@@ -45,6 +45,8 @@ def _step(
                 link, Checkpoint.parent_id.is_not(None)
             )
         ):
+            # the query's filter, and the constraint ``parent_kind`` (a parent has a kind)
+            assert parent is not None and kind is not None
             source, target = ("checkpoint", parent), ("checkpoint", child)
             edges.setdefault((source, target, kind, None), set())
             reached.add(source if upstream else target)
