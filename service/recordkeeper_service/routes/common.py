@@ -8,7 +8,10 @@ checked by the repository so that bad input gets the precise code from docs/rest
 Routes return the domain records' ``to_json()`` and declare the ``*Out`` model that FastAPI
 validates it against and serialises it through (pydantic-core, straight to JSON bytes), so the
 OpenAPI document describes exactly what is sent.  Response models forbid unknown fields: a field
-added to a record but not to its model fails the tests instead of going undocumented.
+added to a record but not to its model fails the tests instead of going undocumented.  The one
+exception to "FastAPI serialises" is the hot path, ``GET /versions/{ref}``: it serialises through
+:class:`~recordkeeper_service.routes.versions.VersionOut` itself, so that a cached version's
+shards are validated and serialised once, not per request (see ``routes/versions.py``).
 """
 
 from __future__ import annotations

@@ -5,10 +5,12 @@ Shard registration is in :mod:`recordkeeper_service.routes.shards`.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
-from pydantic import Field
+from fastapi import APIRouter, Query, Response
+from pydantic import Field, TypeAdapter
 
 from recordkeeper_service.deps import Limit, Offset, Reader, RepositoryDep, Writer
 from recordkeeper_service.routes.common import (
@@ -81,6 +83,69 @@ class VersionOut(OutModel):
     splits: dict[str, SplitOut] | None
 
 
+_VERSION: TypeAdapter[VersionOut] = TypeAdapter(VersionOut)
+_SPLITS: TypeAdapter[dict[str, SplitOut]] = TypeAdapter(dict[str, SplitOut])
+#: How a Version serialised without shards ends (``splits`` is :class:`VersionOut`'s last field).
+_NO_SPLITS = b',"splits":null}'
+
+
+class RenderedSplits:
+    """``splits`` of cached versions, validated against :class:`SplitOut` and serialised once.
+
+    The version cache keeps each committed version's ``splits`` rendered once (shards of a
+    committed version never change) and answers every resolve with that same object.  Checking
+    and serialising it through :class:`SplitOut` on every request would cost ~4 us per shard
+    (40 ms for 10,000 shards); here it is done once, and each answer is the Version's own fields
+    (validated and serialised through :class:`VersionOut`) with these bytes as ``splits``.
+    Entries are keyed by the rendering's identity and hold it, so an id is never reused while
+    its entry lives; bounded by entries and by shards, least recently used first.
+    """
+
+    def __init__(self, max_entries: int = 1024, max_shards: int = 200_000) -> None:
+        self.max_entries = max_entries
+        self.max_shards = max_shards
+        self._entries: OrderedDict[int, tuple[dict[str, Any], bytes, int]] = OrderedDict()
+        self._weight = 0
+        self._lock = threading.Lock()
+
+    def get(self, rendered: dict[str, Any]) -> bytes:
+        key = id(rendered)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry[0] is rendered:
+                self._entries.move_to_end(key)
+                return entry[1]
+        validated = _SPLITS.validate_python(rendered)
+        data = _SPLITS.dump_json(validated)
+        weight = 1 + sum(split.shard_count for split in validated.values())
+        if weight > self.max_shards // 4:
+            return data
+        with self._lock:
+            previous = self._entries.pop(key, None)
+            if previous is not None:
+                self._weight -= previous[2]
+            self._entries[key] = (rendered, data, weight)
+            self._weight += weight
+            while len(self._entries) > self.max_entries or self._weight > self.max_shards:
+                _, (_, _, evicted) = self._entries.popitem(last=False)
+                self._weight -= evicted
+        return data
+
+
+_rendered_splits = RenderedSplits()
+
+
+def version_json(body: dict[str, Any], splits: bytes | None = None) -> bytes:
+    """``body`` validated and serialised through :class:`VersionOut`; ``splits``, if given, are
+    already (see :class:`RenderedSplits`) and take the place of ``body``'s ``null``."""
+    data = _VERSION.dump_json(_VERSION.validate_python(body))
+    if splits is None:
+        return data
+    if not data.endswith(_NO_SPLITS):  # pragma: no cover - VersionOut's field order changed
+        raise AssertionError("VersionOut must end with its splits")
+    return b"".join((data[: -len(_NO_SPLITS)], b',"splits":', splits, b"}"))
+
+
 router = APIRouter(tags=["versions"], responses=AUTHENTICATED)
 
 
@@ -92,12 +157,17 @@ async def get_version(
     _who: Reader,
     shards: bool = True,
     expect_digest: Annotated[str | None, Query(description="sha256:<64 hex>")] = None,
-) -> dict[str, Any]:
+) -> Response:
     """Resolve any reference form to a version, with its shards unless ``shards=false``."""
     record = await repository.versions.resolve_async(
         ref, shards=shards, expect_digest=expect_digest
     )
-    return record.to_json(ref=ref)
+    body = record.to_json(ref=ref)
+    splits = None
+    if record.shards is not None and record.rendered_splits is not None:  # cached: immutable
+        splits = _rendered_splits.get(record.rendered_splits)
+        body["splits"] = None
+    return Response(version_json(body, splits), media_type="application/json")
 
 
 @router.post(
