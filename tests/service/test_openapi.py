@@ -183,3 +183,19 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
 
     with_model = {key for key, route in call.routes.items() if route.response_model is not None}
     assert with_model - call.checked == set()
+
+
+def test_cached_resolve_answers_equal_the_models_serialisation(client: TestClient) -> None:
+    """The hot path splices a cached version's splits, serialised once, into each answer."""
+    from recordkeeper_service.routes.versions import VersionOut
+
+    name = publish(client, "coco", count=3, splits=("train", "validation"))["name"]
+    first, second, by_name = (
+        client.get(f"{API}/versions/{ref}") for ref in ("coco@latest", "coco@latest", name)
+    )
+    assert first.headers["content-type"] == "application/json"
+    assert first.json() == second.json()
+    assert {**by_name.json(), "ref": "coco@latest"} == first.json()
+    model = VersionOut.model_validate(first.json())
+    assert model.model_dump(mode="json") == first.json()
+    assert model.splits is not None and model.splits["validation"].shard_count == 3
