@@ -1,7 +1,9 @@
 """Lineage repository: every lineage read and write; each public method is one transaction.
 
-Routes call :class:`LineageRepository`; the registry's own repository calls
-:func:`ensure_not_in_use` (session level) before deprecating or deleting a version.
+Routes reach :class:`LineageRepository` as ``Repository.lineage``; the registry's own
+repositories call :func:`ensure_not_in_use` (session level) before deprecating or deleting a
+version.  The package: :mod:`.queries` (SQL), :mod:`.assemble` (rows to records), :mod:`.graph`
+(the bounded graph walk), :mod:`.guard` (``version_in_use``), :mod:`.records` (the results).
 """
 
 from __future__ import annotations
