@@ -23,7 +23,6 @@ from recordkeeper_service.db import Database
 from recordkeeper_service.handlers import install_error_handlers
 from recordkeeper_service.limits import BodySizeLimit
 from recordkeeper_service.repository import Repository
-from recordkeeper_service.responses import JSON
 from recordkeeper_service.routes import api_router, probe_router
 from recordkeeper_service.settings import Settings
 from recordkeeper_service.startup import check_startup
@@ -67,7 +66,6 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        default_response_class=JSON,
     )
     app.state.settings = settings
     app.state.repository = repository

@@ -1,4 +1,8 @@
-"""A JSON response rendered with orjson (fast, and no ``jsonable_encoder`` pass)."""
+"""A JSON response rendered with orjson (fast, and no ``jsonable_encoder`` pass).
+
+Error answers use it (:mod:`recordkeeper_service.handlers`).  Successful answers do not: FastAPI
+validates them against their route's response model and pydantic-core writes the JSON bytes.
+"""
 
 from __future__ import annotations
 

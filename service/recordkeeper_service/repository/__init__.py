@@ -18,18 +18,24 @@ module         resource
 ``resolve``    the reference grammar → a version row (session level)
 ``cache``      committed versions by id (immutable parts), per process
 ``fastpath``   the resolve query on asyncio psycopg (PostgreSQL hot path)
+``gc``         garbage-collection candidates, marking storage collected
+``lineage``    models, runs, checkpoints, upstream/downstream, graph, and the
+               ``version_in_use`` guard (a package: queries, assembly, records)
 =============  ===========================================================
 """
 
 from __future__ import annotations
 
 from recordkeeper.core.roots import AllowedRoots
+from recordkeeper_service import migrate
 from recordkeeper_service.db import Database
 from recordkeeper_service.repository.aliases import AliasRepository
 from recordkeeper_service.repository.commit import CommitRepository
 from recordkeeper_service.repository.datasets import DatasetRepository
 from recordkeeper_service.repository.events import EventRepository
 from recordkeeper_service.repository.fastpath import AsyncPostgresReader
+from recordkeeper_service.repository.gc import GcRepository
+from recordkeeper_service.repository.lineage import LineageRepository
 from recordkeeper_service.repository.schemas import SchemaRepository
 from recordkeeper_service.repository.shards import ShardRepository
 from recordkeeper_service.repository.tokens import TokenRepository
@@ -52,3 +58,9 @@ class Repository:
         self.schemas = SchemaRepository(db)
         self.events = EventRepository(db)
         self.tokens = TokenRepository(db)
+        self.gc = GcRepository(db)
+        self.lineage = LineageRepository(db)
+
+    def migration_status(self) -> migrate.MigrationStatus:
+        """Where the database stands against this release's migrations (``/readyz``)."""
+        return migrate.status(self.db)

@@ -23,6 +23,7 @@ __all__ = [
     "insert_ignoring_conflicts",
     "load_shards",
     "record_event",
+    "table_of",
     "version_names",
     "version_view",
 ]
@@ -55,6 +56,14 @@ def dataset_row(session: Session, name: str, *, for_update: bool = False) -> m.D
     if row is None:
         raise DatasetNotFound(f"there is no dataset named {name!r}")
     return row
+
+
+def table_of(model: type[m.Base]) -> Table:
+    """The ``Table`` an ORM class maps (SQLAlchemy types ``__table__`` only as a ``FromClause``)."""
+    table = model.__table__
+    if not isinstance(table, Table):
+        raise TypeError(f"{model.__name__} maps {type(table).__name__}, not a Table")
+    return table
 
 
 def insert_ignoring_conflicts(session: Session, table: Table) -> Insert:

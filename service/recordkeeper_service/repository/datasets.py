@@ -17,6 +17,7 @@ from recordkeeper_service.repository.common import (
     dataset_row,
     insert_ignoring_conflicts,
     record_event,
+    table_of,
 )
 
 __all__ = ["MAX_DESCRIPTION_LENGTH", "DatasetRepository", "ensure_dataset"]
@@ -27,10 +28,11 @@ def ensure_dataset(session: Session, name: str, actor: str, description: str = "
     existing = session.scalar(select(m.Dataset.id).where(m.Dataset.name == name))
     if existing is not None:
         return existing
+    table = table_of(m.Dataset)
     stmt = (
-        insert_ignoring_conflicts(session, m.Dataset.__table__)
+        insert_ignoring_conflicts(session, table)
         .values(name=name, description=description, next_number=1, created_by=actor)
-        .returning(m.Dataset.__table__.c.id)
+        .returning(table.c.id)
     )
     created = session.scalar(stmt)
     if created is not None:
@@ -40,7 +42,7 @@ def ensure_dataset(session: Session, name: str, actor: str, description: str = "
     return session.scalars(select(m.Dataset.id).where(m.Dataset.name == name)).one()
 
 
-def _summaries() -> Select[tuple[m.Dataset, int, str | None]]:
+def _summaries() -> Select[m.Dataset, int, str | None]:
     count = (
         select(func.count(m.Version.id))
         .where(m.Version.dataset_id == m.Dataset.id, m.Version.state.in_(PUBLISHED_STATES))

@@ -7,8 +7,9 @@ A *candidate* is a version whose storage prefix may be emptied:
   deleting, so a late writer cannot commit after its files are gone);
 
 never a committed or deprecated version, never one a checkpoint references (the lineage guard's
-:func:`~recordkeeper_service.lineage.guard.versions_in_use`), never one already collected, and
-never one whose prefix holds shards of a published version (shards registered in place).
+:func:`~recordkeeper_service.repository.lineage.guard.versions_in_use`), never one already
+collected, and never one whose prefix holds shards of a published version (shards registered in
+place).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from recordkeeper.core.errors import Conflict, InvalidRequest, VersionImmutable
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page, iso_timestamp
-from recordkeeper_service.lineage.guard import ensure_not_in_use, versions_in_use
 from recordkeeper_service.repository.common import PUBLISHED_STATES, record_event
+from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, versions_in_use
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.versions import parse_version_ref
 

@@ -33,6 +33,7 @@ from recordkeeper_service import models as m
 from recordkeeper_service.repository.common import PUBLISHED_STATES
 
 __all__ = [
+    "AnySelect",
     "check_visible",
     "explain_missing",
     "find_version",
@@ -41,7 +42,9 @@ __all__ = [
     "resolution_statement",
 ]
 
-S = TypeVar("S", bound=Select[Any])
+#: A ``SELECT`` of any columns (SQLAlchemy 2.1 types ``Select`` by its column types).
+AnySelect = Select[*tuple[Any, ...]]
+S = TypeVar("S", bound=AnySelect)
 R = TypeVar("R", bound="_VersionLike")
 
 
@@ -120,10 +123,10 @@ def resolution_statement(base: S, ref: Reference) -> S:
     )
 
 
-_ORM_STATEMENTS: dict[tuple[str, bool], Select[tuple[m.Version]]] = {}
+_ORM_STATEMENTS: dict[tuple[str, bool], Select[m.Version]] = {}
 
 
-def _orm_statement(ref: Reference, for_update: bool) -> Select[tuple[m.Version]]:
+def _orm_statement(ref: Reference, for_update: bool) -> Select[m.Version]:
     key = (_shape(ref), for_update)
     stmt = _ORM_STATEMENTS.get(key)
     if stmt is None:

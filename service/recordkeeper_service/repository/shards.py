@@ -21,7 +21,11 @@ from recordkeeper.core.shards import CONTENT_FIELDS
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import RegisterResult
-from recordkeeper_service.repository.common import insert_ignoring_conflicts, record_event
+from recordkeeper_service.repository.common import (
+    insert_ignoring_conflicts,
+    record_event,
+    table_of,
+)
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.versions import parse_version_ref
 from recordkeeper_service.validation import ValidShard, validate_shards
@@ -49,7 +53,7 @@ def store_schemas(session: Session, schemas: Mapping[str, Schema]) -> None:
         if digest not in known
     ]
     if missing:
-        table = m.SchemaBlob.__table__
+        table = table_of(m.SchemaBlob)
         session.execute(insert_ignoring_conflicts(session, table), missing)
 
 
@@ -78,19 +82,19 @@ class ShardRepository:
                     f"{version.name} is {version.state}; only staged versions accept shards",
                     state=version.state,
                 )
-            existing = {
-                (row["split"], row["index"]): row
-                for row in session.execute(
-                    select(*_EXISTING_COLUMNS).where(m.Shard.version_id == version.id)
-                ).mappings()
-            }
+            existing: dict[tuple[str, int], Mapping[str, Any]] = {}
+            for row in session.execute(
+                select(*_EXISTING_COLUMNS).where(m.Shard.version_id == version.id)
+            ):
+                stored = row._asdict()  # keyed by column name
+                existing[stored["split"], stored["index"]] = stored
             new, unchanged = _plan(valid, existing)
             used = {shard.record.schema_digest for shard in new}
             store_schemas(session, {d: s for d, s in schemas.items() if d in used})
             if new:
                 now = m.utcnow()
                 session.execute(
-                    insert(m.Shard.__table__),
+                    insert(table_of(m.Shard)),
                     [_row(version.id, shard, now) for shard in new],
                 )
                 session.execute(

@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 
 import anyio.to_thread
-from sqlalchemy import Connection, Select, bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.digests import parse_digest
@@ -35,7 +35,6 @@ from recordkeeper.core.roots import AllowedRoots, UriError
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page, VersionRecord
-from recordkeeper_service.lineage.guard import ensure_not_in_use
 from recordkeeper_service.repository import convert
 from recordkeeper_service.repository.cache import VersionCache
 from recordkeeper_service.repository.common import (
@@ -48,7 +47,9 @@ from recordkeeper_service.repository.common import (
 )
 from recordkeeper_service.repository.datasets import ensure_dataset
 from recordkeeper_service.repository.fastpath import HOT_COLUMNS, AsyncPostgresReader
+from recordkeeper_service.repository.lineage.guard import ensure_not_in_use
 from recordkeeper_service.repository.resolve import (
+    AnySelect,
     check_visible,
     find_version,
     pick,
@@ -82,10 +83,10 @@ def parse_version_ref(text: str) -> Reference:
 
 
 _BY_ID = select(*convert.VERSION_COLUMNS).where(m.Version.id == bindparam("rk_id"))
-_READ_STATEMENTS: dict[str, Select[Any]] = {}
+_READ_STATEMENTS: dict[str, AnySelect] = {}
 
 
-def _read_statement(ref: Reference) -> Select[Any]:
+def _read_statement(ref: Reference) -> AnySelect:
     """The column query resolving ``ref``, built once per reference shape."""
     key = ref.kind.value if ref.kind is not RefKind.ALIAS else f"alias:{ref.alias == 'latest'}"
     stmt = _READ_STATEMENTS.get(key)

@@ -1,11 +1,32 @@
-"""HTTP routes, one router per resource, gathered into :data:`api_router` (under ``/api/v1``)
-and :data:`probe_router` (``/healthz``, ``/readyz``)."""
+"""HTTP routes, one module per resource, gathered into :data:`api_router` (under ``/api/v1``)
+and :data:`probe_router` (``/healthz``, ``/readyz``).
+
+Each module ``routes/<resource>.py`` holds the resource's ``APIRouter`` and its pydantic request
+(``*In``) and response (``*Out``) models; :mod:`.common` holds what they share (lists, errors).
+Routes get the repository (:class:`recordkeeper_service.repository.Repository`) and the caller's
+principal from :mod:`recordkeeper_service.deps` and never touch a database session.
+
+==============  ========================================================================
+module          resource
+==============  ========================================================================
+``versions``    stage, resolve (the hot path), list, commit, abandon, deprecate
+``shards``      bulk registration of a staged version's shards
+``datasets``    create, get, list
+``aliases``     set/move, delete, list, history
+``schemas``     TFRecord feature schemas by digest or of a version
+``events``      the audit log
+``tokens``      API tokens (admin)
+``lineage``     models, runs, checkpoints, upstream/downstream, graph
+``gc``          garbage-collection candidates, ``gc-done``
+``info``        ``/info``
+``health``      ``/healthz``, ``/readyz`` (no authentication)
+==============  ========================================================================
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
-from recordkeeper_service.lineage import routes as lineage
 from recordkeeper_service.routes import (
     aliases,
     datasets,
@@ -13,7 +34,9 @@ from recordkeeper_service.routes import (
     gc,
     health,
     info,
+    lineage,
     schemas,
+    shards,
     tokens,
     versions,
 )
@@ -24,7 +47,7 @@ API_PREFIX = "/api/v1"
 
 api_router = APIRouter(prefix=API_PREFIX)
 # versions first: its GET /versions/{ref} is the hot path and routes are matched in order
-for module in (versions, info, datasets, aliases, schemas, events, tokens, lineage, gc):
+for module in (versions, shards, info, datasets, aliases, schemas, events, tokens, lineage, gc):
     api_router.include_router(module.router)
 
 probe_router = health.router

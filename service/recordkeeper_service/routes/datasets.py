@@ -2,22 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from pydantic import Field
 
-from recordkeeper_service.api_models import DatasetCreate, DatasetOut, ListOut
 from recordkeeper_service.deps import Limit, Offset, Reader, RepositoryDep, Writer
-from recordkeeper_service.responses import JSON
+from recordkeeper_service.routes.common import AUTHENTICATED, InModel, ListOut, OutModel, errors
 
-router = APIRouter(prefix="/datasets", tags=["datasets"])
+__all__ = ["DatasetIn", "DatasetOut", "router"]
 
 
-@router.post("", status_code=201, response_model=DatasetOut)
-def create_dataset(body: DatasetCreate, repository: RepositoryDep, who: Writer) -> JSON:
+class DatasetIn(InModel):
+    name: str = Field(examples=["coco"])
+    description: str = ""
+
+
+class DatasetOut(OutModel):
+    name: str
+    description: str
+    created_at: str
+    created_by: str
+    version_count: int
+    latest: str | None
+
+
+router = APIRouter(prefix="/datasets", tags=["datasets"], responses=AUTHENTICATED)
+
+
+@router.post("", status_code=201, response_model=DatasetOut, responses=errors(400, 409, 413))
+def create_dataset(body: DatasetIn, repository: RepositoryDep, who: Writer) -> dict[str, Any]:
     """Create a dataset (``409 dataset_exists`` if the name is taken)."""
-    record = repository.datasets.create(body.name, body.description, actor=who.name)
-    return JSON(record.to_json(), status_code=201)
+    return repository.datasets.create(body.name, body.description, actor=who.name).to_json()
 
 
 @router.get("", response_model=ListOut[DatasetOut])
@@ -27,12 +43,12 @@ def list_datasets(
     prefix: Annotated[str | None, Query(max_length=64)] = None,
     limit: Limit = 100,
     offset: Offset = 0,
-) -> JSON:
+) -> dict[str, Any]:
     """Datasets by name, optionally only names starting with ``prefix``."""
-    return JSON(repository.datasets.list(prefix=prefix, limit=limit, offset=offset).to_json())
+    return repository.datasets.list(prefix=prefix, limit=limit, offset=offset).to_json()
 
 
-@router.get("/{name}", response_model=DatasetOut)
-def get_dataset(name: str, repository: RepositoryDep, _who: Reader) -> JSON:
+@router.get("/{name}", response_model=DatasetOut, responses=errors(404))
+def get_dataset(name: str, repository: RepositoryDep, _who: Reader) -> dict[str, Any]:
     """One dataset with its version count and latest committed version."""
-    return JSON(repository.datasets.get(name).to_json())
+    return repository.datasets.get(name).to_json()

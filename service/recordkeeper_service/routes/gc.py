@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from recordkeeper_service.deps import Admin, Limit, Offset, Reader, RepositoryDep
-from recordkeeper_service.repository.gc import DEFAULT_STAGED_OLDER_THAN, GcRepository
-from recordkeeper_service.responses import JSON
+from recordkeeper_service.repository.gc import DEFAULT_STAGED_OLDER_THAN
+from recordkeeper_service.routes.common import AUTHENTICATED, InModel, ListOut, OutModel, errors
 
-router = APIRouter(tags=["gc"])
+__all__ = ["GcCandidateOut", "GcDoneIn", "router"]
 
 
-class GcCandidateOut(BaseModel):
+class GcCandidateOut(OutModel):
     name: str
     dataset: str
     state: str
@@ -25,25 +25,17 @@ class GcCandidateOut(BaseModel):
     collected_at: str | None
 
 
-class GcCandidatesOut(BaseModel):
-    data: list[GcCandidateOut]
-    count: int
-    limit: int
-    offset: int
-
-
-class GcDoneRequest(BaseModel):
+class GcDoneIn(InModel):
     model_config = ConfigDict(extra="forbid")
 
     objects: int | None = Field(default=None, ge=0, description="objects deleted")
     bytes: int | None = Field(default=None, ge=0, description="bytes deleted")
 
 
-def _gc(repository: RepositoryDep) -> GcRepository:
-    return GcRepository(repository.db)
+router = APIRouter(tags=["gc"], responses=AUTHENTICATED)
 
 
-@router.get("/gc/candidates", response_model=GcCandidatesOut)
+@router.get("/gc/candidates", response_model=ListOut[GcCandidateOut])
 def gc_candidates(
     repository: RepositoryDep,
     _who: Reader,
@@ -52,23 +44,25 @@ def gc_candidates(
     ] = DEFAULT_STAGED_OLDER_THAN,
     limit: Limit = 100,
     offset: Offset = 0,
-) -> JSON:
+) -> dict[str, Any]:
     """Abandoned versions and stale staged ones whose storage is not yet collected, newest last."""
-    page = _gc(repository).candidates(
-        staged_older_than=staged_older_than, limit=limit, offset=offset
-    )
-    return JSON(page.to_json())
+    page = repository.gc.candidates(staged_older_than=staged_older_than, limit=limit, offset=offset)
+    return page.to_json()
 
 
-@router.post("/versions/{version_name}/gc-done", response_model=GcCandidateOut)
+@router.post(
+    "/versions/{version_name}/gc-done",
+    response_model=GcCandidateOut,
+    responses=errors(400, 404, 409, 413),
+)
 def gc_done(
-    version_name: str, repository: RepositoryDep, who: Admin, body: GcDoneRequest | None = None
-) -> JSON:
+    version_name: str, repository: RepositoryDep, who: Admin, body: GcDoneIn | None = None
+) -> dict[str, Any]:
     """Record that an abandoned version's storage was deleted (idempotent; admin scope)."""
-    record = _gc(repository).mark_collected(
+    record = repository.gc.mark_collected(
         version_name,
         actor=who.name,
         objects=body.objects if body is not None else None,
         size=body.bytes if body is not None else None,
     )
-    return JSON(record.to_json())
+    return record.to_json()

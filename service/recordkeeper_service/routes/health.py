@@ -2,29 +2,48 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
 
 from recordkeeper_service import migrate
-from recordkeeper_service.api_models import ErrorOut, ReadyOut, StatusOut
 from recordkeeper_service.deps import RepositoryDep
 from recordkeeper_service.handlers import error_json
-from recordkeeper_service.responses import JSON
+from recordkeeper_service.routes.common import OutModel, errors
+
+__all__ = ["ReadyOut", "StatusOut", "router"]
+
+
+class StatusOut(OutModel):
+    status: str
+
+
+class ReadyOut(OutModel):
+    status: str
+    database: str
+    revision: str
+
 
 router = APIRouter(tags=["probes"])
 
 
 @router.get("/healthz", response_model=StatusOut)
-async def healthz() -> JSON:
+async def healthz() -> dict[str, Any]:
     """Always ``200`` while the process serves requests."""
-    return JSON({"status": "ok"})
+    return {"status": "ok"}
 
 
-@router.get("/readyz", response_model=ReadyOut, responses={503: {"model": ErrorOut}})
-async def readyz(repository: RepositoryDep) -> JSON:
+@router.get(
+    "/readyz",
+    response_model=ReadyOut,
+    responses={503: {**errors(503)[503], "description": "`not_ready`: see the detail"}},
+)
+async def readyz(repository: RepositoryDep) -> dict[str, Any] | Response:
     """``200`` when the database answers and is at the migration head, else ``503 not_ready``."""
     try:
-        status = await run_in_threadpool(migrate.status, repository.db)
+        status = await run_in_threadpool(repository.migration_status)
     except Exception as exc:  # any failure to reach the database means "not ready"
         reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         return error_json(503, "not_ready", f"database unreachable: {reason}")
@@ -37,4 +56,4 @@ async def readyz(repository: RepositoryDep) -> JSON:
             revision=status.current,
             head=status.head,
         )
-    return JSON({"status": "ready", "database": "ok", "revision": status.current})
+    return {"status": "ready", "database": "ok", "revision": status.current}

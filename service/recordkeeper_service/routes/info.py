@@ -2,29 +2,41 @@
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from fastapi import APIRouter
 
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.naming import CONVENTION
 from recordkeeper.core.version import __version__
-from recordkeeper_service.api_models import InfoOut
 from recordkeeper_service.deps import Reader, SettingsDep
-from recordkeeper_service.responses import JSON
+from recordkeeper_service.routes.common import AUTHENTICATED, OutModel
 
-router = APIRouter(tags=["info"])
+__all__ = ["InfoOut", "router"]
+
+
+class InfoOut(OutModel):
+    version: str
+    naming_convention: str
+    storage_root: str
+    allowed_roots: list[str]
+    auth: Literal["open", "token"]
+    max_shards_per_request: int
+    max_body_bytes: int
+
+
+router = APIRouter(tags=["info"], responses=AUTHENTICATED)
 
 
 @router.get("/info", response_model=InfoOut)
-async def get_info(settings: SettingsDep, _who: Reader) -> JSON:
+async def get_info(settings: SettingsDep, _who: Reader) -> dict[str, Any]:
     """Service version, naming convention, storage roots and auth mode."""
-    return JSON(
-        {
-            "version": __version__,
-            "naming_convention": CONVENTION,
-            "storage_root": settings.storage_root,
-            "allowed_roots": settings.allowed_roots,
-            "auth": "open" if settings.open_access else "token",
-            "max_shards_per_request": MAX_SHARDS_PER_REQUEST,
-            "max_body_bytes": settings.max_body_bytes,
-        }
-    )
+    return {
+        "version": __version__,
+        "naming_convention": CONVENTION,
+        "storage_root": settings.storage_root,
+        "allowed_roots": settings.allowed_roots,
+        "auth": "open" if settings.open_access else "token",
+        "max_shards_per_request": MAX_SHARDS_PER_REQUEST,
+        "max_body_bytes": settings.max_body_bytes,
+    }

@@ -1,7 +1,9 @@
 """Lineage repository: every lineage read and write; each public method is one transaction.
 
-Routes call :class:`LineageRepository`; the registry's own repository calls
-:func:`ensure_not_in_use` (session level) before deprecating or deleting a version.
+Routes reach :class:`LineageRepository` as ``Repository.lineage``; the registry's own
+repositories call :func:`ensure_not_in_use` (session level) before deprecating or deleting a
+version.  The package: :mod:`.queries` (SQL), :mod:`.assemble` (rows to records), :mod:`.graph`
+(the bounded graph walk), :mod:`.guard` (``version_in_use``), :mod:`.records` (the results).
 """
 
 from __future__ import annotations
@@ -33,22 +35,26 @@ from recordkeeper.core.refs import parse_reference
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page
-from recordkeeper_service.lineage import queries
-from recordkeeper_service.lineage.assemble import (
+from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
+from recordkeeper_service.repository.common import (
+    insert_ignoring_conflicts,
+    record_event,
+    table_of,
+)
+from recordkeeper_service.repository.lineage import queries
+from recordkeeper_service.repository.lineage.assemble import (
     checkpoint_records,
     consumer_records,
     lineage_record,
 )
-from recordkeeper_service.lineage.guard import ensure_not_in_use, versions_in_use
-from recordkeeper_service.lineage.models import Checkpoint, CheckpointData, Model, Run
-from recordkeeper_service.lineage.records import (
+from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, versions_in_use
+from recordkeeper_service.repository.lineage.records import (
     CheckpointRecord,
     ConsumersRecord,
     GraphRecord,
     LineageRecord,
     ModelRecord,
 )
-from recordkeeper_service.repository.common import insert_ignoring_conflicts, record_event
 from recordkeeper_service.repository.resolve import find_version
 
 __all__ = [
@@ -240,7 +246,7 @@ class LineageRepository:
                 if spec.run
                 else None
             )
-            table = Checkpoint.__table__
+            table = table_of(Checkpoint)
             values = {
                 "model_id": model_id,
                 "name": checkpoint,
@@ -280,7 +286,7 @@ class LineageRepository:
                 return checkpoint_records(session, [existing])[0], False
             if triples:
                 session.execute(
-                    CheckpointData.__table__.insert(),
+                    table_of(CheckpointData).insert(),
                     [
                         {"checkpoint_id": new_id, "version_id": v, "split": s, "role": r}
                         for v, s, r in sorted(triples)
@@ -449,7 +455,7 @@ class LineageRepository:
         max_nodes: int = MAX_GRAPH_NODES,
     ) -> GraphRecord:
         """Nodes and edges within ``depth`` hops of one checkpoint or version."""
-        from recordkeeper_service.lineage.graph import build_graph
+        from recordkeeper_service.repository.lineage.graph import build_graph
 
         if (checkpoint is None) == (version is None):
             raise InvalidRequest("give exactly one of checkpoint= or version=")

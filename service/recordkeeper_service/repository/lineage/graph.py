@@ -18,8 +18,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from recordkeeper_service import models as m
-from recordkeeper_service.lineage.models import Checkpoint, CheckpointData, Model
-from recordkeeper_service.lineage.records import GraphRecord
+from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model
+from recordkeeper_service.repository.lineage.records import GraphRecord
 
 __all__ = ["build_graph"]
 
@@ -45,6 +45,8 @@ def _step(
                 link, Checkpoint.parent_id.is_not(None)
             )
         ):
+            # the query's filter, and the constraint ``parent_kind`` (a parent has a kind)
+            assert parent is not None and kind is not None
             source, target = ("checkpoint", parent), ("checkpoint", child)
             edges.setdefault((source, target, kind, None), set())
             reached.add(source if upstream else target)

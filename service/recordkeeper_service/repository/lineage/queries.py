@@ -31,7 +31,7 @@ from sqlalchemy import Select, and_, bindparam, or_, select, text
 from sqlalchemy.orm import Session
 
 from recordkeeper_service import models as m
-from recordkeeper_service.lineage.models import Checkpoint, CheckpointData, Model, Run
+from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
 
 __all__ = [
     "ChainRow",

@@ -1,9 +1,9 @@
 """SQLAlchemy 2 ORM models of the registry.
 
 One :class:`Base` (and so one ``MetaData``) for the whole service: modules that add tables later
-(lineage: models, runs, checkpoints) subclass this ``Base`` so Alembic sees one schema.  Every
-constraint and index is named through :data:`NAMING_CONVENTION`, so migrations can refer to them
-by name on SQLite and PostgreSQL alike.
+(:mod:`.lineage`: models, runs, checkpoints) subclass this ``Base`` so Alembic sees one schema.
+Every constraint and index is named through :data:`NAMING_CONVENTION`, so migrations can refer to
+them by name on SQLite and PostgreSQL alike.
 
 Rows are converted to domain records explicitly in
 :mod:`recordkeeper_service.repository.convert`; routes never see these classes.

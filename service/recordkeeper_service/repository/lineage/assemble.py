@@ -15,9 +15,9 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from recordkeeper_service import models as m
-from recordkeeper_service.lineage import queries
-from recordkeeper_service.lineage.models import CheckpointData
-from recordkeeper_service.lineage.records import (
+from recordkeeper_service.models.lineage import CheckpointData
+from recordkeeper_service.repository.lineage import queries
+from recordkeeper_service.repository.lineage.records import (
     ChainLinkRecord,
     CheckpointRecord,
     ConsumerRecord,
@@ -138,10 +138,13 @@ def lineage_record(start: queries.CheckpointRow, rows: Sequence[queries.ChainRow
         version_id = r.version_id
         if version_id is None:
             continue
+        # checkpoint_data and its version and dataset (foreign keys): all set when version_id is
+        version, dataset, role, split = r.version, r.dataset, r.role, r.split
+        assert version is not None and dataset is not None
+        assert role is not None and split is not None
         cid = r.checkpoint_id
-        split = r.split
         depth = depth_of.get(cid, -1)
-        key = (version_id, r.role)
+        key = (version_id, role)
         entry = entries.get(key)
         if entry is None:
             entries[key] = [r, {split}, {cid: {split}}, depth]
@@ -155,7 +158,7 @@ def lineage_record(start: queries.CheckpointRow, rows: Sequence[queries.ChainRow
             if depth > entry[3]:
                 entry[3] = depth
         if cid == start_id:
-            own.append((cid, r.version, r.dataset, r.content_digest, r.role, split))
+            own.append((cid, version, dataset, r.content_digest, role, split))
     segment_cache: dict[tuple[int, tuple[str, ...]], SegmentRecord] = {}
 
     def segment(cid: int, splits: set[str]) -> SegmentRecord:

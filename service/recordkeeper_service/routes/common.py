@@ -1,0 +1,99 @@
+"""What every router shares: the request/response base models, lists, errors.
+
+Each resource's router module (``routes/<resource>.py``) holds its own request models (``*In``)
+and response models (``*Out``).  Request models check only JSON *types* (wrong types →
+``422 invalid_request``); the rules with their own error codes (names, hashes, ranges, URIs) are
+checked by the repository so that bad input gets the precise code from docs/rest-api.md.
+
+Routes return the domain records' ``to_json()`` and declare the ``*Out`` model that FastAPI
+validates it against and serialises it through (pydantic-core, straight to JSON bytes), so the
+OpenAPI document describes exactly what is sent.  Response models forbid unknown fields: a field
+added to a record but not to its model fails the tests instead of going undocumented.  The one
+exception to "FastAPI serialises" is the hot path, ``GET /versions/{ref}``: it serialises through
+:class:`~recordkeeper_service.routes.versions.VersionOut` itself, so that a cached version's
+shards are validated and serialised once, not per request (see ``routes/versions.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Generic, TypeVar
+
+import orjson
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+__all__ = [
+    "AUTHENTICATED",
+    "ErrorOut",
+    "InModel",
+    "JsonObject",
+    "ListOut",
+    "OutModel",
+    "errors",
+]
+
+T = TypeVar("T")
+
+
+def _renderable(value: dict[str, Any]) -> dict[str, Any]:
+    # Free-form JSON is stored as sent and answered later: refuse what orjson cannot render
+    # (integers beyond 64 bits) here with 422, as the service always has; many JSON readers
+    # would lose such numbers anyway.
+    try:
+        orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError as exc:
+        raise ValueError(f"not plain JSON: {exc}") from None
+    return value
+
+
+#: A free-form JSON object (metadata, metrics) that the service can render back.
+JsonObject = Annotated[dict[str, Any], AfterValidator(_renderable)]
+
+
+class InModel(BaseModel):
+    """Request bodies: unknown fields are ignored (forward compatible clients)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class OutModel(BaseModel):
+    """Response bodies: exactly the documented fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorOut(BaseModel):
+    """Every error: ``code`` (also in the ``X-Error-Code`` header), ``detail``, and the extra
+    fields its code documents (``state``, ``shard``, ``errors``, ...)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    code: str
+    detail: str
+
+
+class ListOut(OutModel, Generic[T]):
+    data: list[T]
+    count: int
+    limit: int
+    offset: int
+
+
+_WHEN = {
+    400: "invalid input: `invalid_dataset_name`, `invalid_reference`, `invalid_shard`, ...",
+    401: "`unauthorized`: token missing (when required), malformed, unknown or revoked",
+    403: "`forbidden` (scope too small) or `storage_root_not_allowed`",
+    404: "not found: `dataset_not_found`, `version_not_found`, ...",
+    409: "conflict with the stored state: `dataset_exists`, `version_immutable`, ...",
+    413: "`payload_too_large`: body larger than RECORDKEEPER_MAX_BODY_BYTES",
+    422: "`invalid_request`: malformed JSON, wrong types, missing fields, bad query values",
+    503: "`service_unavailable`: the database is unreachable (safe to retry)",
+}
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The ``responses=`` entries documenting ``statuses`` as :class:`ErrorOut` answers."""
+    return {status: {"model": ErrorOut, "description": _WHEN[status]} for status in statuses}
+
+
+#: Errors any route behind authentication may answer (routers pass it as ``responses=``).
+AUTHENTICATED = errors(401, 403, 422, 503)

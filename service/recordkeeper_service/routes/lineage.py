@@ -1,0 +1,342 @@
+"""Lineage under ``/api/v1``: register checkpoints, upstream, downstream, graph.
+
+=====================================================  ===========================================
+``PUT  /models/{model}/checkpoints/{checkpoint}``      register (idempotent): 201 new, 200 same
+``GET  /models``                                       models with checkpoint counts
+``GET  /models/{model}/checkpoints``                   checkpoints, highest step first
+``GET  /models/{model}/checkpoints/{checkpoint}``      one checkpoint
+``GET  /models/{model}/checkpoints/{ckpt}/lineage``    which data trained it (complete chain)
+``GET  /versions/{ref}/consumers``                     checkpoints trained on a version
+``GET  /shards/consumers?uri=…|sha256=…``              checkpoints trained on one shard
+``GET  /lineage/graph?checkpoint=…|version=…``         nodes and edges, bounded depth
+=====================================================  ===========================================
+
+As everywhere, request models check JSON *types* only (wrong types → ``422 invalid_request``);
+names, roles, splits and references are checked by the repository so that bad input gets its
+precise code (``invalid_checkpoint``, ``invalid_reference``, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Response
+from pydantic import Field
+
+from recordkeeper.core.limits import MAX_INT64
+from recordkeeper.core.lineage import PARENT_KINDS, ROLES
+from recordkeeper_service.deps import Limit, Offset, Reader, RepositoryDep, Writer
+from recordkeeper_service.repository.lineage import MAX_GRAPH_DEPTH, CheckpointInput, DataInput
+from recordkeeper_service.routes.common import (
+    AUTHENTICATED,
+    InModel,
+    JsonObject,
+    ListOut,
+    OutModel,
+    errors,
+)
+
+__all__ = [
+    "ChainLinkOut",
+    "CheckpointIn",
+    "CheckpointOut",
+    "ConsumerOut",
+    "ConsumersOut",
+    "DataIn",
+    "DataOut",
+    "GraphOut",
+    "LineageEntryOut",
+    "LineageOut",
+    "ModelOut",
+    "SavedModelIn",
+    "SegmentOut",
+    "router",
+]
+
+
+class DataIn(InModel):
+    version: str = Field(examples=["coco@v3", "coco_20231015_v3"])
+    role: str = Field(default="train", examples=list(ROLES))
+    splits: list[str] | None = Field(
+        default=None,
+        description="default: the split named like the role (eval: also 'validation'), "
+        "else every split",
+    )
+
+
+class SavedModelIn(InModel):
+    name: str = Field(examples=["classifier"])
+    uri: str = Field(examples=["s3://models/run1/ckpt-1234_saved_modules/classifier"])
+
+
+class CheckpointIn(InModel):
+    """``PUT /models/{model}/checkpoints/{checkpoint}``."""
+
+    step: int | None = Field(default=None, ge=0, le=MAX_INT64, examples=[1234])
+    uri: str | None = Field(default=None, examples=["s3://models/run1/ckpt-1234"])
+    run: str | None = Field(default=None, max_length=128, examples=["2023-10-15-a"])
+    parent: str | None = Field(default=None, examples=["coco_detection/ckpt-1000"])
+    parent_kind: str | None = Field(default=None, examples=list(PARENT_KINDS))
+    data: list[DataIn] = Field(default_factory=list)
+    saved_models: list[SavedModelIn] = Field(default_factory=list)
+    metrics: JsonObject = Field(default_factory=dict)
+    metadata: JsonObject = Field(default_factory=dict)
+
+    def to_input(self) -> CheckpointInput:
+        return CheckpointInput(
+            step=self.step,
+            uri=self.uri,
+            run=self.run or None,
+            parent=self.parent or None,
+            parent_kind=self.parent_kind,
+            data=tuple(
+                DataInput(
+                    version=d.version,
+                    role=d.role,
+                    splits=tuple(d.splits) if d.splits is not None else None,
+                )
+                for d in self.data
+            ),
+            saved_models=tuple({"name": s.name, "uri": s.uri} for s in self.saved_models),
+            metrics=self.metrics,
+            metadata=self.metadata,
+        )
+
+
+class DataOut(OutModel):
+    version: str
+    dataset: str
+    content_digest: str | None
+    role: str
+    splits: list[str]
+
+
+class CheckpointOut(OutModel):
+    model: str
+    checkpoint: str
+    ref: str
+    step: int | None
+    uri: str | None
+    run: str | None
+    parent: str | None
+    parent_kind: str | None
+    data: list[DataOut]
+    saved_models: list[dict[str, str]]
+    metrics: dict[str, Any]
+    metadata: dict[str, Any]
+    created_at: str
+    created_by: str
+    created: bool | None = Field(default=None, description="only in the answer to a PUT")
+
+
+class ModelOut(OutModel):
+    name: str
+    created_at: str
+    checkpoint_count: int
+    latest_checkpoint: str | None
+
+
+class SegmentOut(OutModel):
+    model: str
+    checkpoint: str
+    step: int | None
+    depth: int
+    splits: list[str]
+
+
+class LineageEntryOut(OutModel):
+    version: str
+    dataset: str
+    number: int
+    content_digest: str | None
+    state: str
+    role: str
+    splits: list[str]
+    segments: list[SegmentOut]
+
+
+class ChainLinkOut(OutModel):
+    model: str
+    checkpoint: str
+    step: int | None
+    uri: str | None
+    depth: int
+    parent_kind: str | None
+
+
+class LineageOut(OutModel):
+    checkpoint: CheckpointOut
+    chain: list[ChainLinkOut]
+    data: list[LineageEntryOut]
+    versions: list[str]
+
+
+class ConsumerOut(OutModel):
+    model: str
+    checkpoint: str
+    ref: str
+    step: int | None
+    uri: str | None
+    direct: bool
+    roles: list[str]
+    splits: list[str]
+    parent: str | None
+
+
+class ConsumersOut(OutModel):
+    versions: list[dict[str, Any]]
+    models: list[dict[str, Any]]
+    data: list[ConsumerOut]
+    count: int
+    limit: int
+    offset: int
+    shards: list[dict[str, Any]] | None = None
+
+
+class GraphOut(OutModel):
+    root: str
+    depth: int
+    direction: str
+    nodes: list[dict[str, Any]]
+    edges: list[dict[str, Any]]
+    truncated: bool
+
+
+router = APIRouter(tags=["lineage"], responses=AUTHENTICATED)
+
+#: Consumers answers may be long (every checkpoint below a version); pages go up to 10,000.
+ConsumerLimit = Annotated[int, Query(ge=1, le=10_000, description="page size (1-10000)")]
+Transitive = Annotated[
+    bool,
+    Query(description="include checkpoints restored or initialised from a direct consumer"),
+]
+
+
+@router.put(
+    "/models/{model}/checkpoints/{checkpoint}",
+    response_model=CheckpointOut,
+    responses={
+        201: {"model": CheckpointOut, "description": "registered now"},
+        **errors(400, 404, 409, 413),
+    },
+)
+def register_checkpoint(
+    model: str,
+    checkpoint: str,
+    body: CheckpointIn,
+    repository: RepositoryDep,
+    who: Writer,
+    response: Response,
+) -> dict[str, Any]:
+    """Register a checkpoint and the data its segment consumed; repeating it is a no-op."""
+    record, created = repository.lineage.register(
+        model, checkpoint, body.to_input(), actor=who.name
+    )
+    response.status_code = 201 if created else 200
+    return {**record.to_json(), "created": created}
+
+
+@router.get("/models", response_model=ListOut[ModelOut])
+def list_models(
+    repository: RepositoryDep,
+    _who: Reader,
+    prefix: Annotated[str | None, Query(max_length=128)] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    """Models by name with their checkpoint count and highest-step checkpoint."""
+    return repository.lineage.list_models(prefix=prefix, limit=limit, offset=offset).to_json()
+
+
+@router.get(
+    "/models/{model}/checkpoints",
+    response_model=ListOut[CheckpointOut],
+    response_model_exclude_unset=True,  # `created` is only in the answer to a PUT
+    responses=errors(400, 404),
+)
+def list_checkpoints(
+    model: str, repository: RepositoryDep, _who: Reader, limit: Limit = 100, offset: Offset = 0
+) -> dict[str, Any]:
+    """Checkpoints of a model, highest step first."""
+    return repository.lineage.list_checkpoints(model, limit=limit, offset=offset).to_json()
+
+
+@router.get(
+    "/models/{model}/checkpoints/{checkpoint}",
+    response_model=CheckpointOut,
+    response_model_exclude_unset=True,
+    responses=errors(400, 404),
+)
+def get_checkpoint(
+    model: str, checkpoint: str, repository: RepositoryDep, _who: Reader
+) -> dict[str, Any]:
+    """One checkpoint with its own segment's data."""
+    return repository.lineage.get(f"{model}/{checkpoint}").to_json()
+
+
+@router.get(
+    "/models/{model}/checkpoints/{checkpoint}/lineage",
+    response_model=LineageOut,
+    response_model_exclude_unset=True,
+    responses=errors(400, 404),
+)
+def checkpoint_lineage(
+    model: str, checkpoint: str, repository: RepositoryDep, _who: Reader
+) -> dict[str, Any]:
+    """Which data trained the checkpoint: the union along its complete parent chain."""
+    return repository.lineage.lineage(f"{model}/{checkpoint}").to_json()
+
+
+@router.get(
+    "/versions/{ref}/consumers",
+    response_model=ConsumersOut,
+    response_model_exclude_unset=True,  # `shards` only in answers about a shard
+    responses=errors(400, 404),
+)
+def version_consumers(
+    ref: str,
+    repository: RepositoryDep,
+    _who: Reader,
+    transitive: Transitive = True,
+    limit: ConsumerLimit = 1000,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    """Checkpoints (and models) trained on a version; an alias is resolved now."""
+    record = repository.lineage.consumers(ref, transitive=transitive)
+    return record.to_json(limit=limit, offset=offset)
+
+
+@router.get(
+    "/shards/consumers",
+    response_model=ConsumersOut,
+    response_model_exclude_unset=True,
+    responses=errors(400, 404),
+)
+def shard_consumers(
+    repository: RepositoryDep,
+    _who: Reader,
+    uri: Annotated[str | None, Query(max_length=4096)] = None,
+    sha256: Annotated[str | None, Query(max_length=71)] = None,
+    transitive: Transitive = True,
+    limit: ConsumerLimit = 1000,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    """Checkpoints whose segments used the split holding a shard (by URI or sha256)."""
+    record = repository.lineage.shard_consumers(uri=uri, sha256=sha256, transitive=transitive)
+    return record.to_json(limit=limit, offset=offset)
+
+
+@router.get("/lineage/graph", response_model=GraphOut, responses=errors(400, 404))
+def lineage_graph(
+    repository: RepositoryDep,
+    _who: Reader,
+    checkpoint: Annotated[str | None, Query(description="model/checkpoint")] = None,
+    version: Annotated[str | None, Query(description="a version reference")] = None,
+    depth: Annotated[int, Query(ge=1, le=MAX_GRAPH_DEPTH)] = 3,
+    direction: Literal["upstream", "downstream", "both"] = "both",
+) -> dict[str, Any]:
+    """Nodes and edges within ``depth`` hops of one checkpoint or version."""
+    record = repository.lineage.graph(
+        checkpoint=checkpoint, version=version, depth=depth, direction=direction
+    )
+    return record.to_json()

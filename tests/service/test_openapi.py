@@ -1,0 +1,201 @@
+"""The OpenAPI document tells the truth: errors, the bearer scheme, and every response's model.
+
+* every ``/api/v1`` operation declares the ``bearer`` security scheme and documents its error
+  answers (401/403/422/503, plus 400/404/409/413 where they apply) as ``ErrorOut``;
+* a real answer of every route validates against the response model the route declares, and
+  serialising it through that model gives back exactly the body that was sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.routing import APIRoute, iter_route_contexts
+from fastapi.testclient import TestClient
+from pydantic import TypeAdapter
+
+from tests.service._helpers import API, publish, shards, stage
+
+ERROR_REF = "#/components/schemas/ErrorOut"
+
+
+def _operations(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (method.upper(), path, operation)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+    ]
+
+
+def test_error_schema_and_bearer_scheme_are_declared(client: TestClient) -> None:
+    document = client.get("/openapi.json").json()
+    error_out = document["components"]["schemas"]["ErrorOut"]
+    assert set(error_out["required"]) == {"code", "detail"}
+    assert error_out["additionalProperties"] is True  # codes add documented fields
+    assert document["components"]["securitySchemes"] == {
+        "bearer": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": document["components"]["securitySchemes"]["bearer"]["description"],
+        }
+    }
+
+
+def test_every_api_operation_documents_auth_and_errors(client: TestClient) -> None:
+    document = client.get("/openapi.json").json()
+    operations = _operations(document)
+    assert len(operations) >= 30
+    for method, path, operation in operations:
+        where = f"{method} {path}"
+        responses = operation["responses"]
+        error_statuses = {s for s in responses if s.startswith(("4", "5"))}
+        for status in error_statuses:
+            schema = responses[status]["content"]["application/json"]["schema"]
+            assert schema == {"$ref": ERROR_REF}, (where, status)
+        if not path.startswith(API):
+            assert "security" not in operation, where
+            continue
+        assert operation["security"] == [{"bearer": []}], where
+        assert {"401", "403", "422", "503"} <= error_statuses, where
+        if "requestBody" in operation:
+            assert "413" in error_statuses, where
+    readyz = document["paths"]["/readyz"]["get"]["responses"]
+    assert readyz["503"]["content"]["application/json"]["schema"] == {"$ref": ERROR_REF}
+    by_route = {(m, p): set(o["responses"]) for m, p, o in operations}
+    assert {"400", "404", "409"} <= by_route["GET", f"{API}/versions/{{ref}}"]
+    assert "409" in by_route["POST", f"{API}/datasets"]
+    assert {"400", "404", "409"} <= by_route["POST", f"{API}/versions/{{version_name}}/commit"]
+    assert "404" in by_route["GET", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}"]
+
+
+class _Checked:
+    """Calls routes by their path template and checks each answer against the declared model."""
+
+    def __init__(self, client: TestClient) -> None:
+        self.client = client
+        app: Any = client.app
+        self.routes = {
+            (method, context.path): context.original_route
+            for context in iter_route_contexts(app.routes)
+            if isinstance(context.original_route, APIRoute)
+            for method in context.methods or ()
+        }
+        self.checked: set[tuple[str, str]] = set()
+
+    def __call__(
+        self, method: str, template: str, status: int = 200, json: Any = None, **params: Any
+    ) -> Any:
+        path_params = {k: v for k, v in params.items() if f"{{{k}}}" in template}
+        query = {k: v for k, v in params.items() if k not in path_params}
+        response = self.client.request(
+            method, template.format(**path_params), params=query, json=json
+        )
+        assert response.status_code == status, (template, response.text)
+        route = self.routes[method, template]
+        assert isinstance(route, APIRoute)
+        body = response.json()
+        adapter: TypeAdapter[Any] = TypeAdapter(route.response_model)
+        value = adapter.validate_python(body)
+        exclude_unset = route.response_model_exclude_unset
+        assert (
+            adapter.dump_python(value, mode="json", by_alias=True, exclude_unset=exclude_unset)
+            == body
+        )
+        self.checked.add((method, template))
+        return body
+
+
+def test_every_answer_validates_against_its_declared_model(client: TestClient) -> None:
+    call = _Checked(client)
+    call("GET", "/healthz")
+    call("GET", "/readyz")
+    call("GET", f"{API}/info")
+    call("POST", f"{API}/datasets", 201, json={"name": "coco", "description": "d"})
+    call("GET", f"{API}/datasets", prefix="co")
+    call("GET", f"{API}/datasets/{{name}}", name="coco")
+
+    staged = call("POST", f"{API}/datasets/{{name}}/versions", 201, json={"desc": "a"}, name="coco")
+    name = staged["name"]
+    bodies = shards(staged["storage_prefix"], 2) + shards(
+        staged["storage_prefix"], 1, split="validation"
+    )
+    call(
+        "POST",
+        f"{API}/versions/{{version_name}}/shards",
+        json={"shards": bodies},
+        version_name=name,
+    )
+    call("POST", f"{API}/versions/{{version_name}}/commit", json={}, version_name=name)
+    call("GET", f"{API}/versions/{{ref}}", ref="coco@latest")
+    call("GET", f"{API}/versions/{{ref}}", ref="coco@v1", shards=False)
+    call("GET", f"{API}/datasets/{{name}}/versions", name="coco")
+    call("GET", f"{API}/versions/{{ref}}/schema", ref=name)
+    digest = client.get(f"{API}/versions/{name}").json()["schema_digest"]
+    call("GET", f"{API}/schemas/{{digest}}", digest=digest)
+
+    call(
+        "PUT",
+        f"{API}/datasets/{{name}}/aliases/{{alias}}",
+        json={"version": name},
+        name="coco",
+        alias="prod",
+    )
+    call("GET", f"{API}/datasets/{{name}}/aliases", name="coco")
+    call("GET", f"{API}/datasets/{{name}}/aliases/{{alias}}/history", name="coco", alias="prod")
+    call("GET", f"{API}/events", dataset="coco")
+    call("POST", f"{API}/tokens", 201, json={"name": "ci", "scope": "read"})
+    call("GET", f"{API}/tokens")
+
+    checkpoint = {"step": 10, "data": [{"version": name, "role": "train"}], "metrics": {"a": 1}}
+    route = f"{API}/models/{{model}}/checkpoints/{{checkpoint}}"
+    created = call("PUT", route, 201, json=checkpoint, model="det", checkpoint="ckpt-1")
+    again = call("PUT", route, 200, json=checkpoint, model="det", checkpoint="ckpt-1")
+    assert (created["created"], again["created"]) == (True, False)
+    child = {"parent": "det/ckpt-1", "parent_kind": "restored_from", "step": 20}
+    call("PUT", route, 201, json=child, model="det", checkpoint="ckpt-2")
+    got = call("GET", route, model="det", checkpoint="ckpt-1")
+    assert "created" not in got  # only in the answer to a PUT
+    call("GET", f"{API}/models")
+    call("GET", f"{API}/models/{{model}}/checkpoints", model="det")
+    call(
+        "GET",
+        f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/lineage",
+        model="det",
+        checkpoint="ckpt-2",
+    )
+    consumers = call("GET", f"{API}/versions/{{ref}}/consumers", ref="coco@prod")
+    assert "shards" not in consumers
+    by_uri = call("GET", f"{API}/shards/consumers", uri=bodies[0]["uri"])
+    assert by_uri["shards"]
+    call("GET", f"{API}/lineage/graph", checkpoint="det/ckpt-2")
+
+    other = publish(client, "coco", content="b")["name"]
+    call("POST", f"{API}/versions/{{ref}}/deprecate", json={"reason": "r"}, ref=other)
+    abandoned = stage(client, "coco")["name"]
+    call("POST", f"{API}/versions/{{version_name}}/abandon", version_name=abandoned)
+    call("GET", f"{API}/gc/candidates")
+    call(
+        "POST",
+        f"{API}/versions/{{version_name}}/gc-done",
+        json={"objects": 0},
+        version_name=abandoned,
+    )
+
+    with_model = {key for key, route in call.routes.items() if route.response_model is not None}
+    assert with_model - call.checked == set()
+
+
+def test_cached_resolve_answers_equal_the_models_serialisation(client: TestClient) -> None:
+    """The hot path splices a cached version's splits, serialised once, into each answer."""
+    from recordkeeper_service.routes.versions import VersionOut
+
+    name = publish(client, "coco", count=3, splits=("train", "validation"))["name"]
+    first, second, by_name = (
+        client.get(f"{API}/versions/{ref}") for ref in ("coco@latest", "coco@latest", name)
+    )
+    assert first.headers["content-type"] == "application/json"
+    assert first.json() == second.json()
+    assert {**by_name.json(), "ref": "coco@latest"} == first.json()
+    model = VersionOut.model_validate(first.json())
+    assert model.model_dump(mode="json") == first.json()
+    assert model.splits is not None and model.splits["validation"].shard_count == 3
