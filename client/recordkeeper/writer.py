@@ -205,15 +205,6 @@ class _Aborted(Exception):
     pass
 
 
-def _record_bytes(record: Any) -> bytes:
-    """A record as bytes: bytes-like objects, or messages with ``SerializeToString``."""
-    if isinstance(record, (bytes, bytearray, memoryview)):
-        return bytes(record)
-    if hasattr(record, "SerializeToString"):
-        return bytes(record.SerializeToString())
-    raise TypeError(f"write() takes bytes or a tf.train.Example, got {type(record).__name__}")
-
-
 @dataclass
 class _Shard:
     split: str
@@ -293,7 +284,11 @@ class VersionWriter:
 
     def write(self, record: Any, split: str = "train") -> None:
         """Append one record (serialized ``bytes`` or a message with ``SerializeToString``)."""
-        data = record if type(record) is bytes else _record_bytes(record)
+        data = record
+        if type(record) is not bytes:
+            from recordkeeper.tfrecord import record_bytes  # not at import: rk stays light
+
+            data = record_bytes(record)
         with self._lock:
             current = self._open.get(split)
             if current is None:
