@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from recordkeeper.core.digests import parse_digest
 from recordkeeper.core.errors import InvalidReference
@@ -22,7 +22,7 @@ from recordkeeper.core.refs import parse_reference, validate_alias_name
 from recordkeeper.core.schema import Schema
 from recordkeeper.diff import VersionDiff, diff_versions
 from recordkeeper.http import HttpCore, quote_segment
-from recordkeeper.models import DatasetInfo, DatasetVersion, VerifyReport
+from recordkeeper.models import DatasetInfo, DatasetVersion, TfDatasetOptions
 from recordkeeper.verify import verify_version
 
 if TYPE_CHECKING:
@@ -120,49 +120,16 @@ class Registry:
 
     # -- what versions ask of the registry that made them (models.VersionServices) -----------
 
-    def verify_version(
-        self,
-        version: DatasetVersion,
-        *,
-        deep: bool,
-        splits: Sequence[str] | None,
-        storage_options: Mapping[str, Any] | None,
-        max_workers: int | None,
-        progress: bool | None,
-    ) -> VerifyReport:
-        return verify_version(
-            version,
-            deep=deep,
-            splits=splits,
-            storage_options=storage_options,
-            max_workers=max_workers,
-            progress=progress,
-        )
+    verify_version = staticmethod(verify_version)
 
     def tf_dataset(
-        self,
-        version: DatasetVersion,
-        split: str,
-        *,
-        verify: Literal["fast", "deep"] | None,
-        num_parallel_reads: int | None,
-        shuffle_files: bool,
-        seed: int | None,
-        storage_options: Mapping[str, Any] | None,
+        self, version: DatasetVersion, split: str, **options: Unpack[TfDatasetOptions]
     ) -> Any:
         # The optional TensorFlow integration sits above this layer: imported on first use, so
         # `import recordkeeper` never loads it (the one exception declared in pyproject.toml).
         from recordkeeper.tf.data import tf_dataset
 
-        return tf_dataset(
-            version,
-            split,
-            verify=verify,
-            num_parallel_reads=num_parallel_reads,
-            shuffle_files=shuffle_files,
-            seed=seed,
-            storage_options=storage_options,
-        )
+        return tf_dataset(version, split, **options)
 
     # -- aliases -----------------------------------------------------------------------------
 
