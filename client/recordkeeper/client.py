@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from recordkeeper import gc, lineage
 from recordkeeper.core.schema import Schema
@@ -20,6 +20,7 @@ from recordkeeper.diff import VersionDiff
 from recordkeeper.gc import GcCandidate, GcReport
 from recordkeeper.http import DEFAULT_URL, HttpCore
 from recordkeeper.lineage import (
+    CheckpointFields,
     CheckpointInfo,
     CheckpointRef,
     Consumers,
@@ -265,9 +266,11 @@ class Client:
 
     # -- lineage (implemented in recordkeeper.lineage / recordkeeper.pinned) -------------------
 
-    def register_checkpoint(self, *, model: str, checkpoint: str, **kwargs: Any) -> CheckpointInfo:
+    def register_checkpoint(
+        self, *, model: str, checkpoint: str, **fields: Unpack[CheckpointFields]
+    ) -> CheckpointInfo:
         """Record a checkpoint and the data it trained on (see :mod:`recordkeeper.lineage`)."""
-        return lineage.register_checkpoint(self.http, model=model, checkpoint=checkpoint, **kwargs)
+        return lineage.register_checkpoint(self.http, model=model, checkpoint=checkpoint, **fields)
 
     def checkpoint(self, ref: str | CheckpointRef) -> CheckpointInfo:
         """One checkpoint, ``model/ckpt-1234``."""
