@@ -217,7 +217,10 @@ class _Shard:
 
 
 class VersionWriter:
-    """Context manager returned by :meth:`Client.writer`; see the module docstring."""
+    """A context manager writing a new version, made by :meth:`Client.writer`.
+
+    ``storage_options`` default to the client's; see the module docstring for the rest.
+    """
 
     def __init__(
         self,
@@ -241,7 +244,9 @@ class VersionWriter:
 
         self.compression = normalize_compression(compression)
         self.shard_size = parse_size(shard_size)
-        self.storage_options = storage_options
+        self.storage_options = (
+            storage_options if storage_options is not None else registry.storage_options
+        )
         self.date = date
         self.force_new = force_new
         self.metadata = metadata
