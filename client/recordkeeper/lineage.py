@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from recordkeeper.core.digests import DIGEST_PREFIX, digest_hex
 from recordkeeper.core.errors import InvalidCheckpoint, InvalidReference
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from recordkeeper.http import HttpCore
 
 __all__ = [
+    "CheckpointFields",
     "CheckpointInfo",
     "Consumer",
     "Consumers",
@@ -493,67 +494,59 @@ def _checkpoint_path(ref: CheckpointRef) -> str:
     return f"/models/{_q(ref.model)}/checkpoints/{_q(ref.checkpoint)}"
 
 
+class CheckpointFields(TypedDict, total=False):
+    """What a checkpoint registration may say besides ``model`` and ``checkpoint``.
+
+    ``step`` (a non-negative integer), ``uri`` (where the checkpoint is stored), ``data`` (the
+    data its segment consumed: a role → version mapping, a list of entries, pinned data),
+    ``parent`` (``"model/ckpt-N"``) and ``parent_kind`` (default ``"restored_from"`` when a
+    parent is given), ``saved_models`` (exports made from it), ``run``, ``metrics`` and
+    ``metadata``.  Every key is optional; absent and ``None`` mean the same.
+    """
+
+    step: int | None
+    uri: str | None
+    data: Any
+    parent: str | CheckpointRef | None
+    parent_kind: ParentKind | None
+    saved_models: Any
+    run: str | None
+    metrics: Mapping[str, Any] | None
+    metadata: Mapping[str, Any] | None
+
+
 def register_checkpoint(
-    http: HttpCore,
-    *,
-    model: str,
-    checkpoint: str,
-    step: int | None = None,
-    uri: str | None = None,
-    data: Any = None,
-    parent: str | CheckpointRef | None = None,
-    parent_kind: ParentKind | None = None,
-    saved_models: Any = None,
-    run: str | None = None,
-    metrics: Mapping[str, Any] | None = None,
-    metadata: Mapping[str, Any] | None = None,
+    http: HttpCore, *, model: str, checkpoint: str, **fields: Unpack[CheckpointFields]
 ) -> CheckpointInfo:
     """Register ``model/checkpoint`` with the data its segment consumed (idempotent).
 
-    ``parent`` is ``"model/ckpt-N"``: the checkpoint this one was restored from (default
-    ``parent_kind="restored_from"``) or initialised from (``"initialized_from"``; the parent
-    may belong to another model).  Registering the same checkpoint again with the same lineage
-    answers the existing record (``created=False``); different lineage raises
-    :class:`~recordkeeper.errors.CheckpointConflict`.  The request is a ``PUT``, so the HTTP
-    helper retries it safely on connection errors and 5xx answers.
+    ``fields``: see :class:`CheckpointFields`.  ``parent`` is the checkpoint this one was
+    restored from (default ``parent_kind="restored_from"``) or initialised from
+    (``"initialized_from"``; the parent may belong to another model).  Registering the same
+    checkpoint again with the same lineage answers the existing record (``created=False``);
+    different lineage raises :class:`~recordkeeper.errors.CheckpointConflict`.  The request is
+    a ``PUT``, so the HTTP helper retries it safely on connection errors and 5xx answers.
     """
-    body = checkpoint_body(
-        model=model,
-        checkpoint=checkpoint,
-        step=step,
-        uri=uri,
-        data=data,
-        parent=parent,
-        parent_kind=parent_kind,
-        saved_models=saved_models,
-        run=run,
-        metrics=metrics,
-        metadata=metadata,
-    )
+    body = checkpoint_body(model=model, checkpoint=checkpoint, **fields)
     ref = CheckpointRef(body.pop("model"), body.pop("checkpoint"))
     answer = http.api("PUT", _checkpoint_path(ref), json=body)
     return CheckpointInfo.from_dict(answer)
 
 
 def checkpoint_body(
-    *,
-    model: str,
-    checkpoint: str,
-    step: int | None = None,
-    uri: str | None = None,
-    data: Any = None,
-    parent: str | CheckpointRef | None = None,
-    parent_kind: ParentKind | None = None,
-    saved_models: Any = None,
-    run: str | None = None,
-    metrics: Mapping[str, Any] | None = None,
-    metadata: Mapping[str, Any] | None = None,
+    *, model: str, checkpoint: str, **fields: Unpack[CheckpointFields]
 ) -> dict[str, Any]:
     """Validate a registration and build its JSON form (also what the offline queue stores)."""
+    unknown = sorted(set(fields) - CheckpointFields.__optional_keys__)
+    if unknown:  # what a signature listing the fields would refuse
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
     validate_model_name(model)
     validate_checkpoint_name(checkpoint)
+    step = fields.get("step")
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
         raise InvalidCheckpoint(f"step must be a non-negative integer, got {step!r}")
+    parent = fields.get("parent")
+    parent_kind = fields.get("parent_kind")
     parent_ref = parse_checkpoint_ref(parent) if parent is not None else None
     if parent_ref is None and parent_kind is not None:
         raise InvalidCheckpoint("parent_kind given without a parent")
@@ -565,14 +558,14 @@ def checkpoint_body(
         "model": model,
         "checkpoint": checkpoint,
         "step": step,
-        "uri": uri,
-        "run": run,
+        "uri": fields.get("uri"),
+        "run": fields.get("run"),
         "parent": str(parent_ref) if parent_ref else None,
         "parent_kind": (parent_kind or "restored_from") if parent_ref else None,
-        "data": [d.to_json() for d in normalize_data(data)],
-        "saved_models": [s.to_json() for s in normalize_saved_models(saved_models)],
-        "metrics": dict(metrics or {}),
-        "metadata": dict(metadata or {}),
+        "data": [d.to_json() for d in normalize_data(fields.get("data"))],
+        "saved_models": [s.to_json() for s in normalize_saved_models(fields.get("saved_models"))],
+        "metrics": dict(fields.get("metrics") or {}),
+        "metadata": dict(fields.get("metadata") or {}),
     }
 
 

@@ -31,7 +31,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from recordkeeper.core.errors import (
     CheckpointNotFound,
@@ -39,7 +39,7 @@ from recordkeeper.core.errors import (
     ServerError,
     ServiceUnavailable,
 )
-from recordkeeper.lineage import CheckpointInfo
+from recordkeeper.lineage import CheckpointFields, CheckpointInfo
 
 __all__ = [
     "QUEUE_ENV",
@@ -58,7 +58,7 @@ class Registrar(Protocol):
     def url(self) -> str: ...
 
     def register_checkpoint(
-        self, *, model: str, checkpoint: str, **fields: Any
+        self, *, model: str, checkpoint: str, **fields: Unpack[CheckpointFields]
     ) -> CheckpointInfo: ...
 
 

@@ -15,7 +15,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypedDict, Unpack
 
 from recordkeeper.core.errors import CorruptShard
 from recordkeeper.core.schema import Schema
@@ -28,6 +28,8 @@ __all__ = [
     "Shard",
     "ShardProblem",
     "Split",
+    "TfDatasetOptions",
+    "VerifyOptions",
     "VerifyReport",
     "VersionServices",
 ]
@@ -161,37 +163,43 @@ class VerifyReport:
         }
 
 
+class VerifyOptions(TypedDict):
+    """The options of :meth:`DatasetVersion.verify`, as it hands them to its services."""
+
+    deep: bool
+    splits: Sequence[str] | None
+    storage_options: Mapping[str, Any] | None
+    max_workers: int | None
+    progress: bool | None
+
+
+class TfDatasetOptions(TypedDict):
+    """The options of :meth:`DatasetVersion.tf_dataset`, as it hands them to its services."""
+
+    verify: Literal["fast", "deep"] | None
+    num_parallel_reads: int | None
+    shuffle_files: bool
+    seed: int | None
+    storage_options: Mapping[str, Any] | None
+
+
 class VersionServices(Protocol):
     """What a :class:`DatasetVersion` needs from whoever made it.
 
     :class:`recordkeeper.registry.Registry` implements it (fetching the schema from the service,
-    :mod:`recordkeeper.verify`, :mod:`recordkeeper.tf.data`); the version only holds a reference,
-    so this module depends on none of them.
+    :func:`recordkeeper.verify.verify_version`, :func:`recordkeeper.tf.data.tf_dataset`); the
+    version only holds a reference, so this module depends on none of them.  The options are
+    stated once, by the version's public methods, and passed through as they are.
     """
 
     def schema(self, ref: str) -> Schema: ...
 
     def verify_version(
-        self,
-        version: DatasetVersion,
-        *,
-        deep: bool,
-        splits: Sequence[str] | None,
-        storage_options: Mapping[str, Any] | None,
-        max_workers: int | None,
-        progress: bool | None,
+        self, version: DatasetVersion, **options: Unpack[VerifyOptions]
     ) -> VerifyReport: ...
 
     def tf_dataset(
-        self,
-        version: DatasetVersion,
-        split: str,
-        *,
-        verify: Literal["fast", "deep"] | None,
-        num_parallel_reads: int | None,
-        shuffle_files: bool,
-        seed: int | None,
-        storage_options: Mapping[str, Any] | None,
+        self, version: DatasetVersion, split: str, **options: Unpack[TfDatasetOptions]
     ) -> Any: ...
 
 

@@ -10,9 +10,9 @@ import contextlib
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import IO, Any, Protocol
 
-__all__ = ["ProgressLike", "byte_progress", "should_show"]
+__all__ = ["ProgressLike", "ProgressReader", "byte_progress", "should_show"]
 
 
 class ProgressLike(Protocol):
@@ -72,3 +72,43 @@ def byte_progress(
                 bar.advance(task, nbytes)
 
         yield advance
+
+
+class ProgressReader:
+    """A binary reader over ``raw`` that reports every chunk it reads to ``advance``.
+
+    ``count`` is the number of bytes read so far.  With ``sink``, every chunk is also written
+    there (a copy made during the one read).  ``close`` closes ``raw``.
+    """
+
+    def __init__(
+        self,
+        raw: IO[bytes],
+        advance: Callable[[int], None] | None = None,
+        sink: IO[bytes] | None = None,
+    ) -> None:
+        self._raw = raw
+        self._advance = advance
+        self._sink = sink
+        self.count = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        if data:
+            if self._sink is not None:
+                self._sink.write(data)
+            self.count += len(data)
+            if self._advance is not None:
+                self._advance(len(data))
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._raw.close()

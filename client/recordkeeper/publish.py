@@ -35,7 +35,7 @@ from recordkeeper.core.shards import Compression, ShardRecord
 from recordkeeper.core.splits import shard_file_name
 from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
 from recordkeeper.models import DatasetVersion
-from recordkeeper.progress import ProgressLike, byte_progress
+from recordkeeper.progress import ProgressLike, ProgressReader, byte_progress
 from recordkeeper.storage import (
     ObjectStat,
     backend_of,
@@ -54,33 +54,6 @@ if TYPE_CHECKING:
     from recordkeeper.registry import Registry
 
 __all__ = ["check_allowed", "publish", "scan_file"]
-
-
-class _TeeReader:
-    """Reads from ``raw``; every chunk read is also written to ``sink`` and counted."""
-
-    def __init__(
-        self, raw: IO[bytes], sink: IO[bytes] | None, advance: Callable[[int], None]
-    ) -> None:
-        self._raw = raw
-        self._sink = sink
-        self._advance = advance
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._raw.read(size)
-        if data:
-            if self._sink is not None:
-                self._sink.write(data)
-            self._advance(len(data))
-        return data
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def readable(self) -> bool:
-        return True
 
 
 class _Prefixed:
@@ -129,7 +102,7 @@ def scan_file(
     *,
     dest: str | None = None,
     dest_options: Mapping[str, Any] | None = None,
-    advance: Callable[[int], None] = lambda n: None,
+    advance: Callable[[int], None] | None = None,
     before: ObjectStat | None = None,
 ) -> dict[str, Any]:
     """Read one shard once: stats + schema, optionally copied to ``dest``.
@@ -150,7 +123,7 @@ def scan_file(
     sink = open_write(dest, dest_options) if dest else None
     try:
         with storage_errors(shard.uri):
-            stats = scan_shard(_TeeReader(raw, sink, advance), compression)
+            stats = scan_shard(ProgressReader(raw, advance, sink), compression)
         if sink is not None:
             with storage_errors(dest or ""):
                 sink.close()
@@ -219,16 +192,12 @@ def _scan_in_worker(
             storage_options,
             dest=dest,
             dest_options=storage_options,
-            advance=advance or _ignore,
+            advance=advance,
             before=before,
         )
     except RecordkeeperError as exc:
         # Pickling would drop ``extra`` (offset, reason): send the parts instead.
         return _Failure(type(exc), exc.detail, dict(exc.extra))
-
-
-def _ignore(nbytes: int) -> None:
-    pass
 
 
 def check_allowed(uris: list[str], allowed_roots: list[str]) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from recordkeeper.core.digests import parse_digest
 from recordkeeper.core.errors import InvalidReference
@@ -22,7 +22,7 @@ from recordkeeper.core.refs import parse_reference, validate_alias_name
 from recordkeeper.core.schema import Schema
 from recordkeeper.diff import VersionDiff, diff_versions
 from recordkeeper.http import HttpCore, quote_segment
-from recordkeeper.models import DatasetInfo, DatasetVersion, VerifyReport
+from recordkeeper.models import DatasetInfo, DatasetVersion, TfDatasetOptions
 from recordkeeper.verify import verify_version
 
 if TYPE_CHECKING:
@@ -76,6 +76,7 @@ class Registry:
     # -- reading -----------------------------------------------------------------------------
 
     def datasets(self, prefix: str | None = None, *, limit: int | None = None) -> list[DatasetInfo]:
+        """Every dataset (optionally only names starting with ``prefix``)."""
         return [
             DatasetInfo.from_dict(d)
             for d in self.http.paged("/datasets", {"prefix": prefix}, limit)
@@ -90,6 +91,7 @@ class Registry:
         until: str | datetime.date | None = None,
         limit: int | None = None,
     ) -> list[DatasetVersion]:
+        """Versions of ``dataset`` newest first, without shards (use :meth:`resolve` for those)."""
         validate_dataset_name(dataset)
         params = {"state": state, "since": _date_param(since), "until": _date_param(until)}
         path = f"/datasets/{quote_segment(dataset)}/versions"
@@ -98,6 +100,11 @@ class Registry:
     def resolve(
         self, ref: str, *, expect_digest: str | None = None, shards: bool = True
     ) -> DatasetVersion:
+        """Resolve a reference (``coco@latest``, ``coco@v3``, a name, a digest) to a version.
+
+        ``expect_digest`` (``sha256:…``) makes resolution fail with
+        :class:`~recordkeeper.errors.DigestMismatch` if the content differs from the pin.
+        """
         check_ref(ref)
         if expect_digest is not None:
             expect_digest = parse_digest(expect_digest, "expect_digest")
@@ -109,64 +116,34 @@ class Registry:
         return self.version(data)
 
     def schema(self, ref: str) -> Schema:
+        """The merged schema of a version."""
         check_ref(ref)
         body = self.http.api("GET", f"/versions/{quote_segment(ref.strip())}/schema")
         return Schema.from_dict(body["schema"])
 
     def diff(self, a: str | DatasetVersion, b: str | DatasetVersion) -> VersionDiff:
+        """What changed from version ``a`` to version ``b`` (shards, record counts, schema)."""
         va = a if isinstance(a, DatasetVersion) else self.resolve(a)
         vb = b if isinstance(b, DatasetVersion) else self.resolve(b)
         return diff_versions(va, vb)
 
     # -- what versions ask of the registry that made them (models.VersionServices) -----------
 
-    def verify_version(
-        self,
-        version: DatasetVersion,
-        *,
-        deep: bool,
-        splits: Sequence[str] | None,
-        storage_options: Mapping[str, Any] | None,
-        max_workers: int | None,
-        progress: bool | None,
-    ) -> VerifyReport:
-        return verify_version(
-            version,
-            deep=deep,
-            splits=splits,
-            storage_options=storage_options,
-            max_workers=max_workers,
-            progress=progress,
-        )
+    verify_version = staticmethod(verify_version)
 
     def tf_dataset(
-        self,
-        version: DatasetVersion,
-        split: str,
-        *,
-        verify: Literal["fast", "deep"] | None,
-        num_parallel_reads: int | None,
-        shuffle_files: bool,
-        seed: int | None,
-        storage_options: Mapping[str, Any] | None,
+        self, version: DatasetVersion, split: str, **options: Unpack[TfDatasetOptions]
     ) -> Any:
         # The optional TensorFlow integration sits above this layer: imported on first use, so
         # `import recordkeeper` never loads it (the one exception declared in pyproject.toml).
         from recordkeeper.tf.data import tf_dataset
 
-        return tf_dataset(
-            version,
-            split,
-            verify=verify,
-            num_parallel_reads=num_parallel_reads,
-            shuffle_files=shuffle_files,
-            seed=seed,
-            storage_options=storage_options,
-        )
+        return tf_dataset(version, split, **options)
 
     # -- aliases -----------------------------------------------------------------------------
 
     def set_alias(self, dataset: str, alias: str, ref: str | DatasetVersion) -> dict[str, Any]:
+        """Point ``dataset@alias`` at a committed version; returns the alias record."""
         validate_dataset_name(dataset)
         validate_alias_name(alias)
         target = ref.name if isinstance(ref, DatasetVersion) else ref
@@ -179,14 +156,17 @@ class Registry:
         return result
 
     def aliases(self, dataset: str) -> list[dict[str, Any]]:
+        """Aliases of ``dataset`` (``latest`` included)."""
         validate_dataset_name(dataset)
         return list(self.http.paged(f"/datasets/{quote_segment(dataset)}/aliases"))
 
     def alias_history(self, dataset: str, alias: str) -> list[dict[str, Any]]:
+        """Moves of one alias, newest first."""
         path = f"/datasets/{quote_segment(dataset)}/aliases/{quote_segment(alias)}/history"
         return list(self.http.paged(path))
 
     def delete_alias(self, dataset: str, alias: str) -> None:
+        """Remove the alias ``dataset@alias``."""
         self.http.api(
             "DELETE", f"/datasets/{quote_segment(dataset)}/aliases/{quote_segment(alias)}"
         )
@@ -202,6 +182,7 @@ class Registry:
         root: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> DatasetVersion:
+        """Stage a new version: the service allocates its number, name and storage prefix."""
         validate_dataset_name(dataset)
         body = {
             "desc": desc,
@@ -216,6 +197,11 @@ class Registry:
     def register_shards(
         self, version: str | DatasetVersion, shards: Sequence[Mapping[str, Any]]
     ) -> dict[str, int]:
+        """Register shard records on a staged version, in batches the service accepts.
+
+        Returns the summed ``registered``/``unchanged`` counts and the final ``shard_count``.
+        Registering identical shards again is a no-op, so batches are safe to retry.
+        """
         name = version.name if isinstance(version, DatasetVersion) else version
         per_request = int(self.info().get("max_shards_per_request") or MAX_SHARDS_PER_REQUEST)
         per_request = max(1, min(per_request, MAX_SHARDS_PER_REQUEST))
@@ -236,6 +222,12 @@ class Registry:
     def commit(
         self, version: str | DatasetVersion, *, on_duplicate: OnDuplicate = "error"
     ) -> DatasetVersion:
+        """Commit a staged version (idempotent).
+
+        ``on_duplicate``: ``error`` raises :class:`~recordkeeper.errors.DuplicateContent` when a
+        committed version has the same content, ``use_existing`` answers that version (and
+        abandons the staged one), ``commit`` commits anyway.
+        """
         name = version.name if isinstance(version, DatasetVersion) else version
         data = self.http.api(
             "POST",
@@ -246,6 +238,7 @@ class Registry:
         return self.version(data)
 
     def abandon(self, version: str | DatasetVersion) -> DatasetVersion:
+        """Abandon a staged version (idempotent); committed versions cannot be abandoned."""
         name = version.name if isinstance(version, DatasetVersion) else version
         data = self.http.api("POST", f"/versions/{quote_segment(name)}/abandon", idempotent=True)
         return self.version(data)
@@ -253,6 +246,11 @@ class Registry:
     def deprecate(
         self, ref: str | DatasetVersion, reason: str | None = None, *, force: bool = False
     ) -> DatasetVersion:
+        """Deprecate a version: it stays resolvable by name but leaves ``latest``.
+
+        A version that trained checkpoints raises :class:`~recordkeeper.errors.VersionInUse`
+        unless ``force`` (admin tokens only).
+        """
         target = ref.name if isinstance(ref, DatasetVersion) else ref
         check_ref(target)
         data = self.http.api(

@@ -36,7 +36,7 @@ from typing import IO, Any, Protocol
 from crc32c import crc32c
 
 from recordkeeper import _native
-from recordkeeper.core.errors import CorruptShard, InvalidInput
+from recordkeeper.core.errors import CorruptShard, InvalidInput, InvalidRecord
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shards import COMPRESSIONS, Compression
 from recordkeeper.schema_inference import SchemaInferencer
@@ -50,6 +50,7 @@ __all__ = [
     "iter_records",
     "masked_crc32c",
     "normalize_compression",
+    "record_bytes",
     "scan_shard",
 ]
 
@@ -319,7 +320,7 @@ class TFRecordWriter:
     def write(self, record: bytes) -> None:
         """Append one record (``bytes``, another buffer, or a message with SerializeToString)."""
         if type(record) is not bytes:
-            record = _as_bytes(record)
+            record = record_bytes(record)
         self._batch.append(record)
         self._batch_bytes += len(record)
         if self._batch_bytes >= _BATCH_BYTES:
@@ -395,12 +396,20 @@ class TFRecordWriter:
                 self._owned.close()
 
 
-def _as_bytes(record: Any) -> bytes:
+def record_bytes(record: Any) -> bytes:
+    """A record as bytes: bytes-like objects, or messages with ``SerializeToString``.
+
+    Anything else raises :class:`~recordkeeper.errors.InvalidRecord` (an ``InvalidInput`` that
+    is also a ``TypeError``).
+    """
     if isinstance(record, bytes | bytearray | memoryview):
         return bytes(record)
     serialize = getattr(record, "SerializeToString", None)
     if serialize is None:
-        raise InvalidInput(f"a record must be bytes or a protobuf message, not {type(record)!r}")
+        raise InvalidRecord(
+            f"a record must be bytes or a message with SerializeToString, "
+            f"not {type(record).__name__}"
+        )
     return bytes(serialize())
 
 

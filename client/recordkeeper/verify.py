@@ -26,12 +26,12 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any
+from typing import Any
 
 from recordkeeper._parallel import parallel_map, use_processes
 from recordkeeper.core.errors import CorruptShard, StorageError
 from recordkeeper.models import DatasetVersion, Reason, Shard, ShardProblem, VerifyReport
-from recordkeeper.progress import byte_progress
+from recordkeeper.progress import ProgressReader, byte_progress
 from recordkeeper.storage import open_read, stat_object, storage_errors, url_to_fs
 
 __all__ = ["Reason", "ShardProblem", "VerifyReport", "verify_shards", "verify_version"]
@@ -119,36 +119,6 @@ def _fast_check(shard: Shard, storage_options: Mapping[str, Any] | None) -> Shar
     return None
 
 
-class _CountingReader:
-    """Wraps a binary file and reports bytes read."""
-
-    def __init__(self, raw: IO[bytes], advance: Callable[[int], None]) -> None:
-        self._raw = raw
-        self._advance = advance
-        self.count = 0
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._raw.read(size)
-        self.count += len(data)
-        self._advance(len(data))
-        return data
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def readable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        self._raw.close()
-
-
-def _ignore(nbytes: int) -> None:
-    pass
-
-
 def _deep_check(
     shard: Shard,
     storage_options: Mapping[str, Any] | None,
@@ -162,7 +132,7 @@ def _deep_check(
         if exc.extra.get("reason") == "missing":
             return ShardProblem(shard, "missing", f"object not found: {exc.detail}"), 0
         raise
-    reader = _CountingReader(raw, advance or _ignore)
+    reader = ProgressReader(raw, advance)
     try:
         with storage_errors(shard.uri):
             try:

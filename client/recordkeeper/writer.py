@@ -205,15 +205,6 @@ class _Aborted(Exception):
     pass
 
 
-def _record_bytes(record: Any) -> bytes:
-    """A record as bytes: bytes-like objects, or messages with ``SerializeToString``."""
-    if isinstance(record, (bytes, bytearray, memoryview)):
-        return bytes(record)
-    if hasattr(record, "SerializeToString"):
-        return bytes(record.SerializeToString())
-    raise TypeError(f"write() takes bytes or a tf.train.Example, got {type(record).__name__}")
-
-
 @dataclass
 class _Shard:
     split: str
@@ -226,7 +217,10 @@ class _Shard:
 
 
 class VersionWriter:
-    """Context manager returned by :meth:`Client.writer`; see the module docstring."""
+    """A context manager writing a new version, made by :meth:`Client.writer`.
+
+    ``storage_options`` default to the client's; see the module docstring for the rest.
+    """
 
     def __init__(
         self,
@@ -250,7 +244,9 @@ class VersionWriter:
 
         self.compression = normalize_compression(compression)
         self.shard_size = parse_size(shard_size)
-        self.storage_options = storage_options
+        self.storage_options = (
+            storage_options if storage_options is not None else registry.storage_options
+        )
         self.date = date
         self.force_new = force_new
         self.metadata = metadata
@@ -293,7 +289,11 @@ class VersionWriter:
 
     def write(self, record: Any, split: str = "train") -> None:
         """Append one record (serialized ``bytes`` or a message with ``SerializeToString``)."""
-        data = record if type(record) is bytes else _record_bytes(record)
+        data = record
+        if type(record) is not bytes:
+            from recordkeeper.tfrecord import record_bytes  # not at import: rk stays light
+
+            data = record_bytes(record)
         with self._lock:
             current = self._open.get(split)
             if current is None:

@@ -19,6 +19,7 @@ Exception tree::
     │   ├── InvalidAlias                          invalid_alias
     │   ├── InvalidRequest                        invalid_request
     │   ├── InvalidCheckpoint                     invalid_checkpoint
+    │   ├── InvalidRecord (TypeError)             invalid_record (client side)
     │   └── PayloadTooLarge                       payload_too_large
     ├── NotFound (LookupError)                    404
     │   ├── DatasetNotFound                       dataset_not_found
@@ -73,6 +74,7 @@ __all__ = [
     "InvalidHash",
     "InvalidInput",
     "InvalidName",
+    "InvalidRecord",
     "InvalidReference",
     "InvalidRequest",
     "InvalidShard",
@@ -172,6 +174,15 @@ class InvalidCheckpoint(InvalidInput):
     """A model or checkpoint name, checkpoint reference, role or data entry is malformed."""
 
     code = "invalid_checkpoint"
+
+
+class InvalidRecord(InvalidInput, TypeError):
+    """A record to write is neither bytes-like nor a message with ``SerializeToString``.
+
+    Also a :class:`TypeError`, what ``VersionWriter.write`` raised before it was typed.
+    """
+
+    code = "invalid_record"
 
 
 class PayloadTooLarge(InvalidInput):

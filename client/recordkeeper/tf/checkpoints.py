@@ -96,7 +96,16 @@ def _resolve_data(client: Client, data: Any) -> list[DataUse]:
 
 
 class TrackedCheckpointManager:
-    """A checkpoint manager whose saves are registered with their data and parent.
+    """A wrapped ``tf.train.CheckpointManager`` (or ``SavedModelCheckpointManager``): every save
+    registers the checkpoint with ``data`` and its parent (made as ``rk.tf.track(...)``).
+
+    ``data`` is a role → version mapping (``{"train": v, "eval": "coco@v3"}``), a list of
+    entries, or :class:`~recordkeeper.pinned.PinnedData`; by default the pinned data last loaded
+    with :func:`recordkeeper.load_pinned`.  ``parent`` names a checkpoint of *another* model this
+    one starts from (``parent_kind="initialized_from"``, fine-tuning); a restore from this
+    manager's own directory overrides it.  ``queue`` is where registrations wait while the
+    service is unreachable.  ``step`` maps a checkpoint path to its step (default: the ``-N``
+    suffix of the checkpoint name).
 
     Every attribute not defined here (``directory``, ``checkpoints``, ``latest_checkpoint``,
     ``checkpoint``, ``savedmodels``, ...) is the wrapped manager's.
@@ -275,42 +284,9 @@ def _is_number(value: Any) -> bool:
     return True
 
 
-def track(
-    manager: Any,
-    *,
-    client: Client,
-    model: str,
-    data: Any = None,
-    run: str | None = None,
-    parent: str | CheckpointRef | None = None,
-    parent_kind: ParentKind = "initialized_from",
-    queue: RegistrationQueue | str | Path | None = None,
-    step: Callable[[str], int | None] | None = None,
-    metadata: Mapping[str, Any] | None = None,
-) -> TrackedCheckpointManager:
-    """Wrap a ``tf.train.CheckpointManager`` (or a ``SavedModelCheckpointManager``) so that every
-    save registers the checkpoint with ``data`` and its parent.
-
-    ``data`` is a role → version mapping (``{"train": v, "eval": "coco@v3"}``), a list of
-    entries, or :class:`~recordkeeper.pinned.PinnedData`; by default the pinned data last loaded
-    with :func:`recordkeeper.load_pinned`.  ``parent`` names a checkpoint of *another* model this
-    one starts from (``parent_kind="initialized_from"``, fine-tuning); a restore from this
-    manager's own directory overrides it.  ``queue`` is where registrations wait while the
-    service is unreachable.  ``step`` maps a checkpoint path to its step (default: the ``-N``
-    suffix of the checkpoint name).
-    """
-    return TrackedCheckpointManager(
-        manager,
-        client=client,
-        model=model,
-        data=data,
-        run=run,
-        parent=parent,
-        parent_kind=parent_kind,
-        queue=queue,
-        step=step,
-        metadata=metadata,
-    )
+#: ``rk.tf.track(manager, client=..., model=..., ...)``, the documented spelling: a
+#: :class:`TrackedCheckpointManager` (one signature, one docstring).
+track = TrackedCheckpointManager
 
 
 def make_checkpoint_callback(
