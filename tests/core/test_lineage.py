@@ -10,6 +10,9 @@ from recordkeeper.core.lineage import (
     PARENT_KINDS,
     ROLES,
     CheckpointRef,
+    Consumer,
+    LineageEntry,
+    Segment,
     parse_checkpoint_ref,
     validate_checkpoint_name,
     validate_model_name,
@@ -53,8 +56,6 @@ def test_roles_and_parent_kinds() -> None:
 
 
 def test_consumer_round_trips_through_json() -> None:
-    from recordkeeper.core.lineage import Consumer
-
     child = Consumer("det", "ckpt-2", 2, None, False, (), (), CheckpointRef("det", "ckpt-1"))
     body = child.to_json()
     assert body["ref"] == "det/ckpt-2" and body["parent"] == "det/ckpt-1"
@@ -65,8 +66,6 @@ def test_consumer_round_trips_through_json() -> None:
 
 
 def test_lineage_entry_round_trips_through_json() -> None:
-    from recordkeeper.core.lineage import LineageEntry, Segment
-
     seg = Segment("det", "ckpt-1", 1, 0, ("train",))
     entry = LineageEntry("coco@v1", "coco", 1, None, "committed", "train", ("train",), (seg,))
     assert entry.to_json()["segments"] == [
