@@ -12,7 +12,7 @@ from sqlalchemy import Connection, Insert, Table, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from recordkeeper.core.errors import DatasetNotFound
+from recordkeeper.core.errors import DatasetNotFound, VersionImmutable
 from recordkeeper_service import models as m
 from recordkeeper_service.domain import ShardRecord, VersionRecord
 from recordkeeper_service.repository import convert
@@ -20,6 +20,7 @@ from recordkeeper_service.repository import convert
 __all__ = [
     "PUBLISHED_STATES",
     "dataset_row",
+    "ensure_unpublished",
     "insert_ignoring_conflicts",
     "load_shards",
     "record_event",
@@ -30,6 +31,15 @@ __all__ = [
 
 #: States that resolution by number or alias can see.
 PUBLISHED_STATES = ("committed", "deprecated")
+
+
+def ensure_unpublished(row: m.Version, consequence: str) -> None:
+    """Refuse to change a committed or deprecated version: ``409 version_immutable``.
+
+    The message is ``"<name> is <state>; <consequence>"``.
+    """
+    if row.state in PUBLISHED_STATES:
+        raise VersionImmutable(f"{row.name} is {row.state}; {consequence}", state=row.state)
 
 
 def record_event(

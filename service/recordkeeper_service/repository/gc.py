@@ -22,11 +22,15 @@ from typing import Any
 from sqlalchemy import and_, exists, or_, select
 from sqlalchemy.orm import Session
 
-from recordkeeper.core.errors import Conflict, InvalidRequest, VersionImmutable
+from recordkeeper.core.errors import Conflict, InvalidRequest
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page, iso_timestamp
-from recordkeeper_service.repository.common import PUBLISHED_STATES, record_event
+from recordkeeper_service.repository.common import (
+    PUBLISHED_STATES,
+    ensure_unpublished,
+    record_event,
+)
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, versions_in_use
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.versions import parse_version_ref
@@ -141,10 +145,7 @@ class GcRepository:
         ref = parse_version_ref(version_name)
         with self._db.transaction() as session:
             row = find_version(session, ref, for_update=True)
-            if row.state in PUBLISHED_STATES:
-                raise VersionImmutable(
-                    f"{row.name} is {row.state}; its storage is never collected", state=row.state
-                )
+            ensure_unpublished(row, "its storage is never collected")
             if row.state != "abandoned":
                 raise Conflict(
                     f"{row.name} is {row.state}; abandon it before collecting its storage",
