@@ -11,12 +11,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.lineage import CheckpointRef, Consumer, LineageEntry, Segment
-from recordkeeper_service import models as m
-from recordkeeper_service.models.lineage import CheckpointData
 from recordkeeper_service.repository.lineage import queries
 from recordkeeper_service.repository.lineage.records import (
     ChainLinkRecord,
@@ -26,25 +23,6 @@ from recordkeeper_service.repository.lineage.records import (
 )
 
 __all__ = ["checkpoint_records", "consumer_records", "lineage_record", "refs_of"]
-
-_cd = CheckpointData.__table__
-_v = m.Version.__table__
-_ds = m.Dataset.__table__
-
-_DATA_STMT = (
-    select(
-        _cd.c.checkpoint_id,
-        _v.c.name,
-        _ds.c.name,
-        _v.c.content_digest,
-        _cd.c.role,
-        _cd.c.split,
-    )
-    .select_from(_cd)
-    .join(_v, _v.c.id == _cd.c.version_id)
-    .join(_ds, _ds.c.id == _v.c.dataset_id)
-    .where(_cd.c.checkpoint_id.in_(bindparam("ids", expanding=True)))
-)
 
 
 def _group_data(
@@ -103,8 +81,7 @@ def checkpoint_records(
         return []
     parent_ids = {r.parent_id for r in rows if r.parent_id is not None}
     parents = {pid: str(ref) for pid, ref in refs_of(session, parent_ids).items()}
-    data_rows = session.connection().execute(_DATA_STMT, {"ids": sorted({r.id for r in rows})})
-    data = _group_data(data_rows)
+    data = _group_data(queries.segment_data_rows(session, {r.id for r in rows}))
     return [
         _record(
             r, parents.get(r.parent_id) if r.parent_id is not None else None, data.get(r.id, ())
