@@ -30,6 +30,7 @@ from recordkeeper_service.repository.common import (
     PUBLISHED_STATES,
     ensure_unpublished,
     record_event,
+    state_error,
 )
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, versions_in_use
 from recordkeeper_service.repository.resolve import find_version
@@ -147,10 +148,7 @@ class GcRepository:
             row = find_version(session, ref, for_update=True)
             ensure_unpublished(row, "its storage is never collected")
             if row.state != "abandoned":
-                raise Conflict(
-                    f"{row.name} is {row.state}; abandon it before collecting its storage",
-                    state=row.state,
-                )
+                raise state_error(Conflict, row, "abandon it before collecting its storage")
             # Only committed versions can train checkpoints, but the guard is explicit.
             ensure_not_in_use(session, row)
             if row.collected_at is None:

@@ -25,6 +25,7 @@ from recordkeeper_service.repository.common import (
     ensure_unpublished,
     insert_ignoring_conflicts,
     record_event,
+    state_error,
     table_of,
 )
 from recordkeeper_service.repository.resolve import find_version
@@ -75,10 +76,7 @@ class ShardRepository:
             version = find_version(session, ref, for_update=True)
             ensure_unpublished(version, "its shards can never change")
             if version.state != "staged":
-                raise VersionNotStaged(
-                    f"{version.name} is {version.state}; only staged versions accept shards",
-                    state=version.state,
-                )
+                raise state_error(VersionNotStaged, version, "only staged versions accept shards")
             existing: dict[tuple[str, int], Mapping[str, Any]] = {}
             for row in session.execute(
                 select(*_EXISTING_COLUMNS).where(m.Shard.version_id == version.id)
