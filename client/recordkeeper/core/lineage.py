@@ -84,7 +84,7 @@ def validate_parent_kind(kind: object) -> str:
     return str(kind)
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class CheckpointRef:
     """``coco_detection/ckpt-1234``: a checkpoint of a model."""
 
