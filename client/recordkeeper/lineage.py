@@ -25,7 +25,10 @@ from recordkeeper.core.digests import DIGEST_PREFIX, digest_hex
 from recordkeeper.core.errors import InvalidCheckpoint, InvalidReference
 from recordkeeper.core.lineage import (
     CheckpointRef,
+    Consumer,
+    LineageEntry,
     ParentKind,
+    Segment,
     parse_checkpoint_ref,
     validate_checkpoint_name,
     validate_model_name,
@@ -212,10 +215,7 @@ def normalize_saved_models(value: Any) -> list[SavedModelExport]:
 
 
 # -- values the service answers with -------------------------------------------------------
-
-
-def _tuple(items: Iterable[str] | None) -> tuple[str, ...]:
-    return tuple(items or ())
+# (Consumer, LineageEntry and Segment are the service's own records: recordkeeper.core.lineage.)
 
 
 @dataclass(frozen=True)
@@ -268,57 +268,6 @@ class CheckpointInfo:
 
 
 @dataclass(frozen=True)
-class Segment:
-    """A checkpoint whose own segment used a version (``depth`` 0 = the queried checkpoint)."""
-
-    model: str
-    checkpoint: str
-    step: int | None
-    depth: int
-    splits: tuple[str, ...]
-
-    @property
-    def ref(self) -> CheckpointRef:
-        return CheckpointRef(self.model, self.checkpoint)
-
-
-@dataclass(frozen=True)
-class LineageEntry:
-    """One version (in one role) that trained a checkpoint, and the segments that used it."""
-
-    version: str
-    dataset: str
-    number: int
-    content_digest: str | None
-    state: str
-    role: str
-    splits: tuple[str, ...]
-    segments: tuple[Segment, ...]
-
-    @classmethod
-    def from_dict(cls, body: Mapping[str, Any]) -> LineageEntry:
-        return cls(
-            version=body["version"],
-            dataset=body["dataset"],
-            number=int(body["number"]),
-            content_digest=body.get("content_digest"),
-            state=body["state"],
-            role=body["role"],
-            splits=_tuple(body.get("splits")),
-            segments=tuple(
-                Segment(
-                    model=s["model"],
-                    checkpoint=s["checkpoint"],
-                    step=s.get("step"),
-                    depth=int(s["depth"]),
-                    splits=_tuple(s.get("splits")),
-                )
-                for s in body.get("segments") or ()
-            ),
-        )
-
-
-@dataclass(frozen=True)
 class Lineage:
     """Which data trained a checkpoint: every entry along its complete parent chain.
 
@@ -343,43 +292,7 @@ class Lineage:
         return cls(
             checkpoint=CheckpointInfo.from_dict(body["checkpoint"]),
             chain=tuple(dict(link) for link in body.get("chain") or ()),
-            data=tuple(LineageEntry.from_dict(e) for e in body.get("data") or ()),
-        )
-
-
-@dataclass(frozen=True)
-class Consumer:
-    """A checkpoint downstream of some data.
-
-    ``direct`` is True when its own segment consumed the data (``roles``/``splits`` say how);
-    otherwise it inherited the data from an ancestor (restored or initialised from it).
-    """
-
-    model: str
-    checkpoint: str
-    step: int | None
-    uri: str | None
-    direct: bool
-    roles: tuple[str, ...]
-    splits: tuple[str, ...]
-    parent: CheckpointRef | None
-
-    @property
-    def ref(self) -> CheckpointRef:
-        return CheckpointRef(self.model, self.checkpoint)
-
-    @classmethod
-    def from_dict(cls, body: Mapping[str, Any]) -> Consumer:
-        parent = body.get("parent")
-        return cls(
-            model=body["model"],
-            checkpoint=body["checkpoint"],
-            step=body.get("step"),
-            uri=body.get("uri"),
-            direct=bool(body.get("direct")),
-            roles=_tuple(body.get("roles")),
-            splits=_tuple(body.get("splits")),
-            parent=parse_checkpoint_ref(parent) if parent else None,
+            data=tuple(LineageEntry.from_json(e) for e in body.get("data") or ()),
         )
 
 
@@ -406,7 +319,7 @@ class Consumers:
     def from_dict(cls, body: Mapping[str, Any]) -> Consumers:
         return cls(
             versions=tuple(dict(v) for v in body.get("versions") or ()),
-            checkpoints=tuple(Consumer.from_dict(c) for c in body.get("data") or ()),
+            checkpoints=tuple(Consumer.from_json(c) for c in body.get("data") or ()),
             models=tuple(dict(m) for m in body.get("models") or ()),
             count=int(body.get("count", 0)),
             shards=tuple(dict(s) for s in body.get("shards") or ()),

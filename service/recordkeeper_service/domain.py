@@ -18,6 +18,7 @@ __all__ = [
     "AliasRecord",
     "DatasetRecord",
     "EventRecord",
+    "GcCandidate",
     "Page",
     "RegisterResult",
     "SchemaRecord",
@@ -240,6 +241,32 @@ class EventRecord:
             "dataset": self.dataset,
             "version": self.version,
             "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GcCandidate:
+    """A version whose storage prefix may be (or was) collected."""
+
+    name: str
+    dataset: str
+    state: str
+    created_at: datetime.datetime
+    storage_prefix: str
+    shard_count: int
+    abandoned_at: datetime.datetime | None
+    collected_at: datetime.datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "dataset": self.dataset,
+            "state": self.state,
+            "created_at": iso_timestamp(self.created_at),
+            "storage_prefix": self.storage_prefix,
+            "shard_count": self.shard_count,
+            "abandoned_at": iso_timestamp(self.abandoned_at),
+            "collected_at": iso_timestamp(self.collected_at),
         }
 
 

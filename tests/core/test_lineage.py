@@ -10,6 +10,9 @@ from recordkeeper.core.lineage import (
     PARENT_KINDS,
     ROLES,
     CheckpointRef,
+    Consumer,
+    LineageEntry,
+    Segment,
     parse_checkpoint_ref,
     validate_checkpoint_name,
     validate_model_name,
@@ -50,3 +53,23 @@ def test_roles_and_parent_kinds() -> None:
         assert validate_parent_kind(kind) == kind
     with pytest.raises(InvalidCheckpoint):
         validate_parent_kind("forked_from")
+
+
+def test_consumer_round_trips_through_json() -> None:
+    child = Consumer("det", "ckpt-2", 2, None, False, (), (), CheckpointRef("det", "ckpt-1"))
+    body = child.to_json()
+    assert body["ref"] == "det/ckpt-2" and body["parent"] == "det/ckpt-1"
+    assert Consumer.from_json(body) == child
+    assert child.ref == CheckpointRef("det", "ckpt-2")
+    root = Consumer("det", "ckpt-1", 1, "s3://m/ckpt-1", True, ("train",), ("train",), None)
+    assert root.to_json()["parent"] is None and Consumer.from_json(root.to_json()) == root
+
+
+def test_lineage_entry_round_trips_through_json() -> None:
+    seg = Segment("det", "ckpt-1", 1, 0, ("train",))
+    entry = LineageEntry("coco@v1", "coco", 1, None, "committed", "train", ("train",), (seg,))
+    assert entry.to_json()["segments"] == [
+        {"model": "det", "checkpoint": "ckpt-1", "step": 1, "depth": 0, "splits": ["train"]}
+    ]
+    assert LineageEntry.from_json(entry.to_json()) == entry
+    assert seg.ref == CheckpointRef("det", "ckpt-1")

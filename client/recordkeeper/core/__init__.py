@@ -17,7 +17,8 @@ module            rule
 ``canonical``     canonical JSON bytes (what digests hash)
 ``schema``        the feature schema model (inference and export live outside the core)
 ``roots``         storage URI normalisation and the allowed-roots check
-``lineage``       model/checkpoint names, ``model/ckpt-N`` references, roles, parent kinds
+``lineage``       model/checkpoint names, ``model/ckpt-N`` references, roles, parent kinds;
+                  the lineage answers both sides share (consumer, lineage entry, segment)
 ``limits``        text and number limits (64-bit bounds, shard counts, lengths)
 ``version``       the package version
 ================  ==========================================================================

@@ -1,15 +1,17 @@
 """The lineage grammar: model and checkpoint names, ``model/checkpoint`` references, roles and
-parent kinds.
+parent kinds; and the lineage answers both sides share (:class:`Consumer`, :class:`Segment`,
+:class:`LineageEntry`).
 
 Shared by the client (``register_checkpoint``, ``lineage``) and the service (validation and the
-database's check constraints).
+database's check constraints; the records it answers with).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 from recordkeeper.core.errors import InvalidCheckpoint
 from recordkeeper.core.limits import MAX_CHECKPOINT_NAME_LENGTH, MAX_MODEL_NAME_LENGTH
@@ -18,7 +20,10 @@ __all__ = [
     "PARENT_KINDS",
     "ROLES",
     "CheckpointRef",
+    "Consumer",
+    "LineageEntry",
     "ParentKind",
+    "Segment",
     "parse_checkpoint_ref",
     "validate_checkpoint_name",
     "validate_model_name",
@@ -79,7 +84,7 @@ def validate_parent_kind(kind: object) -> str:
     return str(kind)
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class CheckpointRef:
     """``coco_detection/ckpt-1234``: a checkpoint of a model."""
 
@@ -101,3 +106,139 @@ def parse_checkpoint_ref(text: str | CheckpointRef) -> CheckpointRef:
         )
     model, _, name = text.strip().partition("/")
     return CheckpointRef(validate_model_name(model), validate_checkpoint_name(name))
+
+
+# -- lineage answers -------------------------------------------------------------------------
+#
+# The service builds these by the thousand per request straight from database rows (which the
+# schema already guarantees), so they are named tuples constructed positionally, without
+# validation: a frozen dataclass costs three times as much to construct.  ``to_json`` gives the
+# shape documented in docs/rest-api.md ("Lineage"); ``from_json`` reads it back (the client).
+
+
+def _strings(items: Iterable[str] | None) -> tuple[str, ...]:
+    return tuple(items or ())
+
+
+def _ref_text(ref: CheckpointRef | None) -> str | None:
+    return None if ref is None else f"{ref.model}/{ref.checkpoint}"
+
+
+class Segment(NamedTuple):
+    """A checkpoint whose own segment used a version (``depth`` 0 = the queried checkpoint)."""
+
+    model: str
+    checkpoint: str
+    step: int | None
+    depth: int
+    splits: tuple[str, ...]
+
+    @property
+    def ref(self) -> CheckpointRef:
+        return CheckpointRef(self.model, self.checkpoint)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "checkpoint": self.checkpoint,
+            "step": self.step,
+            "depth": self.depth,
+            "splits": list(self.splits),
+        }
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Segment:
+        return cls(
+            body["model"],
+            body["checkpoint"],
+            body.get("step"),
+            int(body["depth"]),
+            _strings(body.get("splits")),
+        )
+
+
+class LineageEntry(NamedTuple):
+    """One version (in one role) that trained a checkpoint, and the segments that used it."""
+
+    version: str
+    dataset: str
+    number: int
+    content_digest: str | None
+    state: str
+    role: str
+    splits: tuple[str, ...]
+    segments: tuple[Segment, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "dataset": self.dataset,
+            "number": self.number,
+            "content_digest": self.content_digest,
+            "state": self.state,
+            "role": self.role,
+            "splits": list(self.splits),
+            "segments": [s.to_json() for s in self.segments],
+        }
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> LineageEntry:
+        return cls(
+            body["version"],
+            body["dataset"],
+            int(body["number"]),
+            body.get("content_digest"),
+            body["state"],
+            body["role"],
+            _strings(body.get("splits")),
+            tuple(Segment.from_json(s) for s in body.get("segments") or ()),
+        )
+
+
+class Consumer(NamedTuple):
+    """A checkpoint downstream of some data.
+
+    ``direct`` is True when its own segment consumed the data (``roles``/``splits`` say how);
+    otherwise it inherited the data from an ancestor (restored or initialised from it).
+    ``parent`` is the checkpoint it was restored or initialised from, if any.
+    """
+
+    model: str
+    checkpoint: str
+    step: int | None
+    uri: str | None
+    direct: bool
+    roles: tuple[str, ...]
+    splits: tuple[str, ...]
+    parent: CheckpointRef | None
+
+    @property
+    def ref(self) -> CheckpointRef:
+        return CheckpointRef(self.model, self.checkpoint)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "checkpoint": self.checkpoint,
+            "ref": f"{self.model}/{self.checkpoint}",
+            "step": self.step,
+            "uri": self.uri,
+            "direct": self.direct,
+            "roles": list(self.roles),
+            "splits": list(self.splits),
+            "parent": _ref_text(self.parent),
+        }
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Consumer:
+        parent = body.get("parent")
+        return cls(
+            body["model"],
+            body["checkpoint"],
+            body.get("step"),
+            body.get("uri"),
+            bool(body.get("direct")),
+            _strings(body.get("roles")),
+            _strings(body.get("splits")),
+            parse_checkpoint_ref(parent) if parent else None,
+        )

@@ -18,7 +18,7 @@ from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import AliasMove, AliasRecord, Page
 from recordkeeper_service.repository import convert
-from recordkeeper_service.repository.common import dataset_row, record_event
+from recordkeeper_service.repository.common import dataset_row, record_event, state_error
 from recordkeeper_service.repository.resolve import find_version
 
 __all__ = ["AliasRepository"]
@@ -49,10 +49,8 @@ class AliasRepository:
             ds = dataset_row(session, dataset, for_update=True)
             version = find_version(session, ref, published_only=True)
             if version.state != "committed":
-                raise VersionNotFound(
-                    f"{version.name} is {version.state}; aliases can only be moved to committed "
-                    "versions",
-                    state=version.state,
+                raise state_error(
+                    VersionNotFound, version, "aliases can only be moved to committed versions"
                 )
             row = session.scalars(
                 select(m.Alias).where(m.Alias.dataset_id == ds.id, m.Alias.name == alias)

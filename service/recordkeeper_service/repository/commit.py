@@ -30,7 +30,7 @@ from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import VersionRecord
 from recordkeeper_service.repository import convert
-from recordkeeper_service.repository.common import record_event, version_view
+from recordkeeper_service.repository.common import PUBLISHED_STATES, record_event, version_view
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.shards import store_schemas
 from recordkeeper_service.repository.versions import parse_version_ref
@@ -64,7 +64,7 @@ class CommitRepository:
                 select(m.Dataset.id).where(m.Dataset.name == ref.dataset).with_for_update()
             )
             version = find_version(session, ref, for_update=True)
-            if version.state in ("committed", "deprecated"):
+            if version.state in PUBLISHED_STATES:
                 return version_view(session, version, ref.dataset)
             if version.state == "abandoned":
                 if version.duplicate_of_id is not None and on_duplicate == "use_existing":

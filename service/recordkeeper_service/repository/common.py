@@ -12,7 +12,7 @@ from sqlalchemy import Connection, Insert, Table, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from recordkeeper.core.errors import DatasetNotFound
+from recordkeeper.core.errors import DatasetNotFound, RecordkeeperError, VersionImmutable
 from recordkeeper_service import models as m
 from recordkeeper_service.domain import ShardRecord, VersionRecord
 from recordkeeper_service.repository import convert
@@ -20,9 +20,11 @@ from recordkeeper_service.repository import convert
 __all__ = [
     "PUBLISHED_STATES",
     "dataset_row",
+    "ensure_unpublished",
     "insert_ignoring_conflicts",
     "load_shards",
     "record_event",
+    "state_error",
     "table_of",
     "version_names",
     "version_view",
@@ -30,6 +32,19 @@ __all__ = [
 
 #: States that resolution by number or alias can see.
 PUBLISHED_STATES = ("committed", "deprecated")
+
+
+def state_error(
+    error: type[RecordkeeperError], row: m.Version, consequence: str
+) -> RecordkeeperError:
+    """``error`` for a version in the wrong state: ``"<name> is <state>; <consequence>"``."""
+    return error(f"{row.name} is {row.state}; {consequence}", state=row.state)
+
+
+def ensure_unpublished(row: m.Version, consequence: str) -> None:
+    """Refuse to change a committed or deprecated version: ``409 version_immutable``."""
+    if row.state in PUBLISHED_STATES:
+        raise state_error(VersionImmutable, row, consequence)
 
 
 def record_event(

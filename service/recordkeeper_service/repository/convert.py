@@ -13,6 +13,7 @@ from recordkeeper_service.domain import (
     AliasRecord,
     DatasetRecord,
     EventRecord,
+    GcCandidate,
     ShardRecord,
     TokenRecord,
     VersionRecord,
@@ -23,6 +24,7 @@ __all__ = [
     "VERSION_COLUMNS",
     "dataset_record",
     "event_record",
+    "gc_candidate",
     "shard_records",
     "token_record",
     "version_record",
@@ -123,6 +125,19 @@ def event_record(row: m.AuditEvent) -> EventRecord:
         dataset=row.dataset,
         version=row.version,
         detail=dict(row.detail or {}),
+    )
+
+
+def gc_candidate(row: m.Version, dataset: str) -> GcCandidate:
+    return GcCandidate(
+        name=row.name,
+        dataset=dataset,
+        state=row.state,
+        created_at=row.created_at,
+        storage_prefix=row.storage_prefix,
+        shard_count=row.shard_count,
+        abandoned_at=row.abandoned_at,
+        collected_at=row.collected_at,
     )
 
 

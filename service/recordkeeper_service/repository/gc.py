@@ -16,17 +16,22 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import and_, exists, or_, select
 from sqlalchemy.orm import Session
 
-from recordkeeper.core.errors import Conflict, InvalidRequest, VersionImmutable
+from recordkeeper.core.errors import Conflict, InvalidRequest
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
-from recordkeeper_service.domain import Page, iso_timestamp
-from recordkeeper_service.repository.common import PUBLISHED_STATES, record_event
+from recordkeeper_service.domain import GcCandidate, Page
+from recordkeeper_service.repository import convert
+from recordkeeper_service.repository.common import (
+    PUBLISHED_STATES,
+    ensure_unpublished,
+    record_event,
+    state_error,
+)
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, versions_in_use
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.versions import parse_version_ref
@@ -36,45 +41,6 @@ __all__ = ["DEFAULT_STAGED_OLDER_THAN", "GcCandidate", "GcRepository"]
 #: Staged versions older than this (seconds) are candidates unless told otherwise.
 DEFAULT_STAGED_OLDER_THAN = 86400
 _CHUNK = 500
-
-
-@dataclass(frozen=True)
-class GcCandidate:
-    """A version whose storage prefix may be (or was) collected."""
-
-    name: str
-    dataset: str
-    state: str
-    created_at: datetime.datetime
-    storage_prefix: str
-    shard_count: int
-    abandoned_at: datetime.datetime | None
-    collected_at: datetime.datetime | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "dataset": self.dataset,
-            "state": self.state,
-            "created_at": iso_timestamp(self.created_at),
-            "storage_prefix": self.storage_prefix,
-            "shard_count": self.shard_count,
-            "abandoned_at": iso_timestamp(self.abandoned_at),
-            "collected_at": iso_timestamp(self.collected_at),
-        }
-
-
-def _candidate(row: m.Version, dataset: str) -> GcCandidate:
-    return GcCandidate(
-        name=row.name,
-        dataset=dataset,
-        state=row.state,
-        created_at=row.created_at,
-        storage_prefix=row.storage_prefix,
-        shard_count=row.shard_count,
-        abandoned_at=row.abandoned_at,
-        collected_at=row.collected_at,
-    )
 
 
 def _in_use(session: Session, ids: Sequence[int]) -> set[int]:
@@ -126,7 +92,7 @@ class GcRepository:
             # Explicit even though only committed versions can train checkpoints.
             in_use = _in_use(session, [row.id for row, _ in rows])
             kept = [
-                _candidate(row, dataset)
+                convert.gc_candidate(row, dataset)
                 for row, dataset in rows
                 if row.id not in in_use
                 and row.state not in PUBLISHED_STATES
@@ -141,15 +107,9 @@ class GcRepository:
         ref = parse_version_ref(version_name)
         with self._db.transaction() as session:
             row = find_version(session, ref, for_update=True)
-            if row.state in PUBLISHED_STATES:
-                raise VersionImmutable(
-                    f"{row.name} is {row.state}; its storage is never collected", state=row.state
-                )
+            ensure_unpublished(row, "its storage is never collected")
             if row.state != "abandoned":
-                raise Conflict(
-                    f"{row.name} is {row.state}; abandon it before collecting its storage",
-                    state=row.state,
-                )
+                raise state_error(Conflict, row, "abandon it before collecting its storage")
             # Only committed versions can train checkpoints, but the guard is explicit.
             ensure_not_in_use(session, row)
             if row.collected_at is None:
@@ -168,4 +128,4 @@ class GcRepository:
                     **detail,
                 )
                 session.flush()
-            return _candidate(row, ref.dataset)
+            return convert.gc_candidate(row, ref.dataset)

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
-from recordkeeper.core.errors import InvalidShard, ShardConflict, VersionImmutable, VersionNotStaged
+from recordkeeper.core.errors import InvalidShard, ShardConflict, VersionNotStaged
 from recordkeeper.core.roots import AllowedRoots
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shards import CONTENT_FIELDS
@@ -22,8 +22,10 @@ from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import RegisterResult
 from recordkeeper_service.repository.common import (
+    ensure_unpublished,
     insert_ignoring_conflicts,
     record_event,
+    state_error,
     table_of,
 )
 from recordkeeper_service.repository.resolve import find_version
@@ -72,16 +74,9 @@ class ShardRepository:
         valid, schemas = validate_shards(shards, self._roots)
         with self._db.transaction() as session:
             version = find_version(session, ref, for_update=True)
-            if version.state in ("committed", "deprecated"):
-                raise VersionImmutable(
-                    f"{version.name} is {version.state}; its shards can never change",
-                    state=version.state,
-                )
+            ensure_unpublished(version, "its shards can never change")
             if version.state != "staged":
-                raise VersionNotStaged(
-                    f"{version.name} is {version.state}; only staged versions accept shards",
-                    state=version.state,
-                )
+                raise state_error(VersionNotStaged, version, "only staged versions accept shards")
             existing: dict[tuple[str, int], Mapping[str, Any]] = {}
             for row in session.execute(
                 select(*_EXISTING_COLUMNS).where(m.Shard.version_id == version.id)

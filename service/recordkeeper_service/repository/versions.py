@@ -19,7 +19,6 @@ from recordkeeper.core.errors import (
     DigestMismatch,
     InvalidRequest,
     InvalidVersionName,
-    VersionImmutable,
 )
 from recordkeeper.core.limits import MAX_REASON_LENGTH
 from recordkeeper.core.naming import (
@@ -40,6 +39,7 @@ from recordkeeper_service.repository.cache import VersionCache
 from recordkeeper_service.repository.common import (
     PUBLISHED_STATES,
     dataset_row,
+    ensure_unpublished,
     load_shards,
     record_event,
     version_names,
@@ -326,11 +326,7 @@ class VersionRepository:
         ref = parse_version_ref(version_name)
         with self._db.transaction() as session:
             row = find_version(session, ref, for_update=True)
-            if row.state in ("committed", "deprecated"):
-                raise VersionImmutable(
-                    f"{row.name} is {row.state}; only staged versions can be abandoned",
-                    state=row.state,
-                )
+            ensure_unpublished(row, "only staged versions can be abandoned")
             if row.state == "staged":
                 row.state = "abandoned"
                 row.abandoned_at = m.utcnow()

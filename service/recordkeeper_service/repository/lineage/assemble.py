@@ -11,42 +11,18 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from recordkeeper_service import models as m
-from recordkeeper_service.models.lineage import CheckpointData
+from recordkeeper.core.lineage import CheckpointRef, Consumer, LineageEntry, Segment
 from recordkeeper_service.repository.lineage import queries
 from recordkeeper_service.repository.lineage.records import (
     ChainLinkRecord,
     CheckpointRecord,
-    ConsumerRecord,
     DataRecord,
-    LineageEntryRecord,
     LineageRecord,
-    SegmentRecord,
 )
 
-__all__ = ["checkpoint_records", "consumer_records", "lineage_record", "names_of"]
-
-_cd = CheckpointData.__table__
-_v = m.Version.__table__
-_ds = m.Dataset.__table__
-
-_DATA_STMT = (
-    select(
-        _cd.c.checkpoint_id,
-        _v.c.name,
-        _ds.c.name,
-        _v.c.content_digest,
-        _cd.c.role,
-        _cd.c.split,
-    )
-    .select_from(_cd)
-    .join(_v, _v.c.id == _cd.c.version_id)
-    .join(_ds, _ds.c.id == _v.c.dataset_id)
-    .where(_cd.c.checkpoint_id.in_(bindparam("ids", expanding=True)))
-)
+__all__ = ["checkpoint_records", "consumer_records", "lineage_record", "refs_of"]
 
 
 def _group_data(
@@ -70,9 +46,11 @@ def _sorted(items: set[str]) -> tuple[str, ...]:
     return tuple(items) if len(items) == 1 else tuple(sorted(items))
 
 
-def names_of(session: Session, ids: Iterable[int]) -> dict[int, str]:
+def refs_of(session: Session, ids: Iterable[int]) -> dict[int, CheckpointRef]:
     """``model/checkpoint`` of each checkpoint id."""
-    return {r.id: f"{r.model}/{r.checkpoint}" for r in queries.checkpoint_rows(session, ids)}
+    return {
+        r.id: CheckpointRef(r.model, r.checkpoint) for r in queries.checkpoint_rows(session, ids)
+    }
 
 
 def _record(
@@ -101,9 +79,9 @@ def checkpoint_records(
     """Records for checkpoint rows: one query for parent names, one for every segment's data."""
     if not rows:
         return []
-    parents = names_of(session, {r.parent_id for r in rows if r.parent_id is not None})
-    data_rows = session.connection().execute(_DATA_STMT, {"ids": sorted({r.id for r in rows})})
-    data = _group_data(data_rows)
+    parent_ids = {r.parent_id for r in rows if r.parent_id is not None}
+    parents = {pid: str(ref) for pid, ref in refs_of(session, parent_ids).items()}
+    data = _group_data(queries.segment_data_rows(session, {r.id for r in rows}))
     return [
         _record(
             r, parents.get(r.parent_id) if r.parent_id is not None else None, data.get(r.id, ())
@@ -159,16 +137,14 @@ def lineage_record(start: queries.CheckpointRow, rows: Sequence[queries.ChainRow
                 entry[3] = depth
         if cid == start_id:
             own.append((cid, version, dataset, r.content_digest, role, split))
-    segment_cache: dict[tuple[int, tuple[str, ...]], SegmentRecord] = {}
+    segment_cache: dict[tuple[int, tuple[str, ...]], Segment] = {}
 
-    def segment(cid: int, splits: set[str]) -> SegmentRecord:
+    def segment(cid: int, splits: set[str]) -> Segment:
         names = _sorted(splits)
         found = segment_cache.get((cid, names))
         if found is None:
             node = nodes[cid]
-            found = SegmentRecord(
-                node.model, node.checkpoint, node.step, depth_of.get(cid, -1), names
-            )
+            found = Segment(node.model, node.checkpoint, node.step, depth_of.get(cid, -1), names)
             segment_cache[(cid, names)] = found
         return found
 
@@ -178,7 +154,7 @@ def lineage_record(start: queries.CheckpointRow, rows: Sequence[queries.ChainRow
     ):
         if len(segments) == 1:
             ((cid, seg_splits),) = segments.items()
-            segs: tuple[SegmentRecord, ...] = (segment(cid, seg_splits),)
+            segs: tuple[Segment, ...] = (segment(cid, seg_splits),)
         else:
             segs = tuple(
                 segment(cid, seg_splits)
@@ -187,7 +163,7 @@ def lineage_record(start: queries.CheckpointRow, rows: Sequence[queries.ChainRow
                 )
             )
         data.append(
-            LineageEntryRecord(
+            LineageEntry(
                 first.version,
                 first.dataset,
                 first.number or 0,
@@ -199,7 +175,7 @@ def lineage_record(start: queries.CheckpointRow, rows: Sequence[queries.ChainRow
             )
         )
     parent = None
-    if start.parent_id is not None and start.parent_id in nodes:
+    if start.parent_id in nodes:
         p = nodes[start.parent_id]
         parent = f"{p.model}/{p.checkpoint}"
     record = _record(start, parent, _group_data(own).get(start.id, ()))
@@ -210,16 +186,17 @@ def consumer_records(
     session: Session,
     direct: Sequence[queries.ConsumerRow],
     below: Sequence[queries.DescendantRow] = (),
-) -> tuple[ConsumerRecord, ...]:
+) -> tuple[Consumer, ...]:
     """Merge direct consumers (one row per edge) and their descendants into records.
 
     Ordered by model, step, checkpoint.  Runs on ~5,000 rows per call at benchmark scale, so
-    inherited checkpoints take a short path (no edges to group).
+    inherited checkpoints take a short path (no edges to group), and each parent's reference is
+    built once.
     """
     roles: dict[int, set[str]] = defaultdict(set)
     splits: dict[int, set[str]] = defaultdict(set)
     base: dict[int, Any] = {}
-    names: dict[int, str] = {}
+    parents: dict[int, CheckpointRef] = {}
     for r in direct:
         cid = r.checkpoint_id
         base.setdefault(cid, r)
@@ -227,25 +204,32 @@ def consumer_records(
             roles[cid].add(r.role)
         if r.split is not None:
             splits[cid].add(r.split)
-        if r.parent_id is not None and r.parent_model is not None:
-            names[r.parent_id] = f"{r.parent_model}/{r.parent_checkpoint}"
+        pid, parent_model, parent_checkpoint = r.parent_id, r.parent_model, r.parent_checkpoint
+        if pid is not None and pid not in parents and parent_model and parent_checkpoint:
+            parents[pid] = CheckpointRef(parent_model, parent_checkpoint)
     for b in below:
         if b.checkpoint_id not in base:
             base[b.checkpoint_id] = b
-    for cid, r in base.items():
-        names[cid] = f"{r.model}/{r.checkpoint}"
-    missing = {r.parent_id for r in base.values() if r.parent_id is not None} - set(names)
-    names.update(names_of(session, missing))
+    missing: set[int] = set()
+    for r in base.values():
+        pid = r.parent_id
+        if pid is not None and pid not in parents:
+            p = base.get(pid)
+            if p is None:
+                missing.add(pid)
+            else:
+                parents[pid] = CheckpointRef(p.model, p.checkpoint)
+    parents.update(refs_of(session, missing))
     ordered = sorted(
         base.values(), key=lambda r: (r.model, -1 if r.step is None else r.step, r.checkpoint)
     )
     records = []
     for r in ordered:
         cid = r.checkpoint_id
-        parent = names.get(r.parent_id) if r.parent_id is not None else None
+        parent = parents.get(r.parent_id) if r.parent_id is not None else None
         if cid in roles:
             records.append(
-                ConsumerRecord(
+                Consumer(
                     r.model,
                     r.checkpoint,
                     r.step,
@@ -257,7 +241,5 @@ def consumer_records(
                 )
             )
         else:
-            records.append(
-                ConsumerRecord(r.model, r.checkpoint, r.step, r.uri, False, (), (), parent)
-            )
+            records.append(Consumer(r.model, r.checkpoint, r.step, r.uri, False, (), (), parent))
     return tuple(records)

@@ -43,6 +43,7 @@ __all__ = [
     "descendants",
     "direct_consumers",
     "in_use",
+    "segment_data_rows",
     "upstream_rows",
 ]
 
@@ -166,6 +167,31 @@ def checkpoint_rows(session: Session, ids: Iterable[int]) -> list[CheckpointRow]
         return []
     rows = _conn(session).execute(_by_ids_stmt(), {"ids": wanted})
     return [CheckpointRow._make(row) for row in rows]
+
+
+@functools.cache
+def _segment_data_stmt() -> Select[Any]:
+    return (
+        select(
+            _cd.c.checkpoint_id,
+            _v.c.name,
+            _ds.c.name,
+            _v.c.content_digest,
+            _cd.c.role,
+            _cd.c.split,
+        )
+        .select_from(_cd)
+        .join(_v, _v.c.id == _cd.c.version_id)
+        .join(_ds, _ds.c.id == _v.c.dataset_id)
+        .where(_cd.c.checkpoint_id.in_(bindparam("ids", expanding=True)))
+    )
+
+
+def segment_data_rows(
+    session: Session, ids: Iterable[int]
+) -> Iterable[tuple[int, str, str, str | None, str, str]]:
+    """(checkpoint id, version, dataset, content digest, role, split) of the segments of ``ids``."""
+    return _conn(session).execute(_segment_data_stmt(), {"ids": sorted(set(ids))})
 
 
 @functools.cache

@@ -1,8 +1,10 @@
 """Immutable lineage results the repository returns and the routes serialise.
 
 Each ``to_json()`` gives exactly the shape documented in docs/rest-api.md ("Lineage").  Records
-built by the thousand per request (entries, segments, consumers) are named tuples: a frozen
-dataclass costs twice as much to construct, which shows at ~1,000 entries per upstream answer.
+built by the thousand per request are named tuples: a frozen dataclass costs twice as much to
+construct, which shows at ~1,000 entries per upstream answer.  The ones the client reads back
+as they are (:class:`~recordkeeper.core.lineage.LineageEntry` with its segments,
+:class:`~recordkeeper.core.lineage.Consumer`) live in :mod:`recordkeeper.core.lineage`.
 """
 
 from __future__ import annotations
@@ -12,18 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from recordkeeper.core.lineage import Consumer, LineageEntry
 from recordkeeper_service.domain import iso_timestamp
 
 __all__ = [
     "CheckpointRecord",
-    "ConsumerRecord",
     "ConsumersRecord",
     "DataRecord",
     "GraphRecord",
-    "LineageEntryRecord",
     "LineageRecord",
     "ModelRecord",
-    "SegmentRecord",
 ]
 
 
@@ -101,48 +101,6 @@ class ModelRecord:
         }
 
 
-class SegmentRecord(NamedTuple):
-    """A checkpoint along the chain whose own segment used a version."""
-
-    model: str
-    checkpoint: str
-    step: int | None
-    depth: int
-    splits: tuple[str, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "checkpoint": self.checkpoint,
-            "step": self.step,
-            "depth": self.depth,
-            "splits": list(self.splits),
-        }
-
-
-class LineageEntryRecord(NamedTuple):
-    version: str
-    dataset: str
-    number: int
-    content_digest: str | None
-    state: str
-    role: str
-    splits: tuple[str, ...]
-    segments: tuple[SegmentRecord, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "dataset": self.dataset,
-            "number": self.number,
-            "content_digest": self.content_digest,
-            "state": self.state,
-            "role": self.role,
-            "splits": list(self.splits),
-            "segments": [s.to_json() for s in self.segments],
-        }
-
-
 class ChainLinkRecord(NamedTuple):
     model: str
     checkpoint: str
@@ -168,7 +126,7 @@ class LineageRecord:
 
     checkpoint: CheckpointRecord
     chain: tuple[ChainLinkRecord, ...]
-    data: tuple[LineageEntryRecord, ...]
+    data: tuple[LineageEntry, ...]
 
     @property
     def versions(self) -> list[str]:
@@ -183,40 +141,12 @@ class LineageRecord:
         }
 
 
-class ConsumerRecord(NamedTuple):
-    model: str
-    checkpoint: str
-    step: int | None
-    uri: str | None
-    direct: bool
-    roles: tuple[str, ...]
-    splits: tuple[str, ...]
-    parent: str | None
-
-    @property
-    def ref(self) -> str:
-        return f"{self.model}/{self.checkpoint}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "checkpoint": self.checkpoint,
-            "ref": self.ref,
-            "step": self.step,
-            "uri": self.uri,
-            "direct": self.direct,
-            "roles": list(self.roles),
-            "splits": list(self.splits),
-            "parent": self.parent,
-        }
-
-
 @dataclass(frozen=True, slots=True)
 class ConsumersRecord:
     """Checkpoints downstream of some versions (or of one shard's registrations)."""
 
     versions: tuple[Mapping[str, Any], ...]
-    checkpoints: tuple[ConsumerRecord, ...]
+    checkpoints: tuple[Consumer, ...]
     shards: tuple[Mapping[str, Any], ...] = ()
 
     def models(self) -> list[dict[str, Any]]:
