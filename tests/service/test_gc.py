@@ -196,6 +196,9 @@ def test_claims(client: TestClient, database_url: str) -> None:
     assert claimed["actor"] == "anonymous"
     assert claimed["detail"]["storage_prefix"] == stale["storage_prefix"]
 
+    for beyond_the_calendar in (76502951884, 2**63 - 1):
+        assert claim(client, staged_older_than=beyond_the_calendar) == []
+    error(client.post(CLAIMS, json={"staged_older_than": 2**63}), 422, "invalid_request")
     error(client.post(CLAIMS, json={"staged_older_than": -1}), 422, "invalid_request")
     error(client.post(CLAIMS, json={"limit": 0}), 422, "invalid_request")
     error(client.post(CLAIMS, json={"limit": 1001}), 422, "invalid_request")
