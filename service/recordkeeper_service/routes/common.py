@@ -19,7 +19,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Generic, TypeVar
 
 import orjson
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
+from pydantic_core import PydanticCustomError
+
+from recordkeeper.core.limits import invalid_text_at
 
 __all__ = [
     "AUTHENTICATED",
@@ -50,9 +53,31 @@ JsonObject = Annotated[dict[str, Any], AfterValidator(_renderable)]
 
 
 class InModel(BaseModel):
-    """Request bodies: unknown fields are ignored (forward compatible clients)."""
+    """Request bodies: the one text and type policy of the boundary.
 
-    model_config = ConfigDict(extra="ignore")
+    * Unknown fields are ignored (forward compatible clients).
+    * Every string and key anywhere in the body, free-form JSON included, is valid Unicode
+      text: a lone surrogate (JSON ``"\\ud800"``) refuses the whole body with
+      ``422 invalid_request`` naming where it is, before any field is looked at, so nothing
+      that cannot be stored or rendered back reaches a repository.
+    * Types are strict: an ``int`` field takes a JSON integer only (not ``0.0``, ``false`` or
+      ``"0"``), a ``str`` field a JSON string only, a ``bool`` field ``true``/``false`` only.
+    """
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_is_unicode(cls, data: Any) -> Any:
+        # Runs on the outermost model first, over the whole body; nested models see clean text.
+        where = invalid_text_at(data)
+        if where is not None:
+            raise PydanticCustomError(
+                "invalid_text",
+                "{where}: text is not valid Unicode (a lone surrogate such as \\ud800)",
+                {"where": where},
+            )
+        return data
 
 
 class OutModel(BaseModel):
