@@ -18,19 +18,19 @@ import re
 from collections.abc import Mapping
 
 __all__ = [
-    "MAX_DECIMAL_DIGITS",
-    "MAX_REFERENCE_LENGTH",
-    "MAX_SAVED_MODEL_NAME_LENGTH",
-    "MAX_TEXT_LENGTH",
     "MAX_CHECKPOINT_NAME_LENGTH",
     "MAX_DATASET_NAME_LENGTH",
+    "MAX_DECIMAL_DIGITS",
     "MAX_DESCRIPTION_LENGTH",
     "MAX_DESC_LENGTH",
     "MAX_INT64",
     "MAX_MODEL_NAME_LENGTH",
     "MAX_REASON_LENGTH",
+    "MAX_REFERENCE_LENGTH",
+    "MAX_SAVED_MODEL_NAME_LENGTH",
     "MAX_SHARDS_PER_REQUEST",
     "MAX_SHARD_COUNT",
+    "MAX_TEXT_LENGTH",
     "MAX_URI_LENGTH",
     "MIN_INT64",
     "invalid_text_at",
@@ -73,7 +73,7 @@ def parse_decimal(digits: str, *, maximum: int = MAX_INT64) -> int | None:
     """``int(digits)`` for ASCII decimal digits within ``0..maximum``; None otherwise.
 
     The length is checked before the conversion (a 5,000-digit string never reaches ``int``),
-    and only ASCII ``0-9`` count as digits (``int("١")`` would accept Arabic-Indic digits).
+    and only ASCII ``0-9`` count as digits (``int("\\u0661")`` would accept an Arabic-Indic one).
     """
     if not isinstance(digits, str) or len(digits) > MAX_DECIMAL_DIGITS:
         return None
