@@ -15,6 +15,7 @@ import http.client
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -46,6 +47,17 @@ class Http:
 
     def close(self) -> None:
         self.conn.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def live_service(
+    request: pytest.FixtureRequest, live_service_factory: Callable[..., LiveService]
+) -> LiveService:
+    """The service on SQLite and on PostgreSQL (where the poisoned rows were found)."""
+    if request.param == "postgresql":
+        url = request.getfixturevalue("postgres_database_url")
+        return live_service_factory(database_url=url)
+    return live_service_factory()
 
 
 @pytest.fixture
