@@ -16,10 +16,17 @@ shards are validated and serialised once, not per request (see ``routes/versions
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Annotated, Any, Generic, TypeVar
 
 import orjson
-from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    ModelWrapValidatorHandler,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from recordkeeper.core.limits import invalid_text_at
@@ -52,6 +59,21 @@ def _renderable(value: dict[str, Any]) -> dict[str, Any]:
 JsonObject = Annotated[dict[str, Any], AfterValidator(_renderable)]
 
 
+def _encodes(data: Any) -> bool:
+    # orjson refuses lone surrogates (and integers beyond 64 bits): one C pass over the body
+    # answers the common case; only a refusal is looked at again to say where (or to find that
+    # it was only a big integer, which the field types handle).
+    try:
+        orjson.dumps(data)
+    except orjson.JSONEncodeError:
+        return False
+    return True
+
+
+#: Set while an outer request model validates its nested models (whose text it has checked).
+_TEXT_CHECKED: ContextVar[bool] = ContextVar("recordkeeper_text_checked", default=False)
+
+
 class InModel(BaseModel):
     """Request bodies: the one text and type policy of the boundary.
 
@@ -66,18 +88,25 @@ class InModel(BaseModel):
 
     model_config = ConfigDict(extra="ignore", strict=True)
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _text_is_unicode(cls, data: Any) -> Any:
-        # Runs on the outermost model first, over the whole body; nested models see clean text.
-        where = invalid_text_at(data)
+    def _text_is_unicode(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        # The outermost model checks the whole body once; nested models (10,000 shards of a
+        # registration) are validated inside that check and skip it.
+        if _TEXT_CHECKED.get():
+            return handler(data)
+        where = None if _encodes(data) else invalid_text_at(data)
         if where is not None:
             raise PydanticCustomError(
                 "invalid_text",
                 "{where}: text is not valid Unicode (a lone surrogate such as \\ud800)",
                 {"where": where},
             )
-        return data
+        token = _TEXT_CHECKED.set(True)
+        try:
+            return handler(data)
+        finally:
+            _TEXT_CHECKED.reset(token)
 
 
 class OutModel(BaseModel):
