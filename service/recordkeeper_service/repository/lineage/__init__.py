@@ -39,6 +39,7 @@ from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page
 from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
 from recordkeeper_service.repository.common import (
+    ensure_renderable,
     insert_ignoring_conflicts,
     record_event,
     table_of,
@@ -311,7 +312,9 @@ class LineageRepository:
                 parent=str(parent_ref) if parent_ref else None,
             )
             created = queries.checkpoint_rows(session, [new_id])
-            return checkpoint_records(session, created)[0], True
+            record = checkpoint_records(session, created)[0]
+            ensure_renderable(record, f"checkpoint {model}/{checkpoint}")  # before the commit
+            return record, True
 
     # -- reads -------------------------------------------------------------------------------
 
