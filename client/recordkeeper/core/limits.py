@@ -30,7 +30,6 @@ __all__ = [
     "MAX_SAVED_MODEL_NAME_LENGTH",
     "MAX_SHARDS_PER_REQUEST",
     "MAX_SHARD_COUNT",
-    "MAX_TEXT_LENGTH",
     "MAX_URI_LENGTH",
     "MIN_INT64",
     "invalid_text_at",
@@ -61,8 +60,6 @@ MAX_SHARD_COUNT = 10_000_000
 MAX_REFERENCE_LENGTH = 256
 #: A saved model's name inside a checkpoint registration.
 MAX_SAVED_MODEL_NAME_LENGTH = 128
-#: Any other short text field without a grammar of its own (run names, token names, ...).
-MAX_TEXT_LENGTH = 4000
 #: Decimal digits accepted for a number before it is converted: 19 digits hold every 64-bit value.
 MAX_DECIMAL_DIGITS = len(str(MAX_INT64))
 
