@@ -13,6 +13,7 @@ from pydantic import Field, create_model
 
 from recordkeeper.core.shards import INPUT_FIELDS, wire_fields
 from recordkeeper_service.deps import RepositoryDep, Writer
+from recordkeeper_service.limits import large_body
 from recordkeeper_service.routes.common import AUTHENTICATED, InModel, OutModel, errors
 
 __all__ = ["RegisterOut", "ShardBatchIn", "ShardIn", "ShardOut", "router"]
@@ -79,6 +80,7 @@ class RegisterOut(OutModel):
     response_model=RegisterOut,
     responses=errors(400, 404, 409, 413),
 )
+@large_body
 def register_shards(
     version_name: str, body: ShardBatchIn, repository: RepositoryDep, who: Writer
 ) -> dict[str, Any]:
