@@ -26,10 +26,11 @@ holds no copy of the scope rules.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from fastapi.routing import RouteContext, iter_route_contexts
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -57,7 +58,7 @@ class RoutePolicy:
     max_bytes: int
 
 
-def _declared_scope(route: BaseRoute) -> str | None:
+def _declared_scope(route: RouteContext) -> str | None:
     """The highest scope among the route's (nested) dependencies, or None if it needs none."""
     dependant = getattr(route, "dependant", None)
     stack = [dependant] if dependant is not None else []
@@ -78,7 +79,7 @@ class RequestGate:
         self,
         app: ASGIApp,
         *,
-        routes: Callable[[], Iterable[BaseRoute]],
+        routes: Callable[[], Sequence[BaseRoute]],
         authenticator: Authenticator,
         max_body_bytes: int,
         max_small_body_bytes: int,
@@ -88,15 +89,16 @@ class RequestGate:
         self.authenticator = authenticator
         self.max_body_bytes = max_body_bytes
         self.max_small_body_bytes = min(max_small_body_bytes, max_body_bytes)
-        self._table: list[tuple[BaseRoute, RoutePolicy]] | None = None
+        self._table: list[tuple[RouteContext, RoutePolicy]] | None = None
 
     # ------------------------------------------------------------------ policy
 
-    def policies(self) -> list[tuple[BaseRoute, RoutePolicy]]:
-        """Every route with its policy, derived once from the routes' declarations."""
+    def policies(self) -> list[tuple[RouteContext, RoutePolicy]]:
+        """Every route with its policy, derived once from the routes' declarations (FastAPI's
+        effective routes: included routers' prefixes and dependencies applied)."""
         if self._table is None:
             table = []
-            for route in self._routes():
+            for route in iter_route_contexts(self._routes()):
                 endpoint = getattr(route, "endpoint", None)
                 large = bool(getattr(endpoint, "large_body", False))
                 limit = self.max_body_bytes if large else self.max_small_body_bytes
