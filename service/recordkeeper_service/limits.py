@@ -22,16 +22,25 @@ otherwise it closes the connection instead of receiving a body nobody will read.
 
 Which scope a route needs is derived once, from the routes' own declared dependencies: the gate
 holds no copy of the scope rules.
+
+4. A route whose body carries a capped list (shard registration: at most 10,000 shards) declares
+   it with :func:`counted_list` and uses :class:`GatedRoute`: its body is parsed one list item at
+   a time and refused at the first item over the cap, so an oversized batch costs the items up to
+   the cap, not the whole body turned into Python objects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+import re
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from fastapi.routing import RouteContext, iter_route_contexts
+from fastapi import Request, Response
+from fastapi.routing import APIRoute, RouteContext, iter_route_contexts
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -39,7 +48,7 @@ from recordkeeper.core.errors import InvalidRequest, PayloadTooLarge, Recordkeep
 from recordkeeper_service.auth import PRINCIPAL_KEY, SCOPE_RANK, Authenticator, Principal
 from recordkeeper_service.handlers import error_response
 
-__all__ = ["RequestGate", "RoutePolicy", "large_body"]
+__all__ = ["GatedRoute", "RequestGate", "RoutePolicy", "counted_list", "large_body", "load_counted"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,6 +57,116 @@ def large_body(endpoint: F) -> F:
     """Mark a route's endpoint as taking large bodies (up to ``RECORDKEEPER_MAX_BODY_BYTES``)."""
     endpoint.large_body = True  # type: ignore[attr-defined]
     return endpoint
+
+
+def counted_list(
+    field: str, max_items: int, too_many: Callable[[], RecordkeeperError]
+) -> Callable[[F], F]:
+    """Mark a route's endpoint: its JSON body's ``field`` list holds at most ``max_items`` items;
+    one more raises ``too_many()`` while parsing (the route must use :class:`GatedRoute`)."""
+
+    def mark(endpoint: F) -> F:
+        endpoint.counted_list = (field, max_items, too_many)  # type: ignore[attr-defined]
+        return endpoint
+
+    return mark
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+def load_counted(text: str, field: str, max_items: int, too_many: Callable[[], Exception]) -> Any:
+    """``json.loads(text)``, but the top-level object's ``field`` list is decoded one item at a
+    time and ``too_many()`` is raised at item ``max_items + 1``.  Malformed JSON raises
+    :class:`json.JSONDecodeError` as ``json.loads`` does."""
+
+    def skip(i: int) -> int:
+        match = _WS.match(text, i)
+        return match.end() if match else i
+
+    def expect(i: int, char: str, what: str) -> int:
+        if text[i : i + 1] != char:
+            raise json.JSONDecodeError(f"Expecting {what}", text, i)
+        return skip(i + 1)
+
+    i = skip(0)
+    if text[i : i + 1] != "{":
+        return json.loads(text)  # not an object: the model refuses it
+    i = skip(i + 1)
+    out: dict[str, Any] = {}
+    if text[i : i + 1] == "}":
+        i += 1
+    else:
+        while True:
+            if text[i : i + 1] != '"':
+                raise json.JSONDecodeError(
+                    "Expecting property name enclosed in double quotes", text, i
+                )
+            key, i = _DECODER.raw_decode(text, i)
+            i = expect(skip(i), ":", "':' delimiter")
+            if key == field and text[i : i + 1] == "[":
+                items: list[Any] = []
+                i = skip(i + 1)
+                if text[i : i + 1] == "]":
+                    i += 1
+                else:
+                    while True:
+                        item, i = _DECODER.raw_decode(text, i)
+                        items.append(item)
+                        if len(items) > max_items:
+                            raise too_many()
+                        i = skip(i)
+                        if text[i : i + 1] == "]":
+                            i += 1
+                            break
+                        i = expect(i, ",", "',' delimiter")
+                value: Any = items
+            else:
+                value, i = _DECODER.raw_decode(text, i)
+            out[key] = value
+            i = skip(i)
+            if text[i : i + 1] == "}":
+                i += 1
+                break
+            i = expect(i, ",", "',' delimiter")
+    if skip(i) != len(text):
+        raise json.JSONDecodeError("Extra data", text, skip(i))
+    return out
+
+
+class _CountedRequest(Request):
+    """A request whose JSON body is parsed by :func:`load_counted`."""
+
+    def __init__(self, request: Request, spec: tuple[str, int, Callable[[], Exception]]) -> None:
+        super().__init__(request.scope, request.receive)
+        self._spec = spec
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            body = await self.body()
+            self._json = load_counted(body.decode("utf-8"), *self._spec)
+        return self._json
+
+
+class GatedRoute(APIRoute):
+    """An :class:`APIRoute` that honours :func:`counted_list` on its endpoint."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        spec = getattr(self.endpoint, "counted_list", None)
+        if spec is None:
+            return handler
+
+        async def counted(request: Request) -> Response:
+            try:
+                return await handler(_CountedRequest(request, spec))
+            except HTTPException as exc:  # FastAPI wraps what the parser raised; unwrap ours
+                if isinstance(exc.__cause__, RecordkeeperError):
+                    raise exc.__cause__ from None
+                raise
+
+        return counted
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -60,7 +59,9 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module", params=["httptools", "h11"])
-def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
     from recordkeeper_service import migrate
     from recordkeeper_service.db import Database
     from recordkeeper_service.repository.tokens import TokenRepository
@@ -72,7 +73,9 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     try:
         migrate.upgrade(database)
         repo = TokenRepository(database)
-        tokens = {scope: repo.create(f"t-{scope}", scope, actor="test")[1] for scope in ("read", "write")}
+        tokens = {
+            scope: repo.create(f"t-{scope}", scope, actor="test")[1] for scope in ("read", "write")
+        }
     finally:
         database.dispose()
     port = _free_port()
@@ -170,7 +173,7 @@ def test_a_bad_token_or_too_small_a_scope_is_refused_before_the_body(served: Ser
 
 
 def test_malformed_json_without_a_token_is_401(served: Served) -> None:
-    status, headers, body = served.request("POST", f"{API}/datasets", b'{"name": ')
+    status, _headers, body = served.request("POST", f"{API}/datasets", b'{"name": ')
     assert (status, body["code"]) == (401, "unauthorized")
     # with a token, the same body is what it is: malformed JSON
     status, _, body = served.request("POST", f"{API}/datasets", b'{"name": ', token="write")
@@ -236,9 +239,7 @@ def test_metadata_over_its_limit_is_422(served: Served) -> None:
     metadata = {"blob": "x" * MAX_JSON_OBJECT_BYTES}
     body = json.dumps({"desc": "m", "metadata": metadata}).encode()
     assert len(body) < MAX_SMALL_BODY
-    status, _, answer = served.request(
-        "POST", f"{API}/datasets/meta/versions", body, token="write"
-    )
+    status, _, answer = served.request("POST", f"{API}/datasets/meta/versions", body, token="write")
     assert (status, answer["code"]) == (422, "invalid_request")
     assert "metadata" in answer["detail"] and str(MAX_JSON_OBJECT_BYTES) in answer["detail"]
 
@@ -270,3 +271,17 @@ def test_authorized_reads_are_served_while_unauthenticated_bodies_arrive(served:
     assert answers == [200] * 50
     assert refused and set(refused) <= {401, 0}
     assert refused.count(401) >= len(refused) // 2
+
+
+def test_the_shard_cap_is_refused_while_parsing(served: Served) -> None:
+    """Failure 6: the 10,001st shard ends the parse: a body whose tail is not even JSON gets
+    ``invalid_shard`` (the cap), not ``invalid_request`` (the tail was never parsed)."""
+    from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
+
+    body = b'{"shards": [' + b"{}, " * (MAX_SHARDS_PER_REQUEST + 1) + b"this is not JSON"
+    assert len(body) < MAX_BODY
+    status, _, answer = served.request(
+        "POST", f"{API}/versions/coco_20240101_v1_a/shards", body, token="write"
+    )
+    assert (status, answer["code"]) == (400, "invalid_shard")
+    assert str(MAX_SHARDS_PER_REQUEST) in answer["detail"]

@@ -8,10 +8,12 @@ import datetime
 from recordkeeper_service.domain import ShardRecord, VersionRecord
 from recordkeeper_service.repository.cache import VersionCache, approximate_bytes
 
-NOW = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
 
 
-def _version(version_id: int, shards: int, metadata: dict[str, object] | None = None) -> VersionRecord:
+def _version(
+    version_id: int, shards: int, metadata: dict[str, object] | None = None
+) -> VersionRecord:
     records = tuple(
         ShardRecord(
             split="train",
