@@ -21,7 +21,7 @@ from recordkeeper.core.version import __version__
 from recordkeeper_service.auth import Authenticator
 from recordkeeper_service.db import Database
 from recordkeeper_service.handlers import install_error_handlers
-from recordkeeper_service.limits import BodySizeLimit
+from recordkeeper_service.limits import RequestGate
 from recordkeeper_service.repository import Repository
 from recordkeeper_service.routes import api_router, probe_router
 from recordkeeper_service.settings import Settings
@@ -49,6 +49,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         db,
         allowed_roots=AllowedRoots.of(settings.allowed_roots),
         storage_root=settings.storage_root,
+        version_cache_bytes=settings.version_cache_bytes,
     )
 
     @asynccontextmanager
@@ -69,9 +70,17 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     )
     app.state.settings = settings
     app.state.repository = repository
-    app.state.authenticator = Authenticator(repository.tokens, open_access=settings.open_access)
+    authenticator = Authenticator(repository.tokens, open_access=settings.open_access)
+    app.state.authenticator = authenticator
     install_error_handlers(app)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    # Authentication before any body is read, then bounded bodies (see limits.py).
+    app.add_middleware(
+        RequestGate,
+        routes=lambda: app.router.routes,
+        authenticator=authenticator,
+        max_body_bytes=settings.max_body_bytes,
+        max_small_body_bytes=settings.max_small_body_bytes,
+    )
     app.include_router(api_router)
     app.include_router(probe_router)
     return app

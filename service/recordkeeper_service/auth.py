@@ -6,18 +6,51 @@
   ``RECORDKEEPER_AUTH=auto`` **and** binds a loopback address (see
   :attr:`recordkeeper_service.settings.Settings.open_access`); otherwise it gets ``401``.
 * Scopes are ordered ``read < write < admin``; too small a scope gets ``403 forbidden``.
+
+*When* a request is authenticated: a request with a body is authenticated by the request gate
+(:class:`recordkeeper_service.limits.RequestGate`) before a byte of the body is read, for the scope
+its route declares (the dependencies marked with :func:`requires_scope`); the gate leaves the
+principal in the ASGI scope under :data:`PRINCIPAL_KEY` and the route's dependency reuses it.  A
+request without a body is authenticated by the route's dependency, as before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from recordkeeper.core.errors import AuthenticationRequired, PermissionDenied
 from recordkeeper_service.repository.tokens import TokenRepository
 
-__all__ = ["ANONYMOUS", "SCOPE_RANK", "Authenticator", "Principal"]
+__all__ = [
+    "ANONYMOUS",
+    "PRINCIPAL_KEY",
+    "SCOPE_RANK",
+    "Authenticator",
+    "Principal",
+    "requires_scope",
+]
 
 SCOPE_RANK: dict[str, int] = {"read": 0, "write": 1, "admin": 2}
+
+#: The ASGI scope key under which the request gate leaves the request's :class:`Principal`.
+PRINCIPAL_KEY = "recordkeeper.principal"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def requires_scope(scope: str) -> Callable[[F], F]:
+    """Mark a dependency as needing a principal with ``scope``: the request gate reads the mark
+    from each route's dependencies at start-up and authenticates before reading the body."""
+    if scope not in SCOPE_RANK:
+        raise ValueError(f"unknown scope {scope!r}")
+
+    def mark(dependency: F) -> F:
+        dependency.required_scope = scope  # type: ignore[attr-defined]
+        return dependency
+
+    return mark
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
 from fastapi.security.base import SecurityBase
 from starlette.concurrency import run_in_threadpool
 
-from recordkeeper_service.auth import Authenticator, Principal
+from recordkeeper_service.auth import PRINCIPAL_KEY, Authenticator, Principal, requires_scope
 from recordkeeper_service.repository import Repository
 from recordkeeper_service.settings import Settings
 
@@ -52,8 +52,13 @@ class BearerAuthentication(SecurityBase):
 
     A dependency that *is* the security scheme (rather than FastAPI's ``HTTPBearer`` plus a
     dependency reading it) costs no extra dependency level on the hot path.  The authenticator
-    reads the header itself, so open access and the 401 messages stay exactly its own.
+    reads the header itself, so open access and the 401 messages stay exactly its own.  A
+    request with a body was already authenticated by the request gate (before its body was
+    read): its principal is reused, not looked up twice.
     """
+
+    #: Any principal at all: the lowest scope (the request gate reads this mark).
+    required_scope = "read"
 
     def __init__(self) -> None:
         self.model = HTTPBearerModel(
@@ -63,6 +68,9 @@ class BearerAuthentication(SecurityBase):
         self.scheme_name = "bearer"
 
     async def __call__(self, request: Request) -> Principal:
+        gated: Principal | None = request.scope.get(PRINCIPAL_KEY)
+        if gated is not None:
+            return gated
         authenticator: Authenticator = request.app.state.authenticator
         header = request.headers.get("authorization")
         if not header:
@@ -75,14 +83,17 @@ get_principal = BearerAuthentication()
 PrincipalDep = Annotated[Principal, Security(get_principal)]
 
 
+@requires_scope("read")
 async def require_read(principal: PrincipalDep) -> Principal:
     return principal.require("read")
 
 
+@requires_scope("write")
 async def require_write(principal: PrincipalDep) -> Principal:
     return principal.require("write")
 
 
+@requires_scope("admin")
 async def require_admin(principal: PrincipalDep) -> Principal:
     return principal.require("admin")
 

@@ -22,6 +22,8 @@ from recordkeeper.core.roots import UriError, as_root
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_SMALL_BODY_BYTES",
+    "DEFAULT_VERSION_CACHE_BYTES",
     "Settings",
     "default_database_path",
     "default_storage_root",
@@ -29,7 +31,12 @@ __all__ = [
     "user_data_dir",
 ]
 
+#: Shard registration (up to 10,000 shards with their schemas).
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+#: Every other body (names, metadata up to ``MAX_JSON_OBJECT_BYTES``, lineage, tokens, gc).
+DEFAULT_MAX_SMALL_BODY_BYTES = 1024 * 1024
+#: Per worker: the cache of committed versions (approximate bytes of its records).
+DEFAULT_VERSION_CACHE_BYTES = 128 * 1024 * 1024
 
 
 def user_data_dir() -> Path:
@@ -79,7 +86,22 @@ class Settings(BaseSettings):
     auth: Literal["auto", "required"] = "auto"
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
-    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
+    max_body_bytes: int = Field(
+        default=DEFAULT_MAX_BODY_BYTES,
+        ge=1024,
+        description="Largest request body: shard registration, and the ceiling of every route.",
+    )
+    max_small_body_bytes: int = Field(
+        default=DEFAULT_MAX_SMALL_BODY_BYTES,
+        ge=1024,
+        description="Largest body of every route but shard registration (capped by "
+        "max_body_bytes).",
+    )
+    version_cache_bytes: int = Field(
+        default=DEFAULT_VERSION_CACHE_BYTES,
+        ge=0,
+        description="Approximate memory, per worker, of the cache of committed versions.",
+    )
     db_pool_size: int = Field(default=5, ge=1, le=1000)
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 

@@ -24,6 +24,7 @@ __all__ = [
     "MAX_DESCRIPTION_LENGTH",
     "MAX_DESC_LENGTH",
     "MAX_INT64",
+    "MAX_JSON_OBJECT_BYTES",
     "MAX_MODEL_NAME_LENGTH",
     "MAX_REASON_LENGTH",
     "MAX_REFERENCE_LENGTH",
@@ -55,6 +56,10 @@ MAX_URI_LENGTH = 2048
 MAX_SHARDS_PER_REQUEST = 10_000
 #: Upper bound of a split's shard count (``count``), far above any real dataset.
 MAX_SHARD_COUNT = 10_000_000
+#: Free-form JSON objects (version ``metadata``, checkpoint ``metrics``), as compact UTF-8 JSON.
+#: Every listing answers them, so they stay small: data belongs in shards, not metadata.
+MAX_JSON_OBJECT_BYTES = 64 * 1024
+
 #: A version reference (``coco_20231015_v3_add_person``, ``coco@sha256:…``): dataset name, date,
 #: number, desc and separators fit well within it.
 MAX_REFERENCE_LENGTH = 256

@@ -30,6 +30,7 @@ from recordkeeper.core.roots import AllowedRoots
 from recordkeeper_service import migrate
 from recordkeeper_service.db import Database
 from recordkeeper_service.repository.aliases import AliasRepository
+from recordkeeper_service.repository.cache import DEFAULT_CACHE_BYTES, VersionCache
 from recordkeeper_service.repository.commit import CommitRepository
 from recordkeeper_service.repository.datasets import DatasetRepository
 from recordkeeper_service.repository.events import EventRepository
@@ -47,11 +48,24 @@ __all__ = ["Repository"]
 class Repository:
     """All resource repositories over one :class:`Database`."""
 
-    def __init__(self, db: Database, *, allowed_roots: AllowedRoots, storage_root: str) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        allowed_roots: AllowedRoots,
+        storage_root: str,
+        version_cache_bytes: int = DEFAULT_CACHE_BYTES,
+    ) -> None:
         self.db = db
         self.datasets = DatasetRepository(db)
         fast_reader = None if db.is_sqlite else AsyncPostgresReader(db.url, size=db.pool_size)
-        self.versions = VersionRepository(db, allowed_roots, storage_root, fast_reader=fast_reader)
+        self.versions = VersionRepository(
+            db,
+            allowed_roots,
+            storage_root,
+            cache=VersionCache(max_bytes=version_cache_bytes),
+            fast_reader=fast_reader,
+        )
         self.shards = ShardRepository(db, allowed_roots)
         self.commits = CommitRepository(db)
         self.aliases = AliasRepository(db)

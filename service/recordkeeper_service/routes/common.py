@@ -31,6 +31,8 @@ from pydantic_core import PydanticCustomError
 
 from recordkeeper.core.limits import invalid_text_at
 
+from recordkeeper.core.limits import MAX_JSON_OBJECT_BYTES
+
 __all__ = [
     "AUTHENTICATED",
     "ErrorOut",
@@ -49,9 +51,14 @@ def _renderable(value: dict[str, Any]) -> dict[str, Any]:
     # (integers beyond 64 bits) here with 422, as the service always has; many JSON readers
     # would lose such numbers anyway.
     try:
-        orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+        rendered = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
     except TypeError as exc:
         raise ValueError(f"not plain JSON: {exc}") from None
+    if len(rendered) > MAX_JSON_OBJECT_BYTES:
+        raise ValueError(
+            f"{len(rendered)} bytes as compact JSON; at most {MAX_JSON_OBJECT_BYTES} are allowed "
+            "(keep large data in shards or storage and refer to it)"
+        )
     return value
 
 
@@ -138,7 +145,8 @@ _WHEN = {
     403: "`forbidden` (scope too small) or `storage_root_not_allowed`",
     404: "not found: `dataset_not_found`, `version_not_found`, ...",
     409: "conflict with the stored state: `dataset_exists`, `version_immutable`, ...",
-    413: "`payload_too_large`: body larger than RECORDKEEPER_MAX_BODY_BYTES",
+    413: "`payload_too_large`: body larger than the route's limit (RECORDKEEPER_MAX_BODY_BYTES "
+    "for shard registration, RECORDKEEPER_MAX_SMALL_BODY_BYTES for the rest)",
     422: "`invalid_request`: malformed JSON, wrong types, missing fields, bad query values",
     503: "`service_unavailable`: the database is unreachable (safe to retry)",
 }

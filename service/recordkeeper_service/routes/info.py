@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter
 
-from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
+from recordkeeper.core.limits import MAX_JSON_OBJECT_BYTES, MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.naming import CONVENTION
 from recordkeeper.core.version import __version__
 from recordkeeper_service.deps import Reader, SettingsDep
@@ -23,6 +23,8 @@ class InfoOut(OutModel):
     auth: Literal["open", "token"]
     max_shards_per_request: int
     max_body_bytes: int
+    max_small_body_bytes: int
+    max_json_object_bytes: int
 
 
 router = APIRouter(tags=["info"], responses=AUTHENTICATED)
@@ -39,4 +41,6 @@ async def get_info(settings: SettingsDep, _who: Reader) -> dict[str, Any]:
         "auth": "open" if settings.open_access else "token",
         "max_shards_per_request": MAX_SHARDS_PER_REQUEST,
         "max_body_bytes": settings.max_body_bytes,
+        "max_small_body_bytes": min(settings.max_small_body_bytes, settings.max_body_bytes),
+        "max_json_object_bytes": MAX_JSON_OBJECT_BYTES,
     }

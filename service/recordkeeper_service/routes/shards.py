@@ -11,13 +11,16 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter
 from pydantic import Field, create_model
 
+from recordkeeper.core.errors import InvalidShard
+from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.shards import INPUT_FIELDS, wire_fields
 from recordkeeper_service.deps import RepositoryDep, Writer
+from recordkeeper_service.limits import GatedRoute, counted_list, large_body
 from recordkeeper_service.routes.common import AUTHENTICATED, InModel, OutModel, errors
 
 __all__ = ["RegisterOut", "ShardBatchIn", "ShardIn", "ShardOut", "router"]
 
-router = APIRouter(tags=["versions"], responses=AUTHENTICATED)
+router = APIRouter(tags=["versions"], responses=AUTHENTICATED, route_class=GatedRoute)
 
 
 class _ShardInBase(InModel):
@@ -68,6 +71,14 @@ class ShardBatchIn(InModel):
     shards: list[ShardIn] = Field(description="up to 10,000 shards per request")
 
 
+def _too_many_shards() -> InvalidShard:
+    return InvalidShard(
+        f"more than {MAX_SHARDS_PER_REQUEST} shards in one request; at most "
+        f"{MAX_SHARDS_PER_REQUEST} are allowed (send several requests)",
+        shard=None,
+    )
+
+
 class RegisterOut(OutModel):
     registered: int
     unchanged: int
@@ -79,6 +90,8 @@ class RegisterOut(OutModel):
     response_model=RegisterOut,
     responses=errors(400, 404, 409, 413),
 )
+@large_body
+@counted_list("shards", MAX_SHARDS_PER_REQUEST, _too_many_shards)
 def register_shards(
     version_name: str, body: ShardBatchIn, repository: RepositoryDep, who: Writer
 ) -> dict[str, Any]:
