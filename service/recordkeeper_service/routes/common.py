@@ -29,9 +29,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from recordkeeper.core.limits import invalid_text_at
-
-from recordkeeper.core.limits import MAX_JSON_OBJECT_BYTES
+from recordkeeper.core.limits import MAX_JSON_OBJECT_BYTES, invalid_text_at
 
 __all__ = [
     "AUTHENTICATED",
