@@ -66,10 +66,17 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        # No 307 to a Location built from the Host header, before authentication: a path with a
+        # trailing slash is simply not a route (404 not_found).
+        redirect_slashes=False,
     )
     app.state.settings = settings
     app.state.repository = repository
-    app.state.authenticator = Authenticator(repository.tokens, open_access=settings.open_access)
+    app.state.authenticator = Authenticator(
+        repository.tokens,
+        open_access=settings.open_access,
+        trusted_proxies=settings.trusted_proxies,
+    )
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.include_router(api_router)

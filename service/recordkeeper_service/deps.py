@@ -66,7 +66,8 @@ class BearerAuthentication(SecurityBase):
         authenticator: Authenticator = request.app.state.authenticator
         header = request.headers.get("authorization")
         if not header:
-            return authenticator.authenticate(None)  # no I/O: anonymous or 401
+            # no I/O: anonymous or 401
+            return authenticator.authenticate(None, proxied=authenticator.proxied(request.scope))
         return await run_in_threadpool(authenticator.authenticate, header)
 
 

@@ -10,7 +10,10 @@ Starlette ``HTTPException``        404 ``not_found``, 405 ``method_not_allowed``
 anything else                      ``500 internal_error``; logged, no traceback sent
 =================================  ==============================================
 
-Every error response carries the ``X-Error-Code`` header.
+Every error response carries the ``X-Error-Code`` header; every 503 a ``Retry-After`` and a
+generic detail (the database's own error text, which may name hosts, users or paths, goes to the
+service log only — callers may not even be authenticated).  A 405 lists in ``Allow`` every
+method the path answers.
 """
 
 from __future__ import annotations
@@ -22,16 +25,30 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from recordkeeper.core.errors import RecordkeeperError, code_for_status
 from recordkeeper_service.responses import JSON
 
-__all__ = ["MAX_LISTED_ERRORS", "error_response", "install_error_handlers"]
+__all__ = [
+    "MAX_LISTED_ERRORS",
+    "RETRY_AFTER_SECONDS",
+    "UNAVAILABLE_DETAIL",
+    "allowed_methods",
+    "error_response",
+    "install_error_handlers",
+]
 
 log = logging.getLogger("recordkeeper_service")
 
 MAX_LISTED_ERRORS = 50
 MAX_DETAIL_LENGTH = 1000
+#: ``Retry-After`` on every 503: the outages seen (database restart, failover) last seconds.
+RETRY_AFTER_SECONDS = 2
+#: What a 503 ``service_unavailable`` tells the caller; the real cause is logged.
+UNAVAILABLE_DETAIL = (
+    "the registry database is unavailable; retry later (the service log has the cause)"
+)
 
 
 def error_json(status: int, code: str, detail: str, **extra: Any) -> JSON:
@@ -41,16 +58,16 @@ def error_json(status: int, code: str, detail: str, **extra: Any) -> JSON:
     """
     if len(detail) > MAX_DETAIL_LENGTH:
         detail = detail[:MAX_DETAIL_LENGTH] + "… (truncated)"
-    return JSON(
-        {"code": code, "detail": detail, **extra},
-        status_code=status,
-        headers={"X-Error-Code": code},
-    )
+    headers = {"X-Error-Code": code}
+    if status == 503:
+        headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return JSON({"code": code, "detail": detail, **extra}, status_code=status, headers=headers)
 
 
 def error_response(exc: RecordkeeperError) -> JSON:
-    """The response for a recordkeeper error."""
-    return error_json(exc.status, exc.code, exc.detail, **exc.extra)
+    """The response for a recordkeeper error (a 503 with the generic detail)."""
+    detail = UNAVAILABLE_DETAIL if exc.status == 503 else exc.detail
+    return error_json(exc.status, exc.code, detail, **exc.extra)
 
 
 async def _recordkeeper_error(_request: Request, exc: Exception) -> Response:
@@ -58,6 +75,17 @@ async def _recordkeeper_error(_request: Request, exc: Exception) -> Response:
     if exc.status >= 500:
         log.warning("%s: %s", exc.code, exc.detail)
     return error_response(exc)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app answers on the request's path (for ``Allow``)."""
+    scope = {**request.scope, "method": ""}
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        route_methods = getattr(route, "methods", None)
+        if route_methods and route.matches(scope)[0] is not Match.NONE:
+            methods.update(route_methods)
+    return sorted(methods)
 
 
 def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
@@ -107,6 +135,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     else:
         detail = str(exc.detail)
     response = error_json(exc.status_code, code, detail)
+    if exc.status_code == 405:
+        response.headers["Allow"] = ", ".join(allowed_methods(request))
     for name, value in (exc.headers or {}).items():
         response.headers.setdefault(name, value)
     return response
