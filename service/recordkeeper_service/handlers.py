@@ -23,6 +23,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Match
@@ -79,12 +80,11 @@ async def _recordkeeper_error(_request: Request, exc: Exception) -> Response:
 
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route of the app answers on the request's path (for ``Allow``)."""
-    scope = {**request.scope, "method": ""}
+    scope = {**request.scope, "method": "", "path_params": {}}
     methods: set[str] = set()
-    for route in request.app.router.routes:
-        route_methods = getattr(route, "methods", None)
-        if route_methods and route.matches(scope)[0] is not Match.NONE:
-            methods.update(route_methods)
+    for route in iter_route_contexts(request.app.routes):
+        if route.methods and route.matches(scope)[0] is not Match.NONE:
+            methods.update(route.methods)
     return sorted(methods)
 
 
