@@ -56,7 +56,11 @@ def error_json(status: int, code: str, detail: str, **extra: Any) -> JSON:
     """The error response: body ``{code, detail, **extra}`` plus ``X-Error-Code``.
 
     A detail longer than :data:`MAX_DETAIL_LENGTH` (it may quote the offending input) is cut.
+    ``service_unavailable`` always gets :data:`UNAVAILABLE_DETAIL` (whoever builds the response:
+    a route, a handler or a middleware), every 503 a ``Retry-After``.
     """
+    if code == "service_unavailable":
+        detail = UNAVAILABLE_DETAIL
     if len(detail) > MAX_DETAIL_LENGTH:
         detail = detail[:MAX_DETAIL_LENGTH] + "… (truncated)"
     headers = {"X-Error-Code": code}
@@ -66,9 +70,8 @@ def error_json(status: int, code: str, detail: str, **extra: Any) -> JSON:
 
 
 def error_response(exc: RecordkeeperError) -> JSON:
-    """The response for a recordkeeper error (a 503 with the generic detail)."""
-    detail = UNAVAILABLE_DETAIL if exc.status == 503 else exc.detail
-    return error_json(exc.status, exc.code, detail, **exc.extra)
+    """The response for a recordkeeper error."""
+    return error_json(exc.status, exc.code, exc.detail, **exc.extra)
 
 
 async def _recordkeeper_error(_request: Request, exc: Exception) -> Response:
