@@ -1,17 +1,24 @@
 """Garbage collection of storage left by versions that never became visible.
 
-The service lists *candidates* (``GET /api/v1/gc/candidates``): abandoned versions and staged
-versions older than a threshold, never committed or deprecated ones and never one a checkpoint
-references.  :func:`collect_garbage`, for each candidate:
+The service decides what may be deleted.  ``GET /api/v1/gc/candidates`` (scope ``read``) lists
+*candidates*: abandoned versions and staged versions idle longer than a threshold (and than the
+server's own minimum, so another writer's version in progress is never one), never committed or
+deprecated ones and never one a checkpoint references.  A dry run (the default) lists them with
+the objects under each prefix and deletes nothing.
+
+With ``dry_run=False``, :func:`collect_garbage` asks the service to *claim* candidates
+(``POST /api/v1/gc/claims``, scope ``admin``: a token without it is refused before anything is
+abandoned or deleted).  The server abandons a claimed staged version itself (a late writer cannot
+commit after its files are gone), records the claim and an audit event, and releases the
+version's storage prefix.  Then, for each released version only:
 
 1. refuses a storage prefix that is not ``{root}/{dataset}/{version_name}/`` with ``root`` inside
    the service's allowed roots (nothing outside the prefix the service allocated is touched);
-2. abandons a stale staged version first, so a late writer cannot commit after its files are gone
-   (if it was committed meanwhile, it is skipped);
-3. deletes every object under the prefix through fsspec and counts objects and bytes;
-4. tells the service the storage was collected (``POST /versions/{name}/gc-done``).
+2. deletes every object under the prefix through fsspec and counts objects and bytes;
+3. tells the service the storage was collected (``POST /versions/{name}/gc-done``, accepted from
+   the claimant only; audit event with the counts).
 
-With ``dry_run=True`` (the default) only steps 1 and the listing of 3 run.
+Counts are what was deleted: a deletion that failed half-way reports the objects that are gone.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from recordkeeper.core.errors import RecordkeeperError, StorageError, VersionImmutable
+from recordkeeper.core.errors import RecordkeeperError, StorageError
 from recordkeeper.core.naming import parse_version_name
 from recordkeeper.core.roots import AllowedRoots, UriError, normalize_uri
 from recordkeeper.http import quote_segment
@@ -32,7 +39,15 @@ from recordkeeper.storage import backend_of, storage_errors, url_to_fs
 if TYPE_CHECKING:
     from recordkeeper.registry import Registry
 
-__all__ = ["GcCandidate", "GcItem", "GcReport", "check_prefix", "collect_garbage", "gc_candidates"]
+__all__ = [
+    "GcCandidate",
+    "GcItem",
+    "GcReport",
+    "check_prefix",
+    "collect_garbage",
+    "gc_candidates",
+    "gc_claim",
+]
 
 DEFAULT_STAGED_OLDER_THAN = 86400
 
@@ -49,6 +64,8 @@ class GcCandidate:
     shard_count: int
     abandoned_at: str | None = None
     collected_at: str | None = None
+    claimed_by: str | None = None
+    claimed_at: str | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GcCandidate:
@@ -61,6 +78,8 @@ class GcCandidate:
             shard_count=int(data.get("shard_count") or 0),
             abandoned_at=data.get("abandoned_at"),
             collected_at=data.get("collected_at"),
+            claimed_by=data.get("claimed_by"),
+            claimed_at=data.get("claimed_at"),
         )
 
 
@@ -69,7 +88,9 @@ class GcItem:
     """What happened (or would happen) to one candidate.
 
     ``action``: ``would_delete`` (dry run), ``deleted``, ``refused`` (unsafe prefix) or
-    ``skipped`` (committed meanwhile, or a storage error; see ``error``).
+    ``skipped`` (a storage error; see ``error``).  ``objects``/``bytes`` are what was deleted
+    (or would be): a ``skipped`` item may have lost some objects before the error, and a
+    ``deleted`` one carries an ``error`` when the service did not record it collected.
     """
 
     name: str
@@ -84,29 +105,36 @@ class GcItem:
 
 @dataclass
 class GcReport:
-    """The outcome of :func:`collect_garbage`; ``objects``/``bytes`` sum the items."""
+    """The outcome of :func:`collect_garbage`; ``objects``/``bytes`` sum the items (deleted, or
+    would be in a dry run)."""
 
     dry_run: bool
     items: list[GcItem] = field(default_factory=list)
 
     @property
     def objects(self) -> int:
-        return sum(i.objects for i in self.items if i.action in ("deleted", "would_delete"))
+        return sum(i.objects for i in self.items)
 
     @property
     def bytes(self) -> int:
-        return sum(i.bytes for i in self.items if i.action in ("deleted", "would_delete"))
+        return sum(i.bytes for i in self.items)
+
+    @property
+    def versions(self) -> int:
+        """Versions whose storage was removed (or would be)."""
+        return sum(i.action in ("deleted", "would_delete") for i in self.items)
 
     @property
     def ok(self) -> bool:
-        """True when no candidate was refused or skipped."""
-        return all(i.action in ("deleted", "would_delete") for i in self.items)
+        """True when every candidate was deleted (or would be) and recorded collected."""
+        return all(i.action in ("deleted", "would_delete") and not i.error for i in self.items)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "dry_run": self.dry_run,
             "objects": self.objects,
             "bytes": self.bytes,
+            "versions": self.versions,
             "ok": self.ok,
             "items": [asdict(i) for i in self.items],
         }
@@ -118,7 +146,7 @@ def gc_candidates(
     staged_older_than: int = DEFAULT_STAGED_OLDER_THAN,
     limit: int | None = None,
 ) -> list[GcCandidate]:
-    """Every candidate the service lists (oldest first)."""
+    """Every candidate the service lists (oldest first); nothing is claimed."""
     params = {"staged_older_than": int(staged_older_than)}
     return [
         GcCandidate.from_dict(item) for item in registry.http.paged("/gc/candidates", params, limit)
@@ -149,6 +177,20 @@ def check_prefix(candidate: GcCandidate, allowed_roots: list[str]) -> str:
             f"storage prefix {prefix!r} is outside the service's allowed roots ({', '.join(roots)})"
         )
     return prefix
+
+
+def gc_claim(
+    registry: Registry, *, staged_older_than: int = DEFAULT_STAGED_OLDER_THAN, limit: int = 100
+) -> list[GcCandidate]:
+    """Ask the service to claim up to ``limit`` candidates for this token (admin scope).
+
+    The answer lists the versions whose storage prefixes the service released to the caller;
+    an empty list means nothing (more) to collect.
+    """
+    body = registry.http.api(
+        "POST", "/gc/claims", json={"staged_older_than": int(staged_older_than), "limit": limit}
+    )
+    return [GcCandidate.from_dict(item) for item in body["data"]]
 
 
 def _objects(prefix: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str, dict]:
@@ -189,52 +231,66 @@ def collect_garbage(
     dry_run: bool = True,
     storage_options: Mapping[str, Any] | None = None,
 ) -> GcReport:
-    """Delete the storage of abandoned and stale staged versions (see the module docstring)."""
+    """List (dry run) or delete the storage the service releases (see the module docstring)."""
     options = storage_options if storage_options is not None else registry.storage_options or None
     allowed = list(registry.info().get("allowed_roots") or [])
     report = GcReport(dry_run=dry_run)
-    for candidate in gc_candidates(registry, staged_older_than=staged_older_than):
-        item = GcItem(
-            name=candidate.name,
-            dataset=candidate.dataset,
-            state=candidate.state,
-            storage_prefix=candidate.storage_prefix,
-            action="would_delete" if dry_run else "deleted",
-        )
-        report.items.append(item)
-        try:
-            prefix = check_prefix(candidate, allowed)
-        except ValueError as exc:
-            item.action, item.error = "refused", str(exc)
-            continue
-        problem = _collect(registry, candidate, prefix, item, dry_run, options)
-        if problem is not None:
-            item.action, item.error = "skipped", problem
+    if dry_run:
+        for candidate in gc_candidates(registry, staged_older_than=staged_older_than):
+            report.items.append(_collect(registry, candidate, allowed, True, options))
+        return report
+    # The service does not give a caller what it claimed less than a lease ago, so this ends;
+    # ``seen`` stops it too if a run outlasts the lease (a refused prefix claimed again).
+    seen: set[str] = set()
+    while fresh := [
+        c for c in gc_claim(registry, staged_older_than=staged_older_than) if c.name not in seen
+    ]:
+        for candidate in fresh:
+            seen.add(candidate.name)
+            report.items.append(_collect(registry, candidate, allowed, False, options))
     return report
 
 
 def _collect(
     registry: Registry,
     candidate: GcCandidate,
-    prefix: str,
-    item: GcItem,
+    allowed: list[str],
     dry_run: bool,
     options: Mapping[str, Any] | None,
-) -> str | None:
-    """Run the steps for one candidate; the reason it stopped early, or None."""
-    if not dry_run and candidate.state == "staged":
-        try:
-            item.state = registry.abandon(candidate.name).state
-        except VersionImmutable as exc:  # committed meanwhile: its files are live now
-            return f"not abandoned: {exc.detail}"
+) -> GcItem:
+    """Run the steps for one candidate (released to us unless ``dry_run``)."""
+    item = GcItem(
+        name=candidate.name,
+        dataset=candidate.dataset,
+        state=candidate.state,
+        storage_prefix=candidate.storage_prefix,
+        action="would_delete" if dry_run else "deleted",
+    )
+    try:
+        prefix = check_prefix(candidate, allowed)
+    except ValueError as exc:
+        item.action, item.error = "refused", str(exc)
+        return item
     try:
         fs, base, sizes = _objects(prefix, options)
+    except StorageError as exc:
+        item.action, item.error = "skipped", exc.detail
+        return item
+    if dry_run:
         item.objects, item.bytes = len(sizes), sum(sizes.values())
-        if dry_run:
-            return None
+        return item
+    try:
         _delete(fs, base, sorted(sizes), prefix)
     except StorageError as exc:
-        return exc.detail
+        item.action, item.error = "skipped", exc.detail
+        try:  # count what is gone: the report never claims more, or less, than happened
+            left = set(_objects(prefix, options)[2])
+        except StorageError:
+            left = set(sizes)
+        gone = [p for p in sizes if p not in left]
+        item.objects, item.bytes = len(gone), sum(sizes[p] for p in gone)
+        return item
+    item.objects, item.bytes = len(sizes), sum(sizes.values())
     try:
         registry.http.api(
             "POST",
@@ -243,5 +299,5 @@ def _collect(
             idempotent=True,
         )
     except RecordkeeperError as exc:
-        return f"deleted, but not marked collected: {exc.detail}"
-    return None
+        item.error = f"deleted, but not recorded collected: {exc.detail}"
+    return item

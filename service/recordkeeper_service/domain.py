@@ -256,6 +256,8 @@ class GcCandidate:
     shard_count: int
     abandoned_at: datetime.datetime | None
     collected_at: datetime.datetime | None
+    claimed_by: str | None = None
+    claimed_at: datetime.datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -267,6 +269,8 @@ class GcCandidate:
             "shard_count": self.shard_count,
             "abandoned_at": iso_timestamp(self.abandoned_at),
             "collected_at": iso_timestamp(self.collected_at),
+            "claimed_by": self.claimed_by,
+            "claimed_at": iso_timestamp(self.claimed_at),
         }
 
 

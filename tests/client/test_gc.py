@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 import recordkeeper as rk
+from recordkeeper.errors import Conflict
 from recordkeeper.gc import GcCandidate, check_prefix
 from tests.client._records import sample_examples
+from tests.service.test_gc import age
 
 pytest.importorskip("fastapi")
 
@@ -22,7 +24,12 @@ def store(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def client(tmp_path: Path, store: Path) -> Iterator[rk.Client]:
+def database_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'registry.db'}"
+
+
+@pytest.fixture
+def client(database_url: str, store: Path) -> Iterator[rk.Client]:
     from fastapi.testclient import TestClient
 
     from recordkeeper_service import migrate
@@ -30,7 +37,7 @@ def client(tmp_path: Path, store: Path) -> Iterator[rk.Client]:
     from recordkeeper_service.db import Database
     from recordkeeper_service.settings import Settings
 
-    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    url = database_url
     database = Database(url)
     migrate.upgrade(database)
     database.dispose()
@@ -58,13 +65,15 @@ def committed(client: rk.Client, start: int = 0) -> rk.DatasetVersion:
     return w.version
 
 
-def test_dry_run_then_delete(client: rk.Client) -> None:
+def test_dry_run_then_delete(client: rk.Client, database_url: str) -> None:
     trained = committed(client)
     client.register_checkpoint(model="det", checkpoint="ckpt-1", step=1, data={"train": trained})
     kept = committed(client, 100)  # a second committed version, not in use
     stale, stale_dir = crashed_writer(client)
+    age(database_url, stale, 2 * 3600)  # crashed two hours ago
     gone, gone_dir = crashed_writer(client, (7,))
     client.abandon(gone)
+    active, active_dir = crashed_writer(client, (5,))  # another writer, still at work
 
     assert [c.name for c in client.gc_candidates(staged_older_than=86400)] == [gone]
     assert [c.name for c in client.gc_candidates(staged_older_than=0)] == [stale, gone]
@@ -85,6 +94,7 @@ def test_dry_run_then_delete(client: rk.Client) -> None:
     assert client.resolve(stale).state == "abandoned"  # abandoned before its files went
     assert client.gc_candidates(staged_older_than=0) == []
     assert client.collect_garbage(staged_older_than=0, dry_run=False).items == []
+    assert active_dir.exists() and client.resolve(active).state == "staged"
 
     # Committed versions — the one a checkpoint trained on too — and their shards survive.
     for version in (trained, kept):
@@ -132,12 +142,35 @@ def test_safe_prefixes() -> None:
 
 
 def test_refused_prefix_is_reported_not_deleted(
-    client: rk.Client, monkeypatch: pytest.MonkeyPatch
+    client: rk.Client, monkeypatch: pytest.MonkeyPatch, database_url: str
 ) -> None:
     name, prefix = crashed_writer(client)
+    age(database_url, name, 2 * 3600)
     monkeypatch.setattr(client.registry, "info", lambda: {"allowed_roots": ["file:///nowhere"]})
     report = client.collect_garbage(staged_older_than=0, dry_run=False)
-    assert not report.ok
+    assert not report.ok and report.objects == 0
     (item,) = report.items
     assert item.name == name and item.action == "refused" and "allowed roots" in (item.error or "")
-    assert prefix.exists() and client.resolve(name).state == "staged"
+    # The server claimed (and so abandoned) it; the client refused to delete outside the roots.
+    assert prefix.exists() and client.resolve(name).state == "abandoned"
+
+
+def test_deleted_objects_are_counted_when_not_recorded_collected(
+    client: rk.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summary counts what was deleted, even if gc-done fails afterwards."""
+    name, prefix = crashed_writer(client)
+    client.abandon(name)
+    api = client.registry.http.api
+
+    def failing_gc_done(method: str, path: str, **kwargs: object) -> object:
+        if path.endswith("/gc-done"):
+            raise Conflict("no")
+        return api(method, path, **kwargs)
+
+    monkeypatch.setattr(client.registry.http, "api", failing_gc_done)
+    report = client.collect_garbage(dry_run=False)
+    assert not report.ok and (report.objects, report.bytes, report.versions) == (2, 120, 1)
+    (item,) = report.items
+    assert item.action == "deleted" and "not recorded collected" in (item.error or "")
+    assert not prefix.exists()

@@ -15,6 +15,7 @@ from recordkeeper.cli import app
 from tests.client._records import frame, sample_examples
 from tests.integration import _scenarios as sc
 from tests.integration.conftest import LiveService
+from tests.service.test_gc import age
 
 pytestmark = pytest.mark.s3
 
@@ -67,14 +68,18 @@ def test_gc_deletes_a_crashed_writers_objects_only(
     before_raw = _objects(raw, opts)
     assert before_committed and before_raw
 
-    # A crashed writer: staged, objects written under its prefix, never committed.
+    # A crashed writer: staged two hours ago, objects written under its prefix, never committed.
     crashed = client.stage("coco")
+    age(service.database_url, crashed.name, 2 * 3600)
     prefix = crashed.storage_prefix
     assert prefix.startswith(f"{s3_bucket}/datasets/coco/{crashed.name}/")
     sc.put_bytes(f"{prefix}train-00000-of-00002.tfrecord", frame(sample_examples(5)), opts)
     sc.put_bytes(f"{prefix}_incomplete/train-00001-of-00002.tfrecord", b"partial", opts)
     written = _objects(prefix, opts)
     assert len(written) == 2
+    # Another writer at work right now: the service never releases its prefix.
+    busy = client.stage("coco")
+    sc.put_bytes(f"{busy.storage_prefix}train-00000-of-00001.tfrecord", b"in flight", opts)
 
     runner = CliRunner()
     base = ["--url", service.url, "gc", "--older-than", "0", *_option_args(opts), "--json"]
@@ -89,10 +94,13 @@ def test_gc_deletes_a_crashed_writers_objects_only(
     assert done.exit_code == 0, done.output
     report = json.loads(done.stdout)
     assert not report["dry_run"] and report["ok"] and report["objects"] == 2
-    assert report["items"][0]["action"] == "deleted"
+    assert report["bytes"] == sum(written.values())
+    assert [(i["name"], i["action"]) for i in report["items"]] == [(crashed.name, "deleted")]
     assert _objects(prefix, opts) == {}
     assert client.resolve(crashed.name).state == "abandoned"
     assert client.gc_candidates(staged_older_than=0) == []
+    assert len(_objects(busy.storage_prefix, opts)) == 1
+    assert client.resolve(busy.name).state == "staged"
 
     # Committed objects in the same bucket are untouched and still verify.
     assert _objects(trained.storage_prefix, opts) == before_committed

@@ -15,8 +15,12 @@ from tests.service.test_auth import bearer, make_token
 CANDIDATES = f"{API}/gc/candidates"
 
 
+CLAIMS = f"{API}/gc/claims"
+HOUR = 3600
+
+
 def age(database_url: str, name: str, seconds: int) -> None:
-    """Pretend version ``name`` was created ``seconds`` ago."""
+    """Pretend version ``name`` was created, and its shards registered, ``seconds`` ago."""
     when = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=seconds)
     database = Database(database_url, pool_size=1)
     try:
@@ -24,8 +28,21 @@ def age(database_url: str, name: str, seconds: int) -> None:
             conn.execute(
                 text("UPDATE versions SET created_at = :t WHERE name = :n"), {"t": when, "n": name}
             )
+            conn.execute(
+                text(
+                    "UPDATE shards SET registered_at = :t WHERE version_id = "
+                    "(SELECT id FROM versions WHERE name = :n)"
+                ),
+                {"t": when, "n": name},
+            )
     finally:
         database.dispose()
+
+
+def claim(client: TestClient, **body: int) -> list[str]:
+    response = client.post(CLAIMS, json=body)
+    assert response.status_code == 200, response.text
+    return [c["name"] for c in response.json()["data"]]
 
 
 def names(client: TestClient, **params: int) -> list[str]:
@@ -39,9 +56,11 @@ def test_candidates_are_abandoned_and_stale_staged_only(
 ) -> None:
     committed = publish(client)
     fresh = stage(client)
+    idle = stage(client)
     stale = stage(client)
     abandoned = stage(client)
     assert client.post(f"{API}/versions/{abandoned['name']}/abandon").status_code == 200
+    age(database_url, idle["name"], 2 * HOUR)
     age(database_url, stale["name"], 2 * 86400)
     age(database_url, abandoned["name"], 3 * 86400)
     assert client.post(f"{API}/versions/{committed['name']}/deprecate", json={}).status_code == 200
@@ -59,10 +78,14 @@ def test_candidates_are_abandoned_and_stale_staged_only(
         "shard_count": 0,
         "abandoned_at": first["abandoned_at"],
         "collected_at": None,
+        "claimed_by": None,
+        "claimed_at": None,
     }
-    # A threshold of 0 lists every staged version; never committed or deprecated ones.
-    assert names(client, staged_older_than=0) == [abandoned["name"], stale["name"], fresh["name"]]
+    # A threshold of 0 lists every staged version idle for the server's minimum (an hour), never
+    # one created (or given a shard) within it, never committed or deprecated ones.
+    assert names(client, staged_older_than=0) == [abandoned["name"], stale["name"], idle["name"]]
     assert names(client, staged_older_than=0, limit=1, offset=1) == [stale["name"]]
+    assert fresh["name"] not in names(client, staged_older_than=0)
     error(client.get(CANDIDATES, params={"staged_older_than": -1}), 422, "invalid_request")
 
 
@@ -70,9 +93,12 @@ def test_gc_done_marks_collected_once(client: TestClient, database_url: str) -> 
     committed = publish(client)
     staged = stage(client)
     name = staged["name"]
-    error(client.post(f"{API}/versions/{name}/gc-done"), 409, "conflict")  # abandon first
+    error(client.post(f"{API}/versions/{name}/gc-done"), 409, "conflict")  # claim first
     error(client.post(f"{API}/versions/{committed['name']}/gc-done"), 409, "version_immutable")
     assert client.post(f"{API}/versions/{name}/abandon").status_code == 200
+    refused = error(client.post(f"{API}/versions/{name}/gc-done"), 409, "conflict")  # not claimed
+    assert "claim it first" in refused["detail"]
+    assert claim(client) == [name]
 
     done = client.post(f"{API}/versions/{name}/gc-done", json={"objects": 3, "bytes": 30})
     assert done.status_code == 200, done.text
@@ -97,16 +123,20 @@ def test_a_version_that_trained_a_checkpoint_is_never_a_candidate(client: TestCl
     )
     assert put.status_code == 201, put.text
     assert names(client, staged_older_than=0) == []
+    assert claim(client, staged_older_than=0) == []
     error(client.post(f"{API}/versions/{trained['name']}/gc-done"), 409, "version_immutable")
 
 
-def test_prefix_holding_published_shards_is_not_a_candidate(client: TestClient) -> None:
+def test_prefix_holding_published_shards_is_not_a_candidate(
+    client: TestClient, database_url: str
+) -> None:
     """Shards registered in place under an abandoned version's prefix protect that prefix."""
     old = stage(client)
     assert client.post(f"{API}/versions/{old['name']}/abandon").status_code == 200
     other = stage(client)
     assert register(client, other["name"], shards(old["storage_prefix"], 1)).status_code == 200
-    assert names(client, staged_older_than=0) == [old["name"], other["name"]]
+    age(database_url, other["name"], 2 * HOUR)
+    assert names(client, staged_older_than=0) == [other["name"], old["name"]]  # aged: older
     assert client.post(f"{API}/versions/{other['name']}/commit", json={}).status_code == 200
     assert names(client, staged_older_than=0) == []
 
@@ -119,7 +149,73 @@ def test_scopes(make_client: Callable[..., TestClient], database_url: str) -> No
     client.post(f"{API}/versions/{name}/abandon", headers=secrets["write"])
     error(client.get(CANDIDATES), 401, "unauthorized")
     assert client.get(CANDIDATES, headers=secrets["read"]).json()["count"] == 1
+    for scope in ("read", "write"):
+        refused = error(client.post(CLAIMS, json={}, headers=secrets[scope]), 403, "forbidden")
+        assert refused["required_scope"] == "admin"
     url = f"{API}/versions/{name}/gc-done"
     refused = error(client.post(url, headers=secrets["write"]), 403, "forbidden")
     assert refused["required_scope"] == "admin"
+    assert client.get(CANDIDATES, headers=secrets["read"]).json()["data"][0]["claimed_by"] is None
+    claimed = client.post(CLAIMS, json={}, headers=secrets["admin"]).json()["data"]
+    assert [c["name"] for c in claimed] == [name]
     assert client.post(url, headers=secrets["admin"]).status_code == 200
+
+
+def test_claims(client: TestClient, database_url: str) -> None:
+    """The server abandons what it claims, records the claimant, never releases twice."""
+    fresh = stage(client)
+    stale = stage(client)
+    age(database_url, stale["name"], 2 * HOUR)
+    active = stage(client)  # staged long ago, but a shard registered a minute ago
+    assert register(client, active["name"], shards(active["storage_prefix"], 1)).status_code == 200
+    age(database_url, active["name"], 2 * HOUR)
+    database = Database(database_url, pool_size=1)
+    try:
+        with database.engine.begin() as conn:
+            conn.execute(
+                text("UPDATE shards SET registered_at = :t"),
+                {"t": datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=60)},
+            )
+    finally:
+        database.dispose()
+
+    assert claim(client, staged_older_than=2 * 86400) == []  # the threshold is respected
+    assert claim(client, staged_older_than=0) == [stale["name"]]
+    assert claim(client, staged_older_than=0) == []  # already released to this caller
+    version = client.get(f"{API}/versions/{stale['name']}").json()
+    assert version["state"] == "abandoned"  # abandoned by the claim: no late commit
+    for untouched in (fresh, active):
+        assert client.get(f"{API}/versions/{untouched['name']}").json()["state"] == "staged"
+    (listed,) = [c for c in client.get(CANDIDATES).json()["data"] if c["name"] == stale["name"]]
+    assert listed["claimed_by"] == "anonymous" and listed["claimed_at"]
+
+    events = client.get(f"{API}/events", params={"version": stale["name"]}).json()["data"]
+    actions = {e["action"]: e for e in events}
+    assert actions["version.abandoned"]["detail"] == {"reason": "gc"}
+    claimed = actions["version.gc_claimed"]
+    assert claimed["actor"] == "anonymous"
+    assert claimed["detail"]["storage_prefix"] == stale["storage_prefix"]
+
+    for beyond_the_calendar in (76502951884, 2**63 - 1):
+        assert claim(client, staged_older_than=beyond_the_calendar) == []
+    error(client.post(CLAIMS, json={"staged_older_than": 2**63}), 422, "invalid_request")
+    error(client.post(CLAIMS, json={"staged_older_than": -1}), 422, "invalid_request")
+    error(client.post(CLAIMS, json={"limit": 0}), 422, "invalid_request")
+    error(client.post(CLAIMS, json={"limit": 1001}), 422, "invalid_request")
+    error(client.post(CLAIMS, json={"older": 1}), 422, "invalid_request")
+
+
+def test_only_the_claimant_reports_collected(
+    make_client: Callable[..., TestClient], database_url: str
+) -> None:
+    first, second = (bearer(make_token(database_url, "admin", name=n)) for n in ("gc-a", "gc-b"))
+    client = make_client(auth="required")
+    staged = client.post(f"{API}/datasets/coco/versions", json={}, headers=first).json()
+    client.post(f"{API}/versions/{staged['name']}/abandon", headers=first)
+    claimed = client.post(CLAIMS, json={}, headers=first).json()["data"]
+    assert [c["claimed_by"] for c in claimed] == ["gc-a"]
+    assert client.post(CLAIMS, json={}, headers=second).json()["data"] == []  # held by gc-a
+    url = f"{API}/versions/{staged['name']}/gc-done"
+    refused = error(client.post(url, headers=second), 409, "conflict")
+    assert refused["claimed_by"] == "gc-a"
+    assert client.post(url, json={"objects": 2}, headers=first).status_code == 200

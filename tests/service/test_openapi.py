@@ -174,6 +174,7 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
     abandoned = stage(client, "coco")["name"]
     call("POST", f"{API}/versions/{{version_name}}/abandon", version_name=abandoned)
     call("GET", f"{API}/gc/candidates")
+    call("POST", f"{API}/gc/claims", json={})
     call(
         "POST",
         f"{API}/versions/{{version_name}}/gc-done",

@@ -68,6 +68,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("GET", f"{API}/shards/consumers"): "read",
     ("GET", f"{API}/lineage/graph"): "read",
     ("GET", f"{API}/gc/candidates"): "read",
+    ("POST", f"{API}/gc/claims"): "admin",
 }
 
 #: FastAPI's own documentation routes (not APIRoutes): public, they hold no data.

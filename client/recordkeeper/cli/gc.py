@@ -1,6 +1,8 @@
 """``recordkeeper gc``: delete the storage of versions that never became visible.
 
-Dry run by default (lists what would be removed, with sizes); ``--delete`` removes it.  Added to
+Dry run by default (lists what would be removed, with sizes; a ``read`` token will do);
+``--delete`` asks the service to claim the candidates (an ``admin`` token: any other is refused
+before anything is abandoned or deleted) and removes only the storage it releases.  Added to
 the main app by :func:`register` (listed in :data:`recordkeeper.cli.app.COMMANDS`).
 """
 
@@ -28,7 +30,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 def parse_duration(text: str) -> int:
     """``90`` (seconds), ``30m``, ``24h``, ``7d``, ``2w`` → seconds."""
-    match = re.fullmatch(r"\s*(\d+)\s*([smhdw]?)\s*", text.lower())
+    match = re.fullmatch(r"\s*([0-9]{1,12})\s*([smhdw]?)\s*", text.lower())
     if match is None:
         raise typer.BadParameter(f"{text!r} is not a duration like 3600, 30m, 24h, 7d or 2w")
     return int(match[1]) * _UNITS[match[2] or "s"]
@@ -43,16 +45,21 @@ def gc_cmd(
     older_than: Annotated[
         str,
         typer.Option(
-            "--older-than", help="staged versions older than this are collected (24h, 7d, 3600)"
+            "--older-than",
+            help="staged versions idle longer than this are collected (24h, 7d, 3600); the "
+            "service never releases one active within its own minimum (1h)",
         ),
     ] = "24h",
     delete: Annotated[
-        bool, typer.Option("--delete", help="delete (default: dry run, list only)")
+        bool,
+        typer.Option(
+            "--delete", help="claim and delete (admin token; default: dry run, list only)"
+        ),
     ] = False,
     storage_option: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete storage of abandoned and stale staged versions (dry run unless --delete)."""
+    """Delete storage of abandoned and idle staged versions (dry run unless --delete)."""
     from rich.table import Table
 
     seconds = parse_duration(older_than)
@@ -77,8 +84,8 @@ def gc_cmd(
         verb = "would remove" if report.dry_run else "removed"
         out.print(
             f"{verb} {report.objects} object(s), {size(report.bytes)} "
-            f"from {sum(i.action in ('deleted', 'would_delete') for i in report.items)} "
-            "version(s)" + ("; run with --delete to remove them" if report.dry_run else "")
+            f"from {report.versions} version(s)"
+            + ("; run with --delete to remove them" if report.dry_run else "")
         )
     if not report.ok:
         raise typer.Exit(1)

@@ -148,6 +148,9 @@ class Version(Base):
     deprecated_reason: Mapped[str | None] = mapped_column(Text)
     abandoned_at: Mapped[datetime.datetime | None] = mapped_column()
     collected_at: Mapped[datetime.datetime | None] = mapped_column()
+    #: Who claimed the version's storage for garbage collection (``POST /gc/claims``), and when.
+    gc_claimed_by: Mapped[str | None] = mapped_column(String(128))
+    gc_claimed_at: Mapped[datetime.datetime | None] = mapped_column()
     duplicate_of_id: Mapped[int | None] = mapped_column(
         ForeignKey("versions.id", ondelete="SET NULL")
     )

@@ -138,6 +138,8 @@ def gc_candidate(row: m.Version, dataset: str) -> GcCandidate:
         shard_count=row.shard_count,
         abandoned_at=row.abandoned_at,
         collected_at=row.collected_at,
+        claimed_by=row.gc_claimed_by,
+        claimed_at=row.gc_claimed_at,
     )
 
 

@@ -3,13 +3,21 @@
 A *candidate* is a version whose storage prefix may be emptied:
 
 * ``abandoned`` versions, and
-* ``staged`` versions created longer ago than a threshold (the collector abandons them before
-  deleting, so a late writer cannot commit after its files are gone);
+* ``staged`` versions *idle* for longer than a threshold: created, and last given a shard, more
+  than ``max(staged_older_than, MIN_STAGED_IDLE)`` seconds ago.  The floor is the server's: a
+  collector asking for ``0`` still never gets a version another writer is working on;
 
 never a committed or deprecated version, never one a checkpoint references (the lineage guard's
 :func:`~recordkeeper_service.repository.lineage.guard.versions_in_use`), never one already
 collected, and never one whose prefix holds shards of a published version (shards registered in
 place).
+
+Deleting is authorized by the server before it happens: :meth:`GcRepository.claim` (admin scope
+at the route) selects candidates, re-checks each under its row lock, abandons a staged one (so a
+late writer cannot commit after its files are gone), records who claimed it and when, and
+releases its storage prefix; :meth:`GcRepository.mark_collected` accepts only the claimant's
+report.  Every step writes an audit event.  A claim older than :data:`CLAIM_LEASE` seconds (a
+collector that died) may be taken over by another claim.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, exists, or_, select
+from sqlalchemy import ColumnElement, and_, exists, or_, select
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.errors import Conflict, InvalidRequest
@@ -36,10 +44,24 @@ from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, ver
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.versions import parse_version_ref
 
-__all__ = ["DEFAULT_STAGED_OLDER_THAN", "GcCandidate", "GcRepository"]
+__all__ = [
+    "CLAIM_LEASE",
+    "DEFAULT_STAGED_OLDER_THAN",
+    "MAX_CLAIMS",
+    "MIN_STAGED_IDLE",
+    "GcCandidate",
+    "GcRepository",
+]
 
 #: Staged versions older than this (seconds) are candidates unless told otherwise.
 DEFAULT_STAGED_OLDER_THAN = 86400
+#: A staged version created or given a shard less than this many seconds ago is never a candidate,
+#: whatever threshold the collector asks for (another writer may still be writing it).
+MIN_STAGED_IDLE = 3600
+#: A claim older than this (seconds) may be taken over by another collector's claim.
+CLAIM_LEASE = 3600
+#: Most versions one claim request releases.
+MAX_CLAIMS = 1000
 _CHUNK = 500
 
 
@@ -61,71 +83,154 @@ def _holds_published_shards(session: Session, prefix: str) -> bool:
     return bool(session.scalar(stmt))
 
 
+def _ago(now: datetime.datetime, seconds: int) -> datetime.datetime:
+    # No staged version is older than the calendar: clamp, or timedelta/datetime overflow.
+    since_year_one = now - datetime.datetime.min.replace(tzinfo=datetime.UTC)
+    return now - datetime.timedelta(seconds=min(seconds, int(since_year_one.total_seconds())))
+
+
+def _candidate_clause(cutoff: datetime.datetime) -> ColumnElement[bool]:
+    """Uncollected, and abandoned or staged with no activity since ``cutoff``."""
+    recent_shard = exists().where(
+        m.Shard.version_id == m.Version.id, m.Shard.registered_at >= cutoff
+    )
+    return and_(
+        m.Version.collected_at.is_(None),
+        or_(
+            m.Version.state == "abandoned",
+            and_(m.Version.state == "staged", m.Version.created_at < cutoff, ~recent_shard),
+        ),
+    )
+
+
 class GcRepository:
-    """Candidates for garbage collection and marking them collected."""
+    """Candidates for garbage collection, claims on them, and marking them collected."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def candidates(self, *, staged_older_than: int, limit: int, offset: int) -> Page[GcCandidate]:
-        """Uncollected abandoned versions and stale staged ones, oldest first (newest last)."""
+    @staticmethod
+    def _cutoff(staged_older_than: int, now: datetime.datetime) -> datetime.datetime:
         if staged_older_than < 0:
             raise InvalidRequest("staged_older_than must be a number of seconds >= 0")
-        now = m.utcnow()
-        # No staged version is older than the calendar: clamp, or timedelta/datetime overflow.
-        since_year_one = now - datetime.datetime.min.replace(tzinfo=datetime.UTC)
-        seconds = min(staged_older_than, int(since_year_one.total_seconds()))
-        cutoff = now - datetime.timedelta(seconds=seconds)
+        return _ago(now, max(staged_older_than, MIN_STAGED_IDLE))
+
+    def _select(
+        self, session: Session, cutoff: datetime.datetime, *extra: ColumnElement[bool]
+    ) -> list[tuple[m.Version, str]]:
+        rows = session.execute(
+            select(m.Version, m.Dataset.name)
+            .join(m.Dataset, m.Dataset.id == m.Version.dataset_id)
+            .where(_candidate_clause(cutoff), *extra)
+            .order_by(m.Version.created_at, m.Version.id)
+        ).all()
+        # Explicit even though only committed versions can train checkpoints.
+        in_use = _in_use(session, [row.id for row, _ in rows])
+        return [
+            (row, dataset)
+            for row, dataset in rows
+            if row.id not in in_use
+            and row.state not in PUBLISHED_STATES
+            and not _holds_published_shards(session, row.storage_prefix)
+        ]
+
+    def candidates(self, *, staged_older_than: int, limit: int, offset: int) -> Page[GcCandidate]:
+        """Uncollected abandoned versions and idle staged ones, oldest first (newest last)."""
+        cutoff = self._cutoff(staged_older_than, m.utcnow())
         with self._db.transaction(write=False) as session:
-            rows = session.execute(
-                select(m.Version, m.Dataset.name)
-                .join(m.Dataset, m.Dataset.id == m.Version.dataset_id)
-                .where(m.Version.collected_at.is_(None))
-                .where(
-                    or_(
-                        m.Version.state == "abandoned",
-                        and_(m.Version.state == "staged", m.Version.created_at < cutoff),
-                    )
-                )
-                .order_by(m.Version.created_at, m.Version.id)
-            ).all()
-            # Explicit even though only committed versions can train checkpoints.
-            in_use = _in_use(session, [row.id for row, _ in rows])
-            kept = [
-                convert.gc_candidate(row, dataset)
-                for row, dataset in rows
-                if row.id not in in_use
-                and row.state not in PUBLISHED_STATES
-                and not _holds_published_shards(session, row.storage_prefix)
-            ]
+            kept = [convert.gc_candidate(row, ds) for row, ds in self._select(session, cutoff)]
         return Page(data=kept[offset : offset + limit], count=len(kept), limit=limit, offset=offset)
+
+    def claim(self, *, staged_older_than: int, limit: int, actor: str) -> list[GcCandidate]:
+        """Claim up to ``limit`` candidates for ``actor``: their prefixes are released to it.
+
+        A staged candidate is abandoned in the same transaction.  Versions claimed by someone
+        within :data:`CLAIM_LEASE` are left to their claimant (including ``actor`` itself, so a
+        collector calling again gets the next ones).
+        """
+        if not 1 <= limit <= MAX_CLAIMS:
+            raise InvalidRequest(f"limit must be between 1 and {MAX_CLAIMS}")
+        now = m.utcnow()
+        cutoff = self._cutoff(staged_older_than, now)
+        free = or_(
+            m.Version.gc_claimed_at.is_(None), m.Version.gc_claimed_at < _ago(now, CLAIM_LEASE)
+        )
+        claimed: list[GcCandidate] = []
+        with self._db.transaction() as session:
+            for row, dataset in self._select(session, cutoff, free):
+                if len(claimed) >= limit:
+                    break
+                # Re-check under the row lock: a writer may have registered or committed since.
+                locked = session.scalars(
+                    select(m.Version)
+                    .where(m.Version.id == row.id, _candidate_clause(cutoff), free)
+                    .with_for_update()
+                ).one_or_none()
+                if locked is None:
+                    continue
+                previous_claimant = locked.gc_claimed_by
+                if locked.state == "staged":
+                    locked.state = "abandoned"
+                    locked.abandoned_at = now
+                    record_event(
+                        session,
+                        actor,
+                        "version.abandoned",
+                        dataset=dataset,
+                        version=locked.name,
+                        reason="gc",
+                    )
+                locked.gc_claimed_by = actor
+                locked.gc_claimed_at = now
+                detail: dict[str, Any] = {
+                    "storage_prefix": locked.storage_prefix,
+                    "staged_older_than": staged_older_than,
+                }
+                if previous_claimant is not None:
+                    detail["taken_over_from"] = previous_claimant
+                record_event(
+                    session,
+                    actor,
+                    "version.gc_claimed",
+                    dataset=dataset,
+                    version=locked.name,
+                    **detail,
+                )
+                claimed.append(convert.gc_candidate(locked, dataset))
+            session.flush()
+        return claimed
 
     def mark_collected(
         self, version_name: str, *, actor: str, objects: int | None, size: int | None
     ) -> GcCandidate:
-        """Record that an abandoned version's storage was deleted (idempotent)."""
+        """Record that a claimed version's storage was deleted (idempotent; claimant only)."""
         ref = parse_version_ref(version_name)
         with self._db.transaction() as session:
             row = find_version(session, ref, for_update=True)
             ensure_unpublished(row, "its storage is never collected")
-            if row.state != "abandoned":
-                raise state_error(Conflict, row, "abandon it before collecting its storage")
+            if row.collected_at is not None:
+                return convert.gc_candidate(row, ref.dataset)
+            if row.state != "abandoned" or row.gc_claimed_by is None:
+                raise state_error(
+                    Conflict, row, "its storage was not released: claim it first (POST /gc/claims)"
+                )
+            if row.gc_claimed_by != actor:
+                raise Conflict(
+                    f"{row.name} is claimed by {row.gc_claimed_by!r}; only the claimant reports "
+                    "its storage collected",
+                    state=row.state,
+                    claimed_by=row.gc_claimed_by,
+                )
             # Only committed versions can train checkpoints, but the guard is explicit.
             ensure_not_in_use(session, row)
-            if row.collected_at is None:
-                row.collected_at = m.utcnow()
-                detail: dict[str, Any] = {"storage_prefix": row.storage_prefix}
-                if objects is not None:
-                    detail["objects"] = objects
-                if size is not None:
-                    detail["bytes"] = size
-                record_event(
-                    session,
-                    actor,
-                    "version.collected",
-                    dataset=ref.dataset,
-                    version=row.name,
-                    **detail,
-                )
-                session.flush()
+            row.collected_at = m.utcnow()
+            detail: dict[str, Any] = {"storage_prefix": row.storage_prefix}
+            if objects is not None:
+                detail["objects"] = objects
+            if size is not None:
+                detail["bytes"] = size
+            record_event(
+                session, actor, "version.collected", dataset=ref.dataset, version=row.name, **detail
+            )
+            session.flush()
             return convert.gc_candidate(row, ref.dataset)

@@ -90,6 +90,9 @@ class ErrorOut(BaseModel):
         "`version_not_found`, `version_immutable`, `version_not_staged`, `conflict`",
         "the version's current state (`staged`, `committed`, `deprecated`, `abandoned`)",
     )
+    claimed_by: str | None = _extra(
+        "`conflict` (gc-done)", "the collector (token name) that claimed the version"
+    )
     missing: dict[str, list[int]] | None = _extra(
         "`version_incomplete`", "split → its first 1,000 missing shard indices"
     )

@@ -1,4 +1,4 @@
-"""Garbage collection: candidates whose storage may be deleted, and marking them collected."""
+"""Garbage collection: candidates, claims that release storage to a collector, marking collected."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from fastapi import APIRouter, Query
 from pydantic import ConfigDict, Field
 
 from recordkeeper_service.deps import Admin, Limit, Offset, Reader, RepositoryDep
-from recordkeeper_service.repository.gc import DEFAULT_STAGED_OLDER_THAN
+from recordkeeper_service.repository.gc import DEFAULT_STAGED_OLDER_THAN, MAX_CLAIMS
 from recordkeeper_service.routes.common import AUTHENTICATED, InModel, ListOut, OutModel, errors
 
-__all__ = ["GcCandidateOut", "GcDoneIn", "router"]
+__all__ = ["GcCandidateOut", "GcClaimIn", "GcClaimsOut", "GcDoneIn", "router"]
 
 
 class GcCandidateOut(OutModel):
@@ -23,6 +23,25 @@ class GcCandidateOut(OutModel):
     shard_count: int
     abandoned_at: str | None
     collected_at: str | None
+    claimed_by: str | None
+    claimed_at: str | None
+
+
+class GcClaimIn(InModel):
+    model_config = ConfigDict(extra="forbid")
+
+    staged_older_than: int = Field(
+        default=DEFAULT_STAGED_OLDER_THAN,
+        ge=0,
+        le=2**63 - 1,
+        description="seconds; staged versions idle longer than this (and than the server's "
+        "minimum) are claimed",
+    )
+    limit: int = Field(default=100, ge=1, le=MAX_CLAIMS, description="most versions to claim")
+
+
+class GcClaimsOut(OutModel):
+    data: list[GcCandidateOut]
 
 
 class GcDoneIn(InModel):
@@ -45,9 +64,22 @@ def gc_candidates(
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> dict[str, Any]:
-    """Abandoned versions and stale staged ones whose storage is not yet collected, newest last."""
+    """Abandoned versions and idle staged ones whose storage is not yet collected, newest last."""
     page = repository.gc.candidates(staged_older_than=staged_older_than, limit=limit, offset=offset)
     return page.to_json()
+
+
+@router.post("/gc/claims", response_model=GcClaimsOut, responses=errors(400, 413))
+def gc_claim(
+    repository: RepositoryDep, who: Admin, body: GcClaimIn | None = None
+) -> dict[str, Any]:
+    """Claim candidates for deletion (admin scope): the server abandons stale staged ones and
+    releases their storage prefixes to the caller, the only prefixes it may delete."""
+    body = body if body is not None else GcClaimIn()
+    claimed = repository.gc.claim(
+        staged_older_than=body.staged_older_than, limit=body.limit, actor=who.name
+    )
+    return {"data": [c.to_json() for c in claimed]}
 
 
 @router.post(
@@ -58,7 +90,7 @@ def gc_candidates(
 def gc_done(
     version_name: str, repository: RepositoryDep, who: Admin, body: GcDoneIn | None = None
 ) -> dict[str, Any]:
-    """Record that an abandoned version's storage was deleted (idempotent; admin scope)."""
+    """Record that a claimed version's storage was deleted (idempotent; the claimant only)."""
     record = repository.gc.mark_collected(
         version_name,
         actor=who.name,

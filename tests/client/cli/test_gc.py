@@ -12,12 +12,16 @@ from recordkeeper import cli
 from recordkeeper.cli.gc import parse_duration
 from tests.client import test_gc as gc_tests
 from tests.client.test_gc import committed, crashed_writer
+from tests.service.test_gc import age
 
 store = gc_tests.store
+database_url = gc_tests.database_url
 client = gc_tests.client
 
 
-def test_cli_dry_run_json_and_delete(client: rk.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_dry_run_json_and_delete(
+    client: rk.Client, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert [parse_duration(t) for t in ("90", "30m", "24h", "7d", "2w")] == [
         90,
         1800,
@@ -28,9 +32,10 @@ def test_cli_dry_run_json_and_delete(client: rk.Client, monkeypatch: pytest.Monk
     monkeypatch.setattr(cli.common, "Client", lambda *a, **k: client)
     runner = CliRunner()
     name, prefix = crashed_writer(client)
+    age(database_url, name, 2 * 3600)  # crashed two hours ago
     kept = committed(client)
 
-    listed = runner.invoke(cli.app, ["gc"])  # 24h: the fresh staged version is not listed
+    listed = runner.invoke(cli.app, ["gc"])  # 24h: the 2-hour-old staged version is not listed
     assert listed.exit_code == 0, listed.output
     assert "would remove 0 object(s)" in listed.output
 
