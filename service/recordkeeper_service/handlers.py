@@ -147,7 +147,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
     log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
-    return error_json(500, "internal_error", "internal server error; the service log has details")
+    response = error_json(
+        500, "internal_error", "internal server error; the service log has details"
+    )
+    # Starlette re-raises after this answer and the server then drops the connection: say so.
+    response.headers["Connection"] = "close"
+    return response
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -1,23 +1,40 @@
 """Text and number limits that client and service must agree on.
 
 Integers the service stores are 64-bit signed (PostgreSQL ``BIGINT``, orjson's range), so every
-count, size, step and id is bounded by :data:`MAX_INT64`.
+count, size, step and id is bounded by :data:`MAX_INT64`; a number written in decimal (a version
+number in a reference) is bounded by its length *before* it is converted
+(:func:`parse_decimal`), so no input reaches Python's int-string limit.
+
+Text is Unicode scalar values only: JSON's ``"\\ud800"`` escape decodes to a lone surrogate,
+which no UTF-8 encoder (the database, orjson, the JSON renderer) accepts.
+:func:`invalid_text_at` finds one anywhere in a decoded JSON value; the service refuses such a
+body as a whole (``422 invalid_request``) before any field is looked at.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Mapping
+
 __all__ = [
     "MAX_CHECKPOINT_NAME_LENGTH",
     "MAX_DATASET_NAME_LENGTH",
+    "MAX_DECIMAL_DIGITS",
     "MAX_DESCRIPTION_LENGTH",
     "MAX_DESC_LENGTH",
     "MAX_INT64",
     "MAX_MODEL_NAME_LENGTH",
     "MAX_REASON_LENGTH",
+    "MAX_REFERENCE_LENGTH",
+    "MAX_SAVED_MODEL_NAME_LENGTH",
     "MAX_SHARDS_PER_REQUEST",
     "MAX_SHARD_COUNT",
     "MAX_URI_LENGTH",
     "MIN_INT64",
+    "invalid_text_at",
+    "is_scalar_text",
+    "parse_decimal",
 ]
 
 #: Bounds of a 64-bit signed integer (sizes, record counts, steps, ids).
@@ -38,3 +55,68 @@ MAX_URI_LENGTH = 2048
 MAX_SHARDS_PER_REQUEST = 10_000
 #: Upper bound of a split's shard count (``count``), far above any real dataset.
 MAX_SHARD_COUNT = 10_000_000
+#: A version reference (``coco_20231015_v3_add_person``, ``coco@sha256:…``): dataset name, date,
+#: number, desc and separators fit well within it.
+MAX_REFERENCE_LENGTH = 256
+#: A saved model's name inside a checkpoint registration.
+MAX_SAVED_MODEL_NAME_LENGTH = 128
+#: Decimal digits accepted for a number before it is converted: 19 digits hold every 64-bit value.
+MAX_DECIMAL_DIGITS = len(str(MAX_INT64))
+
+_ASCII_DIGITS = re.compile(r"[0-9]+")
+
+
+def parse_decimal(digits: str, *, maximum: int = MAX_INT64) -> int | None:
+    """``int(digits)`` for ASCII decimal digits within ``0..maximum``; None otherwise.
+
+    The length is checked before the conversion (a 5,000-digit string never reaches ``int``),
+    and only ASCII ``0-9`` count as digits (``int("\\u0661")`` would accept an Arabic-Indic one).
+    """
+    if not isinstance(digits, str) or len(digits) > MAX_DECIMAL_DIGITS:
+        return None
+    if not _ASCII_DIGITS.fullmatch(digits):
+        return None
+    value = int(digits)
+    return value if value <= maximum else None
+
+
+def is_scalar_text(text: str) -> bool:
+    """True if ``text`` holds Unicode scalar values only (no lone surrogate U+D800-U+DFFF)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def invalid_text_at(value: object, path: str = "") -> str | None:
+    """The path (``saved_models[0].uri``) of the first string or key in ``value`` (a decoded JSON
+    value) that is not valid Unicode text, or None when all of it is.
+
+    ``path`` prefixes the answer; the root itself is reported as ``path`` (or ``"body"``).
+    """
+    try:  # the common case in one C pass: all of it encodes
+        json.dumps(value, ensure_ascii=False, check_circular=False).encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError):
+        pass
+    else:
+        return None
+    stack: list[tuple[str, object]] = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            if not is_scalar_text(item):
+                return where or "body"
+        elif isinstance(item, Mapping):
+            children: list[tuple[str, object]] = []
+            for key, child in item.items():
+                name = key if isinstance(key, str) else str(key)
+                if isinstance(key, str) and not is_scalar_text(key):
+                    return f"{where}.<key>" if where else "<key>"
+                children.append((f"{where}.{name}" if where else name, child))
+            stack.extend(reversed(children))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{where}[{i}]", child) for i, child in reversed(list(enumerate(item))))
+    return None

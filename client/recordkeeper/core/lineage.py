@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from recordkeeper.core.errors import InvalidCheckpoint
-from recordkeeper.core.limits import MAX_CHECKPOINT_NAME_LENGTH, MAX_MODEL_NAME_LENGTH
+from recordkeeper.core.limits import (
+    MAX_CHECKPOINT_NAME_LENGTH,
+    MAX_MODEL_NAME_LENGTH,
+    MAX_SAVED_MODEL_NAME_LENGTH,
+    MAX_URI_LENGTH,
+    is_scalar_text,
+)
 
 __all__ = [
     "PARENT_KINDS",
@@ -25,10 +31,12 @@ __all__ = [
     "ParentKind",
     "Segment",
     "parse_checkpoint_ref",
+    "validate_artifact_uri",
     "validate_checkpoint_name",
     "validate_model_name",
     "validate_parent_kind",
     "validate_role",
+    "validate_saved_model_name",
 ]
 
 #: What a segment used a version for.
@@ -66,6 +74,29 @@ def validate_checkpoint_name(name: str) -> str:
             f"checkpoint name {name!r} is invalid: use letters, digits, '_', '-' and '.', "
             f"starting with a letter or digit, at most {MAX_CHECKPOINT_NAME_LENGTH} characters "
             "(the base name of the checkpoint prefix, e.g. 'ckpt-1234')"
+        )
+    return name
+
+
+def validate_artifact_uri(uri: object, field: str) -> str:
+    """Return ``uri`` (a checkpoint's or saved model's location, as the trainer wrote it) if it
+    is non-empty Unicode text of at most :data:`MAX_URI_LENGTH` UTF-8 bytes, else raise."""
+    if not isinstance(uri, str) or not uri or not is_scalar_text(uri):
+        raise InvalidCheckpoint(f"{field} must be a non-empty string of Unicode text")
+    if len(uri.encode("utf-8")) > MAX_URI_LENGTH:
+        raise InvalidCheckpoint(f"{field} is longer than {MAX_URI_LENGTH} bytes")
+    return uri
+
+
+def validate_saved_model_name(name: object, field: str) -> str:
+    """Return ``name`` if it is non-empty Unicode text of at most
+    :data:`MAX_SAVED_MODEL_NAME_LENGTH` characters, else raise."""
+    if not isinstance(name, str) or not name or not is_scalar_text(name):
+        raise InvalidCheckpoint(f"{field} must be a non-empty string of Unicode text")
+    if len(name) > MAX_SAVED_MODEL_NAME_LENGTH:
+        raise InvalidCheckpoint(
+            f"{field} is {len(name)} characters long; at most {MAX_SAVED_MODEL_NAME_LENGTH} "
+            "are allowed"
         )
     return name
 

@@ -22,16 +22,23 @@ from recordkeeper.core.errors import (
     InvalidName,
     InvalidVersionName,
 )
-from recordkeeper.core.limits import MAX_DATASET_NAME_LENGTH, MAX_DESC_LENGTH
+from recordkeeper.core.limits import (
+    MAX_DATASET_NAME_LENGTH,
+    MAX_DESC_LENGTH,
+    MAX_INT64,
+    parse_decimal,
+)
 
 __all__ = [
     "CONVENTION",
     "MAX_DATASET_NAME_LENGTH",
     "MAX_DESC_LENGTH",
+    "MAX_VERSION_NUMBER",
     "VersionName",
     "format_version_name",
     "parse_date",
     "parse_version_name",
+    "parse_version_number",
     "quoted",
     "slugify",
     "validate_dataset_name",
@@ -39,12 +46,17 @@ __all__ = [
 ]
 
 CONVENTION = "rk1"
+#: The highest version number (a 64-bit column).
+MAX_VERSION_NUMBER = MAX_INT64
 
 _DATASET_RE = re.compile(r"[a-z][a-z0-9_-]*")
-_EMBEDDED_VERSION_RE = re.compile(r"_\d{8}_v\d+")
+# Digits are ASCII digits: ``\d`` would also match Arabic-Indic or full-width digits.
+_EMBEDDED_VERSION_RE = re.compile(r"_[0-9]{8}_v[0-9]+")
+_DATE_RE = re.compile(r"[0-9]{8}")
+_ISO_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _DESC_RE = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
 _VERSION_RE = re.compile(
-    r"(?P<dataset>[a-z][a-z0-9_-]*?)_(?P<date>\d{8})_v(?P<number>\d+)(?:_(?P<desc>.+))?"
+    r"(?P<dataset>[a-z][a-z0-9_-]*?)_(?P<date>[0-9]{8})_v(?P<number>[0-9]+)(?:_(?P<desc>.+))?"
 )
 
 
@@ -121,8 +133,10 @@ def slugify(text: str) -> str:
 
 def parse_date(text: str) -> datetime.date:
     """Parse ``YYYYMMDD`` (or ISO ``YYYY-MM-DD``) strictly; ``20231301`` is rejected."""
-    compact = text.replace("-", "") if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text) else text
-    if not re.fullmatch(r"\d{8}", compact):
+    if not isinstance(text, str):
+        raise InvalidDate(f"date must be a string, got {type(text).__name__}")
+    compact = text.replace("-", "") if _ISO_DATE_RE.fullmatch(text) else text
+    if not _DATE_RE.fullmatch(compact):
         raise InvalidDate(f"date {quoted(text)} is not in YYYYMMDD form")
     try:
         return datetime.date(int(compact[:4]), int(compact[4:6]), int(compact[6:]))
@@ -161,7 +175,19 @@ def parse_version_name(name: str) -> VersionName:
     digits = match["number"]
     if digits.startswith("0"):
         raise InvalidVersionName(
-            f"version name {quoted(name)}: version number 'v{digits}' must be positive "
-            "and have no leading zeros"
+            f"version name {quoted(name)}: version number 'v{quoted(digits, 24)[1:-1]}' must be "
+            "positive and have no leading zeros"
         )
-    return VersionName(dataset=dataset, date=date, number=int(digits), desc=desc)
+    number = parse_version_number(digits)
+    if number is None:
+        raise InvalidVersionName(
+            f"version name {quoted(name)}: version number ({len(digits)} digits) is above "
+            f"the highest allowed, {MAX_VERSION_NUMBER}"
+        )
+    return VersionName(dataset=dataset, date=date, number=number, desc=desc)
+
+
+def parse_version_number(digits: str) -> int | None:
+    """The version number written as ASCII ``digits``, or None if it is not one (not ASCII
+    decimal digits, or above :data:`MAX_VERSION_NUMBER`).  Bounded before conversion."""
+    return parse_decimal(digits, maximum=MAX_VERSION_NUMBER)

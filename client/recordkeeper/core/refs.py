@@ -19,7 +19,15 @@ from dataclasses import dataclass
 
 from recordkeeper.core.digests import DIGEST_PREFIX, MIN_DIGEST_PREFIX, is_hex
 from recordkeeper.core.errors import InvalidAlias, InvalidName, InvalidReference, InvalidVersionName
-from recordkeeper.core.naming import VersionName, parse_version_name, quoted, validate_dataset_name
+from recordkeeper.core.limits import MAX_REFERENCE_LENGTH
+from recordkeeper.core.naming import (
+    MAX_VERSION_NUMBER,
+    VersionName,
+    parse_version_name,
+    parse_version_number,
+    quoted,
+    validate_dataset_name,
+)
 
 __all__ = [
     "LATEST",
@@ -32,7 +40,7 @@ __all__ = [
 
 LATEST = "latest"
 _ALIAS_RE = re.compile(r"[a-z][a-z0-9_-]{0,63}")
-_NUMBER_RE = re.compile(r"v?(\d+)")
+_NUMBER_RE = re.compile(r"v?([0-9]+)")
 
 
 class RefKind(enum.StrEnum):
@@ -85,6 +93,11 @@ def parse_reference(text: str) -> Reference:
     if not isinstance(text, str) or not text.strip():
         raise InvalidReference("reference must be a non-empty string such as 'coco@latest'")
     text = text.strip()
+    if len(text) > MAX_REFERENCE_LENGTH:
+        raise InvalidReference(
+            f"reference {quoted(text)} is {len(text)} characters long; "
+            f"at most {MAX_REFERENCE_LENGTH} are allowed"
+        )
     if "@" not in text:
         try:
             name = parse_version_name(text)
@@ -119,7 +132,12 @@ def parse_reference(text: str) -> Reference:
         return Reference(dataset=dataset, kind=RefKind.DIGEST, digest_prefix=digest)
     number = _NUMBER_RE.fullmatch(selector)
     if number:
-        value = int(number[1])
+        value = parse_version_number(number[1])
+        if value is None:
+            raise InvalidReference(
+                f"reference {quoted(text)}: version number ({len(number[1])} digits) is above "
+                f"the highest allowed, {MAX_VERSION_NUMBER}"
+            )
         if value < 1:
             raise InvalidReference(f"reference {quoted(text)}: version numbers start at 1")
         return Reference(dataset=dataset, kind=RefKind.NUMBER, number=value)

@@ -21,7 +21,15 @@ from urllib.parse import unquote
 from recordkeeper.core.errors import StorageRootNotAllowed
 from recordkeeper.core.limits import MAX_URI_LENGTH
 
-__all__ = ["MAX_URI_LENGTH", "AllowedRoots", "UriError", "UriEscapes", "as_root", "normalize_uri"]
+__all__ = [
+    "MAX_URI_LENGTH",
+    "AllowedRoots",
+    "UriError",
+    "UriEscapes",
+    "as_root",
+    "check_object_uri",
+    "normalize_uri",
+]
 
 _SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)
 _CONTROL_RE = re.compile(r"[\x00-\x20\x7f\\]")
@@ -77,6 +85,21 @@ def normalize_uri(uri: str) -> str:
 def as_root(uri: str) -> str:
     """Normalise ``uri`` and make it end with exactly one ``/``."""
     return normalize_uri(uri).rstrip("/") + "/"
+
+
+def check_object_uri(uri: str, containers: Iterable[str] = (), what: str = "an object") -> str:
+    """Return the normalised ``uri`` if it can name an object (a file), else raise
+    :class:`UriError`.
+
+    An object lies strictly inside its directories: it does not end with ``/`` and is not
+    itself one of ``containers`` (storage roots, a version's prefix, compared as roots).
+    """
+    normalized = normalize_uri(uri)
+    if normalized.endswith("/"):
+        raise UriError(f"{_shown(uri)} ends with '/': it names a directory, not {what}")
+    if normalized + "/" in {as_root(c) for c in containers}:
+        raise UriError(f"{_shown(uri)} is a directory (a storage root or prefix), not {what}")
+    return normalized
 
 
 def _shown(uri: str) -> str:

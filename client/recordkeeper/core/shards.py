@@ -37,7 +37,7 @@ from typing import Any, Literal, Self, cast
 from recordkeeper.core.digests import validate_crc32c, validate_sha256
 from recordkeeper.core.errors import InvalidShard
 from recordkeeper.core.limits import MAX_INT64, MAX_SHARD_COUNT
-from recordkeeper.core.roots import AllowedRoots, UriError, normalize_uri
+from recordkeeper.core.roots import AllowedRoots, UriError, check_object_uri, normalize_uri
 from recordkeeper.core.splits import shard_file_name, validate_split_name
 
 __all__ = [
@@ -227,6 +227,14 @@ def wire_fields() -> tuple[WireField, ...]:
     )
 
 
+def _integer(raw: Mapping[str, Any], name: str) -> int:
+    # A JSON integer only: 0.0, false and "0" are not positions or sizes.
+    value = raw[name]
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidShard(f"{name} must be an integer, got {type(value).__name__}")
+    return value
+
+
 def validate_shard(
     raw: Mapping[str, Any], roots: AllowedRoots | None = None, *, uri_what: str = "shard URI"
 ) -> ShardRecord:
@@ -242,7 +250,7 @@ def validate_shard(
         StorageRootNotAllowed: a URI outside ``roots`` (or climbing out with ``..``).
     """
     split = validate_split_name(raw["split"])
-    index, count = raw["index"], raw["count"]
+    index, count = _integer(raw, "index"), _integer(raw, "count")
     if index < 0:
         raise InvalidShard(f"index {index} is negative")
     if not 1 <= count <= MAX_SHARD_COUNT:
@@ -254,12 +262,13 @@ def validate_shard(
     compression = raw["compression"]
     if compression not in COMPRESSIONS:
         raise InvalidShard(f"compression {compression!r} is not one of {', '.join(COMPRESSIONS)}")
-    size, record_count = raw["size"], raw["record_count"]
+    size, record_count = _integer(raw, "size"), _integer(raw, "record_count")
     for name, value in (("size", size), ("record_count", record_count)):
         if not 0 <= value <= MAX_INT64:
             raise InvalidShard(f"{name} {value} must be a non-negative 64-bit integer")
     try:
         uri = roots.check(raw["uri"], uri_what) if roots is not None else normalize_uri(raw["uri"])
+        check_object_uri(uri, roots.roots if roots is not None else (), "a shard file")
     except UriError as exc:
         raise InvalidShard(f"uri: {exc}") from None
     identity = raw.get("storage_identity")

@@ -8,11 +8,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
 from sqlalchemy import Connection, Insert, Table, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from recordkeeper.core.errors import DatasetNotFound, RecordkeeperError, VersionImmutable
+from recordkeeper.core.errors import (
+    DatasetNotFound,
+    InvalidRequest,
+    RecordkeeperError,
+    VersionImmutable,
+)
 from recordkeeper_service import models as m
 from recordkeeper_service.domain import ShardRecord, VersionRecord
 from recordkeeper_service.repository import convert
@@ -20,6 +26,7 @@ from recordkeeper_service.repository import convert
 __all__ = [
     "PUBLISHED_STATES",
     "dataset_row",
+    "ensure_renderable",
     "ensure_unpublished",
     "insert_ignoring_conflicts",
     "load_shards",
@@ -119,3 +126,13 @@ def version_view(
         duplicate_of = version_names(session, [row.duplicate_of_id]).get(row.duplicate_of_id)
     shards = load_shards(session, row.id) if with_shards else None
     return convert.version_record(row, dataset=dataset, duplicate_of=duplicate_of, shards=shards)
+
+
+def ensure_renderable(record: Any, what: str) -> None:
+    """Raise :class:`~recordkeeper.core.errors.InvalidRequest` unless ``record.to_json()``
+    renders as JSON; called inside a write transaction, so an answer that could not be sent
+    rolls the write back instead of leaving a row that fails every later read."""
+    try:
+        orjson.dumps(record.to_json())
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        raise InvalidRequest(f"{what} cannot be stored: {exc}") from None

@@ -59,6 +59,18 @@ def store_schemas(session: Session, schemas: Mapping[str, Schema]) -> None:
         session.execute(insert_ignoring_conflicts(session, table), missing)
 
 
+def _not_the_prefix(valid: Sequence[ValidShard], prefix: str) -> None:
+    """A shard is a file inside the version's prefix, never the prefix itself."""
+    directory = prefix.rstrip("/")
+    for shard in valid:
+        if shard.record.uri == directory:
+            raise InvalidShard(
+                f"shard {shard.position}: uri {shard.record.uri!r} is the version's own prefix "
+                "(a directory), not a shard file",
+                shard=shard.position,
+            )
+
+
 class ShardRepository:
     """Bulk shard registration; each call is one transaction."""
 
@@ -77,6 +89,7 @@ class ShardRepository:
             ensure_unpublished(version, "its shards can never change")
             if version.state != "staged":
                 raise state_error(VersionNotStaged, version, "only staged versions accept shards")
+            _not_the_prefix(valid, version.storage_prefix)
             existing: dict[tuple[str, int], Mapping[str, Any]] = {}
             for row in session.execute(
                 select(*_EXISTING_COLUMNS).where(m.Shard.version_id == version.id)

@@ -16,10 +16,21 @@ shards are validated and serialised once, not per request (see ``routes/versions
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Annotated, Any, Generic, TypeVar
 
 import orjson
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from recordkeeper.core.limits import invalid_text_at
 
 __all__ = [
     "AUTHENTICATED",
@@ -49,10 +60,54 @@ def _renderable(value: dict[str, Any]) -> dict[str, Any]:
 JsonObject = Annotated[dict[str, Any], AfterValidator(_renderable)]
 
 
-class InModel(BaseModel):
-    """Request bodies: unknown fields are ignored (forward compatible clients)."""
+def _encodes(data: Any) -> bool:
+    # orjson refuses lone surrogates (and integers beyond 64 bits): one C pass over the body
+    # answers the common case; only a refusal is looked at again to say where (or to find that
+    # it was only a big integer, which the field types handle).
+    try:
+        orjson.dumps(data)
+    except orjson.JSONEncodeError:
+        return False
+    return True
 
-    model_config = ConfigDict(extra="ignore")
+
+#: Set while an outer request model validates its nested models (whose text it has checked).
+_TEXT_CHECKED: ContextVar[bool] = ContextVar("recordkeeper_text_checked", default=False)
+
+
+class InModel(BaseModel):
+    """Request bodies: the one text and type policy of the boundary.
+
+    * Unknown fields are ignored (forward compatible clients).
+    * Every string and key anywhere in the body, free-form JSON included, is valid Unicode
+      text: a lone surrogate (JSON ``"\\ud800"``) refuses the whole body with
+      ``422 invalid_request`` naming where it is, before any field is looked at, so nothing
+      that cannot be stored or rendered back reaches a repository.
+    * Types are strict: an ``int`` field takes a JSON integer only (not ``0.0``, ``false`` or
+      ``"0"``), a ``str`` field a JSON string only, a ``bool`` field ``true``/``false`` only.
+    """
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _text_is_unicode(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        # The outermost model checks the whole body once; nested models (10,000 shards of a
+        # registration) are validated inside that check and skip it.
+        if _TEXT_CHECKED.get():
+            return handler(data)
+        where = None if _encodes(data) else invalid_text_at(data)
+        if where is not None:
+            raise PydanticCustomError(
+                "invalid_text",
+                "{where}: text is not valid Unicode (a lone surrogate such as \\ud800)",
+                {"where": where},
+            )
+        token = _TEXT_CHECKED.set(True)
+        try:
+            return handler(data)
+        finally:
+            _TEXT_CHECKED.reset(token)
 
 
 class OutModel(BaseModel):

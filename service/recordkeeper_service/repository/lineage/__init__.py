@@ -26,10 +26,12 @@ from recordkeeper.core.errors import (
 from recordkeeper.core.lineage import (
     CheckpointRef,
     parse_checkpoint_ref,
+    validate_artifact_uri,
     validate_checkpoint_name,
     validate_model_name,
     validate_parent_kind,
     validate_role,
+    validate_saved_model_name,
 )
 from recordkeeper.core.refs import parse_reference
 from recordkeeper_service import models as m
@@ -37,6 +39,7 @@ from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page
 from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
 from recordkeeper_service.repository.common import (
+    ensure_renderable,
     insert_ignoring_conflicts,
     record_event,
     table_of,
@@ -232,7 +235,15 @@ class LineageRepository:
         if parent_ref == CheckpointRef(model, checkpoint):
             raise InvalidCheckpoint(f"checkpoint {model}/{checkpoint} cannot be its own parent")
         parent_kind = (spec.parent_kind or "restored_from") if parent_ref else None
-        saved_models = [{"name": str(s["name"]), "uri": str(s["uri"])} for s in spec.saved_models]
+        if spec.uri is not None:
+            validate_artifact_uri(spec.uri, "uri")
+        saved_models = [
+            {
+                "name": validate_saved_model_name(s["name"], f"saved_models[{i}].name"),
+                "uri": validate_artifact_uri(s["uri"], f"saved_models[{i}].uri"),
+            }
+            for i, s in enumerate(spec.saved_models)
+        ]
         with self._db.transaction() as session:
             triples, _ = _resolve_data(session, spec.data)
             parent_id = (
@@ -301,7 +312,9 @@ class LineageRepository:
                 parent=str(parent_ref) if parent_ref else None,
             )
             created = queries.checkpoint_rows(session, [new_id])
-            return checkpoint_records(session, created)[0], True
+            record = checkpoint_records(session, created)[0]
+            ensure_renderable(record, f"checkpoint {model}/{checkpoint}")  # before the commit
+            return record, True
 
     # -- reads -------------------------------------------------------------------------------
 
