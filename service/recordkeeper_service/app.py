@@ -67,10 +67,17 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        # No 307 to a Location built from the Host header, before authentication: a path with a
+        # trailing slash is simply not a route (404 not_found).
+        redirect_slashes=False,
     )
     app.state.settings = settings
     app.state.repository = repository
-    authenticator = Authenticator(repository.tokens, open_access=settings.open_access)
+    authenticator = Authenticator(
+        repository.tokens,
+        open_access=settings.open_access,
+        trusted_proxies=settings.trusted_proxies,
+    )
     app.state.authenticator = authenticator
     install_error_handlers(app)
     # Authentication before any body is read, then bounded bodies (see limits.py).

@@ -4,7 +4,11 @@
   token hashes; unknown or revoked tokens get ``401 unauthorized``.
 * A request without a token is served as the ``anonymous`` admin only when the service runs with
   ``RECORDKEEPER_AUTH=auto`` **and** binds a loopback address (see
-  :attr:`recordkeeper_service.settings.Settings.open_access`); otherwise it gets ``401``.
+  :attr:`recordkeeper_service.settings.Settings.open_access`) **and** the request did not come
+  through a proxy (:meth:`Authenticator.proxied`: it carries a forwarding header such as
+  ``X-Forwarded-For``/``Forwarded``, or its peer is in ``RECORDKEEPER_TRUSTED_PROXIES``);
+  otherwise it gets ``401``.  A same-host proxy would otherwise turn every remote caller into
+  the local admin (docs/security.md).
 * Scopes are ordered ``read < write < admin``; too small a scope gets ``403 forbidden``.
 
 *When* a request is authenticated: a request with a body is authenticated by the request gate
@@ -16,15 +20,19 @@ request without a body is authenticated by the route's dependency, as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import ipaddress
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from starlette.concurrency import run_in_threadpool
 
 from recordkeeper.core.errors import AuthenticationRequired, PermissionDenied
 from recordkeeper_service.repository.tokens import TokenRepository
 
 __all__ = [
     "ANONYMOUS",
+    "FORWARDING_HEADERS",
     "PRINCIPAL_KEY",
     "SCOPE_RANK",
     "Authenticator",
@@ -74,20 +82,89 @@ class Principal:
 ANONYMOUS = Principal(name="anonymous", scope="admin")
 
 
+#: Request headers (lower case, as in the ASGI scope) that a proxy adds; any of them means the
+#: request was relayed, so the loopback peer is not the caller.
+FORWARDING_HEADERS = frozenset(
+    {
+        b"forwarded",
+        b"x-forwarded-for",
+        b"x-forwarded-host",
+        b"x-forwarded-proto",
+        b"x-forwarded-port",
+        b"x-forwarded-server",
+        b"x-real-ip",
+        b"x-client-ip",
+        b"x-cluster-client-ip",
+        b"true-client-ip",
+        b"cf-connecting-ip",
+        b"client-ip",
+        b"via",
+    }
+)
+
+
 class Authenticator:
     """Turns an ``Authorization`` header into a :class:`Principal`."""
 
-    def __init__(self, tokens: TokenRepository, *, open_access: bool) -> None:
+    def __init__(
+        self,
+        tokens: TokenRepository,
+        *,
+        open_access: bool,
+        trusted_proxies: Iterable[str] = (),
+    ) -> None:
         self._tokens = tokens
         self.open_access = open_access
+        self._proxies = tuple(ipaddress.ip_network(p, strict=False) for p in trusted_proxies)
 
-    def authenticate(self, authorization: str | None) -> Principal:
+    def proxied(self, scope: Mapping[str, Any]) -> bool:
+        """True if the ASGI request ``scope`` came through a proxy (never served anonymously).
+
+        A forwarding header of any kind, or a peer address in the trusted proxy list, means a
+        proxy relayed the request (uvicorn keeps the headers when it rewrites the peer).
+        """
+        if any(name in FORWARDING_HEADERS for name, _ in scope.get("headers", ())):
+            return True
+        client = scope.get("client")
+        if not self._proxies or not client:
+            return False
+        try:
+            peer = ipaddress.ip_address(str(client[0]).strip("[]"))
+        except ValueError:
+            return False
+        return any(peer in network for network in self._proxies)
+
+    async def principal_for(self, scope: Mapping[str, Any]) -> Principal:
+        """The principal of an ASGI request: its bearer token, else anonymous where open access
+        applies (a loopback bind, and not relayed by a proxy: :meth:`proxied`).
+
+        The one way the service authenticates a request: the request gate (before the body is
+        read) and the route dependencies both call it.  A token lookup runs in a worker thread;
+        no token costs no I/O.
+        """
+        proxied = self.proxied(scope)
+        header = None
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                header = value.decode("latin-1")
+                break
+        if not header:
+            return self.authenticate(None, proxied=proxied)
+        return await run_in_threadpool(self.authenticate, header, proxied=proxied)
+
+    def authenticate(self, authorization: str | None, *, proxied: bool) -> Principal:
+        """The principal for ``authorization``; ``proxied``: see :meth:`proxied`."""
         if not authorization:
-            if self.open_access:
+            if self.open_access and not proxied:
                 return ANONYMOUS
             raise AuthenticationRequired(
                 "this service requires a token: send 'Authorization: Bearer <token>' "
                 "(create one with `recordkeeper token create`)"
+                + (
+                    "; requests relayed by a proxy are never served without one"
+                    if self.open_access
+                    else ""
+                )
             )
         scheme, _, secret = authorization.strip().partition(" ")
         secret = secret.strip()

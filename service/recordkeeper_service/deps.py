@@ -20,7 +20,6 @@ from typing import Annotated
 from fastapi import Depends, Query, Request, Security
 from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
 from fastapi.security.base import SecurityBase
-from starlette.concurrency import run_in_threadpool
 
 from recordkeeper_service.auth import PRINCIPAL_KEY, Authenticator, Principal, requires_scope
 from recordkeeper_service.repository import Repository
@@ -72,10 +71,7 @@ class BearerAuthentication(SecurityBase):
         if gated is not None:
             return gated
         authenticator: Authenticator = request.app.state.authenticator
-        header = request.headers.get("authorization")
-        if not header:
-            return authenticator.authenticate(None)  # no I/O: anonymous or 401
-        return await run_in_threadpool(authenticator.authenticate, header)
+        return await authenticator.principal_for(request.scope)
 
 
 get_principal = BearerAuthentication()

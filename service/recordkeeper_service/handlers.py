@@ -10,7 +10,10 @@ Starlette ``HTTPException``        404 ``not_found``, 405 ``method_not_allowed``
 anything else                      ``500 internal_error``; logged, no traceback sent
 =================================  ==============================================
 
-Every error response carries the ``X-Error-Code`` header.
+Every error response carries the ``X-Error-Code`` header; every 503 a ``Retry-After`` and a
+generic detail (the database's own error text, which may name hosts, users or paths, goes to the
+service log only — callers may not even be authenticated).  A 405 lists in ``Allow`` every
+method the path answers.
 """
 
 from __future__ import annotations
@@ -20,32 +23,50 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from recordkeeper.core.errors import RecordkeeperError, code_for_status
 from recordkeeper_service.responses import JSON
 
-__all__ = ["MAX_LISTED_ERRORS", "error_response", "install_error_handlers"]
+__all__ = [
+    "MAX_LISTED_ERRORS",
+    "RETRY_AFTER_SECONDS",
+    "UNAVAILABLE_DETAIL",
+    "allowed_methods",
+    "error_response",
+    "install_error_handlers",
+]
 
 log = logging.getLogger("recordkeeper_service")
 
 MAX_LISTED_ERRORS = 50
 MAX_DETAIL_LENGTH = 1000
+#: ``Retry-After`` on every 503: the outages seen (database restart, failover) last seconds.
+RETRY_AFTER_SECONDS = 2
+#: What a 503 ``service_unavailable`` tells the caller; the real cause is logged.
+UNAVAILABLE_DETAIL = (
+    "the registry database is unavailable; retry later (the service log has the cause)"
+)
 
 
 def error_json(status: int, code: str, detail: str, **extra: Any) -> JSON:
     """The error response: body ``{code, detail, **extra}`` plus ``X-Error-Code``.
 
     A detail longer than :data:`MAX_DETAIL_LENGTH` (it may quote the offending input) is cut.
+    ``service_unavailable`` always gets :data:`UNAVAILABLE_DETAIL` (whoever builds the response:
+    a route, a handler or a middleware), every 503 a ``Retry-After``.
     """
+    if code == "service_unavailable":
+        detail = UNAVAILABLE_DETAIL
     if len(detail) > MAX_DETAIL_LENGTH:
         detail = detail[:MAX_DETAIL_LENGTH] + "… (truncated)"
-    return JSON(
-        {"code": code, "detail": detail, **extra},
-        status_code=status,
-        headers={"X-Error-Code": code},
-    )
+    headers = {"X-Error-Code": code}
+    if status == 503:
+        headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return JSON({"code": code, "detail": detail, **extra}, status_code=status, headers=headers)
 
 
 def error_response(exc: RecordkeeperError) -> JSON:
@@ -58,6 +79,16 @@ async def _recordkeeper_error(_request: Request, exc: Exception) -> Response:
     if exc.status >= 500:
         log.warning("%s: %s", exc.code, exc.detail)
     return error_response(exc)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app answers on the request's path (for ``Allow``)."""
+    scope = {**request.scope, "method": "", "path_params": {}}
+    methods: set[str] = set()
+    for route in iter_route_contexts(request.app.routes):
+        if route.methods and route.matches(scope)[0] is not Match.NONE:
+            methods.update(route.methods)
+    return sorted(methods)
 
 
 def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
@@ -107,6 +138,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     else:
         detail = str(exc.detail)
     response = error_json(exc.status_code, code, detail)
+    if exc.status_code == 405:
+        response.headers["Allow"] = ", ".join(allowed_methods(request))
     for name, value in (exc.headers or {}).items():
         response.headers.setdefault(name, value)
     return response

@@ -39,13 +39,12 @@ from typing import Any, TypeVar
 
 from fastapi import Request, Response
 from fastapi.routing import APIRoute, RouteContext, iter_route_contexts
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from recordkeeper.core.errors import InvalidRequest, PayloadTooLarge, RecordkeeperError
-from recordkeeper_service.auth import PRINCIPAL_KEY, SCOPE_RANK, Authenticator, Principal
+from recordkeeper_service.auth import PRINCIPAL_KEY, SCOPE_RANK, Authenticator
 from recordkeeper_service.handlers import error_response
 
 __all__ = ["GatedRoute", "RequestGate", "RoutePolicy", "counted_list", "large_body", "load_counted"]
@@ -245,16 +244,6 @@ class RequestGate:
             max_bytes=limit,
         )
 
-    async def _authenticate(self, scope: Scope) -> Principal:
-        header = None
-        for name, value in scope.get("headers", ()):
-            if name == b"authorization":
-                header = value.decode("latin-1")
-                break
-        if not header:
-            return self.authenticator.authenticate(None)  # no I/O: anonymous or 401
-        return await run_in_threadpool(self.authenticator.authenticate, header)
-
     # ------------------------------------------------------------------ ASGI
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -275,7 +264,7 @@ class RequestGate:
         close = streamed or declared is None or declared > self.max_small_body_bytes
         if policy.scope is not None:
             try:
-                principal = (await self._authenticate(scope)).require(policy.scope)
+                principal = (await self.authenticator.principal_for(scope)).require(policy.scope)
             except RecordkeeperError as exc:
                 await _refuse(exc, scope, receive, send, close=close)
                 return

@@ -52,6 +52,7 @@ def settings_environment(settings: Settings) -> dict[str, str]:
         "RECORDKEEPER_VERSION_CACHE_BYTES": str(settings.version_cache_bytes),
         "RECORDKEEPER_DB_POOL_SIZE": str(settings.db_pool_size),
         "RECORDKEEPER_LOG_LEVEL": settings.log_level,
+        "RECORDKEEPER_TRUSTED_PROXIES": ",".join(settings.trusted_proxies),
     }
     if settings.database_url is not None:
         env["RECORDKEEPER_DATABASE_URL"] = settings.database_url
@@ -94,12 +95,16 @@ def run(
         http=http,
         lifespan="on",
         server_header=False,
+        # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told otherwise (and reads
+        # FORWARDED_ALLOW_IPS from the environment): only the configured proxies are believed.
+        proxy_headers=bool(settings.trusted_proxies),
+        forwarded_allow_ips=list(settings.trusted_proxies),
     )
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in str(host) else host
     print(
         f"recordkeeper serving on http://{shown}:{port} with {workers} worker(s); "
-        f"auth: {'open (loopback)' if settings.open_access else 'token'}; "
+        f"auth: {'open (loopback, direct requests)' if settings.open_access else 'token'}; "
         f"database: {normalize_database_url(settings.effective_database_url).render_as_string()}",
         flush=True,
     )

@@ -104,6 +104,12 @@ class Settings(BaseSettings):
     )
     db_pool_size: int = Field(default=5, ge=1, le=1000)
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Addresses or networks of the reverse proxies in front of the service; "
+        "their forwarding headers name the client (logs), and no request from them is ever "
+        "served as the anonymous admin.  Empty: no forwarding header is believed.",
+    )
 
     @field_validator("allowed_roots", mode="before")
     @classmethod
@@ -111,6 +117,28 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _split_proxies(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _check_trusted_proxies(cls, value: list[str]) -> list[str]:
+        proxies = []
+        for entry in value:
+            try:
+                proxies.append(str(ipaddress.ip_network(entry.strip("[]"), strict=False)))
+            except ValueError:
+                raise ValueError(
+                    f"RECORDKEEPER_TRUSTED_PROXIES: {entry!r} is not an IP address or network "
+                    "(names are not accepted: a proxy is recognised by the address it connects "
+                    "from)"
+                ) from None
+        return proxies
 
     @field_validator("storage_root")
     @classmethod

@@ -129,3 +129,34 @@ def test_required_on_loopback_without_tokens_starts(
 ) -> None:
     client = make_client(auth="required")
     error(client.get(f"{API}/datasets"), 401, "unauthorized")
+
+
+@pytest.mark.parametrize(
+    ("headers", "peer", "proxied"),
+    [
+        ([], "127.0.0.1", False),
+        ([(b"x-forwarded-for", b"127.0.0.1")], "127.0.0.1", True),
+        ([(b"forwarded", b"for=127.0.0.1")], "127.0.0.1", True),
+        ([(b"via", b"1.1 nginx")], "127.0.0.1", True),
+        ([], "10.1.2.3", True),  # a trusted proxy's peer address, no header
+        ([], "::1", True),
+        ([], "10.2.0.1", False),
+        ([], "testclient", False),  # not an address: not a listed proxy
+    ],
+)
+def test_proxied_requests(headers: list[tuple[bytes, bytes]], peer: str, proxied: bool) -> None:
+    from recordkeeper.core.errors import AuthenticationRequired
+    from recordkeeper_service.auth import Authenticator
+
+    authenticator = Authenticator(
+        None,  # type: ignore[arg-type]  # no token is looked up here
+        open_access=True,
+        trusted_proxies=["10.1.0.0/16", "::1"],
+    )
+    scope = {"type": "http", "headers": headers, "client": (peer, 5000)}
+    assert authenticator.proxied(scope) is proxied
+    if proxied:
+        with pytest.raises(AuthenticationRequired, match="relayed by a proxy"):
+            authenticator.authenticate(None, proxied=True)
+    else:
+        assert authenticator.authenticate(None, proxied=False).name == "anonymous"

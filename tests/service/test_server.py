@@ -35,6 +35,7 @@ def test_workers_rebuild_the_same_settings(monkeypatch: pytest.MonkeyPatch) -> N
         host="0.0.0.0",
         port=9000,
         max_body_bytes=1 << 20,
+        trusted_proxies=["127.0.0.1", "10.0.0.0/8"],
     )
     for name, value in settings_environment(settings).items():
         monkeypatch.setenv(name, value)

@@ -75,3 +75,12 @@ def test_open_access_only_on_loopback() -> None:
     assert not Settings(host="127.0.0.1", auth="required").open_access
     assert is_loopback("127.8.9.10")
     assert not is_loopback("example.com")
+
+
+def test_trusted_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().trusted_proxies == []
+    monkeypatch.setenv("RECORDKEEPER_TRUSTED_PROXIES", " 127.0.0.1, ::1,10.1.2.0/24 ,[fe80::1]")
+    assert Settings().trusted_proxies == ["127.0.0.1/32", "::1/128", "10.1.2.0/24", "fe80::1/128"]
+    monkeypatch.setenv("RECORDKEEPER_TRUSTED_PROXIES", "proxy.internal")
+    with pytest.raises(ValidationError, match="RECORDKEEPER_TRUSTED_PROXIES"):
+        Settings()

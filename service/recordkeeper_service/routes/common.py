@@ -24,6 +24,7 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Field,
     ModelWrapValidatorHandler,
     model_validator,
 )
@@ -120,14 +121,62 @@ class OutModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _extra(codes: str, meaning: str) -> Any:
+    return Field(default=None, description=f"only with {codes}: {meaning}")
+
+
 class ErrorOut(BaseModel):
     """Every error: ``code`` (also in the ``X-Error-Code`` header), ``detail``, and the extra
-    fields its code documents (``state``, ``shard``, ``errors``, ...)."""
+    fields its code documents (docs/rest-api.md, "Errors"); each extra field below says which
+    codes send it, and no other code sends it."""
 
     model_config = ConfigDict(extra="allow")
 
-    code: str
-    detail: str
+    code: str = Field(description="stable error code (docs/rest-api.md)")
+    detail: str = Field(description="a sentence for people, at most 1,000 characters")
+    errors: list[dict[str, Any]] | None = _extra(
+        "`invalid_request`", "at most 50 `{loc, msg, type}` problems (never the input)"
+    )
+    shard: int | None = _extra(
+        "`invalid_shard`, `invalid_hash`, `storage_root_not_allowed`, `shard_conflict`",
+        "position of the offending shard in the request (`null` for the request as a whole)",
+    )
+    max_bytes: int | None = _extra("`payload_too_large`", "the body limit in bytes")
+    required_scope: str | None = _extra("`forbidden`", "the scope the route needs")
+    allowed_roots: list[str] | None = _extra(
+        "`storage_root_not_allowed`", "the URI prefixes where data may live"
+    )
+    state: str | None = _extra(
+        "`version_not_found`, `version_immutable`, `version_not_staged`, `conflict`",
+        "the version's current state (`staged`, `committed`, `deprecated`, `abandoned`)",
+    )
+    claimed_by: str | None = _extra(
+        "`conflict` (gc-done)", "the collector (token name) that claimed the version"
+    )
+    missing: dict[str, list[int]] | None = _extra(
+        "`version_incomplete`", "split → its first 1,000 missing shard indices"
+    )
+    feature: str | None = _extra("`schema_conflict`", "the feature whose kinds disagree")
+    kinds: list[str] | None = _extra("`schema_conflict`", "the kinds seen for `feature`")
+    record_types: list[str] | None = _extra(
+        "`schema_conflict`", "the record types seen (instead of `feature`/`kinds`)"
+    )
+    duplicate_of: str | None = _extra(
+        "`duplicate_content`", "the committed version with the same content"
+    )
+    content_digest: str | None = _extra("`duplicate_content`", "the shared content digest")
+    expected: str | None = _extra("`digest_mismatch`", "the `expect_digest` sent")
+    actual: str | None = _extra("`digest_mismatch`", "the version's content digest")
+    version: str | None = _extra("`digest_mismatch`", "the version the reference resolved to")
+    checkpoints: list[str] | None = _extra(
+        "`version_in_use`", "`model/checkpoint` names trained on the version (the first 50)"
+    )
+    count: int | None = _extra("`version_in_use`", "how many checkpoints in all")
+    fields: list[str] | None = _extra(
+        "`checkpoint_conflict`", "the fields that differ from the registered checkpoint"
+    )
+    revision: str | None = _extra("`not_ready`", "the database's migration revision")
+    head: str | None = _extra("`not_ready`", "the revision this release needs")
 
 
 class ListOut(OutModel, Generic[T]):
@@ -146,7 +195,8 @@ _WHEN = {
     413: "`payload_too_large`: body larger than the route's limit (RECORDKEEPER_MAX_BODY_BYTES "
     "for shard registration, RECORDKEEPER_MAX_SMALL_BODY_BYTES for the rest)",
     422: "`invalid_request`: malformed JSON, wrong types, missing fields, bad query values",
-    503: "`service_unavailable`: the database is unreachable (safe to retry)",
+    503: "`service_unavailable`: the database is unreachable (safe to retry after the "
+    "`Retry-After` seconds; the detail is generic, the cause is in the service log)",
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter
@@ -14,6 +15,8 @@ from recordkeeper_service.handlers import error_json
 from recordkeeper_service.routes.common import OutModel, errors
 
 __all__ = ["ReadyOut", "StatusOut", "router"]
+
+log = logging.getLogger("recordkeeper_service")
 
 
 class StatusOut(OutModel):
@@ -45,8 +48,13 @@ async def readyz(repository: RepositoryDep) -> dict[str, Any] | Response:
     try:
         status = await run_in_threadpool(repository.migration_status)
     except Exception as exc:  # any failure to reach the database means "not ready"
+        # The database's error text may name hosts, users, paths: the log gets it, not the
+        # (unauthenticated) caller.
         reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-        return error_json(503, "not_ready", f"database unreachable: {reason}")
+        log.warning("not ready: database unreachable: %s", reason)
+        return error_json(
+            503, "not_ready", "database unreachable; retry later (the service log has the cause)"
+        )
     if not status.at_head:
         return error_json(
             503,

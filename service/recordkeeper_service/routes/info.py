@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from recordkeeper.core.limits import MAX_JSON_OBJECT_BYTES, MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.naming import CONVENTION
@@ -31,14 +31,18 @@ router = APIRouter(tags=["info"], responses=AUTHENTICATED)
 
 
 @router.get("/info", response_model=InfoOut)
-async def get_info(settings: SettingsDep, _who: Reader) -> dict[str, Any]:
-    """Service version, naming convention, storage roots and auth mode."""
+async def get_info(request: Request, settings: SettingsDep, _who: Reader) -> dict[str, Any]:
+    """Service version, naming convention, storage roots and auth mode (for this request:
+    ``token`` when it came through a proxy, see docs/security.md)."""
+    open_access = settings.open_access and not request.app.state.authenticator.proxied(
+        request.scope
+    )
     return {
         "version": __version__,
         "naming_convention": CONVENTION,
         "storage_root": settings.storage_root,
         "allowed_roots": settings.allowed_roots,
-        "auth": "open" if settings.open_access else "token",
+        "auth": "open" if open_access else "token",
         "max_shards_per_request": MAX_SHARDS_PER_REQUEST,
         "max_body_bytes": settings.max_body_bytes,
         "max_small_body_bytes": min(settings.max_small_body_bytes, settings.max_body_bytes),
