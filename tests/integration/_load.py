@@ -44,6 +44,7 @@ import httpx
 
 API = "/api/v1"
 DATE = "20260101"
+SERVE = [sys.executable, "-m", "recordkeeper_service", "serve"]
 
 
 # ------------------------------------------------------------------------------ the server
@@ -128,8 +129,7 @@ def serve(
     log = workdir / f"serve-{port}.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "recordkeeper_service", "serve"]
-            + ["--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)],
+            [*SERVE, "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
