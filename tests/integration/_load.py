@@ -98,6 +98,14 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` so far (0 once it is gone)."""
+    with contextlib.suppress(OSError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
 def rss_bytes(pid: int) -> int:
     """Resident set size of ``pid`` (``VmRSS`` from /proc; 0 once it is gone)."""
     with contextlib.suppress(OSError):
@@ -216,6 +224,7 @@ class _ClientResult:
     staged: list[tuple[str, int, str]] = field(default_factory=list)  # dataset, number, name
     committed: list[tuple[str, int, str, str]] = field(default_factory=list)  # + digest
     completed: int = 0
+    cpu_seconds: float = 0.0
 
 
 async def _publisher(
@@ -332,6 +341,7 @@ def _publishers_main(
         )
 
     asyncio.run(main())
+    result.cpu_seconds = time.process_time()
     results.put(("publishers", asdict(result)))
 
 
@@ -356,6 +366,7 @@ def _resolvers_main(
         )
 
     asyncio.run(main())
+    result.cpu_seconds = time.process_time()
     results.put(("resolvers", asdict(result)))
 
 
@@ -413,6 +424,7 @@ class LoadReport:
     rss: list[RssSample]
     rss_warmup_seconds: float
     rss_growth_mib: dict[int, float]
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
     server_log_tail: str = ""
 
     @property
@@ -435,6 +447,12 @@ class LoadReport:
             lines.append(
                 f"{label:32s} {stats.count:7d}  {stats.per_second:7.1f}/s  p50 "
                 f"{stats.p50_ms:7.1f} ms  p99 {stats.p99_ms:7.1f} ms  max {stats.max_ms:7.1f} ms"
+            )
+        if self.cpu_seconds:
+            used = ", ".join(f"{k} {v:.0f} s" for k, v in self.cpu_seconds.items())
+            lines.append(
+                f"CPU used during the run: {used} "
+                f"(of {self.seconds * (self.cpus or 1):.0f} CPU-seconds available)"
             )
         lines.append(f"errors: {dict(self.errors) or 0}")
         lines.append(
@@ -588,6 +606,7 @@ def run_load(
             if stop.wait(rss_interval):
                 return
 
+    workers_cpu = sum(cpu_seconds(pid) for pid in served.workers())
     for proc in procs:
         proc.start()
     sampler = threading.Thread(target=sample, name="rss-sampler", daemon=True)
@@ -600,6 +619,7 @@ def run_load(
             except queue_module.Empty:
                 raise RuntimeError("the load clients did not report in time") from None
             collected[kind] = data
+        workers_cpu = sum(cpu_seconds(pid) for pid in served.workers()) - workers_cpu
     finally:
         stop.set()
         sampler.join()
@@ -651,5 +671,10 @@ def run_load(
         rss=samples,
         rss_warmup_seconds=warmup,
         rss_growth_mib=growth,
+        cpu_seconds={
+            "service workers": workers_cpu,
+            "publisher client": pub["cpu_seconds"],
+            "resolver client": res["cpu_seconds"],
+        },
         server_log_tail=tail,
     )
