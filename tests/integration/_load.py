@@ -342,6 +342,8 @@ def _publishers_main(
 
     asyncio.run(main())
     result.cpu_seconds = time.process_time()
+    # Names committed after the resolvers stopped draining are not needed: never block on them.
+    out.cancel_join_thread()
     results.put(("publishers", asdict(result)))
 
 
