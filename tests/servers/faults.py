@@ -140,11 +140,12 @@ class FaultProxy:
             self._rules.append(rule)
         return rule
 
-    def clear(self) -> None:
-        """Remove every rule and forget the log: the proxy forwards everything again."""
+    def clear(self, *, log: bool = True) -> None:
+        """Remove every rule (and forget the log): the proxy forwards everything again."""
         with self._lock:
             self._rules.clear()
-            self.log.clear()
+            if log:
+                self.log.clear()
 
     def stop(self) -> None:
         self._server.shutdown()
