@@ -95,6 +95,8 @@ def url_to_fs(uri: str, storage_options: Mapping[str, Any] | None = None) -> tup
     # Local files need no options; dropping them lets one set of object-store options serve
     # a copy from local disk to S3/GCS.
     options = {} if backend == "file" else dict(storage_options or {})
+    if backend == "s3":
+        options = _s3_retries(options)
     with storage_errors(uri):
         try:
             fs, path = fsspec.core.url_to_fs(uri, **options)
@@ -105,6 +107,20 @@ def url_to_fs(uri: str, storage_options: Mapping[str, Any] | None = None) -> tup
                 f"no filesystem for {uri}: {exc}{hint}", uri=uri, reason="error"
             ) from None
     return fs, path
+
+
+#: botocore's own retries, when the caller sets none: one attempt per s3fs try.  s3fs already
+#: retries every call (5 tries, 0.1 s to 0.8 s apart, and SlowDown/5xx/connection errors);
+#: botocore's default (up to 5 attempts each, seconds apart) multiplies that to 25 requests and
+#: over a minute per call against a store that keeps failing (docs/reliability.md).
+S3_BOTOCORE_RETRIES = {"mode": "standard", "total_max_attempts": 1}
+
+
+def _s3_retries(options: dict[str, Any]) -> dict[str, Any]:
+    """One retry layer for S3: s3fs's; botocore's unless ``config_kwargs.retries`` is given."""
+    config = dict(options.get("config_kwargs") or {})
+    config.setdefault("retries", dict(S3_BOTOCORE_RETRIES))
+    return {**options, "config_kwargs": config}
 
 
 def _classify(exc: BaseException) -> str:

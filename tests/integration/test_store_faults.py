@@ -88,8 +88,11 @@ class Store:
         else:
             self.faulty = {**clean, "endpoint_url": proxy.endpoint_url}
 
-    def inject(self, fault: str, operation: str, times: int = 2) -> Any:
+    def inject(self, fault: str, operation: str) -> Any:
+        """Two faults in a row (``"503-always"``: every matching request answers 503)."""
         method, path = TARGETS[self.kind][operation]
+        times = None if fault == "503-always" else 2
+        fault = fault.removesuffix("-always")
         return self.proxy.inject(fault, method=method, path=path, times=times, delay=0.5)
 
 
@@ -130,6 +133,11 @@ def _published(store: Store, name: str = "coco") -> rk.DatasetVersion:
     )
 
 
+def _outcome(exc: BaseException) -> str:
+    reason = getattr(exc, "extra", {}).get("reason")
+    return f"{type(exc).__name__}({reason})" if reason else type(exc).__name__
+
+
 def _hashes(version: rk.DatasetVersion) -> list[tuple[str, str, str, int]]:
     return [
         (s.uri.rsplit("/", 1)[-1], s.sha256, s.records_sha256, s.record_count)
@@ -156,11 +164,11 @@ def _run(store: Store, operation: str, fault: str, tensorflow: Callable[[], Modu
             _typed(exc)
             with pytest.raises(rk.NotFound):
                 client.resolve("wfault@latest")
-            return
+            return _outcome(exc)
         version = client.resolve("wfault@latest").with_storage_options(store.clean)
         assert version.record_count == len(records)
         assert version.verify(deep=True).ok
-        return
+        return "ok"
     if operation == "publish":
         raw = f"{store.bucket}/raw/pfault"
         sc.make_raw_dataset(raw, store.clean, shards=2, per_shard=20)
@@ -175,9 +183,9 @@ def _run(store: Store, operation: str, fault: str, tensorflow: Callable[[], Modu
             _typed(exc)
             with pytest.raises(rk.NotFound):
                 client.resolve("pfault@latest")
-            return
+            return _outcome(exc)
         assert _hashes(version) == expected
-        return
+        return "ok"
     version = _published(store)
     if operation in ("fast_verify", "deep_verify"):
         store.inject(fault, operation)
@@ -187,10 +195,10 @@ def _run(store: Store, operation: str, fault: str, tensorflow: Callable[[], Modu
             )
         except Exception as exc:
             _typed(exc)
-            return
+            return _outcome(exc)
         # The data is intact: a fault must never be reported as a missing or changed shard.
         assert report.ok, report
-        return
+        return "ok"
     if operation == "tf_dataset":
         tf = tensorflow()
         expected = sorted(sample_examples(20) + sample_examples(20, 20))
@@ -200,10 +208,10 @@ def _run(store: Store, operation: str, fault: str, tensorflow: Callable[[], Modu
             got = sorted(bytes(r) for r in ds.as_numpy_iterator())
         except Exception as exc:
             _typed(exc)
-            return
+            return _outcome(exc)
         del tf
         assert got == expected
-        return
+        return "ok"
     assert operation == "gc_delete"
     crashed = client.stage("coco")
     age(store.service.database_url, crashed.name, 2 * 3600)
@@ -217,7 +225,9 @@ def _run(store: Store, operation: str, fault: str, tensorflow: Callable[[], Modu
         )
     except Exception as exc:
         _typed(exc)
-        report = None
+        report, outcome = None, _outcome(exc)
+    else:
+        outcome = "ok" if report.ok else f"skipped: {report.items[0].error}"[:80]
     if report is not None and report.ok:
         assert [i.name for i in report.items] == [crashed.name]
         assert report.objects == 3
@@ -227,6 +237,7 @@ def _run(store: Store, operation: str, fault: str, tensorflow: Callable[[], Modu
     client.collect_garbage(staged_older_than=0, dry_run=False, storage_options=store.clean)
     assert client.resolve(crashed.name).state == "abandoned"
     assert client.gc_candidates(staged_older_than=0) == []
+    return outcome
 
 
 @pytest.mark.timeout(90)
@@ -235,9 +246,20 @@ def _run(store: Store, operation: str, fault: str, tensorflow: Callable[[], Modu
 def test_fault_matrix(
     store: Store, operation: str, fault: str, request: pytest.FixtureRequest
 ) -> None:
-    _run(store, operation, fault, lambda: request.getfixturevalue("tensorflow"))
-    fired = [s for s in store.proxy.log if s.fault == fault]
+    outcome = _run(store, operation, fault, lambda: request.getfixturevalue("tensorflow"))
+    request.node.user_properties.append(("outcome", outcome))
+    print(f"\nOUTCOME {store.kind} {operation} {fault}: {outcome}")
+    fired = [s for s in store.proxy.log if s.fault == fault.removesuffix("-always")]
     assert fired, f"no {fault} fault reached the store during {operation}"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("operation", ["writer", "publish", "deep_verify", "gc_delete"])
+def test_store_down(store: Store, operation: str, request: pytest.FixtureRequest) -> None:
+    """Every matching request answers 503: a typed error within the retry budget, nothing kept."""
+    outcome = _run(store, operation, "503-always", lambda: request.getfixturevalue("tensorflow"))
+    print(f"\nOUTCOME {store.kind} {operation} 503-always: {outcome}")
+    assert outcome != "ok"
 
 
 @pytest.mark.timeout(120)
