@@ -1,6 +1,8 @@
 """fsspec helpers: one place that knows URLs, filesystems, object identity and storage errors.
 
-* ``storage_options`` are passed to fsspec untouched (credentials, endpoint, ``token``…).
+* ``storage_options`` are passed to fsspec untouched (credentials, endpoint, ``token``…), but
+  for one default on S3: botocore's own retries are off unless ``config_kwargs.retries`` is
+  given, so s3fs's retries are the one bounded layer (:data:`S3_BOTOCORE_RETRIES`).
 * Local paths become ``file://`` URIs so every shard has a URI.
 * :func:`stat_object` records what each backend offers as identity, explicitly per backend
   (``info()`` is not content identity on its own):

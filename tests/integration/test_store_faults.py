@@ -1,4 +1,4 @@
-"""Object stores under faults: store (s3, gcs) × operation × fault, through a fault proxy.
+"""Object stores under faults: store (s3, gcs) x operation x fault, through a fault proxy.
 
 Each cell runs one public operation with ``storage_options`` pointing at a
 :class:`tests.servers.faults.FaultProxy` in front of the session's SeaweedFS / fake-gcs-server,
@@ -228,15 +228,15 @@ def _run(store: Store, operation: str, fault: str, tensorflow: Callable[[], Modu
         report, outcome = None, _outcome(exc)
     else:
         outcome = "ok" if report.ok else f"skipped: {report.items[0].error}"[:80]
+    left = [c.name for c in client.gc_candidates(staged_older_than=0)]
     if report is not None and report.ok:
         assert [i.name for i in report.items] == [crashed.name]
         assert report.objects == 3
         assert client.resolve(crashed.name).state == "abandoned"
-    # Whatever happened, gc without faults finishes the job: nothing is left without a path.
-    store.proxy.clear(log=False)
-    client.collect_garbage(staged_older_than=0, dry_run=False, storage_options=store.clean)
-    assert client.resolve(crashed.name).state == "abandoned"
-    assert client.gc_candidates(staged_older_than=0) == []
+        assert left == []
+    else:
+        # Not collected: still a candidate, claimed for a lease, then released to any gc again.
+        assert left == [crashed.name]
     return outcome
 
 
@@ -253,8 +253,15 @@ def test_fault_matrix(
     assert fired, f"no {fault} fault reached the store during {operation}"
 
 
+#: gcsfs retries 6 times, 1 s to 16 s apart (fixed in gcsfs): ~35 s per cell, so two cells only.
+STORE_DOWN = [
+    *[("s3", op) for op in ("writer", "publish", "deep_verify", "gc_delete")],
+    *[("gcs", op) for op in ("writer", "gc_delete")],
+]
+
+
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("operation", ["writer", "publish", "deep_verify", "gc_delete"])
+@pytest.mark.parametrize(("store", "operation"), STORE_DOWN, indirect=["store"])
 def test_store_down(store: Store, operation: str, request: pytest.FixtureRequest) -> None:
     """Every matching request answers 503: a typed error within the retry budget, nothing kept."""
     outcome = _run(store, operation, "503-always", lambda: request.getfixturevalue("tensorflow"))
