@@ -17,6 +17,7 @@ matrix.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -184,7 +185,14 @@ def _run(store: Store, operation: str, fault: str, tensorflow: Callable[[], Modu
             with pytest.raises(rk.NotFound):
                 client.resolve("pfault@latest")
             return _outcome(exc)
-        assert _hashes(version) == expected
+        # records from a clean publish of the same records; bytes from a clean download (the
+        # gzip file's header holds its write time, so only these files' own bytes compare)
+        assert [h[2:] for h in _hashes(version)] == [h[2:] for h in expected]
+        for split in version.splits.values():
+            for shard in split.shards:
+                data = sc.get_bytes(shard.uri, store.clean)
+                assert shard.sha256 == hashlib.sha256(data).hexdigest()
+                assert shard.size == len(data)
         return "ok"
     version = _published(store)
     if operation in ("fast_verify", "deep_verify"):
