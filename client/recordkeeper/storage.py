@@ -263,6 +263,7 @@ def stat_object(
                     "checksum_sha256": head.get("ChecksumSHA256"),
                 },
             )
+        _forget(fs, path)
         info = fs.info(path)
         if info.get("type") == "directory":
             raise FileNotFoundError(f"{uri} is a directory, not an object")
@@ -285,6 +286,13 @@ def stat_object(
         return ObjectStat(uri, size, identity)
 
 
+def _forget(fs: Any, path: str) -> None:
+    """Drop fsspec's cached listing for ``path``: identity and reads must see the object as it
+    is now (another process may have replaced it; s3fs would read with a stale ETag)."""
+    with contextlib.suppress(Exception):
+        fs.invalidate_cache(path)
+
+
 def open_read(
     uri: str, storage_options: Mapping[str, Any] | None = None, *, size: int | None = None
 ) -> IO[bytes]:
@@ -293,6 +301,7 @@ def open_read(
     ``size``, when the caller already knows it, spares object stores a metadata request.
     """
     fs, path = url_to_fs(uri, storage_options)
+    _forget(fs, path)
     with storage_errors(uri):
         if size is not None and backend_of(uri) in ("s3", "gcs"):
             return fs.open(path, "rb", block_size=8 * 2**20, size=size)
