@@ -1,6 +1,8 @@
 """fsspec helpers: one place that knows URLs, filesystems, object identity and storage errors.
 
-* ``storage_options`` are passed to fsspec untouched (credentials, endpoint, ``token``…).
+* ``storage_options`` are passed to fsspec untouched (credentials, endpoint, ``token``…), but
+  for one default on S3: botocore's own retries are off unless ``config_kwargs.retries`` is
+  given, so s3fs's retries are the one bounded layer (:data:`S3_BOTOCORE_RETRIES`).
 * Local paths become ``file://`` URIs so every shard has a URI.
 * :func:`stat_object` records what each backend offers as identity, explicitly per backend
   (``info()`` is not content identity on its own):
@@ -95,6 +97,8 @@ def url_to_fs(uri: str, storage_options: Mapping[str, Any] | None = None) -> tup
     # Local files need no options; dropping them lets one set of object-store options serve
     # a copy from local disk to S3/GCS.
     options = {} if backend == "file" else dict(storage_options or {})
+    if backend == "s3":
+        options = _s3_retries(options)
     with storage_errors(uri):
         try:
             fs, path = fsspec.core.url_to_fs(uri, **options)
@@ -105,6 +109,20 @@ def url_to_fs(uri: str, storage_options: Mapping[str, Any] | None = None) -> tup
                 f"no filesystem for {uri}: {exc}{hint}", uri=uri, reason="error"
             ) from None
     return fs, path
+
+
+#: botocore's own retries, when the caller sets none: one attempt per s3fs try.  s3fs already
+#: retries every call (5 tries, 0.1 s to 0.8 s apart, and SlowDown/5xx/connection errors);
+#: botocore's default (up to 5 attempts each, seconds apart) multiplies that to 25 requests and
+#: over a minute per call against a store that keeps failing (docs/reliability.md).
+S3_BOTOCORE_RETRIES = {"mode": "standard", "total_max_attempts": 1}
+
+
+def _s3_retries(options: dict[str, Any]) -> dict[str, Any]:
+    """One retry layer for S3: s3fs's; botocore's unless ``config_kwargs.retries`` is given."""
+    config = dict(options.get("config_kwargs") or {})
+    config.setdefault("retries", dict(S3_BOTOCORE_RETRIES))
+    return {**options, "config_kwargs": config}
 
 
 def _classify(exc: BaseException) -> str:
@@ -245,6 +263,7 @@ def stat_object(
                     "checksum_sha256": head.get("ChecksumSHA256"),
                 },
             )
+        _forget(fs, path)
         info = fs.info(path)
         if info.get("type") == "directory":
             raise FileNotFoundError(f"{uri} is a directory, not an object")
@@ -267,6 +286,13 @@ def stat_object(
         return ObjectStat(uri, size, identity)
 
 
+def _forget(fs: Any, path: str) -> None:
+    """Drop fsspec's cached listing for ``path``: identity and reads must see the object as it
+    is now (another process may have replaced it; s3fs would read with a stale ETag)."""
+    with contextlib.suppress(Exception):
+        fs.invalidate_cache(path)
+
+
 def open_read(
     uri: str, storage_options: Mapping[str, Any] | None = None, *, size: int | None = None
 ) -> IO[bytes]:
@@ -275,6 +301,7 @@ def open_read(
     ``size``, when the caller already knows it, spares object stores a metadata request.
     """
     fs, path = url_to_fs(uri, storage_options)
+    _forget(fs, path)
     with storage_errors(uri):
         if size is not None and backend_of(uri) in ("s3", "gcs"):
             return fs.open(path, "rb", block_size=8 * 2**20, size=size)
