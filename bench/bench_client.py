@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 import recordkeeper as rk  # noqa: E402
 from recordkeeper.tfrecord import TFRecordWriter  # noqa: E402
 from tests.client._records import example_bytes  # noqa: E402
+from tests.integration._load import shard_bodies  # noqa: E402
 from tests.integration.conftest import start_live_service  # noqa: E402
 
 
@@ -179,35 +180,8 @@ def bench_local(work: Path, shards: int, shard_mib: int) -> None:
 
 def bench_resolve(client: rk.Client, data: Path, n: int = 10_000) -> None:
     staged = client.stage("bigres")
-    shards = [
-        {
-            "split": "train",
-            "index": i,
-            "count": n,
-            "uri": (data / f"x/train-{i:05d}-of-{n:05d}.tfrecord").as_uri(),
-            "compression": "none",
-            "size": 1000 + i,
-            "sha256": f"{i:064x}",
-            "crc32c": f"{i:08x}",
-            "records_sha256": f"{i + 1:064x}",
-            "record_count": 10,
-            "schema": {
-                "record_type": "example",
-                "record_count": 10,
-                "features": [
-                    {
-                        "name": "label",
-                        "kind": "int64",
-                        "min_count": 1,
-                        "max_count": 1,
-                        "present_count": 10,
-                    }
-                ],
-            },
-            "storage_identity": {"backend": "file", "mtime_ns": 1, "size": 1000 + i},
-        }
-        for i in range(n)
-    ]
+    # synthetic shards (registration only; nothing is read), built as the load driver builds them
+    shards = shard_bodies((data / "x").as_uri() + "/", n, tag="bigres")
     start = time.perf_counter()
     client.register_shards(staged, shards)
     client.commit(staged)
