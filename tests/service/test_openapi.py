@@ -163,6 +163,14 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
         model="det",
         checkpoint="ckpt-2",
     )
+    deleted = call(
+        "PUT",
+        f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/deletion",
+        json={"reason": "max_to_keep"},
+        model="det",
+        checkpoint="ckpt-1",
+    )
+    assert deleted["state"] == "deleted"
     consumers = call("GET", f"{API}/versions/{{ref}}/consumers", ref="coco@prod")
     assert "shards" not in consumers
     by_uri = call("GET", f"{API}/shards/consumers", uri=bodies[0]["uri"])

@@ -2,14 +2,19 @@
 
 =====================================================  ===========================================
 ``PUT  /models/{model}/checkpoints/{checkpoint}``      register (idempotent): 201 new, 200 same
+``PUT  /models/{model}/checkpoints/{ckpt}/deletion``   record that its files were deleted
 ``GET  /models``                                       models with checkpoint counts
 ``GET  /models/{model}/checkpoints``                   checkpoints, highest step first
-``GET  /models/{model}/checkpoints/{checkpoint}``      one checkpoint
+``GET  /models/{model}/checkpoints/{checkpoint}``      one checkpoint (``?run=``)
 ``GET  /models/{model}/checkpoints/{ckpt}/lineage``    which data trained it (complete chain)
 ``GET  /versions/{ref}/consumers``                     checkpoints trained on a version
 ``GET  /shards/consumers?uri=…|sha256=…``              checkpoints trained on one shard
 ``GET  /lineage/graph?checkpoint=…|version=…``         nodes and edges, bounded depth
 =====================================================  ===========================================
+
+A checkpoint is ``(model, run, checkpoint)``; the routes that read one take ``?run=``.  Without
+it they answer when exactly one run has that checkpoint, else ``409 ambiguous_checkpoint``
+listing the candidates.
 
 As everywhere, request models check JSON *types* only (wrong types → ``422 invalid_request``);
 names, roles, splits and references are checked by the repository so that bad input gets its
@@ -24,7 +29,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import Field
 
 from recordkeeper.core.limits import MAX_INT64
-from recordkeeper.core.lineage import PARENT_KINDS, ROLES
+from recordkeeper.core.lineage import CHECKPOINT_STATES, PARENT_KINDS, ROLES, CheckpointRef
 from recordkeeper_service.deps import Limit, Offset, Reader, RepositoryDep, Writer
 from recordkeeper_service.repository.lineage import MAX_GRAPH_DEPTH, CheckpointInput, DataInput
 from recordkeeper_service.routes.common import (
@@ -44,6 +49,7 @@ __all__ = [
     "ConsumersOut",
     "DataIn",
     "DataOut",
+    "DeletionIn",
     "GraphOut",
     "LineageEntryOut",
     "LineageOut",
@@ -74,7 +80,13 @@ class CheckpointIn(InModel):
 
     step: int | None = Field(default=None, ge=0, le=MAX_INT64, examples=[1234])
     uri: str | None = Field(default=None, examples=["s3://models/run1/ckpt-1234"])
-    run: str | None = Field(default=None, max_length=128, examples=["2023-10-15-a"])
+    run: str | None = Field(
+        default=None,
+        max_length=128,
+        examples=["sweep-7"],
+        description="default: derived from the directory of `uri` (the same directory is the "
+        "same run), else 'default'",
+    )
     parent: str | None = Field(default=None, examples=["coco_detection/ckpt-1000"])
     parent_kind: str | None = Field(default=None, examples=list(PARENT_KINDS))
     data: list[DataIn] = Field(default_factory=list)
@@ -103,6 +115,18 @@ class CheckpointIn(InModel):
         )
 
 
+class DeletionIn(InModel):
+    """``PUT /models/{model}/checkpoints/{checkpoint}/deletion``."""
+
+    run: str | None = Field(default=None, max_length=128, examples=["run1-3f2a9c1b7e"])
+    reason: str = Field(default="max_to_keep", examples=["max_to_keep", "files_missing"])
+    deleted_at: str | None = Field(
+        default=None,
+        examples=["2026-11-30T12:00:00Z"],
+        description="when the files were deleted, ISO 8601 with an offset (default: now)",
+    )
+
+
 class DataOut(OutModel):
     version: str
     dataset: str
@@ -114,10 +138,13 @@ class DataOut(OutModel):
 class CheckpointOut(OutModel):
     model: str
     checkpoint: str
-    ref: str
+    ref: str = Field(description="model@run/checkpoint")
+    state: str = Field(examples=list(CHECKPOINT_STATES))
+    deleted_at: str | None
+    deleted_reason: str | None
     step: int | None
     uri: str | None
-    run: str | None
+    run: str
     parent: str | None
     parent_kind: str | None
     data: list[DataOut]
@@ -138,7 +165,10 @@ class ModelOut(OutModel):
 
 class SegmentOut(OutModel):
     model: str
+    run: str | None
     checkpoint: str
+    ref: str
+    state: str
     step: int | None
     depth: int
     splits: list[str]
@@ -157,7 +187,10 @@ class LineageEntryOut(OutModel):
 
 class ChainLinkOut(OutModel):
     model: str
+    run: str
     checkpoint: str
+    ref: str
+    state: str
     step: int | None
     uri: str | None
     depth: int
@@ -173,8 +206,10 @@ class LineageOut(OutModel):
 
 class ConsumerOut(OutModel):
     model: str
+    run: str | None
     checkpoint: str
     ref: str
+    state: str
     step: int | None
     uri: str | None
     direct: bool
@@ -210,6 +245,14 @@ Transitive = Annotated[
     bool,
     Query(description="include checkpoints restored or initialised from a direct consumer"),
 ]
+RunQuery = Annotated[
+    str | None,
+    Query(max_length=128, description="the checkpoint's run (needed when several runs have it)"),
+]
+
+
+def _ref(model: str, checkpoint: str, run: str | None) -> str:
+    return str(CheckpointRef(model, checkpoint, run))
 
 
 @router.put(
@@ -236,6 +279,25 @@ def register_checkpoint(
     return {**record.to_json(), "created": created}
 
 
+@router.put(
+    "/models/{model}/checkpoints/{checkpoint}/deletion",
+    response_model=CheckpointOut,
+    response_model_exclude_unset=True,
+    responses=errors(400, 404, 409, 413),
+)
+def mark_checkpoint_deleted(
+    model: str, checkpoint: str, body: DeletionIn, repository: RepositoryDep, who: Writer
+) -> dict[str, Any]:
+    """Record that a checkpoint's files were deleted (idempotent); its lineage stays."""
+    record, _ = repository.lineage.mark_deleted(
+        _ref(model, checkpoint, body.run),
+        actor=who.name,
+        reason=body.reason,
+        deleted_at=body.deleted_at,
+    )
+    return record.to_json()
+
+
 @router.get("/models", response_model=ListOut[ModelOut])
 def list_models(
     repository: RepositoryDep,
@@ -255,36 +317,45 @@ def list_models(
     responses=errors(400, 404),
 )
 def list_checkpoints(
-    model: str, repository: RepositoryDep, _who: Reader, limit: Limit = 100, offset: Offset = 0
+    model: str,
+    repository: RepositoryDep,
+    _who: Reader,
+    run: RunQuery = None,
+    state: Annotated[str | None, Query(description="present or deleted")] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
 ) -> dict[str, Any]:
-    """Checkpoints of a model, highest step first."""
-    return repository.lineage.list_checkpoints(model, limit=limit, offset=offset).to_json()
+    """Checkpoints of a model (optionally of one run, in one state), highest step first."""
+    page = repository.lineage.list_checkpoints(
+        model, run=run, state=state, limit=limit, offset=offset
+    )
+    return page.to_json()
 
 
 @router.get(
     "/models/{model}/checkpoints/{checkpoint}",
     response_model=CheckpointOut,
     response_model_exclude_unset=True,
-    responses=errors(400, 404),
+    responses=errors(400, 404, 409),
 )
 def get_checkpoint(
-    model: str, checkpoint: str, repository: RepositoryDep, _who: Reader
+    model: str, checkpoint: str, repository: RepositoryDep, _who: Reader, run: RunQuery = None
 ) -> dict[str, Any]:
     """One checkpoint with its own segment's data."""
-    return repository.lineage.get(f"{model}/{checkpoint}").to_json()
+    return repository.lineage.get(_ref(model, checkpoint, run)).to_json()
 
 
 @router.get(
     "/models/{model}/checkpoints/{checkpoint}/lineage",
     response_model=LineageOut,
     response_model_exclude_unset=True,
-    responses=errors(400, 404),
+    responses=errors(400, 404, 409),
 )
 def checkpoint_lineage(
-    model: str, checkpoint: str, repository: RepositoryDep, _who: Reader
+    model: str, checkpoint: str, repository: RepositoryDep, _who: Reader, run: RunQuery = None
 ) -> dict[str, Any]:
     """Which data trained the checkpoint: the union along its complete parent chain."""
-    return repository.lineage.lineage(f"{model}/{checkpoint}").to_json()
+    return repository.lineage.lineage(_ref(model, checkpoint, run)).to_json()
 
 
 @router.get(
@@ -326,11 +397,13 @@ def shard_consumers(
     return record.to_json(limit=limit, offset=offset)
 
 
-@router.get("/lineage/graph", response_model=GraphOut, responses=errors(400, 404))
+@router.get("/lineage/graph", response_model=GraphOut, responses=errors(400, 404, 409))
 def lineage_graph(
     repository: RepositoryDep,
     _who: Reader,
-    checkpoint: Annotated[str | None, Query(description="model/checkpoint")] = None,
+    checkpoint: Annotated[
+        str | None, Query(description="model/checkpoint or model@run/checkpoint")
+    ] = None,
     version: Annotated[str | None, Query(description="a version reference")] = None,
     depth: Annotated[int, Query(ge=1, le=MAX_GRAPH_DEPTH)] = 3,
     direction: Literal["upstream", "downstream", "both"] = "both",

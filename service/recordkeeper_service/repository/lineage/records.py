@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from recordkeeper.core.lineage import Consumer, LineageEntry
+from recordkeeper.core.lineage import CheckpointRef, Consumer, LineageEntry
 from recordkeeper_service.domain import iso_timestamp
 
 __all__ = [
@@ -52,7 +52,7 @@ class CheckpointRecord:
     checkpoint: str
     step: int | None
     uri: str | None
-    run: str | None
+    run: str
     parent: str | None
     parent_kind: str | None
     data: tuple[DataRecord, ...]
@@ -61,16 +61,23 @@ class CheckpointRecord:
     metadata: Mapping[str, Any]
     created_at: datetime.datetime
     created_by: str
+    state: str = "present"
+    deleted_at: datetime.datetime | None = None
+    deleted_reason: str | None = None
 
     @property
     def ref(self) -> str:
-        return f"{self.model}/{self.checkpoint}"
+        """``model@run/checkpoint``: the checkpoint's exact reference."""
+        return str(CheckpointRef(self.model, self.checkpoint, self.run))
 
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
             "checkpoint": self.checkpoint,
             "ref": self.ref,
+            "state": self.state,
+            "deleted_at": iso_timestamp(self.deleted_at) if self.deleted_at else None,
+            "deleted_reason": self.deleted_reason,
             "step": self.step,
             "uri": self.uri,
             "run": self.run,
@@ -108,11 +115,16 @@ class ChainLinkRecord(NamedTuple):
     uri: str | None
     depth: int
     parent_kind: str | None
+    run: str
+    state: str
 
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
+            "run": self.run,
             "checkpoint": self.checkpoint,
+            "ref": str(CheckpointRef(self.model, self.checkpoint, self.run)),
+            "state": self.state,
             "step": self.step,
             "uri": self.uri,
             "depth": self.depth,
