@@ -30,10 +30,13 @@ from recordkeeper.core.lineage import (
     ParentKind,
     Segment,
     parse_checkpoint_ref,
+    run_of,
     validate_checkpoint_name,
+    validate_deletion_reason,
     validate_model_name,
     validate_parent_kind,
     validate_role,
+    validate_run_name,
 )
 from recordkeeper.core.refs import parse_reference
 from recordkeeper.core.splits import is_split_name
@@ -62,6 +65,7 @@ __all__ = [
     "lineage",
     "lineage_graph",
     "lineage_json",
+    "mark_checkpoint_deleted",
     "models",
     "normalize_data",
     "normalize_saved_models",
@@ -220,7 +224,9 @@ def normalize_saved_models(value: Any) -> list[SavedModelExport]:
 
 @dataclass(frozen=True)
 class CheckpointInfo:
-    """A registered checkpoint.  ``created`` is False when the registration already existed."""
+    """A registered checkpoint of a model's run.  ``created`` is False when the registration
+    already existed.  ``state`` is ``deleted`` once its files are gone (``deleted_at``,
+    ``deleted_reason`` say when and how that became known); its lineage stays."""
 
     model: str
     checkpoint: str
@@ -236,10 +242,18 @@ class CheckpointInfo:
     created_at: str | None = None
     created_by: str | None = None
     created: bool | None = None
+    state: str = "present"
+    deleted_at: str | None = None
+    deleted_reason: str | None = None
 
     @property
     def ref(self) -> CheckpointRef:
-        return CheckpointRef(self.model, self.checkpoint)
+        """``model@run/checkpoint``."""
+        return CheckpointRef(self.model, self.checkpoint, self.run)
+
+    @property
+    def deleted(self) -> bool:
+        return self.state == "deleted"
 
     @property
     def versions(self) -> list[str]:
@@ -264,6 +278,9 @@ class CheckpointInfo:
             created_at=body.get("created_at"),
             created_by=body.get("created_by"),
             created=body.get("created"),
+            state=body.get("state") or "present",
+            deleted_at=body.get("deleted_at"),
+            deleted_reason=body.get("deleted_reason"),
         )
 
 
@@ -308,7 +325,7 @@ class Consumers:
 
     @property
     def refs(self) -> list[str]:
-        """``model/checkpoint`` of every consumer."""
+        """``model@run/checkpoint`` of every consumer."""
         return [str(c.ref) for c in self.checkpoints]
 
     @property
@@ -407,14 +424,20 @@ def _checkpoint_path(ref: CheckpointRef) -> str:
     return f"/models/{_q(ref.model)}/checkpoints/{_q(ref.checkpoint)}"
 
 
+def _run_params(ref: CheckpointRef) -> dict[str, str]:
+    return {} if ref.run is None else {"run": ref.run}
+
+
 class CheckpointFields(TypedDict, total=False):
     """What a checkpoint registration may say besides ``model`` and ``checkpoint``.
 
     ``step`` (a non-negative integer), ``uri`` (where the checkpoint is stored), ``data`` (the
     data its segment consumed: a role → version mapping, a list of entries, pinned data),
-    ``parent`` (``"model/ckpt-N"``) and ``parent_kind`` (default ``"restored_from"`` when a
-    parent is given), ``saved_models`` (exports made from it), ``run``, ``metrics`` and
-    ``metadata``.  Every key is optional; absent and ``None`` mean the same.
+    ``parent`` (``"model@run/ckpt-N"``, or ``"model/ckpt-N"`` when one run has it) and
+    ``parent_kind`` (default ``"restored_from"`` when a parent is given), ``saved_models``
+    (exports made from it), ``run`` (default: derived from the directory of ``uri``, see
+    :func:`recordkeeper.core.lineage.run_of`), ``metrics`` and ``metadata``.  Every key is
+    optional; absent and ``None`` mean the same.
     """
 
     step: int | None
@@ -446,6 +469,24 @@ def register_checkpoint(
     return CheckpointInfo.from_dict(answer)
 
 
+def mark_checkpoint_deleted(
+    http: HttpCore,
+    ref: str | CheckpointRef,
+    *,
+    reason: str = "max_to_keep",
+    deleted_at: str | None = None,
+) -> CheckpointInfo:
+    """Record that the files of ``ref`` (``model@run/ckpt-N``) were deleted; idempotent.
+
+    Its lineage stays: it is shown as deleted everywhere.  ``deleted_at`` is an ISO 8601
+    timestamp (default: now, on the service).
+    """
+    parsed = parse_checkpoint_ref(ref)
+    body = {"run": parsed.run, "reason": validate_deletion_reason(reason), "deleted_at": deleted_at}
+    answer = http.api("PUT", _checkpoint_path(parsed) + "/deletion", json=body)
+    return CheckpointInfo.from_dict(answer)
+
+
 def checkpoint_body(
     *, model: str, checkpoint: str, **fields: Unpack[CheckpointFields]
 ) -> dict[str, Any]:
@@ -465,14 +506,17 @@ def checkpoint_body(
         raise InvalidCheckpoint("parent_kind given without a parent")
     if parent_kind is not None:
         validate_parent_kind(parent_kind)
-    if parent_ref == CheckpointRef(model, checkpoint):
-        raise InvalidCheckpoint(f"checkpoint {model}/{checkpoint} cannot be its own parent")
+    uri = fields.get("uri")
+    run = run_of(fields.get("run"), uri)
+    own = CheckpointRef(model, checkpoint, run)
+    if parent_ref is not None and parent_ref in (own, own.without_run()):
+        raise InvalidCheckpoint(f"checkpoint {own} cannot be its own parent")
     return {
         "model": model,
         "checkpoint": checkpoint,
         "step": step,
-        "uri": fields.get("uri"),
-        "run": fields.get("run"),
+        "uri": uri,
+        "run": run,
         "parent": str(parent_ref) if parent_ref else None,
         "parent_kind": (parent_kind or "restored_from") if parent_ref else None,
         "data": [d.to_json() for d in normalize_data(fields.get("data"))],
@@ -483,17 +527,28 @@ def checkpoint_body(
 
 
 def checkpoint(http: HttpCore, ref: str | CheckpointRef) -> CheckpointInfo:
-    """One registered checkpoint (``"model/ckpt-N"``)."""
+    """One registered checkpoint (``"model@run/ckpt-N"``, or ``"model/ckpt-N"`` when a single
+    run has it; else :class:`~recordkeeper.errors.AmbiguousCheckpoint` lists the candidates)."""
     parsed = parse_checkpoint_ref(ref)
-    return CheckpointInfo.from_dict(http.api("GET", _checkpoint_path(parsed)))
+    answer = http.api("GET", _checkpoint_path(parsed), params=_run_params(parsed))
+    return CheckpointInfo.from_dict(answer)
 
 
-def checkpoints(http: HttpCore, model: str, *, limit: int | None = None) -> list[CheckpointInfo]:
-    """Checkpoints of ``model``, newest step first."""
+def checkpoints(
+    http: HttpCore,
+    model: str,
+    *,
+    run: str | None = None,
+    state: Literal["present", "deleted"] | None = None,
+    limit: int | None = None,
+) -> list[CheckpointInfo]:
+    """Checkpoints of ``model`` (of one ``run``; only ``present`` or ``deleted`` ones),
+    highest step first."""
     validate_model_name(model)
+    params = {"run": validate_run_name(run) if run is not None else None, "state": state}
     return [
         CheckpointInfo.from_dict(c)
-        for c in http.paged(f"/models/{_q(model)}/checkpoints", {}, limit)
+        for c in http.paged(f"/models/{_q(model)}/checkpoints", params, limit)
     ]
 
 
@@ -512,7 +567,9 @@ def lineage(http: HttpCore, ref: str | CheckpointRef) -> Lineage:
 def lineage_json(http: HttpCore, ref: str | CheckpointRef) -> dict[str, Any]:
     """The service's lineage answer for ``model/ckpt`` as JSON (what ``lineage --json`` prints)."""
     parsed = parse_checkpoint_ref(ref)
-    answer: dict[str, Any] = http.api("GET", _checkpoint_path(parsed) + "/lineage")
+    answer: dict[str, Any] = http.api(
+        "GET", _checkpoint_path(parsed) + "/lineage", params=_run_params(parsed)
+    )
     return answer
 
 

@@ -4,7 +4,7 @@ Scenario used throughout (``_history``)::
 
     coco v1 ──train/eval──► det@r1/ckpt-1 ─► det@r1/ckpt-2 ─► det@r1/ckpt-3        (resumed run)
     coco v2 ──train───────────────────────────────────────────► det@r1/ckpt-4 (restored from ckpt-3)
-    coco v2 ──train (validation split)──► ft@ft-run/ckpt-1  (initialised from det@r1/ckpt-4, other model)
+    coco v2 ──train (validation split)──► ft@ft-run/ckpt-1  (initialised from det@r1/ckpt-4)
 """
 
 from __future__ import annotations
