@@ -167,6 +167,7 @@ class Client:
     lineage_graph = _on_http(lineage_calls.lineage_graph)
     mark_checkpoint_deleted = _on_http(lineage_calls.mark_checkpoint_deleted)
     check_checkpoints = _on_registry(checkpoint_check.check_checkpoints)
+    check_model = _on_http(lineage_calls.check_model)
 
     def resolve_pinned(self, path: str | Path, **kwargs: Any) -> PinnedData:
         """Resolve a pinned training config (see :mod:`recordkeeper.pinned`)."""

@@ -38,6 +38,7 @@ from recordkeeper.core.lineage import (
     validate_role,
     validate_run_name,
 )
+from recordkeeper.core.model_inputs import InputProblem, ModelInput
 from recordkeeper.core.refs import parse_reference
 from recordkeeper.core.splits import is_split_name
 from recordkeeper.http import quote_segment
@@ -56,9 +57,13 @@ __all__ = [
     "Lineage",
     "LineageEntry",
     "LineageGraph",
+    "ModelCheck",
+    "ModelCheckEntry",
     "ModelInfo",
     "SavedModelExport",
     "Segment",
+    "check_model",
+    "check_model_json",
     "checkpoint",
     "checkpoints",
     "consumers",
@@ -188,13 +193,21 @@ def normalize_data(data: Any) -> list[DataUse]:
 
 @dataclass(frozen=True)
 class SavedModelExport:
-    """A SavedModel exported next to a checkpoint (``ckpt-1234_saved_modules/<name>``)."""
+    """A SavedModel exported next to a checkpoint (``ckpt-1234_saved_modules/<name>``).
+
+    ``inputs`` is what its serving signatures parse (:func:`recordkeeper.tf.model_inputs`),
+    recorded so that ``check_model`` can compare it with data; ``None`` when not read.
+    """
 
     name: str
     uri: str
+    inputs: tuple[ModelInput, ...] | None = None
 
-    def to_json(self) -> dict[str, str]:
-        return {"name": self.name, "uri": self.uri}
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": self.name, "uri": self.uri}
+        if self.inputs is not None:
+            body["inputs"] = [i.to_json() for i in self.inputs]
+        return body
 
 
 def normalize_saved_models(value: Any) -> list[SavedModelExport]:
@@ -207,7 +220,16 @@ def normalize_saved_models(value: Any) -> list[SavedModelExport]:
         if isinstance(item, SavedModelExport):
             items.append(item)
         elif isinstance(item, Mapping) and {"name", "uri"} <= set(item):
-            items.append(SavedModelExport(str(item["name"]), str(item["uri"])))
+            raw_inputs = item.get("inputs")
+            inputs = (
+                None
+                if raw_inputs is None
+                else tuple(
+                    i if isinstance(i, ModelInput) else ModelInput.from_json(i, "inputs")
+                    for i in raw_inputs
+                )
+            )
+            items.append(SavedModelExport(str(item["name"]), str(item["uri"]), inputs))
         elif isinstance(item, tuple) and len(item) == 2:
             items.append(SavedModelExport(str(item[0]), str(item[1])))
         else:
@@ -413,6 +435,57 @@ class LineageGraph:
         )
 
 
+@dataclass(frozen=True)
+class ModelCheckEntry:
+    """One SavedModel export compared with one version: ``role`` is how the version relates to
+    the checkpoint (``train``/``eval``/``test`` from its lineage, or ``asked``)."""
+
+    saved_model: str
+    version: str
+    role: str
+    problems: tuple[InputProblem, ...]
+
+    @property
+    def ok(self) -> bool:
+        """No problem of severity ``error``."""
+        return not any(p.severity == "error" for p in self.problems)
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> ModelCheckEntry:
+        return cls(
+            body["saved_model"],
+            body["version"],
+            body["role"],
+            tuple(InputProblem.from_json(p) for p in body.get("problems") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class ModelCheck:
+    """Will this checkpoint's SavedModel exports accept this data?  (``check_model``)"""
+
+    checkpoint: CheckpointRef
+    checks: tuple[ModelCheckEntry, ...]
+    saved_models: tuple[SavedModelExport, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def problems(self) -> list[InputProblem]:
+        """Every problem of every check."""
+        return [p for c in self.checks for p in c.problems]
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> ModelCheck:
+        return cls(
+            parse_checkpoint_ref(body["checkpoint"]),
+            tuple(ModelCheckEntry.from_dict(c) for c in body.get("checks") or ()),
+            tuple(normalize_saved_models(body.get("saved_models"))),
+        )
+
+
 # -- client calls ------------------------------------------------------------------------
 
 
@@ -571,6 +644,27 @@ def lineage_json(http: HttpCore, ref: str | CheckpointRef) -> dict[str, Any]:
         "GET", _checkpoint_path(parsed) + "/lineage", params=_run_params(parsed)
     )
     return answer
+
+
+def check_model_json(
+    http: HttpCore, ref: str | CheckpointRef, data: Iterable[Any] = ()
+) -> dict[str, Any]:
+    """The service's ``check_model`` answer as JSON (what ``check-model --json`` prints)."""
+    parsed = parse_checkpoint_ref(ref)
+    versions = [_version_ref(v, "check_model data") for v in data]
+    params: dict[str, Any] = {**_run_params(parsed), "data": versions}
+    answer: dict[str, Any] = http.api(
+        "GET", _checkpoint_path(parsed) + "/model-check", params=params
+    )
+    return answer
+
+
+def check_model(http: HttpCore, ref: str | CheckpointRef, data: Iterable[Any] = ()) -> ModelCheck:
+    """Will the SavedModel exports of checkpoint ``ref`` accept data?  Their recorded serving
+    inputs are compared with the schema of every version the checkpoint trained on (its
+    lineage) and of each version in ``data`` (references or DatasetVersions): missing features,
+    dtype and shape mismatches (see :mod:`recordkeeper.core.model_inputs`)."""
+    return ModelCheck.from_dict(check_model_json(http, ref, data))
 
 
 def _consumers(

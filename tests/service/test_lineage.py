@@ -469,3 +469,50 @@ def test_deleted_checkpoints_keep_their_lineage(client: TestClient) -> None:
     )
     graph = ok(client.get(f"{API}/lineage/graph", params={"checkpoint": "det@r1/ckpt-2"}))
     assert graph["nodes"][0]["state"] == "deleted"
+
+
+def test_check_model_compares_recorded_serving_inputs_with_schemas(client: TestClient) -> None:
+    from tests.service._helpers import commit, example_schema, register, shards
+
+    trained = publish(client, "coco")["name"]  # every record: one int64 'label'
+    other = stage(client, "coco")
+    bodies = shards(
+        other["storage_prefix"], 1, schema=example_schema(kind="float", features=("label", "x"))
+    )
+    assert register(client, other["name"], bodies).status_code == 200
+    assert commit(client, other["name"]).status_code == 200
+    inputs = [
+        {"name": "label", "kind": "dense", "dtype": "int64", "shape": [], "has_default": False},
+        {"name": "x", "kind": "dense", "dtype": "float32", "shape": [3]},
+        {"name": "tags", "kind": "sparse", "dtype": "string"},
+    ]
+    export = {"name": "serving", "uri": "file:///m/ckpt-1_saved_modules/serving", "inputs": inputs}
+    ok(put(client, "det@r1/ckpt-1", data=[{"version": trained}], saved_models=[export]), 201)
+    route = f"{API}/models/det/checkpoints/ckpt-1/model-check"
+    answer = ok(client.get(route, params={"data": ["coco@v2"]}))
+    assert answer["checkpoint"] == "det@r1/ckpt-1" and answer["ok"] is False
+    by_version = {(c["version"], c["role"]): c for c in answer["checks"]}
+    assert set(by_version) == {(trained, "train"), (other["name"], "asked")}
+    on_trained = {
+        (p["feature"], p["problem"], p["severity"])
+        for p in by_version[trained, "train"]["problems"]
+    }
+    assert on_trained == {
+        ("x", "missing_feature", "error"),
+        ("tags", "missing_feature", "warning"),
+    }
+    on_other = {
+        (p["feature"], p["problem"]) for p in by_version[other["name"], "asked"]["problems"]
+    }
+    assert on_other == {
+        ("label", "dtype_mismatch"),  # float values, parsed as int64
+        ("x", "shape_mismatch"),  # one value per record, parsed with shape [3]
+        ("tags", "missing_feature"),
+    }
+    assert answer["saved_models"][0]["inputs"][1]["shape"] == [3]
+    # a checkpoint without recorded inputs, bad inputs, unknown data: clear errors
+    ok(put(client, "det@r1/ckpt-2", saved_models=[{"name": "s", "uri": "file:///s"}]), 201)
+    error(client.get(f"{API}/models/det/checkpoints/ckpt-2/model-check"), 400, "invalid_checkpoint")
+    error(client.get(route, params={"data": ["coco@v9"]}), 404, "version_not_found")
+    bad = {**export, "inputs": [{"name": "x", "kind": "dense", "dtype": "float32", "shape": [-5]}]}
+    error(put(client, "det@r1/ckpt-3", saved_models=[bad]), 400, "invalid_checkpoint")

@@ -103,8 +103,8 @@ class Checkpoint(Base):
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     parent_id: Mapped[int | None] = mapped_column(ForeignKey("checkpoints.id"))
     parent_kind: Mapped[str | None] = mapped_column(String(16))
-    #: ``[{"name": "classifier", "uri": ".../ckpt-1234_saved_modules/classifier"}, ...]``
-    saved_models: Mapped[list[dict[str, str]]] = mapped_column(JSON, default=list)
+    #: ``[{"name": "classifier", "uri": "./ckpt-1234_saved_modules/classifier", "inputs": …}]``
+    saved_models: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     extra_metadata: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
     created_at: Mapped[datetime.datetime] = mapped_column(default=utcnow)

@@ -7,6 +7,7 @@
 ``GET  /models/{model}/checkpoints``                   checkpoints, highest step first
 ``GET  /models/{model}/checkpoints/{checkpoint}``      one checkpoint (``?run=``)
 ``GET  /models/{model}/checkpoints/{ckpt}/lineage``    which data trained it (complete chain)
+``GET  /models/{model}/checkpoints/{ckpt}/model-check``  will its SavedModels accept data
 ``GET  /versions/{ref}/consumers``                     checkpoints trained on a version
 ``GET  /shards/consumers?uri=…|sha256=…``              checkpoints trained on one shard
 ``GET  /lineage/graph?checkpoint=…|version=…``         nodes and edges, bounded depth
@@ -51,8 +52,12 @@ __all__ = [
     "DataOut",
     "DeletionIn",
     "GraphOut",
+    "InputProblemOut",
     "LineageEntryOut",
     "LineageOut",
+    "ModelCheckEntryOut",
+    "ModelCheckOut",
+    "ModelInputIn",
     "ModelOut",
     "SavedModelIn",
     "SegmentOut",
@@ -70,9 +75,23 @@ class DataIn(InModel):
     )
 
 
+class ModelInputIn(InModel):
+    """What a serving signature parses: one key (see recordkeeper.core.model_inputs)."""
+
+    name: str = Field(examples=["image/encoded"])
+    kind: str = Field(examples=["dense", "sparse", "ragged", "tensor"])
+    dtype: str = Field(examples=["string", "float32", "int64"])
+    shape: list[int | None] | None = Field(default=None, examples=[[3]])
+    has_default: bool = False
+    signature: str | None = None
+
+
 class SavedModelIn(InModel):
     name: str = Field(examples=["classifier"])
     uri: str = Field(examples=["s3://models/run1/ckpt-1234_saved_modules/classifier"])
+    inputs: list[ModelInputIn] | None = Field(
+        default=None, description="what its serving signatures parse (for model-check)"
+    )
 
 
 class CheckpointIn(InModel):
@@ -109,7 +128,14 @@ class CheckpointIn(InModel):
                 )
                 for d in self.data
             ),
-            saved_models=tuple({"name": s.name, "uri": s.uri} for s in self.saved_models),
+            saved_models=tuple(
+                {
+                    "name": s.name,
+                    "uri": s.uri,
+                    "inputs": None if s.inputs is None else [i.model_dump() for i in s.inputs],
+                }
+                for s in self.saved_models
+            ),
             metrics=self.metrics,
             metadata=self.metadata,
         )
@@ -148,7 +174,7 @@ class CheckpointOut(OutModel):
     parent: str | None
     parent_kind: str | None
     data: list[DataOut]
-    saved_models: list[dict[str, str]]
+    saved_models: list[dict[str, Any]]
     metrics: dict[str, Any]
     metadata: dict[str, Any]
     created_at: str
@@ -226,6 +252,28 @@ class ConsumersOut(OutModel):
     limit: int
     offset: int
     shards: list[dict[str, Any]] | None = None
+
+
+class InputProblemOut(OutModel):
+    problem: str = Field(examples=["missing_feature", "dtype_mismatch", "shape_mismatch"])
+    severity: str = Field(examples=["error", "warning"])
+    feature: str | None
+    detail: str
+
+
+class ModelCheckEntryOut(OutModel):
+    saved_model: str
+    version: str
+    role: str = Field(description="train/eval/test (its lineage) or asked")
+    ok: bool
+    problems: list[InputProblemOut]
+
+
+class ModelCheckOut(OutModel):
+    checkpoint: str
+    ok: bool
+    checks: list[ModelCheckEntryOut]
+    saved_models: list[dict[str, Any]]
 
 
 class GraphOut(OutModel):
@@ -356,6 +404,26 @@ def checkpoint_lineage(
 ) -> dict[str, Any]:
     """Which data trained the checkpoint: the union along its complete parent chain."""
     return repository.lineage.lineage(_ref(model, checkpoint, run)).to_json()
+
+
+@router.get(
+    "/models/{model}/checkpoints/{checkpoint}/model-check",
+    response_model=ModelCheckOut,
+    responses=errors(400, 404, 409),
+)
+def check_model(
+    model: str,
+    checkpoint: str,
+    repository: RepositoryDep,
+    _who: Reader,
+    run: RunQuery = None,
+    data: Annotated[
+        list[str] | None,
+        Query(max_length=100, description="versions to check besides the lineage's"),
+    ] = None,
+) -> dict[str, Any]:
+    """Will the checkpoint's SavedModel exports accept its training data and ``data``?"""
+    return repository.lineage.check_model(_ref(model, checkpoint, run), data or ()).to_json()
 
 
 @router.get(

@@ -41,7 +41,9 @@ from recordkeeper.core.lineage import (
     validate_run_name,
     validate_saved_model_name,
 )
+from recordkeeper.core.model_inputs import ModelInput, check_inputs, validate_model_inputs
 from recordkeeper.core.refs import parse_reference
+from recordkeeper.core.schema import Schema
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page
@@ -64,6 +66,8 @@ from recordkeeper_service.repository.lineage.records import (
     ConsumersRecord,
     GraphRecord,
     LineageRecord,
+    ModelCheckEntryRecord,
+    ModelCheckRecord,
     ModelRecord,
 )
 from recordkeeper_service.repository.resolve import find_version
@@ -102,7 +106,7 @@ class CheckpointInput:
     parent: str | None = None
     parent_kind: str | None = None
     data: tuple[DataInput, ...] = ()
-    saved_models: tuple[Mapping[str, str], ...] = ()
+    saved_models: tuple[Mapping[str, Any], ...] = ()
     metrics: Mapping[str, Any] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
@@ -168,6 +172,28 @@ def _get_or_create(
     return int(session.scalars(select(table.c.id).where(*clauses)).one())
 
 
+def _saved_model(position: int, export: Mapping[str, Any]) -> dict[str, Any]:
+    """A validated ``saved_models`` entry: name, URI and (when given) its serving inputs."""
+    where = f"saved_models[{position}]"
+    entry: dict[str, Any] = {
+        "name": validate_saved_model_name(export["name"], f"{where}.name"),
+        "uri": validate_artifact_uri(export["uri"], f"{where}.uri"),
+    }
+    if export.get("inputs") is not None:
+        inputs = validate_model_inputs(export["inputs"], f"{where}.inputs")
+        entry["inputs"] = [i.to_json() for i in inputs]
+    return entry
+
+
+def _schema_of(session: Session, version: m.Version) -> Schema | None:
+    if version.schema_digest is None:
+        return None
+    body = session.scalar(
+        select(m.SchemaBlob.body).where(m.SchemaBlob.digest == version.schema_digest)
+    )
+    return Schema.from_dict(body) if body is not None else None
+
+
 def _split_names(session: Session, version_id: int) -> list[str]:
     stmt = select(m.Shard.split).where(m.Shard.version_id == version_id).distinct()
     return sorted(session.scalars(stmt))
@@ -207,7 +233,7 @@ def _differences(
     parent_id: int | None,
     parent_kind: str | None,
     triples: set[tuple[int, str, str]],
-    saved_models: list[dict[str, str]],
+    saved_models: list[dict[str, Any]],
 ) -> list[str]:
     """Fields in which a re-registration differs from the registered checkpoint."""
     existing = set(
@@ -264,13 +290,7 @@ class LineageRepository:
         if parent_ref is not None and parent_ref in (own_ref, own_ref.without_run()):
             raise InvalidCheckpoint(f"checkpoint {own_ref} cannot be its own parent")
         parent_kind = (spec.parent_kind or "restored_from") if parent_ref else None
-        saved_models = [
-            {
-                "name": validate_saved_model_name(s["name"], f"saved_models[{i}].name"),
-                "uri": validate_artifact_uri(s["uri"], f"saved_models[{i}].uri"),
-            }
-            for i, s in enumerate(spec.saved_models)
-        ]
+        saved_models = [_saved_model(i, s) for i, s in enumerate(spec.saved_models)]
         with self._db.transaction() as session:
             triples, _ = _resolve_data(session, spec.data)
             parent_id = (
@@ -542,6 +562,44 @@ class LineageRepository:
                 for s in shards
             )
             return ConsumersRecord(versions, consumer_records(session, direct, below), shard_json)
+
+    def check_model(self, ref: str | CheckpointRef, data: Sequence[str] = ()) -> ModelCheckRecord:
+        """Compare the serving inputs recorded with ``ref``'s SavedModel exports with the schema
+        of every version along its lineage and of each version in ``data``."""
+        parsed = parse_checkpoint_ref(ref)
+        with self._db.transaction(write=False) as session:
+            row = _checkpoint_row(session, parsed)
+            own = CheckpointRef(row.model, row.checkpoint, row.run)
+            exports = [s for s in row.saved_models or () if s.get("inputs") is not None]
+            if not exports:
+                raise InvalidCheckpoint(
+                    f"{own} recorded no SavedModel export with its serving inputs "
+                    f"({len(row.saved_models or ())} export(s) without them): register the "
+                    "export with inputs (recordkeeper.tf reads them from saved_model.pb)"
+                )
+            targets: dict[tuple[int, str], m.Version] = {}
+            for chain_row in queries.upstream_rows(session, row.id):
+                if chain_row.version_id is not None and chain_row.role is not None:
+                    key = (chain_row.version_id, chain_row.role)
+                    if key not in targets:
+                        version = session.get(m.Version, chain_row.version_id)
+                        assert version is not None  # a foreign key
+                        targets[key] = version
+            for text in data:
+                version = find_version(session, parse_reference(text))
+                targets.setdefault((version.id, "asked"), version)
+            schemas = {vid: _schema_of(session, v) for (vid, _), v in targets.items()}
+            checks = []
+            for export in exports:
+                inputs = [ModelInput.from_json(i) for i in export["inputs"]]
+                for (vid, role), version in sorted(
+                    targets.items(), key=lambda item: (item[1].name, item[0][1])
+                ):
+                    problems = check_inputs(inputs, schemas[vid])
+                    checks.append(
+                        ModelCheckEntryRecord(export["name"], version.name, role, tuple(problems))
+                    )
+            return ModelCheckRecord(str(own), tuple(checks), tuple(exports))
 
     def graph(
         self,

@@ -66,7 +66,7 @@ class CheckpointRow(NamedTuple):
     run: str
     parent_id: int | None
     parent_kind: str | None
-    saved_models: list[dict[str, str]] | None
+    saved_models: list[dict[str, Any]] | None
     metrics: dict[str, Any] | None
     metadata: dict[str, Any] | None
     created_at: Any

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from recordkeeper.core.lineage import CheckpointRef, Consumer, LineageEntry
+from recordkeeper.core.model_inputs import InputProblem, has_errors
 from recordkeeper_service.domain import iso_timestamp
 
 __all__ = [
@@ -23,6 +24,8 @@ __all__ = [
     "DataRecord",
     "GraphRecord",
     "LineageRecord",
+    "ModelCheckEntryRecord",
+    "ModelCheckRecord",
     "ModelRecord",
 ]
 
@@ -56,7 +59,7 @@ class CheckpointRecord:
     parent: str | None
     parent_kind: str | None
     data: tuple[DataRecord, ...]
-    saved_models: tuple[Mapping[str, str], ...]
+    saved_models: tuple[Mapping[str, Any], ...]
     metrics: Mapping[str, Any]
     metadata: Mapping[str, Any]
     created_at: datetime.datetime
@@ -202,4 +205,40 @@ class GraphRecord:
             "nodes": [dict(n) for n in self.nodes],
             "edges": [dict(e) for e in self.edges],
             "truncated": self.truncated,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCheckEntryRecord:
+    """One SavedModel export compared with one version (``role``: its use, or ``asked``)."""
+
+    saved_model: str
+    version: str
+    role: str
+    problems: tuple[InputProblem, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "saved_model": self.saved_model,
+            "version": self.version,
+            "role": self.role,
+            "ok": not has_errors(self.problems),
+            "problems": [p.to_json() for p in self.problems],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCheckRecord:
+    """Will a checkpoint's SavedModel exports accept its data and the versions asked about?"""
+
+    checkpoint: str
+    checks: tuple[ModelCheckEntryRecord, ...]
+    saved_models: tuple[Mapping[str, Any], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkpoint": self.checkpoint,
+            "ok": all(not has_errors(c.problems) for c in self.checks),
+            "checks": [c.to_json() for c in self.checks],
+            "saved_models": [dict(s) for s in self.saved_models],
         }
