@@ -11,7 +11,8 @@ the data its segment consumed, and its parent — the checkpoint restored by
 ``manager.latest_checkpoint`` by hand carries that checkpoint's ``save_counter``), then the
 previous save of this manager.  A manager in the style of tensorflow/models'
 ``SavedModelCheckpointManager`` (duck-typed: a ``modules_to_export`` mapping) also has its
-``ckpt-N_saved_modules/<name>`` exports recorded.
+``ckpt-N_saved_modules/<name>`` exports recorded, each with what its serving signatures parse
+(for ``check_model``).
 
 Each checkpoint belongs to a **run**: ``run=`` if given, else the one derived from the manager's
 directory (:func:`recordkeeper.core.lineage.run_of`), so a rerun in a fresh directory never
@@ -56,6 +57,7 @@ from recordkeeper.core.refs import parse_reference
 from recordkeeper.lineage import CheckpointInfo, DataUse, checkpoint_body, normalize_data
 from recordkeeper.lineage_queue import DELETE, RegistrationQueue
 from recordkeeper.pinned import current
+from recordkeeper.tf.signatures import model_inputs
 
 if TYPE_CHECKING:
     from recordkeeper.client import Client
@@ -327,7 +329,9 @@ class TrackedCheckpointManager:
         self.deleted.extend(refs)
         return tuple(refs)
 
-    def _saved_models(self, path: str) -> list[dict[str, str]]:
+    def _saved_models(self, path: str) -> list[dict[str, Any]]:
+        """The exports of a ``SavedModelCheckpointManager``-style manager for ``path``, each with
+        what its serving signatures parse (:func:`recordkeeper.tf.model_inputs`)."""
         modules = getattr(self._manager, "modules_to_export", None)
         if not modules:
             return []
@@ -337,7 +341,12 @@ class TrackedCheckpointManager:
         for name in modules:
             export = f"{path}_{SAVED_MODULES_SUFFIX}/{name}"
             if tf.io.gfile.isdir(export):
-                exports.append({"name": str(name), "uri": checkpoint_uri(export)})
+                entry: dict[str, Any] = {"name": str(name), "uri": checkpoint_uri(export)}
+                try:
+                    entry["inputs"] = [i.to_json() for i in model_inputs(export)]
+                except Exception:  # an unreadable export must not cost the checkpoint
+                    log.warning("could not read the serving inputs of %s", export, exc_info=True)
+                exports.append(entry)
         return exports
 
     def _register(
