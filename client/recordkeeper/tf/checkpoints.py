@@ -42,7 +42,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recordkeeper.core.errors import InvalidCheckpoint, ServiceUnavailable
+from recordkeeper.core.errors import (
+    AmbiguousCheckpoint,
+    InvalidCheckpoint,
+    RecordkeeperError,
+    ServiceUnavailable,
+)
 from recordkeeper.core.lineage import (
     DELETED_BY_MANAGER,
     CheckpointRef,
@@ -246,8 +251,36 @@ class TrackedCheckpointManager:
     def _restored(self, path: str | None) -> None:
         if path:
             self._restored_path = path
-            self._parent = self.ref_of(path)
+            self._parent = self._registered_ref(path)
             self._parent_kind = "restored_from"
+
+    def _registered_ref(self, path: str) -> CheckpointRef:
+        """The registered checkpoint at ``path``: the run :meth:`ref_of` expects if it has it
+        there, else whichever run registered that name at that URI (a resume under a new
+        ``run=`` name, a run named explicitly elsewhere).  Falls back to :meth:`ref_of` when
+        the service cannot tell (unreachable, or not registered: the queue handles it)."""
+        guess = self.ref_of(path)
+        uri = checkpoint_uri(path)
+        try:
+            if self._client.checkpoint(guess).uri == uri:
+                return guess
+        except RecordkeeperError:
+            pass
+        try:
+            found = self._client.checkpoint(guess.without_run())
+            candidates = [str(found.ref)] if found.uri == uri else []
+        except AmbiguousCheckpoint as exc:
+            candidates = list(exc.extra.get("candidates") or ())
+        except RecordkeeperError:
+            return guess
+        for candidate in candidates:
+            try:
+                info = self._client.checkpoint(candidate)
+            except RecordkeeperError:
+                continue
+            if info.uri == uri:
+                return info.ref
+        return guess
 
     def restore_or_initialize(self) -> str | None:
         """The wrapped manager's ``restore_or_initialize``; a restored checkpoint is the parent."""
