@@ -343,8 +343,8 @@ def test_listing_models_and_checkpoints(client: TestClient) -> None:
     _history(client)
     models = ok(client.get(f"{API}/models"))
     assert [(m["name"], m["checkpoint_count"], m["latest_checkpoint"]) for m in models["data"]] == [
-        ("det", 4, "ckpt-4"),
-        ("ft", 1, "ckpt-1"),
+        ("det", 4, "det@r1/ckpt-4"),
+        ("ft", 1, "ft@ft-run/ckpt-1"),
     ]
     assert ok(client.get(f"{API}/models?prefix=f"))["count"] == 1
     ckpts = ok(client.get(f"{API}/models/det/checkpoints?limit=2"))

@@ -105,3 +105,37 @@ def test_lock_command(runner: CliRunner, client: rk.Client, tmp_path: Path) -> N
     result = runner.invoke(cli.app, ["lock", str(tmp_path / "nope.yaml")])
     assert result.exit_code == 1 and "cannot read" in result.output
     assert "Traceback" not in result.output
+
+
+def test_checkpoints_check_marks_checkpoints_whose_files_are_gone(
+    runner: CliRunner, client: rk.Client, tmp_path: Path
+) -> None:
+    v1 = publish(client, "first")
+    for k in (1, 2):
+        prefix = tmp_path / "run" / f"ckpt-{k}"
+        prefix.parent.mkdir(exist_ok=True)
+        prefix.with_name(f"ckpt-{k}.index").write_bytes(b"")
+        client.register_checkpoint(
+            model="det", checkpoint=f"ckpt-{k}", uri=prefix.as_uri(), data={"train": v1}
+        )
+    client.register_checkpoint(model="det", checkpoint="ckpt-9")  # no URI: not checked
+    (tmp_path / "run" / "ckpt-1.index").unlink()
+    run = client.checkpoint("det/ckpt-1").run
+    dry = runner.invoke(cli.app, ["checkpoints", "check", "det", "--dry-run", "--json"])
+    assert dry.exit_code == 1, dry.output
+    assert json.loads(dry.output)["missing"] == [f"det@{run}/ckpt-1"]
+    assert not client.checkpoint("det/ckpt-1").deleted  # a dry run records nothing
+    result = runner.invoke(cli.app, ["checkpoints", "check", "det"])
+    assert result.exit_code == 1 and "missing, marked deleted" in result.output
+    gone = client.checkpoint("det/ckpt-1")
+    assert gone.deleted and gone.deleted_reason == "files_missing" and gone.versions == [v1.name]
+    again = json.loads(runner.invoke(cli.app, ["checkpoints", "check", "det", "--json"]).output)
+    assert again == {
+        "model": "det",
+        "present": [f"det@{run}/ckpt-2"],
+        "missing": [],
+        "unchecked": ["det@default/ckpt-9"],
+        "dry_run": False,
+    }
+    table = runner.invoke(cli.app, ["checkpoints", "ls", "det"]).output
+    assert "deleted" in table

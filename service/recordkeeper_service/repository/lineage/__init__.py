@@ -59,6 +59,7 @@ from recordkeeper_service.repository.lineage.assemble import (
     checkpoint_records,
     consumer_records,
     lineage_record,
+    refs_of,
 )
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, versions_in_use
 from recordkeeper_service.repository.lineage.records import (
@@ -410,7 +411,8 @@ class LineageRepository:
     def list_models(
         self, *, prefix: str | None = None, limit: int = 100, offset: int = 0
     ) -> Page[ModelRecord]:
-        """Models with their checkpoint count and highest-step checkpoint, by name."""
+        """Models with their checkpoint count and highest-step checkpoint (``model@run/ckpt``),
+        by name."""
         with self._db.transaction(write=False) as session:
             where = [Model.name.startswith(prefix, autoescape=True)] if prefix else []
             total = session.scalar(select(func.count(Model.id)).where(*where)) or 0
@@ -421,7 +423,7 @@ class LineageRepository:
                 .scalar_subquery()
             )
             latest = (
-                select(Checkpoint.name)
+                select(Checkpoint.id)
                 .where(Checkpoint.model_id == Model.id)
                 .order_by(Checkpoint.step.desc().nulls_last(), Checkpoint.id.desc())
                 .limit(1)
@@ -435,7 +437,12 @@ class LineageRepository:
                 .limit(limit)
                 .offset(offset)
             )
-            data = [ModelRecord(n, c, int(k or 0), latest_name) for n, c, k, latest_name in rows]
+            found = list(rows)
+            refs = refs_of(session, {latest_id for *_, latest_id in found if latest_id})
+            data = [
+                ModelRecord(n, c, int(k or 0), str(refs[latest_id]) if latest_id else None)
+                for n, c, k, latest_id in found
+            ]
             return Page(data=data, count=int(total), limit=limit, offset=offset)
 
     def list_checkpoints(
