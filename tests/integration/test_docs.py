@@ -83,6 +83,8 @@ class DocSession:
             text=True,
             timeout=300,
         )
+        if os.environ.get("RECORDKEEPER_DOCTEST_ECHO"):  # pytest -s: see what a reader sees
+            print(f"--- {block.where}\n{done.stdout}{done.stderr}")
         if done.returncode != block.exit_code:
             pytest.fail(
                 f"{block.where}: exit {done.returncode} (expected {block.exit_code})\n{script}\n"
