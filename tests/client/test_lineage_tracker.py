@@ -34,14 +34,18 @@ class FakeManager:
     ``checkpoints`` and ``max_to_keep`` (which deletes the oldest checkpoint's files)."""
 
     def __init__(
-        self, directory: Path, restored: str | None = None, max_to_keep: int | None = None
+        self,
+        directory: Path,
+        restored: str | None = None,
+        max_to_keep: int | None = None,
+        existing: list[str] | None = None,
     ) -> None:
         self.directory = directory
         self.latest_checkpoint = None
         self.counter = int(restored.rsplit("-", 1)[1]) if restored else 0
         self._restored = restored
         self.max_to_keep = max_to_keep
-        self.checkpoints: list[str] = []
+        self.checkpoints: list[str] = list(existing or [])
 
     def restore_or_initialize(self) -> str | None:
         return self._restored
@@ -157,6 +161,38 @@ def test_reruns_in_fresh_directories_are_new_runs_and_deletions_are_recorded(
         assert clash.save() == str(tmp_path / "c" / "ckpt-1")
     assert clash.queued == ["ckpt-1"] and clash.registered == []
     assert "ckpt-1" in (tmp_path / "q.rejected.jsonl").read_text()
+
+
+def test_a_resume_under_a_new_run_name_keeps_parent_and_deletions_exact(
+    client: rk.Client, tmp_path: Path
+) -> None:
+    v1 = publish(client, "first")
+    first = track(
+        FakeManager(tmp_path, max_to_keep=2),
+        client=client,
+        model="det",
+        run="r1",
+        data={"train": v1},
+        queue=tmp_path / "q.jsonl",
+    )
+    first.save()
+    first.save()
+    paths = [str(tmp_path / "ckpt-1"), str(tmp_path / "ckpt-2")]
+    second = track(
+        FakeManager(tmp_path, restored=paths[1], max_to_keep=2, existing=paths),
+        client=client,
+        model="det",
+        run="r2",
+        data={"train": v1},
+        queue=tmp_path / "q.jsonl",
+    )
+    second.restore_or_initialize()
+    assert second.parent == rk.CheckpointRef("det", "ckpt-2", "r1")  # found by its URI
+    second.save()  # ckpt-3 in run r2; max_to_keep deletes r1's ckpt-1
+    assert second.registered[0].ref == rk.CheckpointRef("det", "ckpt-3", "r2")
+    assert second.registered[0].parent == rk.CheckpointRef("det", "ckpt-2", "r1")
+    assert second.deleted == [rk.CheckpointRef("det", "ckpt-1", "r1")]
+    assert client.checkpoint("det@r1/ckpt-1").deleted
 
 
 def test_pinned_data_is_recorded_without_data_argument(

@@ -205,6 +205,7 @@ class TrackedCheckpointManager:
         self.registered: list[CheckpointInfo] = []
         self.queued: list[str] = []
         self.deleted: list[CheckpointRef] = []
+        self._known: dict[str, CheckpointRef] = {}  # checkpoint path → its reference
         if not self.data:
             log.warning(
                 "tracking %s without data: its checkpoints record no training data of their own "
@@ -251,7 +252,7 @@ class TrackedCheckpointManager:
     def _restored(self, path: str | None) -> None:
         if path:
             self._restored_path = path
-            self._parent = self._registered_ref(path)
+            self._parent = self._known[path] = self._registered_ref(path)
             self._parent_kind = "restored_from"
 
     def _registered_ref(self, path: str) -> CheckpointRef:
@@ -349,7 +350,9 @@ class TrackedCheckpointManager:
         refs = []
         when = datetime.datetime.now(datetime.UTC).isoformat()
         for old in gone:
-            ref = self.ref_of(old)
+            # registered or restored by this manager, else looked up (a checkpoint an earlier
+            # run under another name left in this directory)
+            ref = self._known.get(old) or self._registered_ref(old)
             body = {
                 "model": ref.model,
                 "run": ref.run,
@@ -418,7 +421,7 @@ class TrackedCheckpointManager:
             self.registered.append(info)
         # The next save continues from this one.
         self._saved_any = True
-        self._parent = ref
+        self._parent = self._known[path] = ref
         self._parent_kind = "restored_from"
         return body, info
 
