@@ -146,10 +146,15 @@ SaveCallback = Callable[[SavedCheckpoint], None]
 
 
 def _files_exist(path: str) -> bool:
-    """Whether the checkpoint prefix ``path`` still has its files (``<prefix>.index``)."""
+    """Whether the checkpoint prefix ``path`` still has its files (``<prefix>.index``); True
+    when storage cannot say (nothing is marked deleted on a guess)."""
     import tensorflow as tf
 
-    return bool(tf.io.gfile.exists(f"{path}.index"))
+    try:
+        return bool(tf.io.gfile.exists(f"{path}.index"))
+    except Exception:
+        log.warning("could not look for %s.index", path, exc_info=True)
+        return True
 
 
 class TrackedCheckpointManager:
