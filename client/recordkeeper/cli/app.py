@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from recordkeeper.cli import alias, check_model, gc, lineage, versions
+from recordkeeper.cli import alias, check_model, gc, lineage, models, versions
 from recordkeeper.cli.common import handle_errors, set_connection
 
 __all__ = ["COMMANDS", "app", "main"]
@@ -49,6 +49,7 @@ COMMANDS: list[Register] = [
     lineage.register,  # lineage, consumers, lock, checkpoints
     gc.register,  # gc
     check_model.register,  # check-model
+    models.register,  # compare, inspect-model
 ]
 
 app = typer.Typer(
