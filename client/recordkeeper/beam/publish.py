@@ -19,6 +19,7 @@ one DoFn registers every shard and commits, once.  A failed pipeline leaves the 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 from collections.abc import Iterator, Mapping
@@ -33,24 +34,29 @@ from recordkeeper.core.errors import InvalidShard
 from recordkeeper.core.splits import shard_file_name
 from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
 from recordkeeper.models import DatasetVersion
-from recordkeeper.publish import check_allowed, scan_file
+from recordkeeper.publish import check_allowed, detect_file_compression, scan_file
 from recordkeeper.storage import join_uri, to_uri
 
 __all__ = ["PublishExisting"]
 
 
 class _ScanFile(beam.DoFn):
-    """``(ShardFile, dest or None)`` → the shard's REST registration."""
+    """``(ShardFile, copy prefix or None)`` → the shard's REST registration."""
 
-    def __init__(self, source_options: Mapping[str, Any], dest_options: Mapping[str, Any]) -> None:
-        self._source_options = dict(source_options)
-        self._dest_options = dict(dest_options)
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self._options = dict(options)
 
     def process(self, element: tuple[ShardFile, str | None]) -> Iterator[dict[str, Any]]:
-        shard, dest = element
-        if dest is not None and shard.compression is None:
-            raise InvalidShard(f"{shard.uri}: compression must be known before copying")
-        yield scan_file(shard, self._source_options, dest=dest, dest_options=self._dest_options)
+        shard, prefix = element
+        dest = None
+        if prefix is not None:
+            if shard.compression is None:  # the copy's name needs it: read the first bytes
+                shard = dataclasses.replace(
+                    shard, compression=detect_file_compression(shard.uri, self._options)
+                )
+            suffix = compression_suffix(shard.compression or "none")
+            dest = join_uri(prefix, shard_file_name(shard.split, shard.index, shard.count, suffix))
+        yield scan_file(shard, self._options, dest=dest, dest_options=self._options)
 
 
 class _Commit(beam.DoFn):
@@ -87,7 +93,6 @@ class PublishExisting(beam.PTransform):
     for a URI (default: the directory's name).  ``copy_to=True`` copies under the service's
     storage root.  ``storage_options`` (default: the dataset's, then the client's) serve the
     source and the copies.  Output: a PCollection of one, the committed version's JSON.
-    Compression must be known (from the file names or the dataset) when copying.
     """
 
     def __init__(
@@ -146,31 +151,15 @@ class PublishExisting(beam.PTransform):
             check_allowed([s.uri for s in shards], list(info.get("allowed_roots") or []))
         else:
             copy_to = to_uri(copy_to)
-            unknown = [s.uri for s in shards if s.compression is None]
-            if unknown:
-                raise InvalidShard(
-                    f"{len(unknown)} file(s) have no recognisable compression suffix, e.g. "
-                    f"{unknown[0]}; name the compression (Dataset.from_files(..., "
-                    "compression=...)) to copy them in a Beam job"
-                )
         if self.staged is None:
             self.staged = client.stage(dataset.name, desc=self.desc, date=self.date, root=copy_to)
-        prefix = self.staged.storage_prefix
-        work: list[tuple[ShardFile, str | None]] = []
-        for shard in shards:
-            dest = None
-            if copy_to is not None:
-                suffix = compression_suffix(shard.compression or "none")
-                dest = join_uri(
-                    prefix, shard_file_name(shard.split, shard.index, shard.count, suffix)
-                )
-            work.append((shard, dest))
-        plain = dict(config.storage_options)
+        prefix = self.staged.storage_prefix if copy_to is not None else None
+        work = [(shard, prefix) for shard in shards]
         return (
             pbegin
             | "Files" >> beam.Create(work)
             | "Spread" >> beam.Reshuffle()
-            | "ScanFile" >> beam.ParDo(_ScanFile(plain, plain))
+            | "ScanFile" >> beam.ParDo(_ScanFile(config.storage_options))
             | "AllScanned" >> beam.combiners.ToList()
             | "CommitOnce"
             >> beam.ParDo(_Commit(self.staged.name, copy_to is not None, config, self.force_new))
