@@ -225,7 +225,7 @@ def test_publish_existing_gcs(
         recs = sample_examples(40, i * 40)
         expected += recs
         sc.put_bytes(f"{raw}/coco-train.tfrecord-{i:05d}-of-00003", frame(recs), gcs_opts)
-    in_place = PublishExisting(raw, name="coco", client=client)
+    in_place = PublishExisting(raw, name="coco", force_new=True, client=client)
     copied = PublishExisting(
         rk.Dataset.from_directory(raw, "coco", storage_options=gcs_opts),
         copy_to=True,

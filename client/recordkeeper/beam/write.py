@@ -12,9 +12,11 @@ The plan:
 
 1. **Stage once**, when the transform is applied (on the machine that builds the pipeline): the
    service allocates the version's number, name and storage prefix (``transform.staged``).
-2. **Key**: every record gets a shard key ``(split, k)``, ``k < num_shards``, round-robin from a
-   random start per bundle (no serialization, no hashing).  If that bundle is retried, the
-   runner discards its first attempt's output, so each record reaches exactly one key.
+2. **Key**: records are gathered in batches of about 1 MiB (a quarter of ``shard_size`` if
+   smaller) and every batch gets a shard key ``(split, k)``, ``k < num_shards``, round-robin
+   from a random start per bundle (records are not serialized or hashed here).  If that bundle
+   is retried, the runner discards its first attempt's output, so each record reaches exactly
+   one key.  (Elements are expected in the global window, as for any batch write.)
 3. **Group** by key (the runner's shuffle: each key's records are now fixed, whatever retries).
 4. **Write** each key's records with the code ``client.writer`` uses
    (:func:`recordkeeper.writer.open_shard`: TFRecord framing, sha256, crc32c, records_sha256,
@@ -44,6 +46,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from recordkeeper.beam._commit import check_stored, commit_version, remove_quietly, version_output
 from recordkeeper.beam._service import ServiceConfig
@@ -59,6 +64,7 @@ from recordkeeper.writer import finalize_shard, open_shard, parse_size, temp_sha
 __all__ = ["DEFAULT_NUM_SHARDS", "WriteVersionedTFRecords", "WrittenShard"]
 
 DEFAULT_NUM_SHARDS = 16
+_BATCH_BYTES = 2**20  # records travel through the shuffle in lists of about this many bytes
 
 
 @dataclass(frozen=True)
@@ -73,24 +79,43 @@ class WrittenShard:
 
 
 class _AssignShardKey(beam.DoFn):
-    """``record`` → ``((split, k), record)``, round-robin over ``num_shards`` keys."""
+    """``record`` → ``((split, k), [records])``: batches of about ``batch_bytes``, round-robin
+    over ``num_shards`` keys (batches keep the shuffle's per-element cost low)."""
 
-    def __init__(self, split: str | None, num_shards: int) -> None:
+    def __init__(self, split: str | None, num_shards: int, batch_bytes: int) -> None:
         self._split = split
         self._num_shards = num_shards
+        self._batch_bytes = batch_bytes
         self._next = 0
+        self._batches: dict[str, tuple[list[Any], int]] = {}
 
     def start_bundle(self) -> None:
         self._next = random.randrange(self._num_shards)
+        self._batches = {}
 
-    def process(self, element: Any) -> Iterator[tuple[tuple[str, int], Any]]:
+    def process(self, element: Any) -> Iterator[tuple[tuple[str, int], list[Any]]]:
         if self._split is None:
             split, record = _split_pair(element)
         else:
             split, record = self._split, element
+        batch, size = self._batches.get(split) or ([], 0)
+        batch.append(record)  # objects stay objects: serialized by the worker writing them
+        size += len(record) if type(record) is bytes else 1024
+        if size < self._batch_bytes:
+            self._batches[split] = (batch, size)
+            return
+        self._batches.pop(split, None)
+        yield self._keyed(split, batch)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        for split, (batch, _) in sorted(self._batches.items()):
+            yield WindowedValue(self._keyed(split, batch), MIN_TIMESTAMP, [GlobalWindow()])
+        self._batches = {}
+
+    def _keyed(self, split: str, batch: list[Any]) -> tuple[tuple[str, int], list[Any]]:
         key = self._next
         self._next = (key + 1) % self._num_shards
-        yield (split, key), record
+        return (split, key), batch
 
 
 def _split_pair(element: Any) -> tuple[str, Any]:
@@ -114,8 +139,11 @@ class _WriteShards(beam.DoFn):
         self._shard_size = shard_size
         self._options = dict(config.storage_options)
 
-    def process(self, element: tuple[tuple[str, int], Iterable[Any]]) -> Iterator[WrittenShard]:
-        (split, key), records = element
+    def process(
+        self, element: tuple[tuple[str, int], Iterable[list[Any]]]
+    ) -> Iterator[WrittenShard]:
+        (split, key), batches = element
+        records = (record for batch in batches for record in batch)
         done: list[tuple[Any, WrittenShard]] = []
         part = 0
         current: tuple[Any, Any, str] | None = None  # pipe, TFRecordWriter, temp uri
@@ -300,9 +328,11 @@ class WriteVersionedTFRecords(beam.PTransform):
                 metadata=self.metadata,
             )
         prefix = self.staged.storage_prefix
+        batch_bytes = max(1, min(_BATCH_BYTES, self.shard_size // 4))
         return (
             records
-            | "AssignShardKey" >> beam.ParDo(_AssignShardKey(self.split, self.num_shards))
+            | "AssignShardKey"
+            >> beam.ParDo(_AssignShardKey(self.split, self.num_shards, batch_bytes))
             | "GroupByShard" >> beam.GroupByKey()
             | "WriteShards"
             >> beam.ParDo(_WriteShards(prefix, self.compression, self.shard_size, config))
