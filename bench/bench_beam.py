@@ -15,6 +15,10 @@ registration and commit included:
   the runner process), written by the workers and committed once.  Includes the ~3 s the
   runner needs to start its worker processes.
 
+Two floors of the runner itself, on the same records in the same run, show where the Beam time
+goes: generating the records and counting them (per-element cost, no shuffle), and generating
+them as keyed 4096-record lists and grouping them (the shuffle of the same bytes, no writing).
+
 Prints the median of each and the ratio (beam time / writer time: < 1 means beam is faster).
 """
 
@@ -82,17 +86,25 @@ def run_writer(client: object, total: int) -> float:
     return time.perf_counter() - start
 
 
-def run_beam(client: object, total: int, workers: int) -> float:
-    options = PipelineOptions(
+def chunk_batch(chunk: int, total: int) -> Iterator[tuple[int, list[bytes]]]:
+    """One chunk as a single keyed list (the shuffle floor's element)."""
+    yield chunk % 8, list(chunk_records(chunk, total))
+
+
+def _options(workers: int) -> PipelineOptions:
+    return PipelineOptions(
         [
             "--runner=DirectRunner",
             f"--direct_num_workers={workers}",
             "--direct_running_mode=multi_processing",
         ]
     )
+
+
+def run_beam(client: object, total: int, workers: int) -> float:
     chunks = (total + CHUNK - 1) // CHUNK
     start = time.perf_counter()
-    with beam.Pipeline(options=options) as p:
+    with beam.Pipeline(options=_options(workers)) as p:
         _ = (
             p
             | beam.Create(list(range(chunks)))
@@ -101,6 +113,25 @@ def run_beam(client: object, total: int, workers: int) -> float:
                 "beam", shard_size="64MB", num_shards=8, force_new=True, client=client
             )
         )
+    return time.perf_counter() - start
+
+
+def run_floor(total: int, workers: int, shuffle: bool) -> float:
+    """The runner alone on the same data: generate + count, or generate + GroupByKey."""
+    chunks = (total + CHUNK - 1) // CHUNK
+    start = time.perf_counter()
+    with beam.Pipeline(options=_options(workers)) as p:
+        made = p | beam.Create(list(range(chunks)))
+        if shuffle:
+            _ = (
+                made
+                | beam.FlatMap(chunk_batch, total)
+                | beam.GroupByKey()
+                | beam.Map(lambda kv: sum(len(batch) for batch in kv[1]))
+                | beam.combiners.Count.Globally()
+            )
+        else:
+            _ = made | beam.FlatMap(chunk_records, total) | beam.combiners.Count.Globally()
     return time.perf_counter() - start
 
 
@@ -122,19 +153,25 @@ def main() -> None:
     import recordkeeper as rk
 
     client = rk.Client(svc.url)
-    writer_s, beam_s = [], []
+    times: dict[str, list[float]] = {"writer": [], "beam": [], "count": [], "shuffle": []}
     try:
         for rnd in range(args.repeat):
-            writer_s.append(run_writer(client, total))
-            beam_s.append(run_beam(client, total, args.workers))
-            print(f"round {rnd}: writer {writer_s[-1]:.2f} s, beam {beam_s[-1]:.2f} s", flush=True)
+            times["writer"].append(run_writer(client, total))
+            times["beam"].append(run_beam(client, total, args.workers))
+            times["count"].append(run_floor(total, args.workers, shuffle=False))
+            times["shuffle"].append(run_floor(total, args.workers, shuffle=True))
+            print(f"round {rnd}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()))
         size = client.resolve("beam@latest").size
-        w, b = statistics.median(writer_s), statistics.median(beam_s)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        w, b = med["writer"], med["beam"]
         print(
-            f"\n{total} records, {size / 2**20:.0f} MiB: client.writer (1 core) {w:.2f} s "
-            f"({size / 2**20 / w:.0f} MiB/s), WriteVersionedTFRecords ({args.workers} workers) "
-            f"{b:.2f} s ({size / 2**20 / b:.0f} MiB/s): ratio beam/writer {b / w:.2f}x "
-            f"(medians of {args.repeat})"
+            f"\n{total} records, {size / 2**20:.0f} MiB, medians of {args.repeat}:\n"
+            f"  client.writer (1 core)                      {w:6.2f} s "
+            f"({size / 2**20 / w:.0f} MiB/s)\n"
+            f"  WriteVersionedTFRecords ({args.workers} workers)         {b:6.2f} s "
+            f"({size / 2**20 / b:.0f} MiB/s)   ratio beam/writer {b / w:.2f}x\n"
+            f"  runner floor: generate + count              {med['count']:6.2f} s\n"
+            f"  runner floor: generate + GroupByKey          {med['shuffle']:6.2f} s"
         )
     finally:
         client.close()
