@@ -109,7 +109,7 @@ class _AssignShardKey(beam.DoFn):
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for split, (batch, _) in sorted(self._batches.items()):
-            yield WindowedValue(self._keyed(split, batch), MIN_TIMESTAMP, [GlobalWindow()])
+            yield WindowedValue(self._keyed(split, batch), MIN_TIMESTAMP, (GlobalWindow(),))
         self._batches = {}
 
     def _keyed(self, split: str, batch: list[Any]) -> tuple[tuple[str, int], list[Any]]:
