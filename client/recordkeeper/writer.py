@@ -67,7 +67,14 @@ if TYPE_CHECKING:
     from recordkeeper.registry import Registry
     from recordkeeper.tfrecord import ShardStats, TFRecordWriter
 
-__all__ = ["VersionWriter", "finalize_shard", "open_shard", "parse_size", "temp_shard_name"]
+__all__ = [
+    "VersionWriter",
+    "finalize_shard",
+    "open_shard",
+    "parse_size",
+    "shard_is_full",
+    "temp_shard_name",
+]
 
 _DIRECT = 2**20  # blocks at least this big go to the upload thread as they are
 _QUEUE_DEPTH = 16  # blocks in flight per shard (~16 MiB)
@@ -215,6 +222,17 @@ class _Shard:
     framed_bytes: int = 0
     stats: Any = None
     final_uri: str | None = None
+
+
+def shard_is_full(compression: str, framed_bytes: int, stored_bytes: int, shard_size: int) -> bool:
+    """Whether a shard has reached ``shard_size`` and the next record starts a new one.
+
+    Uncompressed, the framed size is the stored size (exact).  Compressed, only the bytes the
+    compressor has emitted so far count, so gzip/zlib shards close a little late.
+    """
+    if framed_bytes < shard_size:
+        return False
+    return compression == "none" or stored_bytes >= shard_size
 
 
 def temp_shard_name(split: str, key: int | str, compression: str) -> str:
@@ -381,7 +399,7 @@ class VersionWriter:
         # compressor has emitted are known (never more than the framed bytes, so the cheap
         # check in write() comes first): the shard closes a little late (the writer hands over
         # ~1 MiB batches), so shard_size is approximate for gzip/zlib.
-        if self.compression == "none" or shard.pipe.size >= self.shard_size:
+        if shard_is_full(self.compression, shard.framed_bytes, shard.pipe.size, self.shard_size):
             self._close_shard(split)
 
     def close(self) -> DatasetVersion:

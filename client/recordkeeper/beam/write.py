@@ -59,12 +59,19 @@ from recordkeeper.dataset import compression_suffix
 from recordkeeper.models import DatasetVersion
 from recordkeeper.storage import join_uri, list_files
 from recordkeeper.tfrecord import ShardStats, normalize_compression, record_bytes
-from recordkeeper.writer import finalize_shard, open_shard, parse_size, temp_shard_name
+from recordkeeper.writer import (
+    finalize_shard,
+    open_shard,
+    parse_size,
+    shard_is_full,
+    temp_shard_name,
+)
 
 __all__ = ["DEFAULT_NUM_SHARDS", "WriteVersionedTFRecords", "WrittenShard"]
 
 DEFAULT_NUM_SHARDS = 16
 _BATCH_BYTES = 2**20  # records travel through the shuffle in lists of about this many bytes
+_MAX_PENDING_UPLOADS = 4  # finished parts still uploading per key (~16 MiB each), as the writer
 
 
 @dataclass(frozen=True)
@@ -161,13 +168,13 @@ class _WriteShards(beam.DoFn):
                 data = record if type(record) is bytes else record_bytes(record)
                 current[1].write(data)
                 framed += len(data) + 16
-                # the writer's rule: exact uncompressed, approximate (emitted bytes) compressed
-                if framed >= self._shard_size and (
-                    self._compression == "none" or current[0].size >= self._shard_size
-                ):
+                if shard_is_full(self._compression, framed, current[0].size, self._shard_size):
                     done.append(_close(current, split, key, part))
                     current = None
                     part += 1
+                    uploading = [pipe for pipe, _ in done if pipe.uploading]
+                    if len(uploading) >= _MAX_PENDING_UPLOADS:  # bounds memory, as the writer
+                        uploading[0].join()
             if current is not None:
                 done.append(_close(current, split, key, part))
                 current = None
