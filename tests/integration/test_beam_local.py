@@ -10,7 +10,7 @@ import apache_beam as beam
 import pytest
 
 import recordkeeper as rk
-from recordkeeper.beam import PublishExisting, WriteVersionedTFRecords
+from recordkeeper.beam import PublishExisting, ReadVersion, WriteVersionedTFRecords
 from tests.client._records import frame, sample_examples
 from tests.integration import _beam as tb
 from tests.integration.conftest import LiveService
@@ -90,3 +90,28 @@ def test_publish_in_place_outside_the_allowed_roots_is_refused_before_staging(
 
 def _has_dataset(client: rk.Client) -> bool:
     return any(d.name == "coco" for d in client.datasets())
+
+
+def test_a_derived_version_records_the_pinned_version_it_read(
+    live_service: LiveService, tmp_path: Path
+) -> None:
+    client = live_service.client()
+    with client.writer("raw") as w:
+        for record in sample_examples(20):
+            w.write(record)
+    source = client.resolve("raw@latest")
+    read = ReadVersion("raw@latest", "train", client=client)
+    with beam.Pipeline(options=tb.options(IN_PROCESS)) as p:
+        records = p | read
+        _ = records | WriteVersionedTFRecords("clean", sources=[read], client=client)
+    derived = client.resolve("clean@latest")
+    assert derived.metadata["sources"] == [
+        {"version": source.name, "content_digest": source.content_digest, "split": "train"}
+    ]
+    assert Counter(_records(derived, "train")) == Counter(sample_examples(20))
+
+
+def test_a_source_read_later_in_the_pipeline_is_refused() -> None:
+    read = ReadVersion("raw@latest", "train")
+    with pytest.raises(rk.InvalidRequest, match="applied"), beam.Pipeline() as p:
+        _ = p | beam.Create([b"x"]) | WriteVersionedTFRecords("clean", sources=[read])

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import datetime
 import random
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +52,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from recordkeeper.beam._commit import check_stored, commit_version, remove_quietly, version_output
 from recordkeeper.beam._service import ServiceConfig
+from recordkeeper.beam.read import ReadVersion
 from recordkeeper.client import Client
 from recordkeeper.core.errors import InvalidRequest, InvalidShard, StorageError
 from recordkeeper.core.splits import shard_file_name, validate_split_name
@@ -270,6 +271,27 @@ class _CommitVersion(beam.DoFn):
         remove_quietly(leftovers, options)
 
 
+def _with_sources(
+    metadata: Mapping[str, Any] | None, sources: Sequence[ReadVersion | DatasetVersion]
+) -> dict[str, Any]:
+    """``metadata`` plus ``sources``: the pinned versions (and splits) the job read."""
+    out = dict(metadata or {})
+    entries = []
+    for source in sources:
+        version = source.version if isinstance(source, ReadVersion) else source
+        if version is None:
+            raise InvalidRequest(
+                "a ReadVersion given as a source must be applied to the pipeline before the write"
+            )
+        entry = {"version": version.name, "content_digest": version.content_digest}
+        if isinstance(source, ReadVersion):
+            entry["split"] = source.split_name
+        entries.append(entry)
+    if entries:
+        out["sources"] = entries
+    return out
+
+
 class WriteVersionedTFRecords(beam.PTransform):
     """Write a PCollection of records as a new version of ``dataset``; see the module docs.
 
@@ -280,6 +302,10 @@ class WriteVersionedTFRecords(beam.PTransform):
     ``client`` (default: ``rk.Client()`` from the environment) stages the version here;
     workers reach the service with its URL and, unless ``send_token=False``, its token, and
     the store with ``storage_options`` (default: the client's).
+
+    ``sources`` records what the job read: each :class:`ReadVersion` (applied earlier in the
+    pipeline) or :class:`DatasetVersion` becomes an entry ``{"version", "content_digest",
+    "split"}`` of the new version's ``metadata["sources"]``.
 
     The output is a PCollection of one element: the committed version's JSON summary
     (``DatasetVersion.to_dict()``).  ``staged`` is the staged version once the transform has
@@ -302,6 +328,7 @@ class WriteVersionedTFRecords(beam.PTransform):
         date: str | datetime.date | None = None,
         force_new: bool = False,
         metadata: Mapping[str, Any] | None = None,
+        sources: Sequence[ReadVersion | DatasetVersion] = (),
     ) -> None:
         super().__init__()
         if split is not None:
@@ -318,6 +345,7 @@ class WriteVersionedTFRecords(beam.PTransform):
         self.date = date
         self.force_new = force_new
         self.metadata = metadata
+        self.sources = tuple(sources)
         self._client = client
         self._storage_options = storage_options
         self._send_token = send_token
@@ -332,7 +360,7 @@ class WriteVersionedTFRecords(beam.PTransform):
                 desc=self.desc,
                 date=self.date,
                 root=self.root,
-                metadata=self.metadata,
+                metadata=_with_sources(self.metadata, self.sources),
             )
         prefix = self.staged.storage_prefix
         batch_bytes = max(1, min(_BATCH_BYTES, self.shard_size // 4))
