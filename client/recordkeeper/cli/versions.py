@@ -58,7 +58,7 @@ def publish(
     elif files == [root]:
         if name is None:
             raise typer.BadParameter("--name is required when publishing a single file")
-        dataset = Dataset.from_files(name, [root], storage_options=options)
+        dataset = Dataset.from_file(root, name, storage_options=options)
     else:
         dataset = Dataset.from_directory(root, name, storage_options=options)
     client = connect(options)
