@@ -7,6 +7,7 @@ import pytest
 from recordkeeper.core.errors import InvalidShard
 from recordkeeper.core.splits import (
     MAX_SPLIT_NAME_LENGTH,
+    ShardedName,
     is_split_name,
     parse_sharded_name,
     shard_file_name,
@@ -75,7 +76,7 @@ def test_record_suffixes_and_sharded_names() -> None:
     assert strip_record_suffixes("examples") == ("examples", "")
     assert strip_record_suffixes("notes.txt") == ("notes.txt", None)
     sharded = parse_sharded_name("coco-train.tfrecord-00003-of-00016")
-    assert sharded == ("coco-train.tfrecord", 3, 16)
-    assert parse_sharded_name("train-00001-of-00002.tfrecord.gz") == ("train", 1, 2)
+    assert sharded == ShardedName("coco-train.tfrecord", 3, 16)
+    assert parse_sharded_name("train-00001-of-00002.tfrecord.gz") == ShardedName("train", 1, 2)
     assert parse_sharded_name("log-00001-of-00002.txt") is None
     assert parse_sharded_name("train.tfrecord") is None

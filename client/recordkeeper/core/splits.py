@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from recordkeeper.core.errors import InvalidShard
 
@@ -122,7 +122,8 @@ def strip_record_suffixes(base: str) -> tuple[str, str | None]:
     return base, None
 
 
-class ShardedName(NamedTuple):
+@dataclass(frozen=True)
+class ShardedName:
     """A sharded file name: ``coco-train.tfrecord-00003-of-00016`` → stem, 3, 16."""
 
     stem: str
