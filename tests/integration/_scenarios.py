@@ -89,7 +89,7 @@ def writer_and_diff(service: LiveService, root: str, opts: dict[str, Any]) -> rk
         for i, rec in enumerate(sample_examples(600)):
             w.write(rec, split="train" if i % 10 else "validation")
     v1 = w.version
-    assert v1.storage_prefix.startswith(f"{root}/datasets/coco/{v1.name}")
+    assert v1.storage_prefix == f"{root}/datasets/coco/{v1.staged_name}/"  # named at staging
     fs, prefix = fsspec.core.url_to_fs(
         v1.storage_prefix, **({} if root.startswith("file://") else opts)
     )
