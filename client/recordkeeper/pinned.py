@@ -7,9 +7,9 @@ A training config (YAML or JSON) names its data under a ``data`` key::
       eval: coco_20231015_v3
       extra: {ref: objects365@prod, role: train, splits: [train]}
 
-``recordkeeper lock train.yaml`` (:func:`lock_config`) resolves every reference and writes
-``train.lock.yaml`` beside it (or rewrites the file with ``--inplace``) with each entry pinned,
-plus a digest of what the config's data section asked for::
+``recordkeeper lock train.yaml`` (:func:`recordkeeper.locking.lock_config`) resolves every
+reference and writes ``train.lock.yaml`` beside it (or rewrites the file with ``--inplace``)
+with each entry pinned, plus a digest of what the config's data section asked for::
 
     data:
       train: {version: coco_20231015_v3, digest: "sha256:9f2c…", locked_from: coco@latest}
@@ -30,8 +30,12 @@ a version deprecated since it was locked raises :class:`~recordkeeper.errors.Ver
 an alias that was never locked raises :class:`~recordkeeper.errors.InvalidReference` (pass
 ``strict=False`` to resolve it anyway), and shards that are no longer the registered bytes raise
 :class:`~recordkeeper.errors.CorruptShard` (``verify="fast"`` by default: storage identities, no
-download; ``"deep"`` re-reads and re-hashes; ``None`` skips).  :func:`check_lock` (``recordkeeper
-lock --check``) answers the same questions without raising, for CI.
+download; ``"deep"`` re-reads and re-hashes; ``None`` skips).
+:func:`recordkeeper.locking.check_lock` (``recordkeeper lock --check``) answers the same
+questions without raising, for CI.
+
+This module reads configs and lock files, defines what makes a lock stale, and resolves;
+writing and checking lock files is :mod:`recordkeeper.locking`.
 
 The digest covers, per entry, the reference asked for, the role and the splits (canonical JSON):
 reformatting the file or editing anything outside the data section does not make a lock stale.
@@ -46,7 +50,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -58,11 +61,9 @@ import yaml
 from recordkeeper.core.canonical import canonical_json
 from recordkeeper.core.digests import format_digest, parse_digest
 from recordkeeper.core.errors import (
-    DigestMismatch,
     InvalidHash,
     InvalidInput,
     InvalidReference,
-    NotFound,
     StaleLock,
     VersionDeprecated,
 )
@@ -75,22 +76,29 @@ if TYPE_CHECKING:
     from recordkeeper.models import DatasetVersion
 
 __all__ = [
+    "DATA_KEY",
     "LOCK_META_KEY",
     "LOCK_SUFFIX",
-    "EntryStatus",
     "InvalidConfig",
-    "LockStatus",
     "PinChange",
     "PinnedData",
     "PinnedEntry",
     "Resolver",
-    "check_lock",
+    "check_state",
     "current",
     "data_digest",
+    "data_section",
+    "differences",
     "load_pinned",
-    "lock_config",
+    "lock_meta",
     "lock_path",
+    "parse_entries",
+    "read_config",
     "resolve_pinned",
+    "source_of",
+    "staleness",
+    "with_data",
+    "write_config",
 ]
 
 
@@ -281,7 +289,7 @@ def _is_json(path: Path) -> bool:
     return path.suffix.lower() == ".json"
 
 
-def _read(path: Path) -> dict[str, Any]:
+def read_config(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -296,7 +304,7 @@ def _read(path: Path) -> dict[str, Any]:
     return loaded
 
 
-def _write(path: Path, config: Mapping[str, Any]) -> None:
+def write_config(path: Path, config: Mapping[str, Any]) -> None:
     if _is_json(path):
         text = json.dumps(config, indent=2) + "\n"
     else:
@@ -306,7 +314,7 @@ def _write(path: Path, config: Mapping[str, Any]) -> None:
     tmp.replace(path)
 
 
-def _data_section(config: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+def data_section(config: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
     node: Any = config
     for part in key.split("."):
         if not isinstance(node, Mapping) or part not in node:
@@ -317,7 +325,7 @@ def _data_section(config: Mapping[str, Any], key: str, where: str) -> Mapping[st
     return node
 
 
-def _with_data(config: Mapping[str, Any], key: str, data: Mapping[str, Any]) -> dict[str, Any]:
+def with_data(config: Mapping[str, Any], key: str, data: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(config)
     parts = key.split(".")
     node = out
@@ -392,7 +400,7 @@ def data_digest(entries: Sequence[PinnedEntry]) -> str:
     return format_digest(hashlib.sha256(canonical_json(body)).hexdigest())
 
 
-def _differences(asked: Sequence[PinnedEntry], locked: Sequence[PinnedEntry]) -> dict[str, str]:
+def differences(asked: Sequence[PinnedEntry], locked: Sequence[PinnedEntry]) -> dict[str, str]:
     """Entry → how the config's ``asked`` entries differ from the ``locked`` ones."""
     old = {e.key: e for e in locked}
     new = {e.key: e for e in asked}
@@ -413,21 +421,21 @@ def _differences(asked: Sequence[PinnedEntry], locked: Sequence[PinnedEntry]) ->
     return dict(sorted(found.items()))
 
 
-def _meta(config: Mapping[str, Any]) -> Mapping[str, Any]:
+def lock_meta(config: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = config.get(LOCK_META_KEY)
     return meta if isinstance(meta, Mapping) else {}
 
 
-def _source_of(lock: Path, config: Mapping[str, Any]) -> Path | None:
+def source_of(lock: Path, config: Mapping[str, Any]) -> Path | None:
     """The config a lock file was written from, if it is a separate file that exists."""
-    name = _meta(config).get("config")
+    name = lock_meta(config).get("config")
     if not isinstance(name, str) or not name:
         return None
     source = lock.parent / name
     return source if source != lock and source.exists() else None
 
 
-def _staleness(
+def staleness(
     config: Mapping[str, Any],
     entries: Sequence[PinnedEntry],
     key: str,
@@ -439,10 +447,10 @@ def _staleness(
     section now; a config locked in place with the digest recorded when it was locked (entries
     added since without a pin are named).
     """
-    recorded = _meta(config).get("data_digest")
+    recorded = lock_meta(config).get("data_digest")
     if source is not None:
-        asked = parse_entries(_data_section(_read(source), key, str(source)), str(source))
-        found = _differences(asked, entries)
+        asked = parse_entries(data_section(read_config(source), key, str(source)), str(source))
+        found = differences(asked, entries)
         if not found and recorded is not None and recorded != data_digest(asked):
             found = {"*": "the lock's data section was edited by hand"}
         return found
@@ -465,7 +473,7 @@ def _stale_error(lock: Path | None, stale: Mapping[str, str]) -> StaleLock:
 # -- resolving -----------------------------------------------------------------------------
 
 
-def _check_state(version: DatasetVersion, entry: PinnedEntry, allow_deprecated: bool) -> None:
+def check_state(version: DatasetVersion, entry: PinnedEntry, allow_deprecated: bool) -> None:
     if version.state == "deprecated" and not allow_deprecated:
         reason = f" ({version.deprecated_reason})" if version.deprecated_reason else ""
         raise VersionDeprecated(
@@ -488,7 +496,7 @@ def _resolve_entry(
             ref=entry.ref,
         )
     version = client.resolve(entry.ref, expect_digest=entry.digest)
-    _check_state(version, entry, allow_deprecated)
+    check_state(version, entry, allow_deprecated)
     return version
 
 
@@ -525,13 +533,13 @@ def resolve_pinned(
         locked = lock_path(path)
         if locked != path and locked.exists():
             path, source = locked, path
-        loaded = _read(path)
-        source = source or _source_of(path, loaded)
+        loaded = read_config(path)
+        source = source or source_of(path, loaded)
     else:
         loaded = dict(config)
     where = str(path) if path else "config"
-    entries = parse_entries(_data_section(loaded, key, where), where)
-    stale = _staleness(loaded, entries, key, source)
+    entries = parse_entries(data_section(loaded, key, where), where)
+    stale = staleness(loaded, entries, key, source)
     if stale:
         raise _stale_error(path, stale)
     versions = {
@@ -563,227 +571,3 @@ def load_pinned(
     return resolve_pinned(
         client, path, key=key, strict=strict, allow_deprecated=allow_deprecated, verify=verify
     )
-
-
-# -- locking -------------------------------------------------------------------------------
-
-
-def _target(source: Path, inplace: bool, output: str | Path | None) -> Path:
-    return Path(output) if output else (source if inplace else lock_path(source))
-
-
-def _previous_pins(target: Path, source: Path, key: str) -> dict[str, PinnedEntry]:
-    """The entries already pinned in the lock file ``target`` (none if it is the source)."""
-    if target == source or not target.exists():
-        return {}
-    where = str(target)
-    return {e.key: e for e in parse_entries(_data_section(_read(target), key, where), where)}
-
-
-def lock_config(
-    client: Resolver,
-    path: str | Path,
-    *,
-    inplace: bool = False,
-    output: str | Path | None = None,
-    update: bool = False,
-    key: str = DATA_KEY,
-) -> tuple[Path, PinnedData]:
-    """Pin every data reference of the config at ``path``; return the file written and the
-    pinned data, whose :attr:`~PinnedData.changes` say what changed in the lock.
-
-    Pins never move silently: an entry already pinned (in the lock file, or in the config
-    itself with ``inplace``) keeps its version — checked against its digest — unless
-    ``update`` re-resolves it from the reference it was locked from.  New entries, and entries
-    whose reference, role or splits changed in the config, are resolved now.  Deprecated
-    versions are refused.  The rest of the config is copied unchanged (YAML comments are not
-    kept when rewriting a file) and the lock records :func:`data_digest` of the data section.
-    """
-    source = Path(path)
-    config = _read(source)
-    where = str(source)
-    entries = parse_entries(_data_section(config, key, where), where)
-    target = _target(source, inplace, output)
-    previous = _previous_pins(target, source, key)
-    locked_entries = []
-    changes = []
-    versions: dict[str, DatasetVersion] = {}
-    for entry in entries:
-        was = entry if entry.locked else previous.get(entry.key)
-        relocked = was is not None and not entry.locked and was.request() != entry.request()
-        if was is not None and not relocked and not update:
-            version = client.resolve(was.ref, expect_digest=was.digest, shards=False)
-            origin = was.requested
-        else:
-            origin = entry.requested if was is None or relocked else was.requested
-            version = client.resolve(origin, shards=False)
-        _check_state(version, entry, allow_deprecated=False)
-        if version.content_digest is None:
-            raise InvalidInput(f"data.{entry.key}: {version.name} has no content digest")
-        versions[entry.key] = version
-        locked_entries.append(
-            PinnedEntry(
-                key=entry.key,
-                role=entry.role,
-                ref=version.name,
-                digest=version.content_digest,
-                locked_from=origin,
-                splits=entry.splits,
-            )
-        )
-        changes.append(_change(client, entry.key, was, version, origin, relocked, update))
-    changes.extend(
-        PinChange(
-            key=k,
-            change="removed",
-            requested=e.requested,
-            old_version=e.ref,
-            old_digest=e.digest,
-        )
-        for k, e in previous.items()
-        if k not in versions
-    )
-    data = {e.key: e.to_config() for e in locked_entries}
-    out = _with_data(config, key, data)
-    out[LOCK_META_KEY] = _lock_meta(source, target, config, locked_entries)
-    _write(target, out)
-    return target, PinnedData(
-        tuple(locked_entries), versions, path=target, config=config, changes=tuple(changes)
-    )
-
-
-def _lock_meta(
-    source: Path, target: Path, config: Mapping[str, Any], entries: Sequence[PinnedEntry]
-) -> dict[str, Any]:
-    """The lock's record: the config it was written from (relative to the lock) and
-    :func:`data_digest`.  Re-locking a lock file keeps the config it names."""
-    meta: dict[str, Any] = {}
-    if target.resolve() != source.resolve():
-        meta["config"] = os.path.relpath(source.resolve(), target.resolve().parent)
-    elif isinstance(_meta(config).get("config"), str):
-        meta["config"] = _meta(config)["config"]
-    meta["data_digest"] = data_digest(entries)
-    return meta
-
-
-def _change(
-    client: Resolver,
-    key: str,
-    was: PinnedEntry | None,
-    version: DatasetVersion,
-    origin: str,
-    relocked: bool,
-    update: bool,
-) -> PinChange:
-    new = {"new_version": version.name, "new_digest": version.content_digest}
-    if was is None:
-        return PinChange(key=key, change="added", requested=origin, **new)
-    old = {"old_version": was.ref, "old_digest": was.digest}
-    if relocked or (update and was.digest != version.content_digest):
-        kind: Literal["updated", "relocked"] = "relocked" if relocked else "updated"
-        return PinChange(key=key, change=kind, requested=origin, **old, **new)
-    available = None
-    if not update and not parse_reference(origin).is_pinned:
-        now = client.resolve(origin, shards=False)
-        available = now.name if now.content_digest != was.digest else None
-    return PinChange(
-        key=key, change="unchanged", requested=origin, available=available, **old, **new
-    )
-
-
-# -- checking (CI) ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EntryStatus:
-    """One entry's state in :func:`check_lock`: ``ok``, or the ``problem`` and its ``code``."""
-
-    key: str
-    version: str | None
-    problem: str | None = None
-    code: str | None = None
-    available: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.problem is None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "entry": self.key,
-            "version": self.version,
-            "ok": self.ok,
-            "problem": self.problem,
-            "code": self.code,
-            "available": self.available,
-        }
-
-
-@dataclass(frozen=True)
-class LockStatus:
-    """What :func:`check_lock` found: ``ok`` unless the lock is missing or stale, or a pin's
-    version is deprecated, gone or holds other content."""
-
-    config: Path
-    lock: Path
-    entries: tuple[EntryStatus, ...]
-    stale: Mapping[str, str]
-    missing: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return not self.missing and not self.stale and all(e.ok for e in self.entries)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "config": str(self.config),
-            "lock": str(self.lock),
-            "ok": self.ok,
-            "missing": self.missing,
-            "stale": dict(self.stale),
-            "entries": [e.to_dict() for e in self.entries],
-        }
-
-
-def check_lock(
-    client: Resolver,
-    path: str | Path,
-    *,
-    output: str | Path | None = None,
-    key: str = DATA_KEY,
-) -> LockStatus:
-    """Check a config's lock without changing it (``recordkeeper lock --check``, for CI).
-
-    ``path`` is the config (its lock is ``output``, else the file beside it, else the config
-    itself when it was locked in place).  Nothing is raised for what is found: the answer lists
-    the stale entries and, per pinned entry, a deprecated version, a missing one or different
-    content.
-    """
-    source = Path(path)
-    target = Path(output) if output else lock_path(source)
-    if not target.exists() and not output and LOCK_META_KEY in _read(source):
-        target = source  # locked in place
-    if not target.exists():
-        return LockStatus(source, target, (), {}, missing=True)
-    lock = _read(target)
-    entries = parse_entries(_data_section(lock, key, str(target)), str(target))
-    stale = _staleness(lock, entries, key, source if target != source else _source_of(target, lock))
-    statuses = [_entry_status(client, e) for e in entries]
-    return LockStatus(source, target, tuple(statuses), stale)
-
-
-def _entry_status(client: Resolver, entry: PinnedEntry) -> EntryStatus:
-    if not entry.locked:
-        return EntryStatus(entry.key, None, "not pinned (no digest)", StaleLock.code)
-    try:
-        version = client.resolve(entry.ref, expect_digest=entry.digest, shards=False)
-    except (NotFound, DigestMismatch) as exc:
-        return EntryStatus(entry.key, entry.ref, exc.detail, exc.code)
-    if version.state == "deprecated":
-        reason = f": {version.deprecated_reason}" if version.deprecated_reason else ""
-        return EntryStatus(entry.key, version.name, f"deprecated{reason}", VersionDeprecated.code)
-    available = None
-    if entry.locked_from and not parse_reference(entry.locked_from).is_pinned:
-        now = client.resolve(entry.locked_from, shards=False)
-        available = now.name if now.content_digest != entry.digest else None
-    return EntryStatus(entry.key, version.name, available=available)

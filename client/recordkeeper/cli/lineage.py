@@ -22,7 +22,7 @@ import typer
 from recordkeeper.cli.common import ExitCode, JsonOpt, connect, console, print_json
 from recordkeeper.lineage import Consumers, Lineage
 from recordkeeper.lineage_queue import RegistrationQueue
-from recordkeeper.pinned import LockStatus, check_lock, lock_config
+from recordkeeper.locking import LockStatus, check_lock, lock_config
 
 __all__ = [
     "checkpoints_app",
