@@ -41,6 +41,7 @@ from recordkeeper.core.errors import (
     ServerError,
     ServiceUnavailable,
     ShardConflict,
+    StaleLock,
     StorageError,
     StorageRootNotAllowed,
     TokenNotFound,
@@ -60,8 +61,9 @@ from recordkeeper.core.version import __version__
 from recordkeeper.dataset import Dataset, ShardFile
 from recordkeeper.diff import FeatureChange, ShardChange, VersionDiff
 from recordkeeper.lineage import CheckpointInfo, Consumers, Lineage, LineageGraph
+from recordkeeper.locking import lock_config
 from recordkeeper.models import DatasetInfo, DatasetVersion, Shard, Split
-from recordkeeper.pinned import PinnedData, load_pinned, lock_config
+from recordkeeper.pinned import PinnedData, load_pinned
 from recordkeeper.verify import ShardProblem, VerifyReport
 from recordkeeper.writer import VersionWriter
 
@@ -120,6 +122,7 @@ __all__ = [
     "ShardFile",
     "ShardProblem",
     "Split",
+    "StaleLock",
     "StorageError",
     "StorageRootNotAllowed",
     "TokenNotFound",

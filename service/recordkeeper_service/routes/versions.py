@@ -61,7 +61,9 @@ class SplitOut(OutModel):
 class VersionOut(OutModel):
     name: str
     dataset: str
-    number: int
+    number: int | None = Field(
+        description="given at commit; null while staged (and for versions abandoned before)"
+    )
     date: str
     desc: str | None
     convention: str
@@ -80,6 +82,10 @@ class VersionOut(OutModel):
     deprecated_reason: str | None
     metadata: dict[str, Any]
     duplicate_of: str | None
+    staged_name: str | None = Field(
+        description="the name the version was staged under (coco_20231015_staged4); "
+        "it keeps answering after the commit"
+    )
     splits: dict[str, SplitOut] | None
 
 
