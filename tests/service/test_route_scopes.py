@@ -38,6 +38,12 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("GET", "/healthz"): None,
     ("GET", "/readyz"): None,
     ("GET", f"{API}/info"): "read",
+    ("GET", f"{API}/whoami"): "read",
+    ("GET", f"{API}/versions/{{ref}}/diff/{{other}}"): "read",
+    ("GET", f"{API}/versions/{{ref}}/splits"): "read",
+    # the web UI's page and assets: public like /docs, they hold no data
+    ("GET", "/"): None,
+    ("GET", "/ui/{asset}"): None,
     ("GET", f"{API}/datasets"): "read",
     ("POST", f"{API}/datasets"): "write",
     ("GET", f"{API}/datasets/{{name}}"): "read",
@@ -84,6 +90,8 @@ PATH_VALUES = {
     "token_id": "999999999",
     "model": "nosuchmodel",
     "checkpoint": "nosuchcheckpoint",
+    "other": "nosuchdataset@v1",
+    "asset": "app.js",
 }
 
 CALLERS = ("none", "garbage", "revoked", "read", "write", "admin")
