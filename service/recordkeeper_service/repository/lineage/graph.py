@@ -181,6 +181,7 @@ def _neighbour_counts(session: Session, nodes: set[NodeKey]) -> dict[NodeKey, tu
             .where(Checkpoint.parent_id.in_(ckpts))
             .group_by(Checkpoint.parent_id)
         ):
+            assert parent is not None  # the filter: children of the given checkpoints
             down[("checkpoint", parent)] += int(children)
     if versions:
         for vid, consumers in session.execute(
