@@ -52,15 +52,3 @@ export async function api(path, { method = "GET", params, body } = {}) {
   if (!response.ok) throw new ApiError(response.status, payload);
   return payload;
 }
-
-/** Every page of a list endpoint (`{data, count, limit, offset}`), up to `max` items. */
-export async function listAll(path, params = {}, max = 5000) {
-  const out = [];
-  let offset = 0;
-  for (;;) {
-    const page = await api(path, { params: { ...params, limit: 1000, offset } });
-    out.push(...page.data);
-    offset += page.data.length;
-    if (page.data.length === 0 || offset >= page.count || out.length >= max) return out;
-  }
-}

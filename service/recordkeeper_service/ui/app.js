@@ -27,7 +27,8 @@ const main = () => document.getElementById("main");
 let cleanup = null;
 
 function parseHash() {
-  const raw = window.location.hash.replace(/^#/, "") || "/";
+  // pages are "#/…"; anything else (the skip link's "#main") shows the first page
+  const raw = window.location.hash.startsWith("#/") ? window.location.hash.slice(1) : "/";
   const [path, query = ""] = raw.split("?");
   return { path, query: new URLSearchParams(query) };
 }
