@@ -189,8 +189,15 @@ def test_compare_two_versions(scenario: Scenario, page: Any) -> None:
 
 def test_checkpoint_graph_expand_and_click_through(scenario: Scenario, page: Any) -> None:
     page.set_viewport_size(WIDE)
-    page.goto(scenario.service.url + "/#/models/det/checkpoints/ckpt-200")
+    page.goto(scenario.service.url + "/")
+    page.get_by_role("navigation", name="main").get_by_role("link", name="Models").click()
+    page.get_by_test_id("models").get_by_role("link", name="det", exact=True).click()
+    run = page.get_by_test_id("run-r1")
+    assert "loss=0.5" in run.locator("tr", has_text="ckpt-200").inner_text()
+    assert page.get_by_test_id("run-sweep").locator("tbody tr").count() == 30
+    run.get_by_role("link", name="ckpt-200", exact=True).click()
     assert page.get_by_test_id("checkpoint-ref").inner_text() == "det/ckpt-200"
+    assert "ckpt-200_saved_modules/serving" in page.get_by_test_id("exports").inner_text()
     data = page.get_by_test_id("lineage-data").inner_text()
     assert scenario.v1 in data and scenario.v2 in data  # the union along the chain
     page.get_by_test_id("graph-link").click()
