@@ -219,6 +219,7 @@ def test_checkpoint_graph_expand_and_click_through(scenario: Scenario, page: Any
     )
     # 30 sweep checkpoints of one run → one cluster node; 5 nodes drawn
     assert "5 drawn" in status.inner_text()
+    shot(page, "graph-clustered")
     cluster = panel.get_by_role("button", name="→ det · sweep: 30 checkpoints")
     cluster.click()
     panel.get_by_test_id("open-cluster").click()
@@ -227,9 +228,21 @@ def test_checkpoint_graph_expand_and_click_through(scenario: Scenario, page: Any
         ".includes('34 drawn')"
     )
     shot(page, "graph")
-    # back to the version node and through to its page
-    page.get_by_test_id("graph-panel").get_by_test_id("selected-node").wait_for()
-    page.evaluate(f"window.recordkeeperGraph.select('version:{scenario.v2}')")
+    # the opened run collapses back into its cluster
+    panel.get_by_role("button", name="Collapse this run").click()
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=graph-status]').textContent"
+        ".includes(' 5 drawn')"
+    )
+    assert panel.get_by_test_id("selected-node").inner_text() == "det · sweep: 30 checkpoints"
+    # click the version node on the canvas, then through to its page
+    spot = page.evaluate(
+        "id => window.recordkeeperGraph.cy.getElementById(id).renderedPosition()",
+        f"version:{scenario.v2}",
+    )
+    box = page.get_by_test_id("graph-canvas").bounding_box()
+    page.mouse.click(box["x"] + spot["x"], box["y"] + spot["y"])
+    assert panel.get_by_test_id("selected-node").inner_text() == scenario.v2
     panel.get_by_test_id("open-page").click()
     assert page.get_by_test_id("version-name").inner_text() == scenario.v2
 

@@ -20,6 +20,8 @@ const COLUMN_WIDTH = 190;
 const SUB_COLUMN_WIDTH = 170;
 const ROW_HEIGHT = 46;
 const FAST_EDGES = 1500; // above this many edges, draw them as straight "haystack" lines
+const MAX_FIT_ZOOM = 1.8; // a handful of nodes is not blown up to fill a wide screen
+const FIT_ALL_MAX = 400; // after a change, graphs up to this many drawn nodes are shown whole
 
 function apiParams(id) {
   if (id.startsWith("checkpoint:")) return { checkpoint: id.slice("checkpoint:".length) };
@@ -156,6 +158,7 @@ export class LineageView {
       this.openGroups.add(viewId.slice("cluster:".length));
       this.render();
       this.select(viewId.replace(/^cluster:/, "group:"));
+      this.refit();
       return;
     }
     await this.expand(viewId);
@@ -165,6 +168,12 @@ export class LineageView {
     await this.fetchAround(id);
     this.render();
     this.select(id);
+    this.refit();
+  }
+
+  /** After the graph changed: show it whole while it is small; large ones keep the view. */
+  refit() {
+    if (this.cy.nodes().length <= FIT_ALL_MAX) this.fit();
   }
 
   /** Open every cluster: all loaded nodes drawn one by one. */
@@ -178,6 +187,9 @@ export class LineageView {
   collapseGroup(key) {
     this.openGroups.delete(key);
     this.render();
+    const cluster = `cluster:${key}`;
+    this.select(this.viewNodes.has(cluster) ? cluster : `group:${key}`);
+    this.refit();
   }
 
   // ------------------------------------------------------------------ view
@@ -364,13 +376,18 @@ export class LineageView {
     });
   }
 
+  /** Show everything (small graphs, magnified at most MAX_FIT_ZOOM) or the selection at 1:1. */
   fit() {
     const selected = this.selected ? this.cy.getElementById(this.selected) : null;
-    if (this.cy.nodes().length > 400 && selected && selected.nonempty()) {
+    if (this.cy.nodes().length > FIT_ALL_MAX && selected && selected.nonempty()) {
       this.cy.zoom(1);
       this.cy.center(selected);
-    } else {
-      this.cy.fit(undefined, 30);
+      return;
+    }
+    this.cy.fit(undefined, 30);
+    if (this.cy.zoom() > MAX_FIT_ZOOM) {
+      this.cy.zoom(MAX_FIT_ZOOM);
+      this.cy.center();
     }
   }
 
