@@ -350,3 +350,11 @@ def test_five_thousand_nodes_load_and_respond(
     page.evaluate("window.recordkeeperGraph.select('checkpoint:big/r49-98')")
     assert page.get_by_test_id("selected-node").inner_text() == "big/r49-98"
     shot(page, "graph-5000")
+    # the model's checkpoints come a page at a time
+    page.goto(f"{service.url}/#/models/big")
+    pager = page.get_by_role("navigation", name="pages")
+    assert "1–200 of 4,999" in pager.inner_text()
+    pager.get_by_role("link", name="next →").click()
+    page.wait_for_function(
+        "() => document.querySelector('nav.pager')?.textContent.includes('201–400 of 4,999')"
+    )

@@ -6,6 +6,7 @@ import { LineageView, nodeLabel } from "./graph.js";
 const checkpointHref = (model, checkpoint) =>
   `#/models/${encodeURIComponent(model)}/checkpoints/${encodeURIComponent(checkpoint)}`;
 const versionHref = (name) => `#/versions/${encodeURIComponent(name)}`;
+const MODEL_PAGE = 200;
 const graphHref = (kind, value) => `#/graph?${kind}=${encodeURIComponent(value)}`;
 
 function metrics(values) {
@@ -53,7 +54,7 @@ export async function modelsPage(main, _args, query) {
 
 export async function modelPage(main, [model], query) {
   const offset = Number(query.get("offset") || 0);
-  const page = await api(`/models/${seg(model)}/checkpoints`, { params: { limit: 200, offset } });
+  const page = await api(`/models/${seg(model)}/checkpoints`, { params: { limit: MODEL_PAGE, offset } });
   const runs = new Map();
   for (const c of page.data) {
     const run = c.run ?? "(no run)";
@@ -64,7 +65,14 @@ export async function modelPage(main, [model], query) {
     main,
     h("p", { class: "crumbs" }, link("#/models", "Models"), " / ", model),
     h("h1", {}, model),
-    h("p", { class: "muted" }, `${count(page.count)} checkpoints in ${runs.size} run${runs.size === 1 ? "" : "s"}${page.count > page.data.length ? ` (showing ${page.data.length} from ${offset})` : ""}`),
+    h("p", { class: "muted" }, `${count(page.count)} checkpoints; ${runs.size} run${runs.size === 1 ? "" : "s"} on this page (highest step first)`),
+    h(
+      "nav",
+      { class: "pager", "aria-label": "pages" },
+      offset > 0 ? link(`#/models/${encodeURIComponent(model)}?offset=${Math.max(0, offset - MODEL_PAGE)}`, "← previous") : null,
+      h("span", { class: "muted" }, ` ${page.count ? offset + 1 : 0}–${offset + page.data.length} of ${count(page.count)} `),
+      offset + MODEL_PAGE < page.count ? link(`#/models/${encodeURIComponent(model)}?offset=${offset + MODEL_PAGE}`, "next →") : null,
+    ),
     [...runs].map(([run, checkpoints]) => [
       h("h2", {}, `Run ${run}`),
       table(
