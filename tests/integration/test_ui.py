@@ -353,8 +353,8 @@ def test_five_thousand_nodes_load_and_respond(
     # the model's checkpoints come a page at a time
     page.goto(f"{service.url}/#/models/big")
     pager = page.get_by_role("navigation", name="pages")
-    assert "1–200 of 4,999" in pager.inner_text()
+    assert "1\u2013200 of 4,999" in pager.inner_text()  # an en dash, as the page writes it
     pager.get_by_role("link", name="next →").click()
     page.wait_for_function(
-        "() => document.querySelector('nav.pager')?.textContent.includes('201–400 of 4,999')"
+        "() => document.querySelector('nav.pager')?.textContent.includes('201\u2013400 of 4,999')"
     )
