@@ -206,6 +206,19 @@ def test_checkpoint_graph_expand_and_click_through(scenario: Scenario, page: Any
     status = page.get_by_test_id("graph-status")
     # one hop: itself, its parent, v2 and the fine-tuned checkpoint
     assert status.inner_text().startswith("4 nodes loaded")
+    # by keyboard: select the parent from the panel's list, expand it with Enter on the graph
+    panel.get_by_role("button", name="← det/ckpt-100").focus()
+    page.keyboard.press("Enter")
+    assert panel.get_by_test_id("selected-node").inner_text() == "det/ckpt-100"
+    assert "1 more (1 upstream, 0 downstream)" in panel.get_by_test_id("expand").inner_text()
+    page.get_by_test_id("graph-canvas").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=graph-status]').textContent"
+        ".startsWith('5 nodes loaded')"
+    )
+    assert panel.get_by_role("button", name=f"← {scenario.v1}").is_visible()  # loaded now
+    panel.get_by_role("button", name="→ det/ckpt-200").click()
     # v2 has hidden neighbours (the sweep, ft) : select it from the panel and expand it
     panel.get_by_role("button", name=f"← {scenario.v2}").click()
     assert panel.get_by_test_id("selected-node").inner_text() == scenario.v2
@@ -215,24 +228,24 @@ def test_checkpoint_graph_expand_and_click_through(scenario: Scenario, page: Any
     expand.click()
     page.wait_for_function(
         "() => document.querySelector('[data-testid=graph-status]').textContent"
-        ".startsWith('34 nodes loaded')"
+        ".startsWith('35 nodes loaded')"
     )
-    # 30 sweep checkpoints of one run → one cluster node; 5 nodes drawn
-    assert "5 drawn" in status.inner_text()
+    # 30 sweep checkpoints of one run → one cluster node; 6 nodes drawn
+    assert "6 drawn" in status.inner_text()
     shot(page, "graph-clustered")
     cluster = panel.get_by_role("button", name="→ det · sweep: 30 checkpoints")
     cluster.click()
     panel.get_by_test_id("open-cluster").click()
     page.wait_for_function(
         "() => document.querySelector('[data-testid=graph-status]').textContent"
-        ".includes('34 drawn')"
+        ".includes('35 drawn')"
     )
     shot(page, "graph")
     # the opened run collapses back into its cluster
     panel.get_by_role("button", name="Collapse this run").click()
     page.wait_for_function(
         "() => document.querySelector('[data-testid=graph-status]').textContent"
-        ".includes(' 5 drawn')"
+        ".includes(' 6 drawn')"
     )
     assert panel.get_by_test_id("selected-node").inner_text() == "det · sweep: 30 checkpoints"
     # click the version node on the canvas, then through to its page
