@@ -337,6 +337,28 @@ class VersionRepository:
             ]
             return Page(data=data, count=total, limit=limit, offset=offset)
 
+    def split_counts(self, ref_text: str) -> dict[str, Any]:
+        """``{"name", "splits": {split: {shard_count, record_count, size}}}`` of a version,
+        without its shards (one grouped query: what a list of versions shows per row)."""
+        ref = parse_reference(ref_text)
+        with self._db.transaction(write=False) as session:
+            row = find_version(session, ref)
+            splits = {
+                split: {"shard_count": int(shards), "record_count": int(records), "size": int(size)}
+                for split, shards, records, size in session.execute(
+                    select(
+                        m.Shard.split,
+                        func.count(m.Shard.id),
+                        func.coalesce(func.sum(m.Shard.record_count), 0),
+                        func.coalesce(func.sum(m.Shard.size), 0),
+                    )
+                    .where(m.Shard.version_id == row.id)
+                    .group_by(m.Shard.split)
+                    .order_by(m.Shard.split)
+                )
+            }
+            return {"name": row.name, "splits": splits}
+
     # ---------------------------------------------------------------- state changes
 
     def abandon(self, version_name: str, *, actor: str) -> VersionRecord:
