@@ -120,8 +120,14 @@ def load(db: Database, args: argparse.Namespace, rng: random.Random) -> dict[str
             with cur.copy("COPY models (id, name, created_at, created_by) FROM STDIN") as copy:
                 for k in range(1, args.models + 1):
                     copy.write_row((k, f"model{k}", now, "bench"))
+            # one run per model (its chain), named as a run derived from its directory would be
             with cur.copy(
-                "COPY checkpoints (id, model_id, name, step, uri, parent_id, parent_kind, "
+                "COPY runs (id, model_id, name, directory, created_at, created_by) FROM STDIN"
+            ) as copy:
+                for k in range(1, args.models + 1):
+                    copy.write_row((k, k, f"model{k}-run", f"s3://bench/model{k}", now, "bench"))
+            with cur.copy(
+                "COPY checkpoints (id, model_id, run_id, name, step, uri, parent_id, parent_kind, "
                 "saved_models, metrics, metadata, created_at, created_by) FROM STDIN"
             ) as copy:
                 for k in range(1, args.models + 1):
@@ -131,6 +137,7 @@ def load(db: Database, args: argparse.Namespace, rng: random.Random) -> dict[str
                         copy.write_row(
                             (
                                 cid,
+                                k,
                                 k,
                                 f"ckpt-{i}",
                                 i * 1000,
@@ -153,7 +160,7 @@ def load(db: Database, args: argparse.Namespace, rng: random.Random) -> dict[str
                     for v in rng.sample(population, args.per_segment):
                         copy.write_row((cid, v, "train", "train"))
                         edges += 1
-            for table in ("datasets", "versions", "models", "checkpoints"):
+            for table in ("datasets", "versions", "models", "runs", "checkpoints"):
                 cur.execute(
                     f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                     f"(SELECT max(id) FROM {table}))"

@@ -163,6 +163,34 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
         model="det",
         checkpoint="ckpt-2",
     )
+    deleted = call(
+        "PUT",
+        f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/deletion",
+        json={"reason": "max_to_keep"},
+        model="det",
+        checkpoint="ckpt-1",
+    )
+    assert deleted["state"] == "deleted"
+    export = {
+        "name": "serving",
+        "uri": "file:///m/ckpt-3_saved_modules/serving",
+        "inputs": [{"name": "label", "kind": "dense", "dtype": "int64", "shape": []}],
+    }
+    call(
+        "PUT",
+        route,
+        201,
+        json={**child, "saved_models": [export]},
+        model="det",
+        checkpoint="ckpt-3",
+    )
+    checked = call(
+        "GET",
+        f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/model-check",
+        model="det",
+        checkpoint="ckpt-3",
+    )
+    assert checked["checks"]
     consumers = call("GET", f"{API}/versions/{{ref}}/consumers", ref="coco@prod")
     assert "shards" not in consumers
     by_uri = call("GET", f"{API}/shards/consumers", uri=bodies[0]["uri"])

@@ -72,6 +72,8 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("GET", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}"): "read",
     ("PUT", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}"): "write",
     ("GET", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/lineage"): "read",
+    ("PUT", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/deletion"): "write",
+    ("GET", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/model-check"): "read",
     ("GET", f"{API}/shards/consumers"): "read",
     ("GET", f"{API}/lineage/graph"): "read",
     ("GET", f"{API}/gc/candidates"): "read",

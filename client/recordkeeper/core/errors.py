@@ -41,7 +41,8 @@ Exception tree::
     │   ├── VersionInUse                          version_in_use
     │   ├── VersionDeprecated                     version_deprecated (client side: pinned data)
     │   ├── StaleLock                             stale_lock (client side: pinned data)
-    │   └── CheckpointConflict                    checkpoint_conflict
+    │   ├── CheckpointConflict                    checkpoint_conflict
+    │   └── AmbiguousCheckpoint                   ambiguous_checkpoint
     ├── DigestMismatch                            digest_mismatch (409)
     ├── StorageRootNotAllowed (PermissionError)   storage_root_not_allowed (403)
     ├── AuthenticationRequired (PermissionError)  unauthorized (401)
@@ -59,6 +60,7 @@ from typing import Any, ClassVar
 __all__ = [
     "STATUS_CODES",
     "AliasNotFound",
+    "AmbiguousCheckpoint",
     "AuthenticationRequired",
     "CheckpointConflict",
     "CheckpointNotFound",
@@ -287,6 +289,13 @@ class CheckpointConflict(Conflict):
     """A checkpoint was registered again with different lineage (parent, data, step, URI)."""
 
     code = "checkpoint_conflict"
+
+
+class AmbiguousCheckpoint(Conflict):
+    """``model/ckpt-N`` names checkpoints of several runs; ``extra["candidates"]`` lists each
+    one's full reference (``model@run/ckpt-N``)."""
+
+    code = "ambiguous_checkpoint"
 
 
 class DigestMismatch(RecordkeeperError):

@@ -6,6 +6,8 @@ stays cheap.
 * :func:`tf_dataset` — a ``tf.data.Dataset`` of a version's serialized records
   (``file://``, ``gs://`` and ``s3://``), also available as ``DatasetVersion.tf_dataset``.
 * ``track`` — checkpoint lineage (``recordkeeper.tf.checkpoints``), when installed.
+* :func:`model_inputs` — what a SavedModel's serving signatures parse
+  (``recordkeeper.tf.signatures``), for ``check_model``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ _LAZY = {
     "track": "recordkeeper.tf.checkpoints",
     "make_checkpoint_callback": "recordkeeper.tf.checkpoints",
     "TrackedCheckpointManager": "recordkeeper.tf.checkpoints",
+    "SavedCheckpoint": "recordkeeper.tf.checkpoints",
+    "model_inputs": "recordkeeper.tf.signatures",
 }
 
 

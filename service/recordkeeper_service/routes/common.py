@@ -169,11 +169,14 @@ class ErrorOut(BaseModel):
     actual: str | None = _extra("`digest_mismatch`", "the version's content digest")
     version: str | None = _extra("`digest_mismatch`", "the version the reference resolved to")
     checkpoints: list[str] | None = _extra(
-        "`version_in_use`", "`model/checkpoint` names trained on the version (the first 50)"
+        "`version_in_use`", "`model@run/checkpoint` names trained on the version (the first 50)"
     )
     count: int | None = _extra("`version_in_use`", "how many checkpoints in all")
     fields: list[str] | None = _extra(
         "`checkpoint_conflict`", "the fields that differ from the registered checkpoint"
+    )
+    candidates: list[str] | None = _extra(
+        "`ambiguous_checkpoint`", "every `model@run/checkpoint` the reference could mean"
     )
     revision: str | None = _extra("`not_ready`", "the database's migration revision")
     head: str | None = _extra("`not_ready`", "the revision this release needs")
