@@ -231,12 +231,14 @@ class DatasetVersion:
     ``ref`` is what the caller asked for (``coco@latest``), ``name`` what it resolved to
     (``coco_20231015_v3_add_person``).  ``splits`` is empty when the version was listed
     without shards (:meth:`Client.versions`); :meth:`Client.resolve` always includes them.
+    ``number`` is None while the version is staged (its ``name`` is then its ``staged_name``,
+    ``coco_20231015_staged4``): numbers are given at commit.
     """
 
     ref: str
     name: str
     dataset: str
-    number: int
+    number: int | None
     date: datetime.date
     desc: str | None
     state: str
@@ -254,6 +256,7 @@ class DatasetVersion:
     deprecated_reason: str | None = None
     duplicate_of: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=lambda: _frozen(None))
+    staged_name: str | None = None
     _client: VersionServices | None = field(default=None, repr=False, compare=False)
     _storage_options: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
     _schema_cache: list[Schema] = field(default_factory=list, repr=False, compare=False)
@@ -289,7 +292,7 @@ class DatasetVersion:
             ref=data.get("ref") or data["name"],
             name=data["name"],
             dataset=data["dataset"],
-            number=int(data["number"]),
+            number=int(data["number"]) if data.get("number") is not None else None,
             date=date,
             desc=data.get("desc"),
             state=data.get("state", "committed"),
@@ -307,6 +310,7 @@ class DatasetVersion:
             deprecated_reason=data.get("deprecated_reason"),
             duplicate_of=data.get("duplicate_of"),
             metadata=_frozen(data.get("metadata")),
+            staged_name=data.get("staged_name"),
             _client=client,
             _storage_options=storage_options,
             _schema_cache=[schema] if schema is not None else [],
@@ -428,6 +432,7 @@ class DatasetVersion:
             "name": self.name,
             "dataset": self.dataset,
             "number": self.number,
+            "staged_name": self.staged_name,
             "date": self.date.isoformat(),
             "desc": self.desc,
             "state": self.state,

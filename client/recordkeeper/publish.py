@@ -53,7 +53,7 @@ from recordkeeper.storage import (
 if TYPE_CHECKING:
     from recordkeeper.registry import Registry
 
-__all__ = ["check_allowed", "publish", "scan_file"]
+__all__ = ["check_allowed", "detect_file_compression", "publish", "scan_file"]
 
 
 class _Prefixed:
@@ -76,7 +76,8 @@ class _Prefixed:
         self._raw.close()
 
 
-def _detect(uri: str, storage_options: Mapping[str, Any] | None) -> str:
+def detect_file_compression(uri: str, storage_options: Mapping[str, Any] | None) -> str:
+    """The compression of a TFRecord file, from its first 64 bytes (``CorruptShard`` if none)."""
     with open_read(uri, storage_options) as fh, storage_errors(uri):
         head = fh.read(64)
     return _compression_of(uri, head)
@@ -275,7 +276,7 @@ def publish(
             for i, shard in enumerate(shards):
                 comp = shard.compression  # None: decided after detection below
                 if comp is None:
-                    comp = _detect(shard.uri, options)
+                    comp = detect_file_compression(shard.uri, options)
                     shards[i] = ShardFile(
                         shard.split,
                         shard.index,
@@ -318,7 +319,7 @@ def publish(
             with contextlib.suppress(Exception):
                 remove(uri, options)
         raise
-    if version.name != staged.name:
+    if version.storage_prefix != staged.storage_prefix:
         for uri in copies:  # the existing version was kept; the copies are orphans
             with contextlib.suppress(Exception):
                 remove(uri, options)

@@ -65,8 +65,16 @@ from recordkeeper.storage import (
 
 if TYPE_CHECKING:
     from recordkeeper.registry import Registry
+    from recordkeeper.tfrecord import ShardStats, TFRecordWriter
 
-__all__ = ["VersionWriter", "parse_size"]
+__all__ = [
+    "VersionWriter",
+    "finalize_shard",
+    "open_shard",
+    "parse_size",
+    "shard_is_full",
+    "temp_shard_name",
+]
 
 _DIRECT = 2**20  # blocks at least this big go to the upload thread as they are
 _QUEUE_DEPTH = 16  # blocks in flight per shard (~16 MiB)
@@ -216,6 +224,83 @@ class _Shard:
     final_uri: str | None = None
 
 
+def shard_is_full(compression: str, framed_bytes: int, stored_bytes: int, shard_size: int) -> bool:
+    """Whether a shard has reached ``shard_size`` and the next record starts a new one.
+
+    Uncompressed, the framed size is the stored size (exact).  Compressed, only the bytes the
+    compressor has emitted so far count, so gzip/zlib shards close a little late.
+    """
+    if framed_bytes < shard_size:
+        return False
+    return compression == "none" or stored_bytes >= shard_size
+
+
+def temp_shard_name(split: str, key: int | str, compression: str) -> str:
+    """Where a shard is written before its final name is known: ``_incomplete/{split}-{key}``."""
+    key_text = f"{key:05d}" if isinstance(key, int) else key
+    return f"_incomplete/{split}-{key_text}{compression_suffix(compression)}"
+
+
+def open_shard(
+    uri: str, compression: str, storage_options: Mapping[str, Any] | None
+) -> tuple[_UploadPipe, TFRecordWriter]:
+    """Start one shard at ``uri``: a framing, hashing, schema-inferring writer over an upload.
+
+    Write records to the returned :class:`~recordkeeper.tfrecord.TFRecordWriter`; its
+    ``close()`` gives the shard's stats, then ``pipe.finish()`` and ``pipe.join()`` end the
+    upload (``pipe.abort()`` discards it).
+    """
+    from recordkeeper.tfrecord import TFRecordWriter  # not at import: rk stays light
+
+    pipe = _UploadPipe(uri, storage_options)
+    return pipe, TFRecordWriter(pipe, compression=compression)
+
+
+def finalize_shard(
+    temp_uri: str,
+    final_uri: str,
+    stats: ShardStats,
+    *,
+    split: str,
+    index: int,
+    count: int,
+    storage_options: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """Move a written shard to its final name and return its REST registration.
+
+    The storage identity is read after the move, and the stored size must equal what was
+    written.  Idempotent: when ``temp_uri`` is gone and ``final_uri`` holds ``stats.size``
+    bytes (a retried finalisation), the move is skipped.
+    """
+    try:
+        rename(temp_uri, final_uri, storage_options)
+    except StorageError as exc:
+        if exc.extra.get("reason") != "missing":
+            raise
+    stat = stat_object(final_uri, storage_options)
+    if stat.size != stats.size:
+        raise StorageError(
+            f"{final_uri}: stored {stat.size} bytes but {stats.size} were written",
+            uri=final_uri,
+            reason="error",
+        )
+    record = ShardRecord(
+        split=split,
+        index=index,
+        count=count,
+        uri=final_uri,
+        compression=stats.compression,
+        size=stats.size,
+        sha256=stats.sha256,
+        crc32c=stats.crc32c,
+        records_sha256=stats.records_sha256,
+        record_count=stats.record_count,
+        storage_identity=stat.identity,
+    )
+    schema = stats.schema.to_dict() if stats.schema is not None else None
+    return record.to_wire(schema=schema)
+
+
 class VersionWriter:
     """A context manager writing a new version, made by :meth:`Client.writer`.
 
@@ -314,7 +399,7 @@ class VersionWriter:
         # compressor has emitted are known (never more than the framed bytes, so the cheap
         # check in write() comes first): the shard closes a little late (the writer hands over
         # ~1 MiB batches), so shard_size is approximate for gzip/zlib.
-        if self.compression == "none" or shard.pipe.size >= self.shard_size:
+        if shard_is_full(self.compression, shard.framed_bytes, shard.pipe.size, self.shard_size):
             self._close_shard(split)
 
     def close(self) -> DatasetVersion:
@@ -339,7 +424,7 @@ class VersionWriter:
         except BaseException:
             self.abort()
             raise
-        if version.name != staged.name:
+        if version.storage_prefix != staged.storage_prefix:  # an identical version was kept
             self._delete_written()
         self._version = version
         return version
@@ -373,8 +458,6 @@ class VersionWriter:
         return self.staged
 
     def _start_shard(self, split: str) -> tuple[_Shard, Any]:
-        from recordkeeper.tfrecord import TFRecordWriter
-
         if self._closed:
             raise RuntimeError("this writer is closed")
         validate_split_name(split)
@@ -383,12 +466,9 @@ class VersionWriter:
         self._next_index[split] = index + 1
         while len([s for s in self._done if s.pipe.uploading]) >= _MAX_PENDING_UPLOADS:
             next(s for s in self._done if s.pipe.uploading).pipe.join()
-        temp_uri = join_uri(
-            prefix, f"_incomplete/{split}-{index:05d}{compression_suffix(self.compression)}"
-        )
-        pipe = _UploadPipe(temp_uri, self.storage_options)
+        temp_uri = join_uri(prefix, temp_shard_name(split, index, self.compression))
+        pipe, tfw = open_shard(temp_uri, self.compression, self.storage_options)
         shard = _Shard(split, index, temp_uri, pipe)
-        tfw = TFRecordWriter(pipe, compression=self.compression)
         self._open[split] = (shard, tfw)
         return shard, tfw
 
@@ -413,31 +493,18 @@ class VersionWriter:
                     shard.split, shard.index, count, compression_suffix(self.compression)
                 ),
             )
-            rename(shard.temp_uri, final, self.storage_options)
             shard.final_uri = final
-            stat = stat_object(final, self.storage_options)
-            stats = shard.stats
-            if stat.size != stats.size:
-                raise StorageError(
-                    f"{final}: stored {stat.size} bytes but {stats.size} were written",
-                    uri=final,
-                    reason="error",
+            registrations.append(
+                finalize_shard(
+                    shard.temp_uri,
+                    final,
+                    shard.stats,
+                    split=shard.split,
+                    index=shard.index,
+                    count=count,
+                    storage_options=self.storage_options,
                 )
-            record = ShardRecord(
-                split=shard.split,
-                index=shard.index,
-                count=count,
-                uri=final,
-                compression=self.compression,
-                size=stats.size,
-                sha256=stats.sha256,
-                crc32c=stats.crc32c,
-                records_sha256=stats.records_sha256,
-                record_count=stats.record_count,
-                storage_identity=stat.identity,
             )
-            schema = stats.schema.to_dict() if stats.schema is not None else None
-            registrations.append(record.to_wire(schema=schema))
         self._remove_temp_dir()
         return registrations
 

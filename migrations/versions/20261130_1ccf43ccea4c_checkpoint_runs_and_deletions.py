@@ -1,7 +1,7 @@
 """checkpoint runs and deletions
 
 Revision ID: 1ccf43ccea4c
-Revises: 25be41bb25cb
+Revises: 000576a38782
 Create Date: 2026-11-30 15:13:35.180449
 
 Every checkpoint gets a run (issue 9: model names are reused across reruns and sweeps, so
@@ -24,7 +24,7 @@ from recordkeeper.core.lineage import checkpoint_directory, run_of
 
 # revision identifiers, used by Alembic.
 revision: str = "1ccf43ccea4c"
-down_revision: str | Sequence[str] | None = "25be41bb25cb"
+down_revision: str | Sequence[str] | None = "000576a38782"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

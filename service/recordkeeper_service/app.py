@@ -23,7 +23,7 @@ from recordkeeper_service.db import Database
 from recordkeeper_service.handlers import install_error_handlers
 from recordkeeper_service.limits import RequestGate
 from recordkeeper_service.repository import Repository
-from recordkeeper_service.routes import api_router, probe_router
+from recordkeeper_service.routes import api_router, probe_router, ui_router
 from recordkeeper_service.settings import Settings
 from recordkeeper_service.startup import check_startup
 
@@ -90,6 +90,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     )
     app.include_router(api_router)
     app.include_router(probe_router)
+    app.include_router(ui_router)
     return app
 
 

@@ -81,7 +81,9 @@ class VersionRecord:
     id: int
     name: str
     dataset: str
-    number: int
+    #: None while staged (and for versions abandoned before their commit): numbers are given
+    #: at commit.
+    number: int | None
     date: datetime.date
     desc: str | None
     convention: str
@@ -99,6 +101,9 @@ class VersionRecord:
     deprecated_reason: str | None
     metadata: dict[str, Any]
     duplicate_of: str | None
+    #: The name the version was staged under (``coco_20231015_staged4``); None for versions
+    #: staged when numbers were still given at staging.
+    staged_name: str | None = None
     shards: tuple[ShardRecord, ...] | None = None
     #: ``splits`` rendered once (see :meth:`with_rendered_splits`); never compared.
     rendered_splits: dict[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -136,6 +141,7 @@ class VersionRecord:
             "deprecated_reason": self.deprecated_reason,
             "metadata": self.metadata,
             "duplicate_of": self.duplicate_of,
+            "staged_name": self.staged_name,
             "splits": self._splits(),
         }
 

@@ -12,7 +12,6 @@ import pytest
 import yaml
 
 import recordkeeper as rk
-from recordkeeper import pinned
 from recordkeeper.core.lineage import run_for_directory
 from recordkeeper.lineage_queue import RegistrationRejected
 from recordkeeper.tf.checkpoints import (
@@ -202,7 +201,7 @@ def test_pinned_data_is_recorded_without_data_argument(
     v1 = publish(client, "first")
     config = tmp_path / "train.yaml"
     config.write_text(yaml.safe_dump({"data": {"train": "coco@latest", "eval": "coco@v1"}}))
-    pinned.lock_config(client, config)
+    rk.lock_config(client, config)
     rk.load_pinned(config, client=client)
     manager = track(FakeManager(tmp_path), client=client, model="pinned", queue=tmp_path / "q")
     manager.save()

@@ -103,11 +103,16 @@ def test_reruns_deletions_and_check_model(
     )
     queue = tmp_path / "queue.jsonl"
     managers = {}
+    events: list[Any] = []
     for name, data in (("a", labels_only), ("b", float_labels)):
         manager = tracked(client, tf, tmp_path / name / "det", data, queue)
+        manager.add_save_callback(events.append)
         for _ in range(4):
             assert manager.save() is not None  # never raises, never skips
         managers[name] = manager
+    # every save with an export was checked against its training data at once
+    assert all(e.model_check is not None and not e.model_check.ok for e in events)
+    assert {p.problem for p in events[0].model_check.problems} == {"missing_feature"}
     a, b = managers["a"], managers["b"]
     # point 1: two runs of model "det", each with its own ckpt-1..4, nothing queued or refused
     assert a.run != b.run and a.run == run_for_directory((tmp_path / "a" / "det").as_uri())

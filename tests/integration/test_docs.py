@@ -119,6 +119,8 @@ def session(
     env = {
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "HOME": str(home),
+        # commands import the checkout under test, wherever the venv's install points
+        "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("client", "service", "")),
     }
     cleanups: list[Callable[[], None]] = []
     if "s3" in document.uses:

@@ -196,8 +196,12 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
     by_uri = call("GET", f"{API}/shards/consumers", uri=bodies[0]["uri"])
     assert by_uri["shards"]
     call("GET", f"{API}/lineage/graph", checkpoint="det/ckpt-2")
+    call("GET", f"{API}/whoami")
+    call("GET", f"{API}/versions/{{ref}}/splits", ref="coco@latest")
 
     other = publish(client, "coco", content="b")["name"]
+    diff = call("GET", f"{API}/versions/{{ref}}/diff/{{other}}", ref=name, other=other)
+    assert diff["shards"]["changed"] and "schema" in diff
     call("POST", f"{API}/versions/{{ref}}/deprecate", json={"reason": "r"}, ref=other)
     abandoned = stage(client, "coco")["name"]
     call("POST", f"{API}/versions/{{version_name}}/abandon", version_name=abandoned)

@@ -5,7 +5,9 @@
   of checkpoints, each with the data of its own segment), ``--json`` for the full answer;
 * ``recordkeeper consumers REF`` / ``--shard URI_OR_SHA256`` — checkpoints and models trained on
   a version or a shard (``--direct`` leaves out checkpoints that only inherited it);
-* ``recordkeeper lock CONFIG`` — pin a training config's data (``--inplace``, ``--update``);
+* ``recordkeeper lock CONFIG`` — pin a training config's data into its lock file
+  (``train.yaml`` → ``train.lock.yaml``; ``--inplace``, ``--update``), printing what changed;
+  ``--check`` only checks the lock (stale, deprecated, changed content) and exits 4 if not ok;
 * ``recordkeeper checkpoints ls [MODEL]`` — models, or one model's checkpoints (``--run``);
 * ``recordkeeper checkpoints check MODEL`` — mark checkpoints whose files are gone as deleted;
 * ``recordkeeper checkpoints flush`` — send registrations queued while the service was down.
@@ -21,11 +23,11 @@ from typing import Annotated, Any
 
 import typer
 
-from recordkeeper.cli.common import JsonOpt, connect, console, print_json
+from recordkeeper.cli.common import ExitCode, JsonOpt, connect, console, print_json
 from recordkeeper.core.lineage import CheckpointRef
 from recordkeeper.lineage import CheckpointInfo, Consumers, Lineage
 from recordkeeper.lineage_queue import RegistrationQueue
-from recordkeeper.pinned import lock_config
+from recordkeeper.locking import LockStatus, check_lock, lock_config
 
 __all__ = [
     "checkpoints_app",
@@ -162,46 +164,114 @@ def consumers_cmd(
 def lock_cmd(
     config: Annotated[Path, typer.Argument(help="training config (YAML or JSON)")],
     inplace: Annotated[
-        bool, typer.Option("--inplace", help="rewrite CONFIG instead of CONFIG.lock")
+        bool,
+        typer.Option(
+            "--inplace",
+            help="rewrite CONFIG itself instead of its lock file (train.yaml → train.lock.yaml)",
+        ),
     ] = False,
     output: Annotated[
-        Path | None, typer.Option("--output", help="write the locked config here")
+        Path | None,
+        typer.Option(
+            "--output",
+            help="write the lock here instead of beside CONFIG",
+            show_default="CONFIG's lock file: train.yaml → train.lock.yaml",
+        ),
     ] = None,
     update: Annotated[
-        bool, typer.Option("--update", help="re-resolve entries locked before")
+        bool,
+        typer.Option("--update", help="move pins to what their references resolve to now"),
+    ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="write nothing; exit 4 if the lock is missing or stale, or a pinned version "
+            "is deprecated, gone or holds other content (for CI)",
+        ),
     ] = False,
     key: Annotated[str, typer.Option("--key", help="dotted path of the data section")] = "data",
     json_out: JsonOpt = False,
 ) -> None:
-    """Pin the data references of a training config to exact versions and digests."""
-    from rich.table import Table
+    """Pin a training config's data references to exact versions and content digests, in the
+    config's lock file beside it (train.yaml → train.lock.yaml, train.json → train.lock.json).
 
+    Pins already in the lock never move without --update; what changed is printed.
+    """
+    if check:
+        if update or inplace:
+            raise typer.BadParameter("--check writes nothing: drop --update/--inplace")
+        _print_check(check_lock(connect(), config, output=output, key=key), json_out)
+        return
     target, pinned = lock_config(
         connect(), config, inplace=inplace, output=output, update=update, key=key
     )
-    rows = [
-        {
-            "entry": e.key,
-            "role": e.role,
-            "version": e.ref,
-            "digest": e.digest,
-            "locked_from": e.locked_from,
-        }
-        for e in pinned.entries
-    ]
     if json_out:
-        print_json({"path": str(target), "data": rows})
+        print_json(
+            {
+                "path": str(target),
+                "data": [
+                    {
+                        "entry": e.key,
+                        "role": e.role,
+                        "version": e.ref,
+                        "digest": e.digest,
+                        "locked_from": e.locked_from,
+                    }
+                    for e in pinned.entries
+                ],
+                "changes": [c.to_dict() for c in pinned.changes],
+            }
+        )
         return
-    table = Table("entry", "role", "version", "digest", "from", title=f"locked {target}")
-    for row in rows:
+    from rich.markup import escape
+    from rich.table import Table
+
+    marks = {
+        "added": "[green]added[/]",
+        "removed": "[red]removed[/]",
+        "updated": "[yellow]updated[/]",
+        "relocked": "[yellow]config changed[/]",
+        "unchanged": "unchanged",
+    }
+    table = Table("entry", "change", "version", "digest", "from", title=f"locked {target}")
+    for change in pinned.changes:
+        if change.change in ("updated", "relocked"):
+            version = f"{change.old_version} → {change.new_version}"
+        else:
+            version = change.new_version or change.old_version or ""
+        note = f" (now {change.available}: --update moves it)" if change.available else ""
         table.add_row(
-            row["entry"],
-            row["role"],
-            row["version"],
-            _short(row["digest"]),
-            row["locked_from"] or "",
+            change.key,
+            marks[change.change],
+            escape(version) + note,
+            _short(change.new_digest or change.old_digest),
+            change.requested or "",
         )
     console().print(table)
+
+
+def _print_check(status: LockStatus, json_out: bool) -> None:
+    """Print a :class:`~recordkeeper.pinned.LockStatus`; exit 4 unless it is ok."""
+    if json_out:
+        print_json(status.to_dict())
+    else:
+        out = console()
+        if status.missing:
+            out.print(f"[red]no lock[/] {status.lock}: run `recordkeeper lock {status.config}`")
+        for key, why in status.stale.items():
+            where = f"data.{key}: " if key != "*" else ""
+            out.print(f"[red]stale[/] {where}{why}")
+        for entry in status.entries:
+            if entry.ok:
+                note = f"  ({entry.available} is newer: lock --update)" if entry.available else ""
+                out.print(f"[green]ok[/]    data.{entry.key}: {entry.version}{note}")
+            else:
+                out.print(f"[red]{entry.code}[/] data.{entry.key}: {entry.problem}")
+        verdict = "[green]lock ok[/]" if status.ok else "[red]lock not ok[/]"
+        out.print(f"{verdict}: {status.lock}")
+    if not status.ok:
+        raise typer.Exit(int(ExitCode.VERIFICATION_FAILED))
 
 
 @checkpoints_app.command("ls")

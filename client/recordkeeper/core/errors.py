@@ -40,6 +40,7 @@ Exception tree::
     │   ├── DuplicateContent                      duplicate_content
     │   ├── VersionInUse                          version_in_use
     │   ├── VersionDeprecated                     version_deprecated (client side: pinned data)
+    │   ├── StaleLock                             stale_lock (client side: pinned data)
     │   ├── CheckpointConflict                    checkpoint_conflict
     │   └── AmbiguousCheckpoint                   ambiguous_checkpoint
     ├── DigestMismatch                            digest_mismatch (409)
@@ -92,6 +93,7 @@ __all__ = [
     "ServerError",
     "ServiceUnavailable",
     "ShardConflict",
+    "StaleLock",
     "StorageError",
     "StorageRootNotAllowed",
     "TokenNotFound",
@@ -274,6 +276,13 @@ class VersionDeprecated(Conflict):
     """Pinned data names a version that has since been deprecated (``extra["reason"]``)."""
 
     code = "version_deprecated"
+
+
+class StaleLock(Conflict):
+    """A lock file no longer matches its config's data section (``extra["entries"]``: each
+    entry added, removed or changed since the lock was written); re-run ``recordkeeper lock``."""
+
+    code = "stale_lock"
 
 
 class CheckpointConflict(Conflict):

@@ -58,7 +58,13 @@ from recordkeeper.core.lineage import (
     validate_run_name,
 )
 from recordkeeper.core.refs import parse_reference
-from recordkeeper.lineage import CheckpointInfo, DataUse, checkpoint_body, normalize_data
+from recordkeeper.lineage import (
+    CheckpointInfo,
+    DataUse,
+    ModelCheck,
+    checkpoint_body,
+    normalize_data,
+)
 from recordkeeper.lineage_queue import DELETE, RegistrationQueue
 from recordkeeper.pinned import current
 from recordkeeper.tf.saves import SaveCallback, SavedCheckpoint
@@ -340,13 +346,37 @@ class TrackedCheckpointManager:
             return path
         body, info = self._register(str(path), metrics)
         deleted = self._record_deletions(before, str(path))
-        event = SavedCheckpoint(str(path), self.ref_of(str(path)), body, info, deleted)
+        checked = self._check_model(info)
+        event = SavedCheckpoint(str(path), self.ref_of(str(path)), body, info, deleted, checked)
         for callback in self._save_callbacks:
             try:
                 callback(event)
             except Exception:
                 log.exception("a save callback failed for checkpoint %s", path)
         return str(path)
+
+    def _check_model(self, info: CheckpointInfo | None) -> ModelCheck | None:
+        """Ask whether the exports just registered accept the data they trained on; log a
+        warning naming every error (what would otherwise surface as a serving failure)."""
+        if info is None or not any(s.inputs is not None for s in info.saved_models):
+            return None
+        try:
+            result = self._client.check_model(info.ref)
+        except RecordkeeperError as exc:
+            log.warning("could not check the exports of %s against its data: %s", info.ref, exc)
+            return None
+        for check in result.checks:
+            for problem in check.problems:
+                if problem.severity == "error":
+                    log.warning(
+                        "%s: export %r will not accept %s (%s): %s",
+                        info.ref,
+                        check.saved_model,
+                        check.version,
+                        problem.problem,
+                        problem.detail,
+                    )
+        return result
 
     def _record_deletions(self, before: list[str], saved: str) -> tuple[CheckpointRef, ...]:
         """Checkpoints the wrapped manager dropped during this save whose files are gone

@@ -13,6 +13,7 @@ module         resource
 ``commit``     completeness, digests, schema merge, duplicates
 ``aliases``    set/move/delete with history; implicit ``latest``
 ``schemas``    content-addressed schema bodies
+``diff``       compare two versions (rules in ``recordkeeper.core.diff``)
 ``events``     audit log (written by every state change)
 ``tokens``     API tokens (hashes only)
 ``resolve``    the reference grammar → a version row (session level)
@@ -33,6 +34,7 @@ from recordkeeper_service.repository.aliases import AliasRepository
 from recordkeeper_service.repository.cache import DEFAULT_CACHE_BYTES, VersionCache
 from recordkeeper_service.repository.commit import CommitRepository
 from recordkeeper_service.repository.datasets import DatasetRepository
+from recordkeeper_service.repository.diff import DiffRepository
 from recordkeeper_service.repository.events import EventRepository
 from recordkeeper_service.repository.fastpath import AsyncPostgresReader
 from recordkeeper_service.repository.gc import GcRepository
@@ -70,6 +72,7 @@ class Repository:
         self.commits = CommitRepository(db)
         self.aliases = AliasRepository(db)
         self.schemas = SchemaRepository(db)
+        self.diffs = DiffRepository(self.versions, self.schemas)
         self.events = EventRepository(db)
         self.tokens = TokenRepository(db)
         self.gc = GcRepository(db)

@@ -24,9 +24,13 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import URL
 
 from recordkeeper.core.errors import InvalidRequest, ServiceUnavailable
-from recordkeeper.core.refs import Reference, RefKind
+from recordkeeper.core.refs import Reference
 from recordkeeper_service import models as m
-from recordkeeper_service.repository.resolve import resolution_params, resolution_statement
+from recordkeeper_service.repository.resolve import (
+    reference_shape,
+    resolution_params,
+    resolution_statement,
+)
 
 __all__ = ["HOT_COLUMNS", "AsyncPostgresReader"]
 
@@ -49,10 +53,7 @@ HOT_COLUMNS = (
 _DIALECT = postgresql.psycopg.dialect()
 
 
-def _shape_key(ref: Reference) -> str:
-    if ref.kind is RefKind.ALIAS:
-        return "latest" if ref.alias == "latest" else "alias"
-    return "number" if ref.kind in (RefKind.NAME, RefKind.NUMBER) else "digest"
+_shape_key = reference_shape
 
 
 class AsyncPostgresReader:

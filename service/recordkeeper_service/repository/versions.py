@@ -23,8 +23,10 @@ from recordkeeper.core.errors import (
 from recordkeeper.core.limits import MAX_REASON_LENGTH
 from recordkeeper.core.naming import (
     CONVENTION,
-    format_version_name,
+    format_staged_name,
+    is_staged_name,
     parse_date,
+    parse_staged_name,
     parse_version_name,
     validate_dataset_name,
     validate_desc,
@@ -57,7 +59,13 @@ from recordkeeper_service.repository.resolve import (
     resolution_statement,
 )
 
-__all__ = ["MAX_REASON_LENGTH", "VersionRepository", "parse_version_ref", "today_utc"]
+__all__ = [
+    "MAX_REASON_LENGTH",
+    "VersionRepository",
+    "allocate",
+    "parse_version_ref",
+    "today_utc",
+]
 
 
 def _expected_digest(value: str | None) -> str | None:
@@ -69,7 +77,10 @@ def today_utc() -> datetime.date:
 
 
 def parse_version_ref(text: str) -> Reference:
-    """Parse a path ``{version_name}``: it must be a version name, not another ref form."""
+    """Parse a path ``{version_name}``: a version name or a staged name, not another ref form."""
+    if "@" not in text and is_staged_name(text.strip()):
+        staged = parse_staged_name(text.strip())
+        return Reference(dataset=staged.dataset, kind=RefKind.STAGED, staged=staged)
     if "@" not in text:
         name = parse_version_name(text.strip())  # InvalidVersionName with the precise reason
         return Reference(dataset=name.dataset, kind=RefKind.NAME, number=name.number, name=name)
@@ -77,9 +88,22 @@ def parse_version_ref(text: str) -> Reference:
     if ref.kind is not RefKind.NAME:
         raise InvalidVersionName(
             f"{text!r} is a reference, but this operation needs the version's name "
-            "(dataset_YYYYMMDD_vN[_desc])"
+            "(dataset_YYYYMMDD_vN[_desc] or dataset_YYYYMMDD_stagedK[_desc])"
         )
     return ref
+
+
+def allocate(session: Session, dataset_id: int, counter: Any) -> int:
+    """Atomically take the dataset's next value of ``counter`` (``m.Dataset.next_number`` or
+    ``m.Dataset.next_stage``); the row lock serialises concurrent takers."""
+    stmt = (
+        update(m.Dataset)
+        .where(m.Dataset.id == dataset_id)
+        .values({counter: counter + 1})
+        .returning(counter)
+        .execution_options(synchronize_session=False)
+    )
+    return int(session.execute(stmt).scalar_one()) - 1
 
 
 _BY_ID = select(*convert.VERSION_COLUMNS).where(m.Version.id == bindparam("rk_id"))
@@ -148,7 +172,11 @@ class VersionRepository:
         root: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> VersionRecord:
-        """Allocate the next number of ``dataset`` (creating it if needed) and stage a version."""
+        """Stage a version of ``dataset`` (creating it if needed) under a staged name.
+
+        The version number is given at commit (:mod:`.commit`), so a staging that is abandoned,
+        or turns out to duplicate a committed version, consumes none.
+        """
         validate_dataset_name(dataset)
         validate_desc(desc)
         day = parse_date(date) if date is not None else today_utc()
@@ -159,12 +187,13 @@ class VersionRepository:
         base = normalized_root.rstrip("/")
         with self._db.transaction() as session:
             dataset_id = ensure_dataset(session, dataset, actor)
-            number = self._allocate_number(session, dataset_id)
-            name = format_version_name(dataset, day, number, desc)
+            stage = allocate(session, dataset_id, m.Dataset.next_stage)
+            name = format_staged_name(dataset, day, stage, desc)
             row = m.Version(
                 dataset_id=dataset_id,
-                number=number,
+                number=None,
                 name=name,
+                staged_name=name,
                 date=day,
                 desc=desc,
                 convention=CONVENTION,
@@ -179,21 +208,9 @@ class VersionRepository:
             session.add(row)
             session.flush()
             record_event(
-                session, actor, "version.staged", dataset=dataset, version=name, number=number
+                session, actor, "version.staged", dataset=dataset, version=name, stage=stage
             )
             return convert.version_record(row, dataset=dataset)
-
-    @staticmethod
-    def _allocate_number(session: Session, dataset_id: int) -> int:
-        """Atomically take the dataset's next number (the row lock serialises stagers)."""
-        stmt = (
-            update(m.Dataset)
-            .where(m.Dataset.id == dataset_id)
-            .values(next_number=m.Dataset.next_number + 1)
-            .returning(m.Dataset.next_number)
-            .execution_options(synchronize_session=False)
-        )
-        return int(session.execute(stmt).scalar_one()) - 1
 
     # ---------------------------------------------------------------- read
 
@@ -305,7 +322,8 @@ class VersionRepository:
                 session.scalars(
                     select(m.Version)
                     .where(*where)
-                    .order_by(m.Version.number.desc())
+                    # staged versions (no number yet) first, then by number, newest first
+                    .order_by(m.Version.number.desc().nulls_first(), m.Version.id.desc())
                     .limit(limit)
                     .offset(offset)
                 )
@@ -318,6 +336,28 @@ class VersionRepository:
                 for r in rows
             ]
             return Page(data=data, count=total, limit=limit, offset=offset)
+
+    def split_counts(self, ref_text: str) -> dict[str, Any]:
+        """``{"name", "splits": {split: {shard_count, record_count, size}}}`` of a version,
+        without its shards (one grouped query: what a list of versions shows per row)."""
+        ref = parse_reference(ref_text)
+        with self._db.transaction(write=False) as session:
+            row = find_version(session, ref)
+            splits = {
+                split: {"shard_count": int(shards), "record_count": int(records), "size": int(size)}
+                for split, shards, records, size in session.execute(
+                    select(
+                        m.Shard.split,
+                        func.count(m.Shard.id),
+                        func.coalesce(func.sum(m.Shard.record_count), 0),
+                        func.coalesce(func.sum(m.Shard.size), 0),
+                    )
+                    .where(m.Shard.version_id == row.id)
+                    .group_by(m.Shard.split)
+                    .order_by(m.Shard.split)
+                )
+            }
+            return {"name": row.name, "splits": splits}
 
     # ---------------------------------------------------------------- state changes
 

@@ -26,9 +26,11 @@ from recordkeeper_service.routes.shards import ShardOut
 __all__ = [
     "CommitIn",
     "DeprecateIn",
+    "SplitCountsOut",
     "SplitOut",
     "StageIn",
     "VersionOut",
+    "VersionSplitsOut",
     "router",
 ]
 
@@ -61,7 +63,9 @@ class SplitOut(OutModel):
 class VersionOut(OutModel):
     name: str
     dataset: str
-    number: int
+    number: int | None = Field(
+        description="given at commit; null while staged (and for versions abandoned before)"
+    )
     date: str
     desc: str | None
     convention: str
@@ -80,6 +84,10 @@ class VersionOut(OutModel):
     deprecated_reason: str | None
     metadata: dict[str, Any]
     duplicate_of: str | None
+    staged_name: str | None = Field(
+        description="the name the version was staged under (coco_20231015_staged4); "
+        "it keeps answering after the commit"
+    )
     splits: dict[str, SplitOut] | None
 
 
@@ -249,3 +257,21 @@ def deprecate_version(
         who.require("admin")
     record = repository.versions.deprecate(ref, reason=reason, actor=who.name, force=force)
     return record.to_json()
+
+
+class SplitCountsOut(OutModel):
+    shard_count: int
+    record_count: int
+    size: int
+
+
+class VersionSplitsOut(OutModel):
+    name: str
+    splits: dict[str, SplitCountsOut]
+
+
+@router.get("/versions/{ref}/splits", response_model=VersionSplitsOut, responses=errors(400, 404))
+def version_splits(ref: str, repository: RepositoryDep, _who: Reader) -> dict[str, Any]:
+    """Shard count, record count and size per split, without the shards (a cheap summary for
+    lists of versions); staged versions count the shards registered so far."""
+    return repository.versions.split_counts(ref)

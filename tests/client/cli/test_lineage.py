@@ -52,7 +52,7 @@ def test_lineage_tree_and_json(runner: CliRunner, client: rk.Client) -> None:
     body = json.loads(runner.invoke(cli.app, ["lineage", "ft/ckpt-1", "--json"]).output)
     assert body["versions"] == [v1.name] and len(body["chain"]) == 3
     missing = runner.invoke(cli.app, ["lineage", "det/ckpt-9"])
-    assert missing.exit_code == 1 and "[checkpoint_not_found]" in missing.output
+    assert missing.exit_code == 3 and "[checkpoint_not_found]" in missing.output
     bad = runner.invoke(cli.app, ["lineage", "nonsense"])
     assert bad.exit_code == 1 and "[invalid_checkpoint]" in bad.output
 
