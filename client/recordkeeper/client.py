@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar,
 
 import recordkeeper.lineage as lineage_calls
 from recordkeeper import checkpoint_check, gc
+from recordkeeper.compare import compare
 from recordkeeper.http import DEFAULT_URL, HttpCore
 from recordkeeper.lineage_queue import FlushResult, RegistrationQueue
 from recordkeeper.pinned import PinnedData, load_pinned
@@ -168,6 +169,7 @@ class Client:
     mark_checkpoint_deleted = _on_http(lineage_calls.mark_checkpoint_deleted)
     check_checkpoints = _on_registry(checkpoint_check.check_checkpoints)
     check_model = _on_http(lineage_calls.check_model)
+    compare = _on_http(compare)
 
     def resolve_pinned(self, path: str | Path, **kwargs: Any) -> PinnedData:
         """Resolve a pinned training config (see :mod:`recordkeeper.pinned`)."""

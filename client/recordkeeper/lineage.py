@@ -614,15 +614,30 @@ def checkpoints(
     run: str | None = None,
     state: Literal["present", "deleted"] | None = None,
     limit: int | None = None,
+    data: Any = None,
+    direct: bool = False,
 ) -> list[CheckpointInfo]:
     """Checkpoints of ``model`` (of one ``run``; only ``present`` or ``deleted`` ones),
-    highest step first."""
+    highest step first, each with its exports (``saved_models``) and ``state``.
+
+    ``data`` (a reference such as ``"coco@v3"``, or a DatasetVersion) keeps the checkpoints
+    trained on that version: in their own segment, or (unless ``direct``) inherited from a
+    checkpoint they were restored or initialised from.
+    """
     validate_model_name(model)
     params = {"run": validate_run_name(run) if run is not None else None, "state": state}
-    return [
-        CheckpointInfo.from_dict(c)
-        for c in http.paged(f"/models/{_q(model)}/checkpoints", params, limit)
-    ]
+    wanted: set[str] | None = None
+    if data is not None:
+        used = consumers(http, data, transitive=not direct)
+        wanted = {str(c.ref) for c in used.checkpoints if c.model == model}
+    found = []
+    for body in http.paged(f"/models/{_q(model)}/checkpoints", params, None):
+        info = CheckpointInfo.from_dict(body)
+        if wanted is None or str(info.ref) in wanted:
+            found.append(info)
+            if limit is not None and len(found) >= limit:
+                break
+    return found
 
 
 def models(

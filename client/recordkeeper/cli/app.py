@@ -22,7 +22,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from recordkeeper.cli import alias, check_model, gc, lineage, versions
+from recordkeeper.cli import alias, check_model, gc, lineage, models, versions
 from recordkeeper.cli.common import (
     ExitCode,
     arrange_global_options,
@@ -82,6 +82,7 @@ COMMANDS: list[Register] = [
     lineage.register,  # lineage, consumers, lock, checkpoints
     gc.register,  # gc
     check_model.register,  # check-model
+    models.register,  # compare, inspect-model
 ]
 
 app = typer.Typer(

@@ -8,6 +8,11 @@ stays cheap.
 * ``track`` — checkpoint lineage (``recordkeeper.tf.checkpoints``), when installed.
 * :func:`model_inputs` — what a SavedModel's serving signatures parse
   (``recordkeeper.tf.signatures``), for ``check_model``.
+* :func:`model_lineage` — what trained a SavedModel export, read from the export itself
+  (offline); :func:`load_saved_model` — a registered export loaded by checkpoint reference
+  (``recordkeeper.tf.exports``).
+* ``DataSummaries`` — the TensorBoard summaries a tracked manager writes at each save
+  (``recordkeeper.tf.summaries``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ _LAZY = {
     "TrackedCheckpointManager": "recordkeeper.tf.checkpoints",
     "SavedCheckpoint": "recordkeeper.tf.checkpoints",
     "model_inputs": "recordkeeper.tf.signatures",
+    "model_lineage": "recordkeeper.tf.exports",
+    "load_saved_model": "recordkeeper.tf.exports",
+    "ModelLineage": "recordkeeper.tf.exports",
+    "DataSummaries": "recordkeeper.tf.summaries",
 }
 
 

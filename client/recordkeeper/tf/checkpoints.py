@@ -38,7 +38,6 @@ import logging
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +67,7 @@ from recordkeeper.lineage import (
 )
 from recordkeeper.lineage_queue import DELETE, RegistrationQueue
 from recordkeeper.pinned import current
+from recordkeeper.tf.saves import SaveCallback, SavedCheckpoint
 from recordkeeper.tf.signatures import model_inputs
 
 if TYPE_CHECKING:
@@ -131,28 +131,6 @@ def _resolve_data(client: Client, data: Any) -> list[DataUse]:
     return exact
 
 
-@dataclass(frozen=True)
-class SavedCheckpoint:
-    """What one ``save()`` did, as passed to the save callbacks.
-
-    ``path`` is what the wrapped manager returned; ``ref`` the checkpoint (``model@run/ckpt-N``);
-    ``body`` the registration as sent (or queued); ``info`` the service's answer, None when the
-    registration was queued or set aside; ``deleted`` the checkpoints the manager's
-    ``max_to_keep`` removed during this save; ``model_check`` whether its SavedModel exports
-    accept the data it trained on (None without exports, or when it could not be asked).
-    """
-
-    path: str
-    ref: CheckpointRef
-    body: Mapping[str, Any]
-    info: CheckpointInfo | None
-    deleted: tuple[CheckpointRef, ...]
-    model_check: ModelCheck | None = None
-
-
-SaveCallback = Callable[[SavedCheckpoint], None]
-
-
 def _files_exist(path: str) -> bool:
     """Whether the checkpoint prefix ``path`` still has its files (``<prefix>.index``); True
     when storage cannot say (nothing is marked deleted on a guess)."""
@@ -176,7 +154,11 @@ class TrackedCheckpointManager:
     of *another* model this one starts from (``parent_kind="initialized_from"``, fine-tuning);
     a restore from this manager's own directory overrides it.  ``queue`` is where registrations
     wait while the service is unreachable.  ``step`` maps a checkpoint path to its step
-    (default: the ``-N`` suffix of the checkpoint name).
+    (default: the ``-N`` suffix of the checkpoint name).  ``tensorboard`` writes the data each
+    checkpoint trained on as TensorBoard summaries (:mod:`recordkeeper.tf.summaries`): a log
+    directory, True for ``<directory>/recordkeeper``, False for none.  ``describe_exports``
+    writes each SavedModel export's lineage into its ``assets.extra/recordkeeper.json``
+    (:mod:`recordkeeper.exports`), read offline by :func:`recordkeeper.tf.model_lineage`.
 
     Every attribute not defined here (``directory``, ``checkpoints``, ``latest_checkpoint``,
     ``checkpoint``, ``savedmodels``, ...) is the wrapped manager's.
@@ -195,6 +177,8 @@ class TrackedCheckpointManager:
         queue: RegistrationQueue | str | Path | None = None,
         step: Callable[[str], int | None] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        tensorboard: bool | str = True,
+        describe_exports: bool = True,
     ) -> None:
         self._manager = manager
         self._client = client
@@ -225,6 +209,22 @@ class TrackedCheckpointManager:
                 "(pass data= or load a pinned config first)",
                 self.model,
             )
+        #: Where the TensorBoard data summaries go (None: not written).
+        self.tensorboard_dir: str | None = None
+        if tensorboard:
+            from recordkeeper.tf.summaries import DataSummaries, default_logdir
+
+            logdir = (
+                tensorboard
+                if isinstance(tensorboard, str)
+                else default_logdir(str(manager.directory))
+            )
+            self.tensorboard_dir = logdir
+            self.add_save_callback(DataSummaries(logdir))
+        if describe_exports:
+            from recordkeeper.tf.exports import ExportLineageWriter
+
+            self.add_save_callback(ExportLineageWriter(client))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._manager, name)
@@ -491,6 +491,7 @@ def make_checkpoint_callback(
     restore: bool = True,
     queue: RegistrationQueue | str | Path | None = None,
     parent: str | CheckpointRef | None = None,
+    tensorboard: bool | str = True,
 ) -> Any:
     """A Keras callback that checkpoints ``model.fit`` every epoch through a tracked manager.
 
@@ -498,7 +499,8 @@ def make_checkpoint_callback(
     ``CheckpointManager`` in ``directory`` and (with ``restore``) restores the latest
     checkpoint there — which becomes the parent of the next one.  Each ``on_epoch_end`` saves
     ``ckpt-N`` (``N`` = the checkpoint's save counter) and registers it with ``data``.
-    The tracked manager is the callback's ``manager`` attribute.
+    The tracked manager is the callback's ``manager`` attribute; ``tensorboard`` is its
+    (the data summaries' directory, or False).
     """
     import keras
     import tensorflow as tf
@@ -524,6 +526,7 @@ def make_checkpoint_callback(
                 run=run,
                 queue=queue,
                 parent=parent,
+                tensorboard=tensorboard,
             )
             if restore:
                 self.restored = self.manager.restore_or_initialize()
