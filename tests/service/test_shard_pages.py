@@ -135,7 +135,11 @@ def test_page_etag_depends_on_the_page(client: TestClient) -> None:
     path = f"{API}/versions/coco@v1/shards"
     tag = client.get(path, params={"limit": 3}).headers["ETag"]
     assert client.get(path, params={"limit": 3}, headers={"If-None-Match": tag}).status_code == 304
-    other = client.get(path, params={"limit": 3, "after": "train:2"}, headers={"If-None-Match": tag})
+    other = client.get(
+        path, params={"limit": 3, "after": "train:2"}, headers={"If-None-Match": tag}
+    )
     assert other.status_code == 200
-    compact = client.get(path, params={"limit": 3, "form": "compact"}, headers={"If-None-Match": tag})
+    compact = client.get(
+        path, params={"limit": 3, "form": "compact"}, headers={"If-None-Match": tag}
+    )
     assert compact.status_code == 200

@@ -60,8 +60,7 @@ def to_columns(shards: Sequence[ShardRecord]) -> dict[str, Any]:
             columns[name] = [u[cut:] for u in uris]
         elif name == "storage_identity":
             columns[name] = [
-                dict(s.storage_identity) if s.storage_identity is not None else None
-                for s in shards
+                dict(s.storage_identity) if s.storage_identity is not None else None for s in shards
             ]
         else:
             columns[name] = [getattr(s, name) for s in shards]
@@ -126,6 +125,12 @@ class ShardColumns(Sequence[R], Generic[R]):
         if name == "uri":
             return self.uris()
         return self._columns[name]
+
+    def raw_slice(self, start: int, end: int) -> tuple[str, dict[str, list[Any]]]:
+        """``(uri_prefix, columns)`` of the items ``start:end`` in the compact form."""
+        return self._prefix, {
+            name: list(values[start:end]) for name, values in self._columns.items()
+        }
 
     def uris(self) -> list[str]:
         """Every shard's URI, without building the records."""

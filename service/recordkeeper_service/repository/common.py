@@ -38,7 +38,6 @@ __all__ = [
 ]
 
 
-
 def state_error(
     error: type[RecordkeeperError], row: m.Version, consequence: str
 ) -> RecordkeeperError:

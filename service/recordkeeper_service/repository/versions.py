@@ -30,8 +30,8 @@ from recordkeeper.core.naming import (
     validate_desc,
 )
 from recordkeeper.core.refs import Reference, RefKind, parse_reference
-from recordkeeper.core.splits import is_split_name
 from recordkeeper.core.roots import AllowedRoots, UriError
+from recordkeeper.core.splits import is_split_name
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page, ShardPage, VersionRecord
@@ -122,6 +122,8 @@ def parse_cursor(cursor: str) -> tuple[str, int]:
     if len(index) > 10 or int(index) > 2**31 - 1:
         raise InvalidRequest(f"after: shard index {index[:20]} is out of range")
     return split, int(index)
+
+
 _READ_STATEMENTS: dict[str, AnySelect] = {}
 
 
@@ -318,9 +320,7 @@ class VersionRepository:
         self._cache.put(cached)
         return _overlay(cached, row, with_shards)
 
-    def shard_page(
-        self, version: VersionRecord, *, after: str | None, limit: int
-    ) -> ShardPage:
+    def shard_page(self, version: VersionRecord, *, after: str | None, limit: int) -> ShardPage:
         """Up to ``limit`` shards of ``version`` (as resolved) after the cursor ``after``."""
         params: dict[str, Any] = {"rk_version": version.id, "rk_limit": limit + 1}
         stmt = _FIRST_PAGE

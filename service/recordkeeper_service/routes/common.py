@@ -39,13 +39,13 @@ __all__ = [
     "NOT_MODIFIED",
     "ErrorOut",
     "IfNoneMatch",
-    "entity_tag",
-    "etag_matches",
     "InModel",
     "JsonObject",
     "ListOut",
     "OutModel",
+    "entity_tag",
     "errors",
+    "etag_matches",
     "not_modified",
 ]
 

@@ -15,8 +15,8 @@ from pydantic import Field, TypeAdapter, create_model
 
 from recordkeeper.core.errors import InvalidShard
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
-from recordkeeper.core.shards import INPUT_FIELDS, wire_fields
 from recordkeeper.core.shard_columns import COLUMNS
+from recordkeeper.core.shards import INPUT_FIELDS, wire_fields
 from recordkeeper_service.deps import Reader, RepositoryDep, Writer
 from recordkeeper_service.limits import GatedRoute, counted_list, large_body
 from recordkeeper_service.routes.common import (
@@ -82,11 +82,12 @@ def _shard_fields(*, output: bool) -> dict[str, Any]:
 # models, in the OpenAPI document and in validation without editing this module.
 def _column_fields() -> dict[str, Any]:
     """One array per record field (the compact form's ``columns``)."""
-    types = {f.name: (f.type, f.doc) for f in wire_fields()}
-    return {
-        name: (list[types[name][0]], Field(description=f"{types[name][1]}, one per shard"))  # type: ignore[name-defined]
-        for name in COLUMNS
-    }
+    known: dict[str, Any] = {f.name: f for f in wire_fields()}
+    fields: dict[str, Any] = {}
+    for name in COLUMNS:
+        item_type: Any = known[name].type
+        fields[name] = (list[item_type], Field(description=f"{known[name].doc}; one per shard"))
+    return fields
 
 
 if TYPE_CHECKING:
@@ -117,8 +118,6 @@ class ShardPageOut(OutModel):
 
 
 _PAGE: TypeAdapter[ShardPageOut] = TypeAdapter(ShardPageOut)
-
-
 
 
 class ShardBatchIn(InModel):
