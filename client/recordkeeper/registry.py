@@ -23,8 +23,15 @@ from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.diff import VersionDiff, diff_versions
 from recordkeeper.http import HttpCore, quote_segment
-from recordkeeper.models import DatasetInfo, DatasetVersion, Shard, Split, TfDatasetOptions
-from recordkeeper.verify import verify_version
+from recordkeeper.models import (
+    DatasetInfo,
+    DatasetVersion,
+    Shard,
+    Split,
+    TfDatasetOptions,
+    VerifyReport,
+)
+from recordkeeper.verify import verify_pages, verify_version
 from recordkeeper.version_cache import VersionCache
 
 if TYPE_CHECKING:
@@ -192,6 +199,36 @@ class Registry:
             after = body.get("next")
             if after is None:
                 return
+
+    def verify(
+        self,
+        ref: str,
+        *,
+        deep: bool = False,
+        splits: Sequence[str] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        max_workers: int | None = None,
+        progress: bool | None = None,
+    ) -> VerifyReport:
+        """Verify a version's stored shards reading its shard list page by page.
+
+        The same checks as :meth:`DatasetVersion.verify`, with memory bounded by one page of
+        shards: the way to verify a version of 100,000 shards or more.
+        """
+        version = self.resolve(ref, shards=False)
+        wanted = None if splits is None else set(splits)
+        pages: Iterable[Sequence[Shard]] = self.shard_pages(version.name, page_size=self.page_size)
+        if wanted is not None:
+            pages = ([s for s in page if s.split in wanted] for page in pages)
+        options = storage_options if storage_options is not None else self.storage_options
+        return verify_pages(
+            pages,
+            label=version.name,
+            deep=deep,
+            storage_options=options or None,
+            max_workers=max_workers,
+            progress=progress,
+        )
 
     def schema(self, ref: str) -> Schema:
         """The merged schema of a version."""
