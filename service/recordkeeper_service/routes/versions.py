@@ -9,6 +9,7 @@ import threading
 from collections import OrderedDict
 from typing import Annotated, Any, Literal
 
+import orjson
 from fastapi import APIRouter, Query, Response
 from pydantic import Field, TypeAdapter
 
@@ -155,6 +156,11 @@ def version_json(body: dict[str, Any], splits: bytes | None = None) -> bytes:
 router = APIRouter(tags=["versions"], responses=AUTHENTICATED)
 
 
+#: Stands for the echoed ``ref`` in a rendered answer (never a valid reference).
+_REF_SLOT = "\x00ref\x00"
+_REF_SLOT_JSON = b'"ref":"\\u0000ref\\u0000"'
+
+
 def version_etag(record: Any, shards: bool) -> str | None:
     """The ``ETag`` of a published version's answer (None for staged and abandoned ones).
 
@@ -198,15 +204,25 @@ async def get_version(
         ref, shards=shards, expect_digest=expect_digest
     )
     etag = version_etag(record, shards)
-    if etag is not None and etag_matches(if_none_match, etag):
+    if etag is None:
+        return Response(version_json(record.to_json(ref=ref)), media_type="application/json")
+    if etag_matches(if_none_match, etag):
         return not_modified(etag)
-    body = record.to_json(ref=ref)
-    splits = None
-    if record.shards is not None and record.rendered_splits is not None:  # cached: immutable
-        splits = _rendered_splits.get(record.rendered_splits)
-        body["splits"] = None
-    headers = {"ETag": etag, "Cache-Control": "no-cache"} if etag is not None else None
-    return Response(version_json(body, splits), media_type="application/json", headers=headers)
+    # A published version's answer differs between requests only by the echoed ``ref``: it is
+    # rendered once per (version, state, deprecation, shards) — what its ETag covers.
+    rendered = repository.versions.rendered_pages.get(("version", etag))
+    if rendered is None:
+        body = record.to_json(ref=_REF_SLOT)
+        splits = None
+        if record.shards is not None and record.rendered_splits is not None:
+            splits = _rendered_splits.get(record.rendered_splits)
+            body["splits"] = None
+        rendered = version_json(body, splits)
+        repository.versions.rendered_pages.put(("version", etag), rendered)
+    data = rendered.replace(_REF_SLOT_JSON, b'"ref":' + orjson.dumps(ref), 1)
+    return Response(
+        data, media_type="application/json", headers={"ETag": etag, "Cache-Control": "no-cache"}
+    )
 
 
 @router.post(
