@@ -218,7 +218,8 @@ def bench_resolve(client: rk.Client, data: Path, n: int = 10_000, rounds: int = 
     print(
         f"[resolve] {n}-shard version: cold {med(cold) * 1000:.0f} ms, held "
         f"{med(held) * 1000:.1f} ms (medians of {rounds} and {3 * rounds}); peer, same run: "
-        f"full Version answer + value objects {med(full) * 1000:.0f} ms -> cold {med(full) / med(cold):.1f}x, "
+        f"full Version answer + value objects {med(full) * 1000:.0f} ms -> "
+        f"cold {med(full) / med(cold):.1f}x, "
         f"held {med(full) / med(held):.0f}x faster; building every Shard object afterwards "
         f"{med(materialize) * 1000:.0f} ms; registering them took {register_s:.2f} s"
     )
