@@ -12,7 +12,9 @@ Everything runs through the public client against the real service under uvicorn
 2. **deep verify** of that version vs ``hashlib.sha256`` over the same files in the same run
    (one thread reading 4 MiB chunks: what ``sha256sum`` does).
 3. **fast verify** of a 1,000-shard version on the S3 server (SeaweedFS; no download).
-4. **resolve** of a 10,000-shard version (median of several calls, shards included).
+4. **resolve** of a 10,000-shard version through the client: cold (nothing held; compact shard
+   pages), held (one conditional request answered 304), and the peer in the same run: the whole
+   Version answer in the full form turned into value objects (how the client resolved before).
 5. **writer**: 200k ~1 KiB Examples to local disk through ``client.writer`` (hashing and
    schema inference included) vs ``tf.io.TFRecordWriter`` writing the same serialized records
    (skipped when TensorFlow is missing).
@@ -178,7 +180,11 @@ def bench_local(work: Path, shards: int, shard_mib: int) -> None:
         svc.stop()
 
 
-def bench_resolve(client: rk.Client, data: Path, n: int = 10_000) -> None:
+def bench_resolve(client: rk.Client, data: Path, n: int = 10_000, rounds: int = 9) -> None:
+    """Resolve a 10,000-shard version: cold (the client holds nothing), held (the client
+    resolved it before: one conditional request, 304), and the peer in the same run: the
+    previous way, the whole Version answer with every shard in the full form turned into
+    value objects."""
     staged = client.stage("bigres")
     # synthetic shards (registration only; nothing is read), built as the load driver builds them
     shards = shard_bodies((data / "x").as_uri() + "/", n, tag="bigres")
@@ -186,15 +192,36 @@ def bench_resolve(client: rk.Client, data: Path, n: int = 10_000) -> None:
     client.register_shards(staged, shards)
     client.commit(staged)
     register_s = time.perf_counter() - start
-    times = []
-    for _ in range(7):
+    client.resolve("bigres@latest")  # the service's caches warm, as on a running service
+    client.http.api("GET", "/versions/bigres@latest")
+    cold, held, materialize, full = [], [], [], []
+    for _ in range(rounds):
+        client.registry.cache.clear()
         start = time.perf_counter()
         v = client.resolve("bigres@latest")
-        times.append(time.perf_counter() - start)
-    assert v.shard_count == n and len(v.shards) == n
+        cold.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        assert len(list(v.shards)) == n
+        materialize.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        body = client.http.api("GET", "/versions/bigres@latest")
+        old = rk.DatasetVersion.from_dict(body)
+        full.append(time.perf_counter() - start)
+    assert v.shard_count == n and old.shards == v.shards
+    del body, old
+    for _ in range(rounds * 3):  # the steady state of a client resolving a version it holds
+        start = time.perf_counter()
+        again = client.resolve("bigres@latest")
+        held.append(time.perf_counter() - start)
+    assert again.split("train").shards is v.split("train").shards
+    med = statistics.median
     print(
-        f"[resolve] {n}-shard version: median {statistics.median(times) * 1000:.0f} ms "
-        f"(min {min(times) * 1000:.0f} ms); registering them took {register_s:.2f} s"
+        f"[resolve] {n}-shard version: cold {med(cold) * 1000:.0f} ms, held "
+        f"{med(held) * 1000:.1f} ms (medians of {rounds} and {3 * rounds}); peer, same run: "
+        f"full Version answer + value objects {med(full) * 1000:.0f} ms -> "
+        f"cold {med(full) / med(cold):.1f}x, "
+        f"held {med(full) / med(held):.0f}x faster; building every Shard object afterwards "
+        f"{med(materialize) * 1000:.0f} ms; registering them took {register_s:.2f} s"
     )
 
 
@@ -301,9 +328,25 @@ def main() -> None:
     parser.add_argument("--shard-mib", type=int, default=64)
     parser.add_argument("--skip-s3", action="store_true")
     parser.add_argument("--skip-tf", action="store_true")
+    parser.add_argument(
+        "--only-resolve", action="store_true", help="only the 10,000-shard resolve (row 4)"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="rk-bench-"))
     try:
+        if args.only_resolve:
+            store = work / "store"
+            store.mkdir()
+            svc = start_live_service(
+                storage_root=store.as_uri(),
+                allowed_roots=[store.as_uri(), work.as_uri()],
+                database_url=f"sqlite:///{work / 'registry.db'}",
+            )
+            try:
+                bench_resolve(svc.client(), work)
+            finally:
+                svc.stop()
+            return
         bench_local(work, args.shards, args.shard_mib)
         if not args.skip_s3:
             bench_s3(work)

@@ -136,6 +136,7 @@ class Client:
     datasets = _on_registry(Registry.datasets)
     versions = _on_registry(Registry.versions)
     resolve = _on_registry(Registry.resolve)
+    verify = _on_registry(Registry.verify)
     schema = _on_registry(Registry.schema)
     diff = _on_registry(Registry.diff)
 

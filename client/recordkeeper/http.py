@@ -25,7 +25,7 @@ import contextlib
 import os
 import random
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -145,12 +145,41 @@ class HttpCore:
         ``idempotent`` overrides the method's default replay safety (set it for POSTs the
         service documents as idempotent).
         """
+        response = self._send(method, path, params=params, json=json, idempotent=idempotent)
+        return _decode(response, method.upper(), self.url(path))
+
+    def conditional_get(
+        self, path: str, *, params: Mapping[str, Any] | None = None, etags: Sequence[str] = ()
+    ) -> tuple[Any, str | None]:
+        """``GET`` an API path sending ``If-None-Match: etags``: ``(body, etag)``.
+
+        ``body`` is ``None`` when the service answered ``304 Not Modified`` (one of ``etags``
+        is current); ``etag`` is the answer's ``ETag`` header (None if it sent none).
+        """
+        headers = {"If-None-Match": ", ".join(etags)} if etags else None
+        response = self._send("GET", API_PREFIX + path, params=params, headers=headers)
+        etag = response.headers.get("ETag")
+        if response.status_code == 304:
+            return None, etag
+        return _decode(response, "GET", self.url(API_PREFIX + path)), etag
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        idempotent: bool | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        """The request with retries; an error answer raises its typed exception."""
         method = method.upper()
         replayable = method in SAFE_METHODS if idempotent is None else idempotent
         url = self.url(path)
-        headers = {"Accept": "application/json"}
+        sent = {"Accept": "application/json", **(headers or {})}
         if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
+            sent["Authorization"] = f"Bearer {self.token}"
         clean_params = {k: v for k, v in (params or {}).items() if v is not None}
         import httpx
 
@@ -162,7 +191,7 @@ class HttpCore:
                     url,
                     params=clean_params,
                     json=json,
-                    headers=headers,
+                    headers=sent,
                     **self._timeout_kwargs,
                 )
             except httpx.TransportError as exc:
@@ -182,15 +211,7 @@ class HttpCore:
                 continue
             if response.status_code >= 400:
                 raise _error_from_response(response, method, url)
-            if response.status_code == 204 or not response.content:
-                return None
-            try:
-                return orjson.loads(response.content)
-            except ValueError:
-                raise ServerError(
-                    f"{method} {url} answered {response.status_code} with a body that is not "
-                    "JSON; is RECORDKEEPER_URL pointing at a recordkeeper service?"
-                ) from None
+            return response
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
         """:meth:`request` for a path of the REST API (``/datasets`` → ``/api/v1/datasets``)."""
@@ -232,6 +253,19 @@ class HttpCore:
             with contextlib.suppress(ValueError):
                 delay = min(self.max_backoff, max(0.0, float(retry_after)))
         time.sleep(delay * (0.5 + random.random() / 2))
+
+
+def _decode(response: httpx.Response, method: str, url: str) -> Any:
+    """The JSON body of a successful answer (``None`` for an empty one)."""
+    if response.status_code == 204 or not response.content:
+        return None
+    try:
+        return orjson.loads(response.content)
+    except ValueError:
+        raise ServerError(
+            f"{method} {url} answered {response.status_code} with a body that is not "
+            "JSON; is RECORDKEEPER_URL pointing at a recordkeeper service?"
+        ) from None
 
 
 def _error_from_response(response: httpx.Response, method: str, url: str) -> RecordkeeperError:

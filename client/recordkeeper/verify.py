@@ -24,7 +24,7 @@ from __future__ import annotations
 import base64
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -34,7 +34,14 @@ from recordkeeper.models import DatasetVersion, Reason, Shard, ShardProblem, Ver
 from recordkeeper.progress import ProgressReader, byte_progress
 from recordkeeper.storage import open_read, stat_object, storage_errors, url_to_fs
 
-__all__ = ["Reason", "ShardProblem", "VerifyReport", "verify_shards", "verify_version"]
+__all__ = [
+    "Reason",
+    "ShardProblem",
+    "VerifyReport",
+    "verify_pages",
+    "verify_shards",
+    "verify_version",
+]
 
 
 def _b64_to_hex(value: str | None) -> str | None:
@@ -239,4 +246,43 @@ def verify_version(
         max_workers=max_workers,
         progress=progress,
         label=version.name,
+    )
+
+
+def verify_pages(
+    pages: Iterable[Sequence[Shard]],
+    *,
+    label: str,
+    deep: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+    max_workers: int | None = None,
+    progress: bool | None = None,
+) -> VerifyReport:
+    """Verify shards arriving page by page (:meth:`Registry.shard_pages`), one page at a time.
+
+    Memory stays bounded by a page (plus the problems found) whatever the version's size; the
+    report is the one :func:`verify_shards` would give for all the shards at once.
+    """
+    start = time.perf_counter()
+    checked = total_read = 0
+    problems: list[ShardProblem] = []
+    for page in pages:
+        report = verify_shards(
+            page,
+            deep=deep,
+            storage_options=storage_options,
+            max_workers=max_workers,
+            progress=progress,
+            label=label,
+        )
+        checked += report.checked
+        total_read += report.bytes_read
+        problems.extend(report.problems)
+    return VerifyReport(
+        version=label,
+        deep=deep,
+        checked=checked,
+        problems=tuple(problems),
+        bytes_read=total_read,
+        seconds=time.perf_counter() - start,
     )

@@ -128,6 +128,8 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
     call("POST", f"{API}/versions/{{version_name}}/commit", json={}, version_name=name)
     call("GET", f"{API}/versions/{{ref}}", ref="coco@latest")
     call("GET", f"{API}/versions/{{ref}}", ref="coco@v1", shards=False)
+    call("GET", f"{API}/versions/{{ref}}/shards", ref=name, limit=2)
+    call("GET", f"{API}/versions/{{ref}}/shards", ref=name, form="compact")
     call("GET", f"{API}/datasets/{{name}}/versions", name="coco")
     call("GET", f"{API}/versions/{{ref}}/schema", ref=name)
     digest = client.get(f"{API}/versions/{name}").json()["schema_digest"]

@@ -55,6 +55,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("POST", f"{API}/versions/{{version_name}}/abandon"): "write",
     ("POST", f"{API}/versions/{{ref}}/deprecate"): "write",
     ("POST", f"{API}/versions/{{version_name}}/shards"): "write",
+    ("GET", f"{API}/versions/{{ref}}/shards"): "read",
     ("GET", f"{API}/versions/{{ref}}/schema"): "read",
     ("GET", f"{API}/versions/{{ref}}/consumers"): "read",
     ("POST", f"{API}/versions/{{version_name}}/gc-done"): "admin",

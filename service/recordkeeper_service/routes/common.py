@@ -16,10 +16,12 @@ shards are validated and serialised once, not per request (see ``routes/versions
 
 from __future__ import annotations
 
+import hashlib
 from contextvars import ContextVar
 from typing import Annotated, Any, Generic, TypeVar
 
 import orjson
+from fastapi import Header, Response
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -34,12 +36,17 @@ from recordkeeper.core.limits import MAX_JSON_OBJECT_BYTES, invalid_text_at
 
 __all__ = [
     "AUTHENTICATED",
+    "NOT_MODIFIED",
     "ErrorOut",
+    "IfNoneMatch",
     "InModel",
     "JsonObject",
     "ListOut",
     "OutModel",
+    "entity_tag",
     "errors",
+    "etag_matches",
+    "not_modified",
 ]
 
 T = TypeVar("T")
@@ -210,3 +217,36 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 #: Errors any route behind authentication may answer (routers pass it as ``responses=``).
 AUTHENTICATED = errors(401, 403, 422, 503)
+
+
+def entity_tag(*parts: object, weak: bool = False) -> str:
+    """An HTTP entity tag over ``parts`` (``W/"..."`` when ``weak``)."""
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()[:32]
+    return f'W/"{digest}"' if weak else f'"{digest}"'
+
+
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
+    """Whether an ``If-None-Match`` header names ``etag`` (weak comparison, RFC 9110 13.1.2)."""
+    if not if_none_match:
+        return False
+    if if_none_match.strip() == "*":
+        return True
+    wanted = etag.removeprefix("W/")
+    return any(tag.strip().removeprefix("W/") == wanted for tag in if_none_match.split(","))
+
+
+#: The ``304`` entry of a conditional GET's ``responses=``.
+NOT_MODIFIED: dict[int | str, dict[str, Any]] = {
+    304: {"description": "Not Modified: `If-None-Match` names the current `ETag`"}
+}
+
+#: The ``If-None-Match`` request header of a conditional GET.
+IfNoneMatch = Annotated[
+    str | None,
+    Header(description="entity tags from earlier answers' `ETag`; a match answers 304"),
+]
+
+
+def not_modified(etag: str) -> Response:
+    """The ``304`` answer for ``etag``."""
+    return Response(status_code=304, headers={"ETag": etag, "Cache-Control": "no-cache"})
