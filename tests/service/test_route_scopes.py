@@ -37,6 +37,7 @@ from tests.service._helpers import API
 ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("GET", "/healthz"): None,
     ("GET", "/readyz"): None,
+    ("GET", "/metrics"): "read",  # RECORDKEEPER_METRICS=read, the default
     ("GET", f"{API}/info"): "read",
     ("GET", f"{API}/datasets"): "read",
     ("POST", f"{API}/datasets"): "write",
@@ -71,8 +72,15 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("POST", f"{API}/gc/claims"): "admin",
 }
 
-#: FastAPI's own documentation routes (not APIRoutes): public, they hold no data.
-DOCUMENTATION_PATHS = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+#: The documentation routes (not APIRoutes): public, they hold no data.  ``/docs/assets``
+#: serves the Swagger UI / ReDoc files shipped in the package (routes/api_docs.py).
+DOCUMENTATION_PATHS = {
+    "/openapi.json",
+    "/docs",
+    "/docs/oauth2-redirect",
+    "/redoc",
+    "/docs/assets/{name}",
+}
 
 #: Values for path parameters: well-formed but naming nothing (no route may act on them).
 PATH_VALUES = {

@@ -29,6 +29,7 @@ from __future__ import annotations
 from recordkeeper.core.roots import AllowedRoots
 from recordkeeper_service import migrate
 from recordkeeper_service.db import Database
+from recordkeeper_service.metrics import ServiceMetrics
 from recordkeeper_service.repository.aliases import AliasRepository
 from recordkeeper_service.repository.cache import DEFAULT_CACHE_BYTES, VersionCache
 from recordkeeper_service.repository.commit import CommitRepository
@@ -55,7 +56,9 @@ class Repository:
         allowed_roots: AllowedRoots,
         storage_root: str,
         version_cache_bytes: int = DEFAULT_CACHE_BYTES,
+        metrics: ServiceMetrics | None = None,
     ) -> None:
+        """``metrics``: where commits and shard registrations are counted (none: not counted)."""
         self.db = db
         self.datasets = DatasetRepository(db)
         fast_reader = None if db.is_sqlite else AsyncPostgresReader(db.url, size=db.pool_size)
@@ -66,8 +69,8 @@ class Repository:
             cache=VersionCache(max_bytes=version_cache_bytes),
             fast_reader=fast_reader,
         )
-        self.shards = ShardRepository(db, allowed_roots)
-        self.commits = CommitRepository(db)
+        self.shards = ShardRepository(db, allowed_roots, metrics=metrics)
+        self.commits = CommitRepository(db, metrics=metrics)
         self.aliases = AliasRepository(db)
         self.schemas = SchemaRepository(db)
         self.events = EventRepository(db)
