@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol, TypedDict, Unpack
 from recordkeeper.core.errors import CorruptShard
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shards import ShardRecord
+from recordkeeper.core.verification import Reason
 
 __all__ = [
     "DatasetInfo",
@@ -80,16 +81,6 @@ class Split:
     @property
     def uris(self) -> list[str]:
         return [s.uri for s in self.shards]
-
-
-Reason = Literal[
-    "missing",
-    "size_changed",
-    "identity_changed",
-    "checksum_mismatch",
-    "corrupt",
-    "records_changed",
-]
 
 
 @dataclass(frozen=True)

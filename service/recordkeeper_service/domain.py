@@ -24,6 +24,7 @@ __all__ = [
     "SchemaRecord",
     "ShardRecord",
     "TokenRecord",
+    "VerificationRecord",
     "VersionRecord",
     "iso_timestamp",
 ]
@@ -176,6 +177,24 @@ class RegisterResult:
             "registered": self.registered,
             "unchanged": self.unchanged,
             "shard_count": self.shard_count,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationRecord:
+    """A client's failed verification, as recorded."""
+
+    version: str
+    mode: str
+    checked: int
+    problems: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "mode": self.mode,
+            "checked": self.checked,
+            "problems": self.problems,
         }
 
 

@@ -70,6 +70,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("GET", f"{API}/lineage/graph"): "read",
     ("GET", f"{API}/gc/candidates"): "read",
     ("POST", f"{API}/gc/claims"): "admin",
+    ("POST", f"{API}/versions/{{ref}}/verifications"): "read",  # readers verify data
 }
 
 #: The documentation routes (not APIRoutes): public, they hold no data.  ``/docs/assets``

@@ -4,24 +4,25 @@ Routes call these methods and never touch a session.  Each public method runs in
 transaction (:meth:`recordkeeper_service.db.Database.transaction`) and returns domain records
 (:mod:`recordkeeper_service.domain`), never ORM rows.
 
-=============  ===========================================================
-module         resource
-=============  ===========================================================
-``datasets``   create, get, list
-``versions``   stage, resolve, list, abandon, deprecate
-``shards``     bulk registration
-``commit``     completeness, digests, schema merge, duplicates
-``aliases``    set/move/delete with history; implicit ``latest``
-``schemas``    content-addressed schema bodies
-``events``     audit log (written by every state change)
-``tokens``     API tokens (hashes only)
-``resolve``    the reference grammar → a version row (session level)
-``cache``      committed versions by id (immutable parts), per process
-``fastpath``   the resolve query on asyncio psycopg (PostgreSQL hot path)
-``gc``         garbage-collection candidates, marking storage collected
-``lineage``    models, runs, checkpoints, upstream/downstream, graph, and the
-               ``version_in_use`` guard (a package: queries, assembly, records)
-=============  ===========================================================
+=================  ===========================================================
+module             resource
+=================  ===========================================================
+``datasets``       create, get, list
+``versions``       stage, resolve, list, abandon, deprecate
+``shards``         bulk registration
+``commit``         completeness, digests, schema merge, duplicates
+``aliases``        set/move/delete with history; implicit ``latest``
+``schemas``        content-addressed schema bodies
+``events``         audit log (written by every state change)
+``tokens``         API tokens (hashes only)
+``resolve``        the reference grammar → a version row (session level)
+``cache``          committed versions by id (immutable parts), per process
+``fastpath``       the resolve query on asyncio psycopg (PostgreSQL hot path)
+``gc``             garbage-collection candidates, marking storage collected
+``verifications``  failed verifications reported by clients (audit event, metrics)
+``lineage``        models, runs, checkpoints, upstream/downstream, graph, and the
+                   ``version_in_use`` guard (a package: queries, assembly, records)
+=================  ===========================================================
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from recordkeeper_service.repository.lineage import LineageRepository
 from recordkeeper_service.repository.schemas import SchemaRepository
 from recordkeeper_service.repository.shards import ShardRepository
 from recordkeeper_service.repository.tokens import TokenRepository
+from recordkeeper_service.repository.verifications import VerificationRepository
 from recordkeeper_service.repository.versions import VersionRepository
 
 __all__ = ["Repository"]
@@ -77,6 +79,7 @@ class Repository:
         self.tokens = TokenRepository(db)
         self.gc = GcRepository(db)
         self.lineage = LineageRepository(db)
+        self.verifications = VerificationRepository(db, metrics=metrics)
 
     def migration_status(self) -> migrate.MigrationStatus:
         """Where the database stands against this release's migrations (``/readyz``)."""
