@@ -76,7 +76,9 @@ def test_the_vendored_files_are_the_recorded_npm_files() -> None:
     assert {"swagger-ui-LICENSE", "swagger-ui-NOTICE", "redoc-LICENSE"} <= set(manifest)
 
 
-@pytest.mark.parametrize("name", ["assets.json", "README.md", "swagger-ui.css.map", "%2e%2e%2fapp.py", "x.js"])
+@pytest.mark.parametrize(
+    "name", ["assets.json", "README.md", "swagger-ui.css.map", "%2e%2e%2fapp.py", "x.js"]
+)
 def test_only_the_listed_assets_are_served(client: TestClient, name: str) -> None:
     response = client.get(f"/docs/assets/{name}")
     assert response.status_code == 404
