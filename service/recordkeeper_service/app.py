@@ -119,11 +119,12 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
 
 def install_observability(app: FastAPI, settings: Settings, metrics: ServiceMetrics) -> None:
     """Request ids, the request log line and request metrics, around everything else (the
-    request gate's refusals included): add it after every other middleware."""
+    request gate's refusals included): add it after every other middleware.  With
+    ``RECORDKEEPER_METRICS=off`` requests are not counted at all."""
     app.add_middleware(
         RequestObserver,
         routes=lambda: app.router.routes,
-        metrics=metrics,
+        metrics=None if settings.metrics == "off" else metrics,
         request_log=settings.request_log,
     )
 

@@ -115,7 +115,8 @@ class Settings(BaseSettings):
     metrics: Literal["read", "public", "off"] = Field(
         default="read",
         description="Who may scrape GET /metrics: any token with read scope (and anonymous "
-        "callers where open access applies), anyone, or nobody (the route does not exist).",
+        "callers where open access applies), anyone, or nobody (no route, requests not "
+        "counted).",
     )
     trusted_proxies: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
