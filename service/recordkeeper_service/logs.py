@@ -19,8 +19,8 @@ it up the same way); :func:`log_request` writes the request line.
 
 from __future__ import annotations
 
-import datetime
 import logging
+import time
 from typing import Any, Literal
 
 import orjson
@@ -62,9 +62,17 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
     return fields
 
 
+_second: tuple[int, str] = (-1, "")
+
+
 def _timestamp(created: float) -> str:
-    moment = datetime.datetime.fromtimestamp(created, tz=datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    """``2026-11-30T15:40:01.123Z`` (UTC); the part up to the second is formatted once a second."""
+    global _second
+    whole = int(created)
+    second = _second  # one read: threads may replace it
+    if second[0] != whole:
+        second = _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
+    return f"{second[1]}.{int((created - whole) * 1000):03d}Z"
 
 
 class JsonFormatter(logging.Formatter):
