@@ -168,6 +168,8 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
     by_uri = call("GET", f"{API}/shards/consumers", uri=bodies[0]["uri"])
     assert by_uri["shards"]
     call("GET", f"{API}/lineage/graph", checkpoint="det/ckpt-2")
+    report = {"mode": "fast", "checked": 3, "problems": [{"shard": "s", "reason": "missing"}]}
+    call("POST", f"{API}/versions/{{ref}}/verifications", 201, json=report, ref=name)
 
     other = publish(client, "coco", content="b")["name"]
     call("POST", f"{API}/versions/{{ref}}/deprecate", json={"reason": "r"}, ref=other)
