@@ -93,3 +93,19 @@ def test_reporting_is_best_effort(http: httpx.Client, caplog: pytest.LogCaptureF
     # The service refuses the report (no such version): nothing is raised, a warning is logged.
     assert client.registry.report_verification("nosuch@latest", report) is False
     assert "could not report the failed verification of nosuch@latest" in caplog.text
+
+
+def test_the_cli_prints_the_request_id_of_a_service_error(
+    http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from recordkeeper.cli import common
+    from recordkeeper.cli.app import app
+
+    sent: list[str] = []
+    http.event_hooks["request"].append(lambda request: sent.append(request.headers["X-Request-ID"]))
+    monkeypatch.setattr(common, "Client", lambda *a, **k: rk.Client(http_client=http))
+    result = CliRunner().invoke(app, ["show", "coco@latest"])
+    assert result.exit_code == 1
+    assert result.output.strip().endswith(f"[version_not_found] (request id {sent[-1]})")

@@ -112,14 +112,17 @@ def size(n: int) -> str:
     return f"{n} B"
 
 
-def _fail(message: str, code: str | None = None) -> NoReturn:
+def _fail(message: str, code: str | None = None, request_id: str | None = None) -> NoReturn:
     suffix = f" [{code}]" if code else ""
+    if request_id:
+        suffix += f" (request id {request_id})"
     sys.stderr.write(f"error: {message}{suffix}\n")
     raise typer.Exit(1)
 
 
 def handle_errors(run: Callable[[], T]) -> T:
-    """Run a command; turn user errors into ``error: <detail> [<code>]`` and exit status 1.
+    """Run a command; turn user errors into ``error: <detail> [<code>]`` (and ``(request id
+    <id>)`` when the service answered it) and exit status 1.
 
     User errors are :class:`~recordkeeper.errors.RecordkeeperError` (with its stable code),
     :class:`CliError`, an :class:`OSError` (a missing or unreadable file) and a missing optional
@@ -129,7 +132,7 @@ def handle_errors(run: Callable[[], T]) -> T:
     try:
         return run()
     except RecordkeeperError as exc:
-        _fail(exc.detail, exc.code)
+        _fail(exc.detail, exc.code, exc.request_id)
     except CliError as exc:
         _fail(exc.message, exc.code)
     except ImportError as exc:  # fsspec: "Install s3fs to access S3"
