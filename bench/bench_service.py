@@ -137,9 +137,15 @@ def _children(pid: int) -> list[int]:
 
 @contextlib.contextmanager
 def serve(
-    url: str, workers: int, workdir: Path, extra: list[str] | None = None, plain: bool = False
+    url: str,
+    workers: int,
+    workdir: Path,
+    extra: list[str] | None = None,
+    plain: bool = False,
+    env: dict[str, str] | None = None,
 ) -> Iterator[Server]:
-    """``recordkeeper serve`` (or, with ``plain``, bare ``uvicorn --workers``) on a free port."""
+    """``recordkeeper serve`` (or, with ``plain``, bare ``uvicorn --workers``) on a free port;
+    ``env`` overrides the environment (``RECORDKEEPER_LOG_LEVEL`` is ``warning`` unless set)."""
     port = _free_port()
     store = (workdir / "store").as_uri() + "/"
     env = {
@@ -147,6 +153,7 @@ def serve(
         "RECORDKEEPER_DATABASE_URL": url,
         "RECORDKEEPER_STORAGE_ROOT": store,
         "RECORDKEEPER_LOG_LEVEL": "warning",
+        **(env or {}),
     }
     log = open(workdir / f"serve-{port}.log", "wb")  # noqa: SIM115
     if plain:

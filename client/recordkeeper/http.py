@@ -10,6 +10,9 @@ It owns four concerns and nothing else:
   the ``X-Error-Code`` header) via :func:`recordkeeper.core.errors.error_for_code`.
 * **Connection failures** become :class:`~recordkeeper.errors.ServiceUnavailable` naming the URL,
   so "is the service running?" is the first thing a user reads.
+* **Request ids**: every call sends a fresh ``X-Request-ID`` (the same on each of its retries);
+  an error raised for the call carries it (``error.request_id``, and in ``str(error)``), so a
+  failure can be found in the service's request log.
 * **Paging**: :meth:`HttpCore.pages` walks ``{"data": [...], "count": n}`` list answers with
   ``limit``/``offset`` and stops at ``count``; :meth:`HttpCore.paged` yields their items, at
   most the caller's ``limit``.
@@ -38,6 +41,7 @@ from recordkeeper.core.errors import (
     code_for_status,
     error_for_code,
 )
+from recordkeeper.core.request_ids import REQUEST_ID_HEADER, new_request_id
 
 if TYPE_CHECKING:
     import httpx
@@ -177,7 +181,8 @@ class HttpCore:
         method = method.upper()
         replayable = method in SAFE_METHODS if idempotent is None else idempotent
         url = self.url(path)
-        sent = {"Accept": "application/json", **(headers or {})}
+        request_id = new_request_id()
+        sent = {"Accept": "application/json", REQUEST_ID_HEADER: request_id, **(headers or {})}
         if self.token:
             sent["Authorization"] = f"Bearer {self.token}"
         clean_params = {k: v for k, v in (params or {}).items() if v is not None}
@@ -204,13 +209,14 @@ class HttpCore:
                     f"({type(exc).__name__}: {exc or 'no answer'}); is it running? "
                     "Set RECORDKEEPER_URL or pass url= to Client",
                     url=self.base_url,
+                    request_id=request_id,
                 ) from None
             if response.status_code in RETRY_STATUSES and replayable and attempt < self.retries:
                 self._sleep(attempt, response.headers.get("Retry-After"))
                 attempt += 1
                 continue
             if response.status_code >= 400:
-                raise _error_from_response(response, method, url)
+                raise _error_from_response(response, method, url, request_id)
             return response
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -268,7 +274,9 @@ def _decode(response: httpx.Response, method: str, url: str) -> Any:
         ) from None
 
 
-def _error_from_response(response: httpx.Response, method: str, url: str) -> RecordkeeperError:
+def _error_from_response(
+    response: httpx.Response, method: str, url: str, request_id: str
+) -> RecordkeeperError:
     body: Any = None
     try:
         body = response.json()
@@ -287,4 +295,8 @@ def _error_from_response(response: httpx.Response, method: str, url: str) -> Rec
         detail = text or f"{method} {url} answered HTTP {response.status_code}"
     if not isinstance(code, str):
         code = code_for_status(response.status_code)
+    # The id the service used (it answers the one sent, or its own if it refused ours); a
+    # proxy's error page has none: the id sent still names the call.
+    if not isinstance(extra.get("request_id"), str):
+        extra["request_id"] = response.headers.get(REQUEST_ID_HEADER) or request_id
     return error_for_code(code, detail, **extra)

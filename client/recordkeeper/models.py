@@ -21,6 +21,7 @@ from recordkeeper.core.errors import CorruptShard
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.core.shards import ShardRecord
+from recordkeeper.core.verification import Reason
 
 __all__ = [
     "DatasetInfo",
@@ -98,16 +99,6 @@ class Split:
             record_count=sum(shards.column("record_count")),
             size=sum(shards.column("size")),
         )
-
-
-Reason = Literal[
-    "missing",
-    "size_changed",
-    "identity_changed",
-    "checksum_mismatch",
-    "corrupt",
-    "records_changed",
-]
 
 
 @dataclass(frozen=True)

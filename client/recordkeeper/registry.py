@@ -10,12 +10,13 @@ stage, register and finish through it, :mod:`recordkeeper.gc` abandons through i
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from recordkeeper.core.digests import parse_digest
-from recordkeeper.core.errors import InvalidReference
+from recordkeeper.core.errors import InvalidReference, RecordkeeperError
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.naming import validate_dataset_name
 from recordkeeper.core.refs import parse_reference, validate_alias_name
@@ -29,6 +30,7 @@ from recordkeeper.models import (
     Shard,
     Split,
     TfDatasetOptions,
+    VerifyOptions,
     VerifyReport,
 )
 from recordkeeper.verify import verify_pages, verify_version
@@ -46,6 +48,8 @@ __all__ = [
 ]
 
 OnDuplicate = Literal["error", "use_existing", "commit"]
+
+log = logging.getLogger("recordkeeper")
 
 
 class DuplicateWarning(UserWarning):
@@ -244,7 +248,36 @@ class Registry:
 
     # -- what versions ask of the registry that made them (models.VersionServices) -----------
 
-    verify_version = staticmethod(verify_version)
+    def verify_version(
+        self, version: DatasetVersion, **options: Unpack[VerifyOptions]
+    ) -> VerifyReport:
+        """:func:`recordkeeper.verify.verify_version`, and a failed verification reported to
+        the service (:meth:`report_verification`)."""
+        report = verify_version(version, **options)
+        if not report.ok:
+            self.report_verification(version.name, report)
+        return report
+
+    def report_verification(self, ref: str, report: VerifyReport) -> bool:
+        """Tell the service that ``report`` found problems (its metrics and audit log count
+        them), best-effort: a failure to report is logged, never raised, and the report is
+        sent once, without retries (the first 10,000 problems of a larger report).  True if
+        the service recorded it."""
+        body = {
+            "mode": "deep" if report.deep else "fast",
+            "checked": report.checked,
+            "problems": [
+                {"shard": p.shard.name, "reason": p.reason}
+                for p in report.problems[:MAX_SHARDS_PER_REQUEST]
+            ],
+        }
+        path = f"/versions/{quote_segment(ref)}/verifications"
+        try:
+            self.http.api("POST", path, json=body, idempotent=False)
+        except RecordkeeperError as exc:
+            log.warning("could not report the failed verification of %s: %s", ref, exc)
+            return False
+        return True
 
     def tf_dataset(
         self, version: DatasetVersion, split: str, **options: Unpack[TfDatasetOptions]

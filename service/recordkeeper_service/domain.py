@@ -27,6 +27,7 @@ __all__ = [
     "ShardPage",
     "ShardRecord",
     "TokenRecord",
+    "VerificationRecord",
     "VersionRecord",
     "iso_timestamp",
 ]
@@ -217,6 +218,24 @@ class RegisterResult:
             "registered": self.registered,
             "unchanged": self.unchanged,
             "shard_count": self.shard_count,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationRecord:
+    """A client's failed verification, as recorded."""
+
+    version: str
+    mode: str
+    checked: int
+    problems: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "mode": self.mode,
+            "checked": self.checked,
+            "problems": self.problems,
         }
 
 

@@ -200,6 +200,8 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
     call("GET", f"{API}/lineage/graph", checkpoint="det/ckpt-2")
     call("GET", f"{API}/whoami")
     call("GET", f"{API}/versions/{{ref}}/splits", ref="coco@latest")
+    report = {"mode": "fast", "checked": 3, "problems": [{"shard": "s", "reason": "missing"}]}
+    call("POST", f"{API}/versions/{{ref}}/verifications", 201, json=report, ref=name)
 
     other = publish(client, "coco", content="b")["name"]
     diff = call("GET", f"{API}/versions/{{ref}}/diff/{{other}}", ref=name, other=other)

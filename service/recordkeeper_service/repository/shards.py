@@ -21,6 +21,7 @@ from recordkeeper.core.shards import CONTENT_FIELDS
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import RegisterResult
+from recordkeeper_service.metrics import ServiceMetrics
 from recordkeeper_service.repository.common import (
     ensure_unpublished,
     insert_ignoring_conflicts,
@@ -74,9 +75,12 @@ def _not_the_prefix(valid: Sequence[ValidShard], prefix: str) -> None:
 class ShardRepository:
     """Bulk shard registration; each call is one transaction."""
 
-    def __init__(self, db: Database, roots: AllowedRoots) -> None:
+    def __init__(
+        self, db: Database, roots: AllowedRoots, *, metrics: ServiceMetrics | None = None
+    ) -> None:
         self._db = db
         self._roots = roots
+        self._metrics = metrics
 
     def register(
         self, version_name: str, shards: Sequence[Mapping[str, Any]], *, actor: str
@@ -120,11 +124,14 @@ class ShardRepository:
                     registered=len(new),
                     unchanged=unchanged,
                 )
-            return RegisterResult(
+            result = RegisterResult(
                 registered=len(new),
                 unchanged=unchanged,
                 shard_count=version.shard_count + len(new),
             )
+        if self._metrics is not None:  # counted once the transaction has committed
+            self._metrics.shards_added(len(new), sum(s.record.size for s in new))
+        return result
 
 
 def _existing(

@@ -133,7 +133,8 @@ def _extra(codes: str, meaning: str) -> Any:
 
 
 class ErrorOut(BaseModel):
-    """Every error: ``code`` (also in the ``X-Error-Code`` header), ``detail``, and the extra
+    """Every error: ``code`` (also in the ``X-Error-Code`` header), ``detail``, ``request_id``
+    (also in the ``X-Request-ID`` header), and the extra
     fields its code documents (docs/rest-api.md, "Errors"); each extra field below says which
     codes send it, and no other code sends it."""
 
@@ -141,6 +142,11 @@ class ErrorOut(BaseModel):
 
     code: str = Field(description="stable error code (docs/rest-api.md)")
     detail: str = Field(description="a sentence for people, at most 1,000 characters")
+    request_id: str | None = Field(
+        default=None,
+        description="every code: the request's id, as in the `X-Request-ID` response header "
+        "and the service's request log line",
+    )
     errors: list[dict[str, Any]] | None = _extra(
         "`invalid_request`", "at most 50 `{loc, msg, type}` problems (never the input)"
     )
