@@ -176,11 +176,11 @@ class ShardStats:
 class _Digests:
     """Hashes of the stored and of the uncompressed bytes, and the stored size."""
 
-    def __init__(self, compression: Compression) -> None:
+    def __init__(self, compression: Compression, *, crc: bool = True) -> None:
         self.compression = compression
         self.stored = hashlib.sha256()
         self.records = self.stored if compression == "none" else hashlib.sha256()
-        self.crc = 0
+        self.crc: int | None = 0 if crc else None  # None: not computed
         self.size = 0
 
     def add(self, stored: bytes, records: bytes = b"") -> None:
@@ -190,7 +190,8 @@ class _Digests:
 
     def measure(self, stored: bytes) -> None:
         """The cheap part of :meth:`add`: CRC32C (14 GB/s) and size."""
-        self.crc = crc32c(stored, self.crc)
+        if self.crc is not None:
+            self.crc = crc32c(stored, self.crc)
         self.size += len(stored)
 
     def hash(self, stored: bytes, records: bytes = b"") -> None:
@@ -202,7 +203,7 @@ class _Digests:
     def stats(self, record_count: int, schema: Schema | None) -> ShardStats:
         return ShardStats(
             sha256=self.stored.hexdigest(),
-            crc32c=f"{self.crc:08x}",
+            crc32c="" if self.crc is None else f"{self.crc:08x}",
             records_sha256=self.records.hexdigest(),
             record_count=record_count,
             size=self.size,
@@ -218,19 +219,35 @@ class _Worker:
     parsing the calling thread does meanwhile.  Each of a job's C calls needs the GIL back when
     it returns, which can take a thread switch interval (5 ms) while the caller is busy: jobs
     should be large, and several may queue.  A job's exception surfaces on a later call.
+
+    The thread starts with the second job: a shard of one chunk (a small shard, read or written
+    whole) runs its one job in the caller at :meth:`close`, without starting a thread.
     """
 
     def __init__(self, depth: int = 2) -> None:
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="recordkeeper-io")
+        self._pool: ThreadPoolExecutor | None = None
         self._pending: deque[Future[None]] = deque()
         self._depth = depth
+        self._first: tuple[Callable[..., None], tuple[Any, ...]] | None = None
 
     def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        if self._pool is None:
+            if self._first is None:
+                self._first = (fn, args)
+                return
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="recordkeeper-io")
+            first, self._first = self._first, None
+            self._pending.append(self._pool.submit(first[0], *first[1]))
         while len(self._pending) >= self._depth:
             self._pending.popleft().result()
         self._pending.append(self._pool.submit(fn, *args))
 
     def close(self) -> None:
+        if self._pool is None:
+            if self._first is not None:
+                first, self._first = self._first, None
+                first[0](*first[1])
+            return
         try:
             while self._pending:
                 self._pending.popleft().result()
@@ -239,7 +256,9 @@ class _Worker:
 
     def abandon(self) -> None:
         """Stop without raising: drop waiting jobs, let a running one end."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._first = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 class BinarySink(Protocol):
@@ -685,16 +704,22 @@ def iter_records(
 
 
 def scan_shard(
-    fileobj: BinarySource, compression: str | None = None, *, infer_schema: bool = True
+    fileobj: BinarySource,
+    compression: str | None = None,
+    *,
+    infer_schema: bool = True,
+    stored_crc32c: bool = True,
 ) -> ShardStats:
     """Re-read a stored shard and return the :class:`ShardStats` a writer would have produced.
 
     Every record's CRCs are checked (a bad one raises
     :class:`~recordkeeper.errors.CorruptShard` with its offset).  Use it for deep verification
     (``infer_schema=False`` is faster) and to describe files written elsewhere.
+    ``stored_crc32c=False`` skips the CRC32C of the stored bytes (``crc32c`` is then ``""``):
+    deep verification compares their sha256, which already covers every byte.
     """
     compression = normalize_compression(compression)
-    digests = _Digests(compression)
+    digests = _Digests(compression, crc=stored_crc32c)
     inferencer = SchemaInferencer() if infer_schema else None
     if inferencer is not None and _native.speedups is not None:
         # C scans, checks and summarises records without the GIL or a copy of each
