@@ -69,6 +69,7 @@ if TYPE_CHECKING:
 __all__ = ["VersionWriter", "parse_size"]
 
 _DIRECT = 2**20  # blocks at least this big go to the upload thread as they are
+_BATCH_BYTES = 2**20  # framed bytes collected per split before the TFRecordWriter sees them
 _QUEUE_DEPTH = 16  # blocks in flight per shard (~16 MiB)
 _MAX_PENDING_UPLOADS = 4
 _SIZE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)\s*", re.IGNORECASE)
@@ -211,9 +212,26 @@ class _Shard:
     index: int
     temp_uri: str
     pipe: _UploadPipe
-    framed_bytes: int = 0
+    framed_bytes: int = 0  # framed bytes handed to the TFRecordWriter
     stats: Any = None
     final_uri: str | None = None
+
+
+class _OpenShard:
+    """A split's shard being written, and the records collected for it since the last batch.
+
+    ``write()`` only appends to ``batch`` and counts down ``room`` (framed bytes until the
+    batch is handed over: at most ``_BATCH_BYTES``, and never past the shard's size limit), so
+    the per-record work is a few operations and the TFRecordWriter gets one call per batch.
+    """
+
+    __slots__ = ("batch", "room", "shard", "tfw")
+
+    def __init__(self, shard: _Shard, tfw: Any, room: int) -> None:
+        self.shard = shard
+        self.tfw = tfw
+        self.batch: list[bytes] = []
+        self.room = room
 
 
 class VersionWriter:
@@ -252,7 +270,7 @@ class VersionWriter:
         self.metadata = metadata
         self.staged: DatasetVersion | None = None
         self._version: DatasetVersion | None = None
-        self._open: dict[str, tuple[_Shard, Any]] = {}
+        self._open: dict[str, _OpenShard] = {}
         self._done: list[_Shard] = []
         self._next_index: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -298,24 +316,36 @@ class VersionWriter:
             current = self._open.get(split)
             if current is None:
                 current = self._start_shard(split)  # raises once the writer is closed
-            shard, tfw = current
-            tfw.write(data)
-            shard.framed_bytes += len(data) + 16
-            if shard.framed_bytes >= self.shard_size:
-                self._maybe_close_shard(split, shard)
+            current.batch.append(data)
+            current.room -= len(data) + 16
+            if current.room <= 0:
+                self._hand_over(split, current)
 
     @property
     def record_count(self) -> int:
         """Records written so far."""
-        return self._closed_records + sum(tfw.record_count for _, tfw in self._open.values())
+        with self._lock:
+            return self._closed_records + sum(
+                o.tfw.record_count + len(o.batch) for o in self._open.values()
+            )
 
-    def _maybe_close_shard(self, split: str, shard: _Shard) -> None:
-        # Uncompressed, the framed size is the stored size.  Compressed, only the bytes the
-        # compressor has emitted are known (never more than the framed bytes, so the cheap
-        # check in write() comes first): the shard closes a little late (the writer hands over
-        # ~1 MiB batches), so shard_size is approximate for gzip/zlib.
-        if self.compression == "none" or shard.pipe.size >= self.shard_size:
+    def _hand_over(self, split: str, current: _OpenShard) -> None:
+        """Give the collected records to the shard's TFRecordWriter; close the shard when it
+        has reached ``shard_size``."""
+        batch, current.batch = current.batch, []
+        shard = current.shard
+        shard.framed_bytes += sum(map(len, batch)) + 16 * len(batch)
+        current.tfw.write_many(batch)
+        # Uncompressed, the framed size is the stored size: the batch ends exactly at the
+        # record reaching shard_size.  Compressed, only the bytes the compressor has emitted
+        # are known (never more than the framed bytes, so that check comes first): the shard
+        # closes a little late (batches of ~1 MiB), so shard_size is approximate for gzip/zlib.
+        if shard.framed_bytes >= self.shard_size and (
+            self.compression == "none" or shard.pipe.size >= self.shard_size
+        ):
             self._close_shard(split)
+            return
+        current.room = min(_BATCH_BYTES, max(1, self.shard_size - shard.framed_bytes))
 
     def close(self) -> DatasetVersion:
         """Finish every shard, register them and commit; returns the committed version."""
@@ -347,9 +377,9 @@ class VersionWriter:
     def abort(self) -> None:
         """Abandon the staged version and delete what was written (best effort)."""
         self._closed = True
-        for shard, _ in self._open.values():
-            shard.pipe.abort()
-            self._done.append(shard)
+        for current in self._open.values():
+            current.shard.pipe.abort()
+            self._done.append(current.shard)
         self._open.clear()
         for shard in self._done:
             shard.pipe.abort()
@@ -372,7 +402,7 @@ class VersionWriter:
             url_to_fs(self.staged.storage_prefix, self.storage_options)
         return self.staged
 
-    def _start_shard(self, split: str) -> tuple[_Shard, Any]:
+    def _start_shard(self, split: str) -> _OpenShard:
         from recordkeeper.tfrecord import TFRecordWriter
 
         if self._closed:
@@ -389,11 +419,16 @@ class VersionWriter:
         pipe = _UploadPipe(temp_uri, self.storage_options)
         shard = _Shard(split, index, temp_uri, pipe)
         tfw = TFRecordWriter(pipe, compression=self.compression)
-        self._open[split] = (shard, tfw)
-        return shard, tfw
+        current = self._open[split] = _OpenShard(shard, tfw, min(_BATCH_BYTES, self.shard_size))
+        return current
 
     def _close_shard(self, split: str) -> None:
-        shard, tfw = self._open.pop(split)
+        current = self._open.pop(split)
+        shard, tfw = current.shard, current.tfw
+        if current.batch:
+            shard.framed_bytes += sum(map(len, current.batch)) + 16 * len(current.batch)
+            tfw.write_many(current.batch)
+            current.batch = []
         shard.stats = tfw.close()
         self._closed_records += shard.stats.record_count
         shard.pipe.finish()
