@@ -12,9 +12,30 @@ from crc32c import crc32c
 
 from recordkeeper import _native
 from recordkeeper.tfrecord import masked_crc32c
+from tests.client._records import frame
 
 # lane sizes in _speedups.c: 3 x 128 and 3 x 2048 bytes
-EDGES = [0, 1, 7, 8, 9, 95, 96, 97, 383, 384, 385, 767, 768, 6143, 6144, 6145, 6144 + 384, 20_000, 1 << 20]
+EDGES = [
+    0,
+    1,
+    7,
+    8,
+    9,
+    95,
+    96,
+    97,
+    383,
+    384,
+    385,
+    767,
+    768,
+    6143,
+    6144,
+    6145,
+    6144 + 384,
+    20_000,
+    1 << 20,
+]
 
 
 @pytest.fixture
@@ -59,3 +80,12 @@ def test_deframe_checks_records_of_every_length(speedups: Any) -> None:
     bad[at + 12 + 5000] ^= 0x10
     _, pos, count, error = speedups.deframe(bytes(bad), 0, True, False)
     assert (pos, count, error[0], error[1]) == (at, EDGES.index(6145), 2, at)
+
+
+def test_frame_matches_the_python_framing(speedups: Any) -> None:
+    rng = random.Random(9)
+    records = [rng.randbytes(n) for n in (0, 1, 383, 384, 1000, 6145, 70_000)]
+    assert speedups.frame(records) == frame(records)
+    assert speedups.frame([]) == b""
+    with pytest.raises(TypeError, match="record 1 is str"):
+        speedups.frame([b"a", "b"])
