@@ -189,6 +189,7 @@ def _deep_check(
     shard: Shard,
     storage_options: Mapping[str, Any] | None,
     advance: Callable[[int], None] | None = None,
+    hash_in_background: bool = True,
 ) -> tuple[ShardProblem | None, int]:
     from recordkeeper.tfrecord import scan_shard
 
@@ -203,7 +204,11 @@ def _deep_check(
         with storage_errors(shard.uri):
             try:
                 stats = scan_shard(
-                    reader, shard.compression, infer_schema=False, stored_crc32c=False
+                    reader,
+                    shard.compression,
+                    infer_schema=False,
+                    stored_crc32c=False,
+                    hash_in_background=hash_in_background,
                 )
             except CorruptShard as exc:
                 offset = exc.extra.get("offset")
@@ -258,10 +263,12 @@ def verify_shards(
         total = sum(s.size for s in shards)
         processes = use_processes(total, len(shards))
         options = dict(storage_options) if storage_options is not None else None
+        # One shard per core already keeps every core busy: hash in the scanning thread.
+        background = workers < (os.cpu_count() or 1)
         with byte_progress(f"deep verify {label}", total, progress) as advance:
             results = parallel_map(
                 _deep_check,
-                [(s, options, None if processes else advance) for s in shards],
+                [(s, options, None if processes else advance, background) for s in shards],
                 workers=workers,
                 processes=processes,
                 on_result=(lambda i, r: advance(r[1])) if processes else None,
