@@ -13,8 +13,10 @@ How it works:
 * Each split has one open shard.  Records are framed (and compressed) by
   :class:`recordkeeper.tfrecord.TFRecordWriter`, which computes sha256, crc32c,
   records_sha256, the record count and the schema while the bytes stream — never by a second
-  read.  The framed bytes go through a bounded queue to a background upload thread per shard, so
-  the producer is not blocked by the network (the queue bounds memory: ~16 MiB per shard).
+  read.  ``write()`` only collects records; the TFRecordWriter frames them (in C) a batch of
+  ~1 MiB at a time.  For object stores the framed bytes go through a bounded queue to a
+  background upload thread per shard, so the producer is not blocked by the network (the queue
+  bounds memory: ~16 MiB per shard); local files are written by the hashing thread itself.
 * A shard is closed when its stored size reaches ``shard_size`` and the next one begins
   (exactly for uncompressed shards; for gzip/zlib only once the compressor has emitted that
   much, so compressed shards may run up to about a MiB over).
@@ -206,12 +208,50 @@ class _Aborted(Exception):
     pass
 
 
+class _LocalSink:
+    """:class:`_UploadPipe`'s interface for a local file, written directly by the
+    TFRecordWriter's hashing thread: a write to the page cache costs less than handing the
+    bytes to one more thread."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self.size = 0
+        with storage_errors(uri):
+            self._file = open_write(uri, None)
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        with storage_errors(self.uri):
+            self._file.write(data)
+        self.size += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        """Nothing to do: the file is flushed when it is closed."""
+
+    def writable(self) -> bool:
+        return True
+
+    def finish(self) -> None:
+        """Close the file (the TFRecordWriter has written everything)."""
+        with storage_errors(self.uri):
+            self._file.close()
+
+    def join(self) -> None:
+        """Nothing runs in the background."""
+
+    uploading = False
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self._file.close()
+
+
 @dataclass
 class _Shard:
     split: str
     index: int
     temp_uri: str
-    pipe: _UploadPipe
+    pipe: _UploadPipe | _LocalSink
     framed_bytes: int = 0  # framed bytes handed to the TFRecordWriter
     stats: Any = None
     final_uri: str | None = None
@@ -416,7 +456,11 @@ class VersionWriter:
         temp_uri = join_uri(
             prefix, f"_incomplete/{split}-{index:05d}{compression_suffix(self.compression)}"
         )
-        pipe = _UploadPipe(temp_uri, self.storage_options)
+        pipe: _UploadPipe | _LocalSink
+        if backend_of(temp_uri) == "file":
+            pipe = _LocalSink(temp_uri)
+        else:
+            pipe = _UploadPipe(temp_uri, self.storage_options)
         shard = _Shard(split, index, temp_uri, pipe)
         tfw = TFRecordWriter(pipe, compression=self.compression)
         current = self._open[split] = _OpenShard(shard, tfw, min(_BATCH_BYTES, self.shard_size))
