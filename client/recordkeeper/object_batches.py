@@ -12,7 +12,8 @@ time (or one thread each) that costs seconds of waiting and of thread switching.
   (one S3 ``GET`` with ``ChecksumMode=ENABLED`` answers the body, ETag, VersionId and
   ChecksumSHA256: the bytes and the identity are of one object version by construction).
 * :func:`s3_listing` — size and ETag of many S3 objects from ``ListObjectsV2`` pages of the
-  keys' common prefix (1,000 objects a request), bounded so a crowded prefix is not walked.
+  keys' common prefix (1,000 objects a request), bounded so a crowded prefix is not walked;
+  :func:`listing_or_nothing` when the listing is only a shortcut.
 """
 
 from __future__ import annotations
@@ -39,7 +40,14 @@ from recordkeeper.storage import (
     url_to_fs,
 )
 
-__all__ = ["DEFAULT_CONCURRENCY", "ListedObject", "read_small_many", "s3_listing", "stat_many"]
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "ListedObject",
+    "listing_or_nothing",
+    "read_small_many",
+    "s3_listing",
+    "stat_many",
+]
 
 #: requests in flight at once; more does not help on a 2-core client (botocore's parsing is
 #: Python) and only queues on the server
@@ -189,6 +197,21 @@ def s3_listing(
         if isinstance(result, StorageError):
             raise result
     return found
+
+
+def listing_or_nothing(
+    uris: Sequence[str], storage_options: Mapping[str, Any] | None = None
+) -> dict[str, ListedObject]:
+    """:func:`s3_listing` as a shortcut only: when the listing fails the result is empty and
+    the caller asks for each object — a policy may allow reading objects but not listing the
+    bucket, and a missing bucket is per-object news (``missing``).  An unreachable endpoint is
+    raised at once: every request would fail the same way."""
+    try:
+        return s3_listing(uris, storage_options)
+    except StorageError as exc:
+        if exc.extra.get("reason") == "unreachable":
+            raise
+        return {}
 
 
 # -- internals ---------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from recordkeeper.core.shards import Compression, ShardRecord
 from recordkeeper.core.splits import shard_file_name
 from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
 from recordkeeper.models import DatasetVersion
-from recordkeeper.object_batches import read_small_many, s3_listing, stat_many
+from recordkeeper.object_batches import listing_or_nothing, read_small_many, stat_many
 from recordkeeper.progress import ProgressLike, ProgressReader, byte_progress
 from recordkeeper.storage import (
     ObjectStat,
@@ -257,7 +257,7 @@ def _small_s3_shards(shards: list[ShardFile], options: Mapping[str, Any] | None)
     uris = [to_uri(s.uri) for s in shards]
     if len(uris) < LISTING_MIN_SHARDS or any(backend_of(u) != "s3" for u in uris):
         return {}
-    listed = s3_listing(uris, options)
+    listed = listing_or_nothing(uris, options)
     return {
         i: listed[u].size
         for i, u in enumerate(uris)

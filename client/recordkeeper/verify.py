@@ -33,7 +33,7 @@ from recordkeeper.models import DatasetVersion, Reason, Shard, ShardProblem, Ver
 from recordkeeper.object_batches import (
     DEFAULT_CONCURRENCY,
     ListedObject,
-    s3_listing,
+    listing_or_nothing,
     stat_many,
 )
 from recordkeeper.progress import ProgressReader, byte_progress
@@ -72,7 +72,7 @@ def _fast_problems(
     unchanged: set[int] = set()
     on_s3 = [i for i, s in enumerate(shards) if backend_of(s.uri) == "s3"]
     if len(on_s3) >= LISTING_MIN_SHARDS:
-        listed = s3_listing([shards[i].uri for i in on_s3], storage_options)
+        listed = listing_or_nothing([shards[i].uri for i in on_s3], storage_options)
         unchanged = {
             i
             for i in on_s3

@@ -173,7 +173,42 @@ def test_fast_verify_by_listing_reports_what_per_object_checks_report(
     assert not asked & {uris[i] for i in (0, 3, 5, 7, 8, 9, 10, 11)}
 
 
-def test_refused_credentials_raise_on_the_listing(
+def test_a_refused_listing_falls_back_to_one_request_per_object(
+    s3_service: LiveService,
+    s3_bucket: str,
+    s3_server: Any,
+    opts: dict,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A policy may allow GetObject but not ListBucket: verify and publish still work, by
+    asking for each object (and report what the per-object path reports)."""
+    uris = _raw_shards(s3_server, f"{s3_bucket}/raw")
+    client = s3_service.client(storage_options=opts)
+    v = client.publish(
+        rk.Dataset.from_directory(f"{s3_bucket}/raw", name="nolist", storage_options=opts),
+        progress=False,
+    )
+    bucket, key = uris[5][len("s3://") :].split("/", 1)
+    s3_server.boto3_client().delete_object(Bucket=bucket, Key=key)
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise rk.StorageError("listing refused", uri=s3_bucket, reason="denied")
+
+    monkeypatch.setattr(object_batches, "s3_listing", refused)
+    heads = _spy(monkeypatch, verify, "stat_many")
+    report = v.verify()
+    assert [(p.shard.uri, p.reason) for p in report.problems] == [(uris[5], "missing")]
+    assert sorted(heads[0]) == sorted(uris)  # every shard asked for, as without a listing
+    _put(s3_server, uris[5], frame(sample_examples(5, 25)))
+    again = client.publish(
+        rk.Dataset.from_directory(f"{s3_bucket}/raw", name="nolist", storage_options=opts),
+        progress=False,
+        force_new=True,
+    )
+    assert again.record_count == 5 * SHARDS
+
+
+def test_refused_credentials_still_raise(
     s3_service: LiveService, s3_bucket: str, s3_server: Any, opts: dict
 ) -> None:
     _raw_shards(s3_server, f"{s3_bucket}/raw")
