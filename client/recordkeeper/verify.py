@@ -25,7 +25,6 @@ import base64
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from recordkeeper._parallel import parallel_map, use_processes

@@ -293,11 +293,10 @@ def open_shard(
     """
     from recordkeeper.tfrecord import TFRecordWriter  # not at import: rk stays light
 
-    pipe: _UploadPipe | _LocalSink
-    if backend_of(uri) == "file":
-        pipe = _LocalSink(uri)  # a local file needs no upload thread
-    else:
-        pipe = _UploadPipe(uri, storage_options)
+    # a local file needs no upload thread
+    pipe: _UploadPipe | _LocalSink = (
+        _LocalSink(uri) if backend_of(uri) == "file" else _UploadPipe(uri, storage_options)
+    )
     return pipe, TFRecordWriter(pipe, compression=compression)
 
 
