@@ -81,6 +81,10 @@ def test_every_source_package_is_in_the_wheel(wheel: Path) -> None:
     ), "no migration revisions in the wheel"
     assert "recordkeeper_service/migrations/script.py.mako" in names
     assert "recordkeeper/py.typed" in names
+    # /docs and /redoc work offline: their assets and licences ship in the wheel.
+    assets = ROOT / "service" / "recordkeeper_service" / "static" / "api-docs"
+    for asset in sorted(p.name for p in assets.iterdir()):
+        assert f"recordkeeper_service/static/api-docs/{asset}" in names, asset
 
 
 def test_the_web_ui_is_in_the_wheel(wheel: Path, clean_python: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from recordkeeper.client import Client, DuplicateWarning
 from recordkeeper.core.errors import (
     AliasNotFound,
+    AmbiguousCheckpoint,
     AuthenticationRequired,
     CheckpointConflict,
     CheckpointNotFound,
@@ -69,6 +70,7 @@ from recordkeeper.writer import VersionWriter
 
 __all__ = [
     "AliasNotFound",
+    "AmbiguousCheckpoint",
     "AuthenticationRequired",
     "CheckpointConflict",
     "CheckpointInfo",

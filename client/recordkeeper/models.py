@@ -19,7 +19,9 @@ from typing import Any, Literal, Protocol, TypedDict, Unpack
 
 from recordkeeper.core.errors import CorruptShard
 from recordkeeper.core.schema import Schema
+from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.core.shards import ShardRecord
+from recordkeeper.core.verification import Reason
 
 __all__ = [
     "DatasetInfo",
@@ -66,10 +68,15 @@ class Shard(ShardRecord):
 
 @dataclass(frozen=True)
 class Split:
-    """The shards of one split, in index order."""
+    """The shards of one split, in index order.
+
+    ``shards`` is a read-only sequence of :class:`Shard`: a tuple, or (for versions resolved
+    through the compact form) a :class:`~recordkeeper.core.shard_columns.ShardColumns` that
+    builds each :class:`Shard` the first time it is read.
+    """
 
     name: str
-    shards: tuple[Shard, ...]
+    shards: Sequence[Shard]
     record_count: int
     size: int
 
@@ -79,17 +86,19 @@ class Split:
 
     @property
     def uris(self) -> list[str]:
+        if isinstance(self.shards, ShardColumns):
+            return self.shards.uris()  # without building the shards
         return [s.uri for s in self.shards]
 
-
-Reason = Literal[
-    "missing",
-    "size_changed",
-    "identity_changed",
-    "checksum_mismatch",
-    "corrupt",
-    "records_changed",
-]
+    @classmethod
+    def from_columns(cls, name: str, shards: ShardColumns[Shard]) -> Split:
+        """A split over compact-form columns (record count and size summed from them)."""
+        return cls(
+            name=name,
+            shards=shards,
+            record_count=sum(shards.column("record_count")),
+            size=sum(shards.column("size")),
+        )
 
 
 @dataclass(frozen=True)
@@ -269,14 +278,19 @@ class DatasetVersion:
         client: VersionServices | None = None,
         storage_options: Mapping[str, Any] | None = None,
         schema: Schema | None = None,
+        splits: Mapping[str, Split] | None = None,
     ) -> DatasetVersion:
-        """Build from the service's ``Version`` JSON (``client``: see :class:`VersionServices`)."""
-        splits: dict[str, Split] = {}
-        for split_name, split in (data.get("splits") or {}).items():
+        """Build from the service's ``Version`` JSON (``client``: see :class:`VersionServices`).
+
+        ``splits``, if given, are the version's splits (fetched separately, e.g. in pages) and
+        take the place of the JSON's.
+        """
+        built: dict[str, Split] = dict(splits or {})
+        for split_name, split in ({} if splits is not None else data.get("splits") or {}).items():
             shards = tuple(
                 sorted((Shard.from_dict(s) for s in split.get("shards", [])), key=lambda s: s.index)
             )
-            splits[split_name] = Split(
+            built[split_name] = Split(
                 name=split_name,
                 shards=shards,
                 record_count=int(split.get("record_count", sum(s.record_count for s in shards))),
@@ -302,7 +316,7 @@ class DatasetVersion:
             record_count=int(data.get("record_count") or 0),
             shard_count=int(data.get("shard_count") or 0),
             size=int(data.get("size") or 0),
-            splits=MappingProxyType(splits),
+            splits=MappingProxyType(built),
             convention=data.get("convention", "rk1"),
             created_at=data.get("created_at"),
             committed_at=data.get("committed_at"),

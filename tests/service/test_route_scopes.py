@@ -38,6 +38,7 @@ from tests.service._helpers import API
 ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("GET", "/healthz"): None,
     ("GET", "/readyz"): None,
+    ("GET", "/metrics"): "read",  # RECORDKEEPER_METRICS=read, the default
     ("GET", f"{API}/info"): "read",
     ("GET", f"{API}/whoami"): "read",
     ("GET", f"{API}/versions/{{ref}}/diff/{{other}}"): "read",
@@ -55,6 +56,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("POST", f"{API}/versions/{{version_name}}/abandon"): "write",
     ("POST", f"{API}/versions/{{ref}}/deprecate"): "write",
     ("POST", f"{API}/versions/{{version_name}}/shards"): "write",
+    ("GET", f"{API}/versions/{{ref}}/shards"): "read",
     ("GET", f"{API}/versions/{{ref}}/schema"): "read",
     ("GET", f"{API}/versions/{{ref}}/consumers"): "read",
     ("POST", f"{API}/versions/{{version_name}}/gc-done"): "admin",
@@ -72,14 +74,24 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("GET", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}"): "read",
     ("PUT", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}"): "write",
     ("GET", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/lineage"): "read",
+    ("PUT", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/deletion"): "write",
+    ("GET", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/model-check"): "read",
     ("GET", f"{API}/shards/consumers"): "read",
     ("GET", f"{API}/lineage/graph"): "read",
     ("GET", f"{API}/gc/candidates"): "read",
     ("POST", f"{API}/gc/claims"): "admin",
+    ("POST", f"{API}/versions/{{ref}}/verifications"): "read",  # readers verify data
 }
 
-#: FastAPI's own documentation routes (not APIRoutes): public, they hold no data.
-DOCUMENTATION_PATHS = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+#: The documentation routes (not APIRoutes): public, they hold no data.  ``/docs/assets``
+#: serves the Swagger UI / ReDoc files shipped in the package (routes/api_docs.py).
+DOCUMENTATION_PATHS = {
+    "/openapi.json",
+    "/docs",
+    "/docs/oauth2-redirect",
+    "/redoc",
+    "/docs/assets/{name}",
+}
 
 #: Values for path parameters: well-formed but naming nothing (no route may act on them).
 PATH_VALUES = {

@@ -240,26 +240,37 @@ def fail(
     code: str | None,
     exit_code: ExitCode,
     extra: dict[str, Any] | None = None,
+    request_id: str | None = None,
 ) -> NoReturn:
     """Print an error (text, or JSON with ``--json``) on stderr and exit with ``exit_code``."""
-    report_error(message, code, extra)
+    report_error(message, code, extra, request_id)
     raise typer.Exit(int(exit_code))
 
 
-def report_error(message: str, code: str | None, extra: dict[str, Any] | None = None) -> None:
-    """Print an error on stderr: ``error: <message> [<code>]``, or with ``--json`` the object
-    ``{"code": …, "detail": …, **extra}`` on one line."""
+def report_error(
+    message: str,
+    code: str | None,
+    extra: dict[str, Any] | None = None,
+    request_id: str | None = None,
+) -> None:
+    """Print an error on stderr: ``error: <message> [<code>] (request id <id>)``, or with
+    ``--json`` the object ``{"code": …, "detail": …, "request_id": …, **extra}`` on one line."""
     if json_errors():
         body = {"code": code or "error", "detail": message, **(extra or {})}
+        if request_id:
+            body["request_id"] = request_id
         sys.stderr.write(json.dumps(body, default=str) + "\n")
     else:
         suffix = f" [{code}]" if code else ""
+        if request_id:
+            suffix += f" (request id {request_id})"
         sys.stderr.write(f"error: {message}{suffix}\n")
 
 
 def handle_errors(run: Callable[[], T]) -> T:
-    """Run a command; turn user errors into ``error: <detail> [<code>]`` (or JSON) and the
-    exit status of :func:`exit_code_for`.
+    """Run a command; turn user errors into ``error: <detail> [<code>]`` (and ``(request id
+    <id>)`` when the service answered it), or JSON with ``--json``, and the exit status of
+    :func:`exit_code_for`.
 
     User errors are :class:`~recordkeeper.errors.RecordkeeperError` (with its stable code),
     :class:`CliError`, an :class:`OSError` (a missing or unreadable file) and a missing optional
@@ -269,7 +280,8 @@ def handle_errors(run: Callable[[], T]) -> T:
     try:
         return run()
     except RecordkeeperError as exc:
-        fail(exc.detail, exc.code, exit_code_for(exc), exc.extra)
+        extra = {k: v for k, v in exc.extra.items() if k != "request_id"}
+        fail(exc.detail, exc.code, exit_code_for(exc), extra, exc.request_id)
     except CliError as exc:
         fail(exc.message, exc.code, exc.exit_code)
     except ImportError as exc:  # fsspec: "Install s3fs to access S3"

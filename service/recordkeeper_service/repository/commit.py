@@ -37,6 +37,7 @@ from recordkeeper.core.schema import Schema, merge_schemas
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import VersionRecord
+from recordkeeper_service.metrics import ServiceMetrics
 from recordkeeper_service.repository import convert
 from recordkeeper_service.repository.common import PUBLISHED_STATES, record_event, version_view
 from recordkeeper_service.repository.resolve import find_version
@@ -54,8 +55,9 @@ MAX_MISSING_LISTED = 1000
 class CommitRepository:
     """The commit operation; one transaction per call."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, metrics: ServiceMetrics | None = None) -> None:
         self._db = db
+        self._metrics = metrics
 
     def commit(
         self, version_name: str, *, on_duplicate: str = "error", actor: str
@@ -82,7 +84,11 @@ class CommitRepository:
                     "stage a new version",
                     state=version.state,
                 )
-            return _commit_staged(session, version, ref.dataset, on_duplicate, actor)
+            record = _commit_staged(session, version, ref.dataset, on_duplicate, actor)
+            committed_now = version.state == "committed"
+        if committed_now and self._metrics is not None:  # once the transaction has committed
+            self._metrics.version_committed()
+        return record
 
 
 @dataclass(frozen=True, slots=True)

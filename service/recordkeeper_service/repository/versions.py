@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 
 import anyio.to_thread
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, func, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.digests import parse_digest
@@ -33,11 +33,12 @@ from recordkeeper.core.naming import (
 )
 from recordkeeper.core.refs import Reference, RefKind, parse_reference
 from recordkeeper.core.roots import AllowedRoots, UriError
+from recordkeeper.core.splits import is_split_name
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
-from recordkeeper_service.domain import Page, VersionRecord
+from recordkeeper_service.domain import Page, ShardPage, VersionRecord
 from recordkeeper_service.repository import convert
-from recordkeeper_service.repository.cache import VersionCache
+from recordkeeper_service.repository.cache import RenderedPages, VersionCache
 from recordkeeper_service.repository.common import (
     PUBLISHED_STATES,
     dataset_row,
@@ -63,6 +64,8 @@ __all__ = [
     "MAX_REASON_LENGTH",
     "VersionRepository",
     "allocate",
+    "format_cursor",
+    "parse_cursor",
     "parse_version_ref",
     "today_utc",
 ]
@@ -107,6 +110,39 @@ def allocate(session: Session, dataset_id: int, counter: Any) -> int:
 
 
 _BY_ID = select(*convert.VERSION_COLUMNS).where(m.Version.id == bindparam("rk_id"))
+
+_PAGE_BASE = select(*convert.SHARD_COLUMNS).where(m.Shard.version_id == bindparam("rk_version"))
+_PAGE_ORDER = (m.Shard.split, m.Shard.index)
+#: A page of shards from the start, and one after a (split, index) cursor: keyset paging on the
+#: (version_id, split, index) unique index, so page 10 costs what page 1 costs.
+_FIRST_PAGE = _PAGE_BASE.order_by(*_PAGE_ORDER).limit(bindparam("rk_limit"))
+_NEXT_PAGE = (
+    _PAGE_BASE.where(
+        tuple_(m.Shard.split, m.Shard.index)
+        > tuple_(bindparam("rk_split", type_=m.Shard.split.type), bindparam("rk_index"))
+    )
+    .order_by(*_PAGE_ORDER)
+    .limit(bindparam("rk_limit"))
+)
+
+
+def format_cursor(split: str, index: int) -> str:
+    """The ``next`` cursor after the shard ``split``/``index``: ``"train:41"``."""
+    return f"{split}:{index}"
+
+
+def parse_cursor(cursor: str) -> tuple[str, int]:
+    """``(split, index)`` of an ``after`` cursor, or :class:`InvalidRequest`."""
+    split, sep, index = cursor.partition(":")
+    if not sep or not is_split_name(split) or not index.isascii() or not index.isdigit():
+        raise InvalidRequest(
+            f"after: {cursor[:100]!r} is not a shard cursor (SPLIT:INDEX, as answered in 'next')"
+        )
+    if len(index) > 10 or int(index) > 2**31 - 1:
+        raise InvalidRequest(f"after: shard index {index[:20]} is out of range")
+    return split, int(index)
+
+
 _READ_STATEMENTS: dict[str, AnySelect] = {}
 
 
@@ -159,6 +195,8 @@ class VersionRepository:
         self._storage_root = storage_root
         self._cache = cache if cache is not None else VersionCache()
         self._fast = fast_reader
+        #: Rendered shard pages of published versions, for the routes that answer them.
+        self.rendered_pages = RenderedPages()
 
     # ---------------------------------------------------------------- stage
 
@@ -293,6 +331,25 @@ class VersionRepository:
         cached = cached.with_rendered_splits()
         self._cache.put(cached)
         return _overlay(cached, row, with_shards)
+
+    def shard_page(self, version: VersionRecord, *, after: str | None, limit: int) -> ShardPage:
+        """Up to ``limit`` shards of ``version`` (as resolved) after the cursor ``after``."""
+        params: dict[str, Any] = {"rk_version": version.id, "rk_limit": limit + 1}
+        stmt = _FIRST_PAGE
+        if after is not None:
+            params["rk_split"], params["rk_index"] = parse_cursor(after)
+            stmt = _NEXT_PAGE
+        rows = self._db.read(lambda conn: convert.shard_records(conn.execute(stmt, params)))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return ShardPage(
+            version=version.name,
+            content_digest=version.content_digest,
+            shard_count=version.shard_count,
+            limit=limit,
+            next=format_cursor(rows[-1].split, rows[-1].index) if more else None,
+            shards=rows,
+        )
 
     def list(
         self,

@@ -6,24 +6,27 @@ Each module ``routes/<resource>.py`` holds the resource's ``APIRouter`` and its 
 Routes get the repository (:class:`recordkeeper_service.repository.Repository`) and the caller's
 principal from :mod:`recordkeeper_service.deps` and never touch a database session.
 
-==============  ========================================================================
-module          resource
-==============  ========================================================================
-``versions``    stage, resolve (the hot path), list, commit, abandon, deprecate
-``shards``      bulk registration of a staged version's shards
-``datasets``    create, get, list
-``aliases``     set/move, delete, list, history
-``schemas``     TFRecord feature schemas by digest or of a version
-``diff``        what changed between two versions
-``events``      the audit log
-``tokens``      API tokens (admin)
-``lineage``     models, runs, checkpoints, upstream/downstream, graph
-``gc``          garbage-collection candidates, ``gc-done``
-``info``        ``/info``
-``whoami``      ``/whoami``: the caller's name and scope
-``ui``          ``/`` and ``/ui/{asset}``: the web UI (public, from package data)
-``health``      ``/healthz``, ``/readyz`` (no authentication)
-==============  ========================================================================
+=================  ========================================================================
+module             resource
+=================  ========================================================================
+``versions``       stage, resolve (the hot path), list, commit, abandon, deprecate
+``shards``         bulk registration of a staged version's shards
+``datasets``       create, get, list
+``aliases``        set/move, delete, list, history
+``schemas``        TFRecord feature schemas by digest or of a version
+``diff``           what changed between two versions
+``events``         the audit log
+``tokens``         API tokens (admin)
+``lineage``        models, runs, checkpoints, upstream/downstream, graph
+``gc``             garbage-collection candidates, ``gc-done``
+``verifications``  failed verifications reported by clients
+``info``           ``/info``
+``whoami``         ``/whoami``: the caller's name and scope
+``ui``             ``/`` and ``/ui/{asset}``: the web UI (public, from package data)
+``health``         ``/healthz``, ``/readyz`` (no authentication)
+``metrics``        ``/metrics`` (Prometheus; scope by ``RECORDKEEPER_METRICS``)
+``api_docs``       ``/docs``, ``/redoc`` and their assets, from the package
+=================  ========================================================================
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from recordkeeper_service.routes import (
     shards,
     tokens,
     ui,
+    verifications,
     versions,
     whoami,
 )
@@ -66,6 +70,7 @@ for module in (
     tokens,
     lineage,
     gc,
+    verifications,
 ):
     api_router.include_router(module.router)
 

@@ -1,7 +1,7 @@
 """The lineage graph around one node: breadth-first, level by level, bounded.
 
-Nodes are checkpoints (``checkpoint:<model>/<ckpt>``) and versions (``version:<name>``).  Edges
-point the way data flows: ``version → checkpoint`` (``trained_on``, with role and splits) and
+Nodes are checkpoints (``checkpoint:<model>@<run>/<ckpt>``) and versions (``version:<name>``).
+Edges point the way data flows: ``version → checkpoint`` (``trained_on``, with role and splits) and
 ``parent → child`` (``restored_from`` / ``initialized_from``).  *Upstream* walks edges backwards
 (what went into the node), *downstream* forwards (what came out of it); ``both`` does the two
 walks from the root separately, so siblings are not pulled in.  Each level costs two queries over
@@ -106,27 +106,29 @@ def _attributes(session: Session, nodes: set[NodeKey]) -> dict[NodeKey, dict[str
     attrs: dict[NodeKey, dict[str, Any]] = {}
     ckpts = _ids(nodes, "checkpoint")
     if ckpts:
-        for cid, model, name, step, uri, run in session.execute(
+        for cid, model, run, name, step, uri, state in session.execute(
             select(
                 Checkpoint.id,
                 Model.name,
+                Run.name,
                 Checkpoint.name,
                 Checkpoint.step,
                 Checkpoint.uri,
-                Run.name,
+                Checkpoint.state,
             )
             .join(Model, Model.id == Checkpoint.model_id)
-            .outerjoin(Run, Run.id == Checkpoint.run_id)
+            .join(Run, Run.id == Checkpoint.run_id)
             .where(Checkpoint.id.in_(ckpts))
         ):
             attrs[("checkpoint", cid)] = {
-                "id": f"checkpoint:{model}/{name}",
+                "id": f"checkpoint:{model}@{run}/{name}",
                 "kind": "checkpoint",
                 "model": model,
+                "run": run,
                 "checkpoint": name,
+                "state": state,
                 "step": step,
                 "uri": uri,
-                "run": run,
             }
     versions = _ids(nodes, "version")
     if versions:
