@@ -434,6 +434,17 @@ class DatasetVersion:
             ),
         )
 
+    def was_staged_as(self, staged_name: str) -> bool:
+        """Whether this is the version that was staged as ``staged_name``.
+
+        Committing renames a version (``coco_20231015_staged4`` becomes ``coco_20231015_v3``),
+        so the name alone does not tell; the staged name does (and, for versions staged before
+        numbers moved to commit, the name, which the commit kept).  False when the commit
+        answered another version: identical content existed and was kept, so what was written
+        for ``staged_name`` is an orphan.
+        """
+        return staged_name in (self.name, self.staged_name)
+
     def _services(self, action: str) -> VersionServices:
         if self._client is None:
             raise RuntimeError(f"{self.name}: {action} needs the client that made this version")

@@ -433,7 +433,7 @@ def publish(
             with contextlib.suppress(Exception):
                 remove(uri, options)
         raise
-    if version.storage_prefix != staged.storage_prefix:
+    if not version.was_staged_as(staged.name):
         for uri in copies:  # the existing version was kept; the copies are orphans
             with contextlib.suppress(Exception):
                 remove(uri, options)

@@ -419,7 +419,7 @@ class Registry:
         duplicate_of = committed.duplicate_of
         if not committed.splits:
             committed = self.resolve(committed.name)  # the commit answer carries no shards
-        if duplicate_of or committed.storage_prefix != version.storage_prefix:
+        if duplicate_of or not committed.was_staged_as(version.name):
             existing = duplicate_of or committed.name
             warnings.warn(
                 f"the content is identical to {existing}; keeping that version and abandoning "

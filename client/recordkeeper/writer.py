@@ -495,7 +495,7 @@ class VersionWriter:
         except BaseException:
             self.abort()
             raise
-        if version.storage_prefix != staged.storage_prefix:  # an identical version was kept
+        if not version.was_staged_as(staged.name):  # an identical version was kept
             self._delete_written()
         self._version = version
         return version

@@ -125,16 +125,24 @@ def test_writer_with_nothing_written_fails_clearly(client: rk.Client) -> None:
 
 
 def test_duplicate_content_keeps_existing_unless_forced(client: rk.Client) -> None:
+    staged: list[str] = []
+
     def write() -> rk.DatasetVersion:
         with client.writer("coco") as w:
             for rec in sample_examples(20):
                 w.write(rec)
+        assert w.staged is not None
+        staged.append(w.staged.name)
         return w.version
 
     first = write()
+    assert first.was_staged_as(staged[0]) and first.name != staged[0]  # renamed at commit
+    assert first.verify(deep=True).ok  # its shards were kept under the staged prefix
     with pytest.warns(rk.DuplicateWarning, match=first.name):
         again = write()
     assert again.name == first.name
+    assert not again.was_staged_as(staged[1])  # the existing version answered
+    assert first.verify(deep=True).ok  # deleting the duplicate's copies left the first alone
     with client.writer("coco", force_new=True) as w:
         for rec in sample_examples(20):
             w.write(rec)

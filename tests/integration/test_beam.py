@@ -84,10 +84,12 @@ def write_read_verify(
         tb.write_json_lines(versions, out / "versions", "Versions")
     assert write.staged is not None
     [emitted] = tb.read_lines(out / "versions")
-    assert emitted["name"] == write.staged.name  # committed exactly the staged version
+    assert emitted["staged_name"] == write.staged.name  # committed exactly the staged version
 
     version = client.resolve("coco@latest")
-    assert version.name == write.staged.name and version.state == "committed"
+    assert version.name == emitted["name"] and version.state == "committed"
+    assert version.was_staged_as(write.staged.name)
+    assert version.storage_prefix == write.staged.storage_prefix  # the shards stayed there
     assert version.record_count == len(records)
     train = version.splits["train"]
     if compression == "none":
@@ -174,7 +176,8 @@ def test_retried_bundle_leaves_no_duplicate_or_partial_shard(
 
     version = client.resolve("coco@latest")
     [emitted] = tb.read_lines(tmp_path / "versions")
-    assert emitted["name"] == version.name == write.staged.name  # type: ignore[union-attr]
+    assert emitted["name"] == version.name
+    assert version.was_staged_as(write.staged.name)  # type: ignore[union-attr]
     assert version.record_count == len(payloads)
     uris = [s.uri for s in version.shards]
     assert len(uris) == len(set(uris))

@@ -63,7 +63,7 @@ def test_diff_of_two_versions(client: TestClient) -> None:
     v1 = stage(client, "coco")
     prefix = v1["storage_prefix"]
     assert register(client, v1["name"], shards(prefix, 2)).status_code == 200
-    assert commit(client, v1["name"]).status_code == 200
+    first = ok(commit(client, v1["name"]))  # committing names it coco_…_v1
     v2 = stage(client, "coco")
     wider = example_schema(features=("label", "person"))
     bodies = [
@@ -74,9 +74,9 @@ def test_diff_of_two_versions(client: TestClient) -> None:
     bodies[0]["records_sha256"] = shards(prefix, 2)[0]["records_sha256"]
     bodies[0]["count"] = 3
     assert register(client, v2["name"], bodies).status_code == 200
-    assert commit(client, v2["name"]).status_code == 200
+    second = ok(commit(client, v2["name"]))
     diff: dict[str, Any] = ok(client.get(f"{API}/versions/coco@v1/diff/coco@latest"))
-    assert diff["old"] == v1["name"] and diff["new"] == v2["name"]
+    assert diff["old"] == first["name"] and diff["new"] == second["name"]
     assert diff["same_content"] is False
     assert diff["shards"]["unchanged"] == 1
     assert [(c["split"], c["index"]) for c in diff["shards"]["changed"]] == [("train", 1)]

@@ -44,8 +44,10 @@ def commit_version(
 ) -> DatasetVersion:
     """Register ``registrations`` on ``staged`` and commit it; returns the committed version.
 
-    Identical content keeps the existing version unless ``force_new`` (then the answer's name
-    differs from ``staged``, which the service abandoned).
+    The commit renames the version (its number is given then); identical content keeps the
+    existing version unless ``force_new``: the answer is then that version, not one that
+    :meth:`~recordkeeper.models.DatasetVersion.was_staged_as` ``staged`` (which the service
+    abandoned).
     """
     # VersionNotStaged: an earlier attempt of this bundle committed already; commit answers it
     with contextlib.suppress(VersionNotStaged, VersionImmutable):

@@ -81,7 +81,7 @@ class _Commit(beam.DoFn):
         if self._copies:
             check_stored(ordered, options)
         version = commit_version(self._client, self._staged, ordered, force_new=self._force_new)
-        if version.name != self._staged and self._copies:
+        if self._copies and not version.was_staged_as(self._staged):  # the copies are orphans
             remove_quietly([r["uri"] for r in ordered], options)
         yield version_output(version)
 

@@ -11,7 +11,9 @@
 The plan:
 
 1. **Stage once**, when the transform is applied (on the machine that builds the pipeline): the
-   service allocates the version's number, name and storage prefix (``transform.staged``).
+   service answers the staged name (``coco_20261130_staged3``) and storage prefix
+   (``transform.staged``); the version number and ``rk1`` name are given at commit, and the
+   shards stay under the staged prefix.
 2. **Key**: records are gathered in batches of about 1 MiB (a quarter of ``shard_size`` if
    smaller) and every batch gets a shard key ``(split, k)``, ``k < num_shards``, round-robin
    from a random start per bundle (records are not serialized or hashed here).  If that bundle
@@ -29,7 +31,9 @@ The plan:
 6. **Commit** runs once, after every write: shards are numbered per split in key order, moved
    to their final names ``{split}-00003-of-00016…`` (:func:`recordkeeper.writer.finalize_shard`,
    the writer's own), fast-verified against the store's checksums, registered and committed;
-   what remains under ``_incomplete/`` (parts of failed attempts) is deleted.
+   what remains under ``_incomplete/`` (parts of failed attempts) is deleted.  When the commit
+   answers an existing version with identical content, the moved shards are deleted too
+   (:meth:`~recordkeeper.models.DatasetVersion.was_staged_as`, as ``client.writer`` does).
 
 A failed pipeline never reaches the commit: the version stays *staged*, invisible to
 resolution, and its prefix (temporary shards included) is collected by ``recordkeeper gc``
@@ -258,7 +262,7 @@ class _CommitVersion(beam.DoFn):
             self._client, self._staged, registrations, force_new=self._force_new
         )
         self._remove_leftovers(options)
-        if version.name != self._staged:  # identical content existed: ours are orphans
+        if not version.was_staged_as(self._staged):  # identical content was kept: orphans
             remove_quietly([final for _, _, final in places], options)
         yield version_output(version)
 
