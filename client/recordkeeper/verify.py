@@ -124,7 +124,7 @@ def _deep_check(
     storage_options: Mapping[str, Any] | None,
     advance: Callable[[int], None] | None = None,
 ) -> tuple[ShardProblem | None, int]:
-    from recordkeeper.tfrecord import scan_shard
+    from recordkeeper.tfrecord import scan_shard, source_size
 
     try:
         raw = open_read(shard.uri, storage_options)
@@ -136,13 +136,17 @@ def _deep_check(
     try:
         with storage_errors(shard.uri):
             try:
-                stats = scan_shard(reader, shard.compression, infer_schema=False)
+                size = source_size(raw)  # bounds what a corrupt frame header may claim
+                stats = scan_shard(reader, shard.compression, infer_schema=False, size=size)
             except CorruptShard as exc:
-                offset = exc.extra.get("offset")
-                return (
-                    ShardProblem(shard, "corrupt", exc.detail, offset=offset),
-                    reader.count,
+                problem = ShardProblem(
+                    shard,
+                    "corrupt",
+                    exc.detail,
+                    offset=exc.extra.get("offset"),
+                    compressed_offset=exc.extra.get("compressed_offset"),
                 )
+                return problem, reader.count
     finally:
         reader.close()
     if stats.size != shard.size:
