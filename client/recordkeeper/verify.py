@@ -139,14 +139,14 @@ def _deep_check(
                 size = source_size(raw)  # bounds what a corrupt frame header may claim
                 stats = scan_shard(reader, shard.compression, infer_schema=False, size=size)
             except CorruptShard as exc:
-                problem = ShardProblem(
+                corrupt = ShardProblem(
                     shard,
                     "corrupt",
                     exc.detail,
                     offset=exc.extra.get("offset"),
                     compressed_offset=exc.extra.get("compressed_offset"),
                 )
-                return problem, reader.count
+                return corrupt, reader.count
     finally:
         reader.close()
     if stats.size != shard.size:
