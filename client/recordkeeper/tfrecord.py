@@ -20,7 +20,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import io
 import os
+import stat
 import struct
 import sys
 import zlib
@@ -426,22 +428,30 @@ def _stored_chunks(fileobj: BinarySource) -> Iterator[bytes]:
 
 
 def source_size(fileobj: Any) -> int | None:
-    """How many bytes a binary source still holds from its current position, if it can tell.
-
-    Seekable files (local files, fsspec files, ``io.BytesIO``) tell by seeking to their end and
-    back; anything else (a pipe, a wrapper without ``seek``) gives None.
+    """How many bytes a binary source still holds from its current position, if it can tell
+    without reading: regular files (by their descriptor), fsspec files (their ``size``) and
+    ``io.BytesIO``.  Anything else (a pipe, a decompressing reader, a wrapper) gives None.
     """
     try:
-        if not fileobj.seekable():
-            return None
         here = fileobj.tell()
-        end = fileobj.seek(0, os.SEEK_END)
-        fileobj.seek(here)
     except (AttributeError, OSError, ValueError):
         return None
-    if not isinstance(here, int) or not isinstance(end, int):
+    if not isinstance(here, int):
         return None
-    return max(end - here, 0)
+    total: int | None = None
+    if isinstance(fileobj, io.BytesIO):
+        with fileobj.getbuffer() as view:
+            total = view.nbytes
+    elif isinstance(size := getattr(fileobj, "size", None), int) and not isinstance(size, bool):
+        total = size  # fsspec's AbstractBufferedFile
+    else:
+        try:
+            status = os.fstat(fileobj.fileno())
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+            return None
+        if stat.S_ISREG(status.st_mode):
+            total = status.st_size
+    return None if total is None else max(total - here, 0)
 
 
 class _InflateError(Exception):

@@ -35,26 +35,15 @@ def _both_implementations(implementation: str) -> str:
     return implementation
 
 
-class CountingReader:
-    """A seekable binary source that counts the bytes handed out by ``read``."""
+class CountingReader(io.BytesIO):
+    """An in-memory source (its size known) that counts the bytes handed out by ``read``."""
 
-    def __init__(self, data: bytes) -> None:
-        self._raw = io.BytesIO(data)
-        self.bytes_read = 0
+    bytes_read = 0
 
-    def read(self, size: int = -1) -> bytes:
-        data = self._raw.read(size)
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
         self.bytes_read += len(data)
         return data
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        return self._raw.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._raw.tell()
 
 
 def header(length: int, *, valid_crc: bool = True) -> bytes:
@@ -252,3 +241,31 @@ def test_tensorflow_agrees_on_garbage_after_a_gzip_stream(
     with path.open("rb") as fh, pytest.raises(CorruptShard):
         ours.extend(iter_records(fh, "gzip"))
     assert ours == got
+
+
+def test_sources_that_cannot_tell_their_size_read_as_before() -> None:
+    records = [b"one", b"two"]
+    gz = gzip.GzipFile(fileobj=io.BytesIO(gzip.compress(framed(records))))  # would inflate
+    assert tfrecord.source_size(gz) is None
+    assert list(iter_records(gz)) == records
+    partly_read = io.BytesIO(b"skip" + framed(records))
+    partly_read.read(4)
+    assert tfrecord.source_size(partly_read) == len(framed(records))
+    assert partly_read.tell() == 4  # back where it was
+    assert list(iter_records(partly_read)) == records
+
+
+def test_local_and_fsspec_files_tell_their_size(tmp_path: Path) -> None:
+    import fsspec
+
+    path = tmp_path / "x.tfrecord"
+    path.write_bytes(framed([b"abc"]))
+    with path.open("rb") as fh:
+        assert tfrecord.source_size(fh) == 19
+    with fsspec.open(f"file://{path}", "rb") as fh:
+        assert tfrecord.source_size(fh) == 19
+    with fsspec.open("memory://rk-size/x.tfrecord", "wb") as out:
+        out.write(framed([b"abc"]))
+    with fsspec.open("memory://rk-size/x.tfrecord", "rb") as fh:
+        fh.read(3)
+        assert tfrecord.source_size(fh) == 16

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 import recordkeeper.tfrecord as tfrecord
@@ -39,6 +40,23 @@ from recordkeeper.schema_inference import infer_schema
 from recordkeeper.tfrecord import TFRecordWriter, iter_records, masked_crc32c, scan_shard
 
 SPEEDUPS = _native.speedups
+EXAMPLES = int(os.environ.get("RECORDKEEPER_FUZZ_EXAMPLES", "120"))
+"""Cases per property: the CI budget (see docs/development.md for the long run)."""
+
+
+def fuzz_settings(scale: int = 1) -> settings:
+    """hypothesis settings for ``scale * EXAMPLES`` cases.  Up to 1000 cases (CI) the run is
+    derandomized, so a failure in CI reproduces anywhere; longer runs draw fresh seeds."""
+    return settings(
+        max_examples=EXAMPLES * scale,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        database=None,  # minimal failures are kept by hand in regressions.py, not in a cache
+        derandomize=EXAMPLES <= 1000,
+        print_blob=True,
+    )
+
+
 COMPRESSIONS = ("none", "gzip", "zlib")
 READ_SIZES = (1, 5, 12, 13, 16, 64, 1000, 8 << 20)
 

@@ -1,17 +1,14 @@
 """Differential fuzzing of the TFRecord engine: C against Python, both against TensorFlow.
 
-Budget: ``RECORDKEEPER_FUZZ_EXAMPLES`` cases per test (default 120: about 40 s for this file
-on the 2-core CI machine, TensorFlow's start included).  The long run before a release sets it
-to 20000 (docs/development.md).  A failure prints the minimal case; add it to
+Budget: ``RECORDKEEPER_FUZZ_EXAMPLES`` cases per test (default 120); the long run before a
+release sets it to 20000 (docs/development.md).  A failure prints the minimal case; add it to
 ``regressions.py`` so that it runs on every test run from then on.
 """
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from . import _harness
@@ -22,17 +19,11 @@ from ._harness import (
     agree_with_tensorflow,
     differential,
     file_mutations,
+    fuzz_settings,
     record_sets,
 )
 
-EXAMPLES = int(os.environ.get("RECORDKEEPER_FUZZ_EXAMPLES", "120"))
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    database=None,  # minimal failures are kept by hand in regressions.py, not in a cache
-    derandomize=os.environ.get("RECORDKEEPER_FUZZ_SEED") is None and EXAMPLES <= 1000,
-)
+FUZZ = fuzz_settings()
 
 
 @st.composite

@@ -5,25 +5,16 @@ Under ``scripts/sanitize.sh`` these calls run with AddressSanitizer and UBSan.
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from recordkeeper.schema_inference import _KindClash, _Malformed, _parse
 
-from ._harness import RECORD, SPEEDUPS, frame_header, framed, mutated
+from ._harness import RECORD, SPEEDUPS, frame_header, framed, fuzz_settings, mutated
 from .regressions import OVERLONG_LENGTH
 
-EXAMPLES = int(os.environ.get("RECORDKEEPER_FUZZ_EXAMPLES", "120"))
-DIRECT = settings(
-    max_examples=EXAMPLES * 2,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-    derandomize=os.environ.get("RECORDKEEPER_FUZZ_SEED") is None and EXAMPLES <= 1000,
-)
+DIRECT = fuzz_settings(scale=2)
 
 pytestmark = pytest.mark.skipif(SPEEDUPS is None, reason="recordkeeper._speedups is not built")
 
