@@ -38,7 +38,7 @@ export PYTHONPATH=$SCRATCH/client:$ROOT/service
 export RECORDKEEPER_FUZZ_EXAMPLES=${RECORDKEEPER_FUZZ_EXAMPLES:-500}
 
 "$PYTHON" -c 'import recordkeeper._speedups as s; print("sanitized build:", s.__file__)'
-"$PYTHON" -m pytest -q -p no:cacheprovider tests/fuzz
+"$PYTHON" -m pytest -q -p no:cacheprovider --timeout=0 tests/fuzz
 "$PYTHON" -m pytest -q -p no:cacheprovider -m "not tf" \
     tests/client/test_tfrecord.py tests/client/test_tfrecord_hostile.py \
     tests/client/test_schema_inference.py
