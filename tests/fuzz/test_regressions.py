@@ -13,19 +13,18 @@ import pytest
 from recordkeeper import _native
 
 from ._harness import (
-    READ_SIZES,
     TensorFlowOracle,
     agree_with_tensorflow,
     differential,
     engine,
     implementation,
 )
-from .regressions import CASES
+from .regressions import CASES, TENSORFLOW_CRASHES
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("chunk", READ_SIZES)
+@pytest.mark.parametrize("chunk", [1, 13, 8 << 20])
 @pytest.mark.parametrize("name", list(CASES))
 def test_c_and_python_agree(name: str, chunk: int) -> None:
     data, compression = CASES[name]
@@ -36,9 +35,9 @@ def test_c_and_python_agree(name: str, chunk: int) -> None:
 @pytest.mark.parametrize("name", list(CASES))
 def test_tensorflow_agrees(tf_oracle: TensorFlowOracle, name: str) -> None:
     data, compression = CASES[name]
-    agree_with_tensorflow(
-        differential(data, compression, 8 << 20), tf_oracle.read(data, compression), compression
-    )
+    theirs = tf_oracle.read(data, compression)
+    assert theirs is not None or name in TENSORFLOW_CRASHES, "TensorFlow did not answer"
+    agree_with_tensorflow(differential(data, compression, 8 << 20), theirs, compression)
 
 
 def test_recordkeeper_pure_python_gives_what_the_c_paths_give(tmp_path: Path) -> None:
