@@ -818,9 +818,11 @@ def iter_records(
     the framing is checked.  A bad ``compression`` raises
     :class:`~recordkeeper.errors.InvalidInput` at once.
 
-    ``size`` is how many bytes ``fileobj`` still holds (found by seeking when it is seekable,
-    see :func:`source_size`): a frame claiming more than the stream can hold is refused as soon
-    as its header is read, instead of gathering the rest of the stream first.
+    ``size`` is how many bytes ``fileobj`` still holds (by default what :func:`source_size`
+    finds out: regular files, fsspec files and ``io.BytesIO`` tell): a frame claiming more than
+    the stream can hold — for a GZIP/ZLIB stream, more than its remaining bytes can inflate to —
+    is refused as soon as its header is read, instead of gathering the rest of the stream
+    first.  Without a size such a frame is reported as truncated at the end of the stream.
     """
     compression = normalize_compression(compression)
     if size is None:
