@@ -68,7 +68,8 @@ _WBITS = {"gzip": 31, "zlib": 15}  # zlib window bits selecting the container fo
 _MEM_LEVEL = 9  # TensorFlow's: with the same zlib, gzip/zlib output matches its byte for byte
 _MAX_INFLATE_RATIO = 1032  # deflate's limit: a 258-byte match costs at least a 2-bit code
 _INFLATE_SLACK = 1 << 16  # output the inflater may still owe for input it has consumed
-_LOCATE_STEP = 4096  # on a decompression error, the chunk is inflated again in pieces this big
+_INFLATE_OUT = 8 << 20  # at most this much output per decompression step
+_LOCATE_STEP = 4096  # on a decompression error, the step is inflated again in pieces this big
 _ADD_16 = (16).__add__
 _ADD_4 = (4).__add__
 
@@ -467,10 +468,14 @@ class _InflateError(Exception):
 class _Inflater:
     """Decompresses a stored stream chunk by chunk; gzip may hold several members.
 
-    zlib raises without returning what it decoded before an error, so on an error the chunk is
-    inflated again from a copy of the state before it, piece by piece and then byte by byte: the
-    :class:`_InflateError` carries every byte decoded before the bad one, and its offset in the
-    stored stream.  Only the error path pays for this (one state copy per chunk otherwise).
+    Each chunk's output comes in pieces of at most ``_INFLATE_OUT`` bytes: a small chunk of a
+    very repetitive (or hostile) stream can inflate to gigabytes, which are never held at once.
+
+    zlib raises without returning what it decoded before an error, so on an error the failing
+    step is inflated again from a copy of the state before it, piece by piece and then byte by
+    byte: the :class:`_InflateError` carries every byte decoded before the bad one, and its
+    offset in the stored stream.  Only the error path pays for this (one state copy per step
+    otherwise).
     """
 
     def __init__(self, compression: Compression) -> None:
@@ -481,42 +486,45 @@ class _Inflater:
         self.consumed = 0  # stored bytes inflated so far
         self._member = (0, 0)  # the current member's stored offset, and its output so far
 
-    def __call__(self, data: bytes) -> bytes:
-        saved = self._save()
-        try:
-            out = self._inflate(data, self.consumed)
-        except zlib.error:
-            self._restore(saved)
-            out = self._locate(data)
-        self.consumed += len(data)
-        return out
-
-    def _save(self) -> tuple[Any, bool, tuple[int, int]]:
-        return self._inflater.copy(), self.done, self._member
-
-    def _restore(self, saved: tuple[Any, bool, tuple[int, int]]) -> None:
-        self._inflater, self.done, self._member = saved
-
-    def _inflate(self, data: bytes, base: int) -> bytes:
-        """Inflate ``data``, found at stored offset ``base``."""
-        parts = []
+    def __call__(self, data: bytes) -> Iterator[bytes]:
+        """The output of ``data`` (the next stored bytes), in pieces."""
         while data:
-            out = self._inflater.decompress(data)
-            parts.append(out)
-            self._member = (self._member[0], self._member[1] + len(out))
-            self.done = self._inflater.eof
-            unused = self._inflater.unused_data
-            if unused:
-                base += len(data) - len(unused)
-                if self._compression != "gzip":
-                    raise zlib.error("data after the end of the zlib stream")
-                self._inflater = zlib.decompressobj(self._wbits)
-                self._member = (base, 0)
-                self.done = False
-            data = unused
-        return b"".join(parts)
+            saved = self._save()
+            try:
+                out, data = self._step(data, _INFLATE_OUT)
+            except zlib.error:
+                self._restore(saved)
+                self._locate(data)  # raises _InflateError
+                return  # not reached: zlib fails the same however the input is split
+            if out:
+                yield out
 
-    def _locate(self, data: bytes) -> bytes:
+    def _save(self) -> tuple[Any, bool, int, tuple[int, int]]:
+        return self._inflater.copy(), self.done, self.consumed, self._member
+
+    def _restore(self, saved: tuple[Any, bool, int, tuple[int, int]]) -> None:
+        self._inflater, self.done, self.consumed, self._member = saved
+
+    def _step(self, data: bytes, limit: int) -> tuple[bytes, bytes]:
+        """Inflate the start of ``data`` into at most ``limit`` bytes (0: no limit); return
+        the output and the input left over."""
+        inflater = self._inflater
+        out = inflater.decompress(data, limit)
+        self._member = (self._member[0], self._member[1] + len(out))
+        self.done = inflater.eof
+        rest = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
+        self.consumed += len(data) - len(rest)
+        if rest and inflater.eof:  # another member follows (gzip), or garbage does
+            if self._compression != "gzip":
+                raise zlib.error("data after the end of the zlib stream")
+            self._inflater = zlib.decompressobj(self._wbits)
+            self._member = (self.consumed, 0)
+            self.done = False
+        elif rest and not out:
+            raise zlib.error("no progress")  # never seen; guards the loop
+        return out, rest
+
+    def _locate(self, data: bytes) -> None:
         """Inflate ``data`` again in small pieces; raise :class:`_InflateError` at the bad byte
         (or, for a gzip member whose header is refused, at the member's first byte)."""
         parts = []
@@ -525,10 +533,12 @@ class _Inflater:
             piece = data[pos : pos + step]
             saved = self._save()
             try:
-                parts.append(self._inflate(piece, self.consumed + pos))
+                while piece:
+                    out, piece = self._step(piece, 0)
+                    parts.append(out)
             except zlib.error as exc:
                 if step == 1:
-                    at = self.consumed + pos
+                    at = self.consumed
                     start, produced = self._member
                     if produced == 0 and "header" in str(exc):
                         at = min(at, start)
@@ -536,8 +546,8 @@ class _Inflater:
                 self._restore(saved)
                 step = 1
                 continue
-            pos += len(piece)
-        return b"".join(parts)  # not reached: zlib fails the same however the input is split
+            pos += step
+        raise _InflateError(b"".join(parts), self.consumed, "zlib failed only on a whole chunk")
 
 
 class _Deframer:
@@ -753,7 +763,8 @@ def _record_batches(
     """Records of a stored stream given in chunks, in lists (one per chunk that ends some).
 
     ``on_chunk(stored, uncompressed)`` sees every chunk of the stored stream and, for a
-    compressed one, what it decompressed to (b"" for an uncompressed stream).  ``size`` (the
+    compressed one, what it decompressed to (b"" for an uncompressed stream); a chunk that
+    inflates to several pieces comes with the first, the others with b"".  ``size`` (the
     stored bytes the chunks hold, if known) bounds what a frame may claim: the stream itself,
     or for a compressed one what the stored bytes still to come can inflate to at most.
     """
@@ -762,35 +773,41 @@ def _record_batches(
     fed = 0  # uncompressed bytes given to the deframer
     for stored in chunks:
         stored_any = True
-        data = stored
-        failure: _InflateError | None = None
-        if inflate is not None:
+        pieces = iter((stored,)) if inflate is None else inflate(stored)
+        first = True
+        while True:
+            failure: _InflateError | None = None
             try:
-                data = inflate(stored)
+                data = next(pieces)
+            except StopIteration:
+                break
             except _InflateError as exc:
                 data, failure = exc.decoded, exc
-        fed += len(data)
-        if size is not None:
-            if inflate is None:
-                deframer.limit = size
-            else:
-                left = max(size - inflate.consumed, 0)
-                deframer.limit = fed + left * _MAX_INFLATE_RATIO + _INFLATE_SLACK
-        if on_chunk is not None:
-            on_chunk(stored, b"" if inflate is None else data)
-        records = deframer.feed(data)
-        if records:
-            yield records
-        if deframer.error is not None:
-            raise deframer.error
-        if failure is not None:
-            raise CorruptShard(
-                f"the {compression} stream is corrupt at compressed offset {failure.offset} "
-                f"({failure.reason}), in or after the record at uncompressed offset "
-                f"{deframer.offset}",
-                offset=deframer.offset,
-                compressed_offset=failure.offset,
-            )
+            fed += len(data)
+            if size is not None:
+                if inflate is None:
+                    deframer.limit = size
+                else:
+                    left = max(size - inflate.consumed, 0)
+                    deframer.limit = fed + left * _MAX_INFLATE_RATIO + _INFLATE_SLACK
+            if on_chunk is not None:
+                on_chunk(stored if first else b"", b"" if inflate is None else data)
+            first = False
+            records = deframer.feed(data)
+            if records:
+                yield records
+            if deframer.error is not None:
+                raise deframer.error
+            if failure is not None:
+                raise CorruptShard(
+                    f"the {compression} stream is corrupt at compressed offset {failure.offset} "
+                    f"({failure.reason}), in or after the record at uncompressed offset "
+                    f"{deframer.offset}",
+                    offset=deframer.offset,
+                    compressed_offset=failure.offset,
+                )
+        if first and on_chunk is not None:  # stored bytes that inflated to nothing yet
+            on_chunk(stored, b"")
     if inflate is not None and stored_any and not inflate.done:
         raise CorruptShard(
             f"the {compression} stream is truncated at compressed offset {inflate.consumed}, "

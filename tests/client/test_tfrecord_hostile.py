@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import tracemalloc
 import zlib
 from pathlib import Path
 from types import ModuleType
@@ -269,3 +270,21 @@ def test_local_and_fsspec_files_tell_their_size(tmp_path: Path) -> None:
     with fsspec.open("memory://rk-size/x.tfrecord", "rb") as fh:
         fh.read(3)
         assert tfrecord.source_size(fh) == 16
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_a_stream_that_inflates_a_thousandfold_is_never_held_whole(compression: str) -> None:
+    record = b"\0" * 1024
+    frame = framed([record])
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31 if compression == "gzip" else 15)
+    count = (128 << 20) // len(frame)  # 128 MiB of records from about 130 KiB stored
+    stored = b"".join(compressor.compress(frame) for _ in range(count)) + compressor.flush()
+    assert len(stored) < 1 << 20
+    tracemalloc.start()
+    try:
+        seen = sum(1 for got in iter_records(io.BytesIO(stored), compression) if got == record)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert seen == count
+    assert peak < 48 << 20  # pieces of 8 MiB, not the 128 MiB at once
