@@ -17,6 +17,12 @@ from ._harness import engine, frame_header, framed
 # Example{features: <a ten-byte length prefix of 2**64>}: C read the length as 0.
 OVERLONG_LENGTH = bytes.fromhex("0a80808080808080808002")
 MANY = [f"record {i}".encode() * 3 for i in range(300)]
+SWAPPED_KINDS = [  # {"image/encoded": bytes, "`": float}, {"a": bytes, "image/encoded": float},
+    # {"image/encoded": bytes, "a": float}: both "a" and "image/encoded" have two kinds
+    b"\n\x1e\n\x13\n\rimage/encoded\x12\x02\n\x00\n\x07\n\x01`\x12\x02\x12\x00",
+    b"\n\x1e\n\x07\n\x01a\x12\x02\n\x00\n\x13\n\rimage/encoded\x12\x02\x12\x00",
+    b"\n\x1e\n\x13\n\rimage/encoded\x12\x02\n\x00\n\x07\n\x01a\x12\x02\x12\x00",
+]
 
 
 def _flip(data: bytes, at: int, bit: int = 0) -> bytes:
@@ -41,6 +47,9 @@ CASES: dict[str, tuple[bytes, str]] = {
     # yields nothing, the engine yields the record, whose own CRCs pass, then refuses)
     "gzip trailer CRC flipped": (_flip(gzip.compress(framed([b"\n\x00"]), mtime=0), 28), "gzip"),
     "gzip cut inside its trailer": (gzip.compress(framed(MANY), mtime=0)[:-3], "gzip"),
+    # found by the harness: two features each with two kinds; C summarised the records in
+    # another order and its SchemaConflict named the other feature
+    "two conflicting features": (framed(SWAPPED_KINDS), "none"),
 }
 
 # TensorFlow 2.21 dies (SIGSEGV) reading these: no oracle for them.
