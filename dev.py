@@ -23,7 +23,9 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 
-EXTRAS = {"serve": "server", "test": "all"}
+#: The extras each command installs: the tests need every runtime extra (``all``) and the test
+#: tooling with its servers (``dev``).
+EXTRAS = {"serve": "server", "test": "all,dev"}
 
 
 def _say(message: str) -> None:
@@ -31,7 +33,8 @@ def _say(message: str) -> None:
 
 
 def _ensure_venv(extra: str) -> None:
-    """Create the venv and install ``.[extra]`` unless an identical install is recorded."""
+    """Create the venv and install ``.[extra]`` (comma-separated extras) unless an identical
+    install is recorded."""
     if sys.version_info < (3, 11):  # noqa: UP036 - dev.py may be run by an older python3
         sys.exit(f"recordkeeper needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     if not PYTHON.exists():
@@ -40,7 +43,7 @@ def _ensure_venv(extra: str) -> None:
         subprocess.run([PYTHON, "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
     build_files = b"".join((ROOT / name).read_bytes() for name in ("pyproject.toml", "setup.py"))
     fingerprint = hashlib.sha256(build_files).hexdigest()[:16]
-    stamp = VENV / f".installed-{extra}-{fingerprint}"
+    stamp = VENV / f".installed-{extra.replace(',', '+')}-{fingerprint}"
     if stamp.exists():
         return
     _say(f"installing recordkeeper[{extra}] into .venv (first run downloads dependencies)")

@@ -9,15 +9,22 @@ Everything runs through the public client against the real service under uvicorn
    Peer: ``dvc add`` on the same files in the same run when a ``dvc`` executable is found
    (``$RK_BENCH_DVC`` or on ``PATH``; e.g. ``python3 -m venv /tmp/dvcenv &&
    /tmp/dvcenv/bin/pip install dvc``), else the ~2.6 s measured here before, quoted.
-2. **deep verify** of that version vs ``hashlib.sha256`` over the same files in the same run
-   (one thread reading 4 MiB chunks: what ``sha256sum`` does).
-3. **fast verify** of a 1,000-shard version on the S3 server (SeaweedFS; no download).
-4. **resolve** of a 10,000-shard version (median of several calls, shards included).
+2. **deep verify** of that version on N threads vs ``hashlib.sha256`` over the same files on
+   the same N threads (a file each, 4 MiB reads), alternating in the same run.
+3. **S3**: 1,000 small shards on the S3 server (SeaweedFS): publish in place (listing the
+   directory included) and fast verify (no download).
+4. **resolve** of a 10,000-shard version through the client (``--only-resolve``): cold (nothing
+   held; compact shard pages), held (one conditional request answered 304), and the peer in the
+   same run: the whole Version answer in the full form turned into value objects (how the client
+   resolved before).
 5. **writer**: 200k ~1 KiB Examples to local disk through ``client.writer`` (hashing and
    schema inference included) vs ``tf.io.TFRecordWriter`` writing the same serialized records
    (skipped when TensorFlow is missing).
 
-    .venv/bin/python bench/bench_client.py [--skip-s3] [--skip-tf] [--shards 16] [--shard-mib 64]
+    .venv/bin/python bench/bench_client.py [--only local|s3|writer ...] [--rounds 5]
+                                           [--skip-s3] [--skip-tf] [--shards 16] [--shard-mib 64]
+
+Every figure is the median of ``--rounds`` runs, alternating with its peer.
 """
 
 from __future__ import annotations
@@ -78,13 +85,21 @@ def _write_shards(directory: Path, shards: int, shard_mib: int) -> list[Path]:
     return paths
 
 
-def _sha256_files(paths: list[Path]) -> float:
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(4 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _sha256_files(paths: list[Path], threads: int = 1) -> float:
+    """Seconds ``hashlib.sha256`` takes over ``paths`` on ``threads`` threads (a file each)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     start = time.perf_counter()
-    for p in paths:
-        h = hashlib.sha256()
-        with open(p, "rb") as f:
-            while chunk := f.read(4 << 20):
-                h.update(chunk)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(_sha256_file, paths))
     return time.perf_counter() - start
 
 
@@ -113,7 +128,7 @@ def _dvc_add(work: Path, data: Path) -> float | None:
     return time.perf_counter() - start
 
 
-def bench_local(work: Path, shards: int, shard_mib: int) -> None:
+def bench_local(work: Path, shards: int, shard_mib: int, rounds: int) -> None:
     data = work / "data"
     print(f"writing {shards} x {shard_mib} MiB shards …", flush=True)
     paths = _write_shards(data, shards, shard_mib)
@@ -140,19 +155,7 @@ def bench_local(work: Path, shards: int, shard_mib: int) -> None:
             f"({total / publish_s / 1e9:.2f} GB/s); {peer} -> "
             f"{(dvc_s or 2.6) / publish_s:.1f}x faster"
         )
-        sha_times, deep_times = [], []
-        for _ in range(3):
-            sha_times.append(_sha256_files(paths))
-            start = time.perf_counter()
-            report = v.verify(deep=True, progress=False)
-            deep_times.append(time.perf_counter() - start)
-            assert report.ok
-        sha_s, deep_s = min(sha_times), min(deep_times)
-        print(
-            f"[deep verify] {total / deep_s / 1e9:.2f} GB/s ({deep_s:.2f} s, re-hash + every "
-            f"record CRC, {os.cpu_count()} cores) vs hashlib.sha256 one thread "
-            f"{total / sha_s / 1e9:.2f} GB/s ({sha_s:.2f} s): ratio {sha_s / deep_s:.2f}x"
-        )
+        bench_deep(v, paths, total, rounds)
         start = time.perf_counter()
         assert v.verify().ok
         print(f"[fast verify local] {len(paths)} shards: {time.perf_counter() - start:.3f} s")
@@ -178,7 +181,39 @@ def bench_local(work: Path, shards: int, shard_mib: int) -> None:
         svc.stop()
 
 
-def bench_resolve(client: rk.Client, data: Path, n: int = 10_000) -> None:
+def bench_deep(v: rk.DatasetVersion, paths: list[Path], total: int, rounds: int) -> None:
+    """Deep verify on N threads vs hashlib.sha256 on the same N threads, alternating."""
+    threads = max(2, os.cpu_count() or 2)  # what verify(deep=True) uses by default
+    sha_times, deep_times, sha_cpu, deep_cpu = [], [], [], []
+    for _ in range(rounds):
+        cpu = time.process_time()
+        sha_times.append(_sha256_files(paths, threads))
+        sha_cpu.append(time.process_time() - cpu)
+        start, cpu = time.perf_counter(), time.process_time()
+        report = v.verify(deep=True, progress=False, max_workers=threads)
+        deep_times.append(time.perf_counter() - start)
+        deep_cpu.append(time.process_time() - cpu)
+        assert report.ok
+    sha_s, deep_s = statistics.median(sha_times), statistics.median(deep_times)
+    print(
+        f"[deep verify] median {total / deep_s / 1e9:.2f} GB/s ({deep_s:.2f} s, re-hash + every "
+        f"record CRC, {threads} threads) vs hashlib.sha256 on {threads} threads "
+        f"{total / sha_s / 1e9:.2f} GB/s ({sha_s:.2f} s): ratio {sha_s / deep_s:.2f}x; "
+        f"runs {_runs(deep_times)} vs {_runs(sha_times)}; CPU seconds (all threads) "
+        f"{statistics.median(deep_cpu):.2f} vs {statistics.median(sha_cpu):.2f}: ratio "
+        f"{statistics.median(sha_cpu) / statistics.median(deep_cpu):.2f}x"
+    )
+
+
+def _runs(times: list[float]) -> str:
+    return "/".join(f"{t:.2f}" for t in times)
+
+
+def bench_resolve(client: rk.Client, data: Path, n: int = 10_000, rounds: int = 9) -> None:
+    """Resolve a 10,000-shard version: cold (the client holds nothing), held (the client
+    resolved it before: one conditional request, 304), and the peer in the same run: the
+    previous way, the whole Version answer with every shard in the full form turned into
+    value objects."""
     staged = client.stage("bigres")
     # synthetic shards (registration only; nothing is read), built as the load driver builds them
     shards = shard_bodies((data / "x").as_uri() + "/", n, tag="bigres")
@@ -186,19 +221,40 @@ def bench_resolve(client: rk.Client, data: Path, n: int = 10_000) -> None:
     client.register_shards(staged, shards)
     client.commit(staged)
     register_s = time.perf_counter() - start
-    times = []
-    for _ in range(7):
+    client.resolve("bigres@latest")  # the service's caches warm, as on a running service
+    client.http.api("GET", "/versions/bigres@latest")
+    cold, held, materialize, full = [], [], [], []
+    for _ in range(rounds):
+        client.registry.cache.clear()
         start = time.perf_counter()
         v = client.resolve("bigres@latest")
-        times.append(time.perf_counter() - start)
-    assert v.shard_count == n and len(v.shards) == n
+        cold.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        assert len(list(v.shards)) == n
+        materialize.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        body = client.http.api("GET", "/versions/bigres@latest")
+        old = rk.DatasetVersion.from_dict(body)
+        full.append(time.perf_counter() - start)
+    assert v.shard_count == n and old.shards == v.shards
+    del body, old
+    for _ in range(rounds * 3):  # the steady state of a client resolving a version it holds
+        start = time.perf_counter()
+        again = client.resolve("bigres@latest")
+        held.append(time.perf_counter() - start)
+    assert again.split("train").shards is v.split("train").shards
+    med = statistics.median
     print(
-        f"[resolve] {n}-shard version: median {statistics.median(times) * 1000:.0f} ms "
-        f"(min {min(times) * 1000:.0f} ms); registering them took {register_s:.2f} s"
+        f"[resolve] {n}-shard version: cold {med(cold) * 1000:.0f} ms, held "
+        f"{med(held) * 1000:.1f} ms (medians of {rounds} and {3 * rounds}); peer, same run: "
+        f"full Version answer + value objects {med(full) * 1000:.0f} ms -> "
+        f"cold {med(full) / med(cold):.1f}x, "
+        f"held {med(full) / med(held):.0f}x faster; building every Shard object afterwards "
+        f"{med(materialize) * 1000:.0f} ms; registering them took {register_s:.2f} s"
     )
 
 
-def bench_s3(work: Path, n: int = 1000) -> None:
+def bench_s3(work: Path, rounds: int, n: int = 1000) -> None:
     from tests.servers.s3 import start_s3_server
 
     srv = start_s3_server()
@@ -231,23 +287,33 @@ def bench_s3(work: Path, n: int = 1000) -> None:
         )
         try:
             client = svc.client(storage_options=opts)
-            start = time.perf_counter()
-            v = client.publish(
-                rk.Dataset.from_directory(f"{bucket}/raw", name="s3bench", storage_options=opts),
-                progress=False,
-            )
-            pub_s = time.perf_counter() - start
-            times = []
-            for _ in range(3):
-                start = time.perf_counter()
+            pub_times, pub_cpu = [], []
+            for _ in range(rounds):  # listing the directory included, as users run it
+                start, cpu = time.perf_counter(), time.process_time()
+                v = client.publish(
+                    rk.Dataset.from_directory(
+                        f"{bucket}/raw", name="s3bench", storage_options=opts
+                    ),
+                    progress=False,
+                    force_new=True,
+                )
+                pub_times.append(time.perf_counter() - start)
+                pub_cpu.append(time.process_time() - cpu)
+            times, cpu_times = [], []
+            for _ in range(rounds):
+                start, cpu = time.perf_counter(), time.process_time()
                 report = v.verify()
                 times.append(time.perf_counter() - start)
+                cpu_times.append(time.process_time() - cpu)
                 assert report.ok, report.problems[:3]
             print(
-                f"\n[fast verify S3] {n} shards on SeaweedFS: {min(times):.2f} s "
-                f"(median {statistics.median(times):.2f} s; head_object with checksums, "
-                f"32 threads); publishing them in place took {pub_s:.2f} s, uploading "
-                f"{put_s:.2f} s"
+                f"\n[fast verify S3] {n} shards on SeaweedFS: median "
+                f"{statistics.median(times):.2f} s (runs {_runs(times)}; CPU of this process "
+                f"{statistics.median(cpu_times):.2f} s)"
+                f"\n[publish S3 in place] {n} small shards: median "
+                f"{statistics.median(pub_times):.2f} s (runs {_runs(pub_times)}; CPU of this "
+                f"process, the service's thread included, {statistics.median(pub_cpu):.2f} s); "
+                f"uploading them with boto3 took {put_s:.2f} s"
             )
         finally:
             svc.stop()
@@ -255,7 +321,7 @@ def bench_s3(work: Path, n: int = 1000) -> None:
         srv.stop()
 
 
-def bench_writer(work: Path, n: int = 200_000) -> None:
+def bench_writer(work: Path, rounds: int, n: int = 200_000) -> None:
     try:
         import tensorflow as tf
     except ImportError:
@@ -271,25 +337,29 @@ def bench_writer(work: Path, n: int = 200_000) -> None:
     )
     try:
         client = svc.client()
-        tf_times, rk_times = [], []
-        for rnd in range(3):
+        tf_times, rk_times, tf_cpu, rk_cpu = [], [], [], []
+        for rnd in range(rounds):
             path = str(work / f"tf-{rnd}.tfrecord")
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             with tf.io.TFRecordWriter(path) as w:
                 for rec in records:
                     w.write(rec)
             tf_times.append(time.perf_counter() - start)
+            tf_cpu.append(time.process_time() - cpu)
             os.remove(path)
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             with client.writer("wbench", shard_size="256MB", force_new=True) as rw:
                 for rec in records:
                     rw.write(rec)
             rk_times.append(time.perf_counter() - start)
-        tf_s, rk_s = min(tf_times), min(rk_times)
+            rk_cpu.append(time.process_time() - cpu)
+        tf_s, rk_s = statistics.median(tf_times), statistics.median(rk_times)
         print(
-            f"\n[writer] {n} records of ~{len(records[0])} B: client.writer {rk_s:.2f} s "
-            f"(hashes, schema, register, commit) vs tf.io.TFRecordWriter {tf_s:.2f} s: "
-            f"ratio {rk_s / tf_s:.2f}x"
+            f"\n[writer] {n} records of ~{len(records[0])} B: client.writer median {rk_s:.3f} s "
+            f"(hashes, schema, register, commit) vs tf.io.TFRecordWriter {tf_s:.3f} s: "
+            f"ratio {rk_s / tf_s:.2f}x; runs {_runs(rk_times)} vs {_runs(tf_times)}; CPU seconds"
+            f" (all threads, the in-process service's included) {statistics.median(rk_cpu):.2f}"
+            f" vs {statistics.median(tf_cpu):.2f}"
         )
     finally:
         svc.stop()
@@ -299,16 +369,45 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--shard-mib", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=5, help="runs per measurement (median)")
+    parser.add_argument(
+        "--only",
+        choices=["local", "s3", "writer"],
+        action="append",
+        help="run only these parts (local: publish, deep/fast verify, resolve); repeatable",
+    )
     parser.add_argument("--skip-s3", action="store_true")
     parser.add_argument("--skip-tf", action="store_true")
+    parser.add_argument(
+        "--only-resolve", action="store_true", help="only the 10,000-shard resolve (row 4)"
+    )
     args = parser.parse_args()
+    parts = set(args.only or ["local", "s3", "writer"])
+    if args.skip_s3:
+        parts.discard("s3")
+    if args.skip_tf:
+        parts.discard("writer")
     work = Path(tempfile.mkdtemp(prefix="rk-bench-"))
     try:
-        bench_local(work, args.shards, args.shard_mib)
-        if not args.skip_s3:
-            bench_s3(work)
-        if not args.skip_tf:
-            bench_writer(work)
+        if args.only_resolve:
+            store = work / "store"
+            store.mkdir()
+            svc = start_live_service(
+                storage_root=store.as_uri(),
+                allowed_roots=[store.as_uri(), work.as_uri()],
+                database_url=f"sqlite:///{work / 'registry.db'}",
+            )
+            try:
+                bench_resolve(svc.client(), work)
+            finally:
+                svc.stop()
+            return
+        if "local" in parts:
+            bench_local(work, args.shards, args.shard_mib, args.rounds)
+        if "s3" in parts:
+            bench_s3(work, args.rounds)
+        if "writer" in parts:
+            bench_writer(work, args.rounds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

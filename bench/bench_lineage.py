@@ -120,8 +120,14 @@ def load(db: Database, args: argparse.Namespace, rng: random.Random) -> dict[str
             with cur.copy("COPY models (id, name, created_at, created_by) FROM STDIN") as copy:
                 for k in range(1, args.models + 1):
                     copy.write_row((k, f"model{k}", now, "bench"))
+            # one run per model (its chain), named as a run derived from its directory would be
             with cur.copy(
-                "COPY checkpoints (id, model_id, name, step, uri, parent_id, parent_kind, "
+                "COPY runs (id, model_id, name, directory, created_at, created_by) FROM STDIN"
+            ) as copy:
+                for k in range(1, args.models + 1):
+                    copy.write_row((k, k, f"model{k}-run", f"s3://bench/model{k}", now, "bench"))
+            with cur.copy(
+                "COPY checkpoints (id, model_id, run_id, name, step, uri, parent_id, parent_kind, "
                 "saved_models, metrics, metadata, created_at, created_by) FROM STDIN"
             ) as copy:
                 for k in range(1, args.models + 1):
@@ -131,6 +137,7 @@ def load(db: Database, args: argparse.Namespace, rng: random.Random) -> dict[str
                         copy.write_row(
                             (
                                 cid,
+                                k,
                                 k,
                                 f"ckpt-{i}",
                                 i * 1000,
@@ -145,15 +152,22 @@ def load(db: Database, args: argparse.Namespace, rng: random.Random) -> dict[str
                             )
                         )
             edges = 0
+            graph = open(args.graph_file, "w") if args.graph_file else None  # noqa: SIM115
             with cur.copy(
                 "COPY checkpoint_data (checkpoint_id, version_id, split, role) FROM STDIN"
             ) as copy:
                 population = range(1, args.versions + 1)
                 for cid in range(1, args.models * args.chain + 1):
-                    for v in rng.sample(population, args.per_segment):
+                    drawn = rng.sample(population, args.per_segment)
+                    for v in drawn:
                         copy.write_row((cid, v, "train", "train"))
                         edges += 1
-            for table in ("datasets", "versions", "models", "checkpoints"):
+                    if graph is not None:  # the same graph for the ML Metadata peer
+                        parent = cid - 1 if (cid - 1) % args.chain else 0
+                        graph.write(f"{cid} {parent} {' '.join(map(str, drawn))}\n")
+            if graph is not None:
+                graph.close()
+            for table in ("datasets", "versions", "models", "runs", "checkpoints"):
                 cur.execute(
                     f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                     f"(SELECT max(id) FROM {table}))"
@@ -222,6 +236,60 @@ def hop_by_hop(db: Database, ref: tuple[int, int]) -> set[int]:
     return versions
 
 
+def _over_http(
+    url: str, tips: list[str], versions: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The same upstream and downstream questions through ``recordkeeper.Client`` against the
+    service under uvicorn (a real socket) on the same database."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.integration.conftest import start_live_service
+
+    store = Path(args.graph_file or "/tmp").parent.as_uri()
+    service = start_live_service(storage_root=store, allowed_roots=[store], database_url=url)
+    try:
+        client = service.client()
+        timed(client.lineage, tips[: min(20, len(tips))])  # warm the connection and caches
+        up, up_r = timed(client.lineage, tips, lambda r: len(set(r.versions)))
+        down, down_r = timed(
+            lambda v: client.consumers(v, transitive=False), versions, lambda r: len(r.checkpoints)
+        )
+        client.close()
+    finally:
+        service.stop()
+    return {
+        "upstream": {**summary(up), "distinct_versions_mean": round(statistics.mean(up_r), 1)},
+        "downstream_direct": {
+            **summary(down),
+            "checkpoints_mean": round(statistics.mean(down_r), 1),
+        },
+    }
+
+
+def _mlmd(args: argparse.Namespace, tips: list[str], picks: list[int]) -> dict[str, Any]:
+    """Run ``mlmd_peer.py`` in the ML Metadata venv on the graph file of this run."""
+    import subprocess
+
+    tip_ids = [
+        (int(t.split("/")[0].removeprefix("model")) - 1) * args.chain + args.chain for t in tips
+    ]
+    out = subprocess.run(
+        [
+            args.mlmd,
+            str(Path(__file__).resolve().parent / "mlmd_peer.py"),
+            args.graph_file,
+            "--tips",
+            ",".join(map(str, tip_ids)),
+            "--versions",
+            ",".join(map(str, picks)),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     with scratch_database(args.url) as url:
@@ -271,6 +339,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         "transitive_p50_ms": summary(tr)["p50_ms"],
                     }
                 )
+            http = _over_http(url, tips, versions, args) if not args.skip_http else None
             peer_inputs = [(int(t.split("/")[0].removeprefix("model")), args.chain) for t in tips]
             peer_n = min(n, args.peer_queries)
             peer_t, peer_r = timed(lambda r: hop_by_hop(db, r), peer_inputs[:peer_n], len)
@@ -298,6 +367,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "checkpoints_mean": round(statistics.mean(trans_r), 1),
         },
         "peer_hop_by_hop_upstream": {**summary(peer_t), "queries": peer_n},
+        "http_client": http,
+        "ml_metadata": _mlmd(args, tips, picks) if args.mlmd else None,
         "queries": n,
         "rounds": rounds,
         # Other work on these 2 vCPUs shows in the tails: record how busy the machine was.
@@ -312,6 +383,34 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def print_table(result: dict[str, Any]) -> None:
     rows = [
         ("upstream: lineage(model/ckpt-100), complete chain", result["upstream"]),
+        *(
+            [
+                (
+                    "HTTP + client: client.lineage(model/ckpt-100)",
+                    result["http_client"]["upstream"],
+                ),
+                (
+                    "HTTP + client: client.consumers(version, transitive=False)",
+                    result["http_client"]["downstream_direct"],
+                ),
+            ]
+            if result.get("http_client")
+            else []
+        ),
+        *(
+            [
+                (
+                    "ML Metadata get_lineage_subgraph UPSTREAM, 100 hops (incomplete)",
+                    result["ml_metadata"]["upstream"],
+                ),
+                (
+                    "ML Metadata get_lineage_subgraph DOWNSTREAM, 2 hops",
+                    result["ml_metadata"]["downstream_direct"],
+                ),
+            ]
+            if result.get("ml_metadata")
+            else []
+        ),
         ("downstream, direct: consumers(version)", result["downstream_direct"]),
         ("downstream, transitive: + descendants", result["downstream_transitive"]),
         ("peer: upstream hop by hop", result["peer_hop_by_hop_upstream"]),
@@ -342,7 +441,18 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=int, default=3, help="repeat the timed series; figures pool all rounds"
     )
     parser.add_argument("--seed", type=int, default=20231015)
+    parser.add_argument(
+        "--mlmd",
+        metavar="PYTHON",
+        help="python of a venv with ml-metadata: run the ML Metadata peer on the same graph",
+    )
+    parser.add_argument("--skip-http", action="store_true", help="no HTTP/client timings")
     args = parser.parse_args(argv)
+    args.graph_file = None
+    if args.mlmd or not args.skip_http:
+        import tempfile
+
+        args.graph_file = str(Path(tempfile.mkdtemp(prefix="rk-lineage-")) / "graph.txt")
     if args.versions % DATASETS_PER_100:
         parser.error(f"--versions must be a multiple of {DATASETS_PER_100}")
     result = run(args)

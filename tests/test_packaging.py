@@ -81,6 +81,31 @@ def test_every_source_package_is_in_the_wheel(wheel: Path) -> None:
     ), "no migration revisions in the wheel"
     assert "recordkeeper_service/migrations/script.py.mako" in names
     assert "recordkeeper/py.typed" in names
+    # /docs and /redoc work offline: their assets and licences ship in the wheel.
+    assets = ROOT / "service" / "recordkeeper_service" / "static" / "api-docs"
+    for asset in sorted(p.name for p in assets.iterdir()):
+        assert f"recordkeeper_service/static/api-docs/{asset}" in names, asset
+
+
+def test_the_web_ui_is_in_the_wheel(wheel: Path, clean_python: Path) -> None:
+    """Every file of the UI folder the browser needs ships as package data, with the vendored
+    library's licence; the installed service finds them (docs/ui.md)."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    ui = ROOT / "service" / "recordkeeper_service" / "ui"
+    wanted = {
+        "recordkeeper_service/" + str(path.relative_to(ui.parent))
+        for path in ui.rglob("*")
+        if path.suffix in (".html", ".js", ".css") or path.name == "LICENSE.txt"
+    }
+    assert "recordkeeper_service/ui/vendor/cytoscape/LICENSE.txt" in wanted
+    assert not wanted - names, f"UI files left out of the wheel: {sorted(wanted - names)}"
+    code = (
+        "from recordkeeper_service.routes.ui import _assets\n"
+        "assets = _assets()\n"
+        "assert 'index.html' in assets and 'vendor/cytoscape/cytoscape.esm.min.js' in assets\n"
+    )
+    result = subprocess.run([clean_python, "-c", code], capture_output=True, text=True, cwd="/")
+    assert result.returncode == 0, result.stderr
 
 
 def test_every_subpackage_imports_from_the_installed_wheel(clean_python: Path) -> None:

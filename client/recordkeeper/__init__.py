@@ -9,6 +9,7 @@ from __future__ import annotations
 from recordkeeper.client import Client, DuplicateWarning
 from recordkeeper.core.errors import (
     AliasNotFound,
+    AmbiguousCheckpoint,
     AuthenticationRequired,
     CheckpointConflict,
     CheckpointNotFound,
@@ -41,6 +42,7 @@ from recordkeeper.core.errors import (
     ServerError,
     ServiceUnavailable,
     ShardConflict,
+    StaleLock,
     StorageError,
     StorageRootNotAllowed,
     TokenNotFound,
@@ -60,13 +62,15 @@ from recordkeeper.core.version import __version__
 from recordkeeper.dataset import Dataset, ShardFile
 from recordkeeper.diff import FeatureChange, ShardChange, VersionDiff
 from recordkeeper.lineage import CheckpointInfo, Consumers, Lineage, LineageGraph
+from recordkeeper.locking import lock_config
 from recordkeeper.models import DatasetInfo, DatasetVersion, Shard, Split
-from recordkeeper.pinned import PinnedData, load_pinned, lock_config
+from recordkeeper.pinned import PinnedData, load_pinned
 from recordkeeper.verify import ShardProblem, VerifyReport
 from recordkeeper.writer import VersionWriter
 
 __all__ = [
     "AliasNotFound",
+    "AmbiguousCheckpoint",
     "AuthenticationRequired",
     "CheckpointConflict",
     "CheckpointInfo",
@@ -120,6 +124,7 @@ __all__ = [
     "ShardFile",
     "ShardProblem",
     "Split",
+    "StaleLock",
     "StorageError",
     "StorageRootNotAllowed",
     "TokenNotFound",

@@ -22,7 +22,12 @@
  *       deframe() and structure_keys() in one pass without the GIL and without a Python object
  *       per record: for schema inference while scanning a shard.
  *
- *   crc32c(data, value=0) -> int      (plain CRC32C, for tests of this module)
+ *   frame(records) -> bytes
+ *       The TFRecord framing (length, masked CRCs) of a list of bytes records, joined, built
+ *       without the GIL: what TFRecordWriter writes.
+ *
+ *   crc32c(data, value=0) -> int      (plain CRC32C, for tests of this module; three
+ *       interleaved lanes with SSE4.2, see crc_hw3)
  *
  * The pure-Python implementations remain the reference; the tests run both.
  */
@@ -90,9 +95,85 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uns
 }
 #endif
 
+#ifdef RK_HAVE_SSE42
+/* Three interleaved CRCs.  crc32 has a latency of 3 cycles and a throughput of 1, so one
+ * dependency chain (crc_hw) runs at a third of the instruction's speed.  crc_hw3 splits a run
+ * of 3 * L bytes into three lanes of L bytes, runs the three chains side by side and joins
+ * them: with raw (un-inverted) registers, crc(A || B) = zeros_L(crc(A)) ^ crc0(B), where
+ * zeros_L(v) is the register after L zero bytes starting from v (linear in v, so a table per
+ * byte of v) and crc0(B) the register after B starting from 0.  Long lanes serve big buffers,
+ * short ones records of about a kilobyte (records are checked one by one). */
+#define RK_CRC3_LONG 2048
+#define RK_CRC3_SHORT 128
+static uint32_t crc3_long[4][256];
+static uint32_t crc3_short[4][256];
+
+__attribute__((target("sse4.2"))) static uint32_t crc3_zeros(uint32_t v, size_t n) {
+    uint64_t c = v;
+    for (size_t i = 0; i < n / 8; i++) c = _mm_crc32_u64(c, 0);
+    return (uint32_t)c;
+}
+
+static void crc3_table(uint32_t table[4][256], size_t n) {
+    uint32_t basis[32];
+    for (int i = 0; i < 32; i++) basis[i] = crc3_zeros(1u << i, n);
+    for (int k = 0; k < 4; k++)
+        for (uint32_t b = 0; b < 256; b++) {
+            uint32_t v = 0;
+            for (int i = 0; i < 8; i++)
+                if (b & (1u << i)) v ^= basis[8 * k + i];
+            table[k][b] = v;
+        }
+}
+
+static void crc3_init(void) {
+    if (!use_hw) return;
+    crc3_table(crc3_long, RK_CRC3_LONG);
+    crc3_table(crc3_short, RK_CRC3_SHORT);
+}
+
+static inline uint32_t crc3_shift(uint32_t table[4][256], uint32_t c) {
+    return table[0][c & 0xFF] ^ table[1][(c >> 8) & 0xFF] ^ table[2][(c >> 16) & 0xFF] ^
+           table[3][c >> 24];
+}
+
+__attribute__((target("sse4.2"))) static uint64_t crc3_lanes(uint64_t c0, const unsigned char *p,
+                                                              size_t lane,
+                                                              uint32_t table[4][256]) {
+    uint64_t c1 = 0, c2 = 0;
+    for (size_t i = 0; i < lane; i += 8) {
+        uint64_t w0, w1, w2;
+        memcpy(&w0, p + i, 8);
+        memcpy(&w1, p + lane + i, 8);
+        memcpy(&w2, p + 2 * lane + i, 8);
+        c0 = _mm_crc32_u64(c0, w0);
+        c1 = _mm_crc32_u64(c1, w1);
+        c2 = _mm_crc32_u64(c2, w2);
+    }
+    uint32_t c = crc3_shift(table, (uint32_t)c0) ^ (uint32_t)c1;
+    return crc3_shift(table, c) ^ (uint32_t)c2;
+}
+
+__attribute__((target("sse4.2"))) static uint32_t crc_hw3(uint32_t crc, const unsigned char *p,
+                                                           size_t n) {
+    uint64_t c = (uint32_t)~crc;
+    while (n >= 3 * RK_CRC3_LONG) {
+        c = crc3_lanes(c, p, RK_CRC3_LONG, crc3_long);
+        p += 3 * RK_CRC3_LONG;
+        n -= 3 * RK_CRC3_LONG;
+    }
+    while (n >= 3 * RK_CRC3_SHORT) {
+        c = crc3_lanes(c, p, RK_CRC3_SHORT, crc3_short);
+        p += 3 * RK_CRC3_SHORT;
+        n -= 3 * RK_CRC3_SHORT;
+    }
+    return crc_hw(~(uint32_t)c, p, n);
+}
+#endif
+
 static uint32_t crc32c(uint32_t crc, const unsigned char *p, size_t n) {
 #ifdef RK_HAVE_SSE42
-    if (use_hw) return crc_hw(crc, p, n);
+    if (use_hw) return n >= 3 * RK_CRC3_SHORT ? crc_hw3(crc, p, n) : crc_hw(crc, p, n);
 #endif
 #if PY_LITTLE_ENDIAN
     return crc_sw(crc, p, n);
@@ -677,6 +758,57 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ framing */
+
+static void put_le32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* frame(records) -> bytes: the TFRecord framing of every record of a list of bytes, joined.
+ * The list is copied to a tuple first (it owns the records while the GIL is released). */
+static PyObject *py_frame(PyObject *self, PyObject *arg) {
+    PyObject *records = PySequence_Tuple(arg);
+    if (records == NULL) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(records);
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(records, i);
+        if (!PyBytes_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "record %zd is %.80s, not bytes", i,
+                         Py_TYPE(item)->tp_name);
+            Py_DECREF(records);
+            return NULL;
+        }
+        Py_ssize_t size = PyBytes_GET_SIZE(item);
+        if (size > PY_SSIZE_T_MAX - 16 - total) {
+            PyErr_SetString(PyExc_OverflowError, "records too large to frame at once");
+            Py_DECREF(records);
+            return NULL;
+        }
+        total += size + 16;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) {
+        Py_DECREF(records);
+        return NULL;
+    }
+    unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(records, i);
+        const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(item);
+        uint64_t size = (uint64_t)PyBytes_GET_SIZE(item);
+        for (int b = 0; b < 8; b++) dst[b] = (unsigned char)(size >> (8 * b));
+        put_le32(dst + 8, masked(crc32c(0, dst, 8)));
+        memcpy(dst + 12, data, (size_t)size);
+        put_le32(dst + 12 + size, masked(crc32c(0, data, (size_t)size)));
+        dst += 16 + size;
+    }
+    Py_END_ALLOW_THREADS
+    Py_DECREF(records);
+    return out;
+}
+
 static PyObject *py_crc32c(PyObject *self, PyObject *args) {
     Py_buffer view;
     unsigned int value = 0;
@@ -692,6 +824,7 @@ static PyMethodDef methods[] = {
     {"deframe_keys", py_deframe_keys, METH_VARARGS,
      "deframe() that counts structure keys instead of returning records."},
     {"crc32c", py_crc32c, METH_VARARGS, "CRC32C of a bytes-like object."},
+    {"frame", py_frame, METH_O, "The TFRecord framing of a list of bytes records, joined."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -699,6 +832,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups", NULL, -1
 
 PyMODINIT_FUNC PyInit__speedups(void) {
     crc_init();
+#ifdef RK_HAVE_SSE42
+    crc3_init();
+#endif
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "hardware_crc", use_hw) < 0) {
         Py_DECREF(m);

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import recordkeeper.lineage as lineage_calls
-from recordkeeper import gc
+from recordkeeper import checkpoint_check, gc
+from recordkeeper.compare import compare
 from recordkeeper.http import DEFAULT_URL, HttpCore
 from recordkeeper.lineage_queue import FlushResult, RegistrationQueue
 from recordkeeper.pinned import PinnedData, load_pinned
@@ -135,6 +136,7 @@ class Client:
     datasets = _on_registry(Registry.datasets)
     versions = _on_registry(Registry.versions)
     resolve = _on_registry(Registry.resolve)
+    verify = _on_registry(Registry.verify)
     schema = _on_registry(Registry.schema)
     diff = _on_registry(Registry.diff)
 
@@ -165,6 +167,10 @@ class Client:
     consumers = _on_http(lineage_calls.consumers)
     shard_consumers = _on_http(lineage_calls.shard_consumers)
     lineage_graph = _on_http(lineage_calls.lineage_graph)
+    mark_checkpoint_deleted = _on_http(lineage_calls.mark_checkpoint_deleted)
+    check_checkpoints = _on_registry(checkpoint_check.check_checkpoints)
+    check_model = _on_http(lineage_calls.check_model)
+    compare = _on_http(compare)
 
     def resolve_pinned(self, path: str | Path, **kwargs: Any) -> PinnedData:
         """Resolve a pinned training config (see :mod:`recordkeeper.pinned`)."""

@@ -18,7 +18,9 @@ name                                       split, shard
 =========================================  ===========================================
 
 The split is the last split word in the name (``train``, ``validation``, ``val``, ``dev``,
-``eval``, ``test`` …), else the file's stem.  Several unsharded files of one split become its
+``eval``, ``test`` …), else a split word among its directories, else the file's stem: one rule,
+:func:`recordkeeper.core.splits.split_from_path`, for a directory's files and for a file
+published alone (:meth:`Dataset.from_file`).  Several unsharded files of one split become its
 shards in natural name order.  Compression comes from the suffix (``.gz`` → gzip,
 ``.zlib``/``.zz`` → zlib) or is detected from the bytes at publish time (``write_small_dataset``
 with ``tfrecords_gzip`` writes GZIP without a ``.gz`` suffix).
@@ -36,30 +38,18 @@ from typing import Any
 
 from recordkeeper.core.errors import InvalidName, InvalidShard
 from recordkeeper.core.naming import validate_dataset_name
-from recordkeeper.core.splits import validate_split_name
+from recordkeeper.core.splits import (
+    COMPRESSION_EXTENSIONS,
+    parse_sharded_name,
+    split_from_path,
+    strip_record_suffixes,
+    validate_split_name,
+)
 from recordkeeper.storage import join_uri, list_files, open_read, to_uri
 
 __all__ = ["COMPRESSION_SUFFIXES", "Dataset", "ShardFile", "compression_suffix"]
 
 COMPRESSION_SUFFIXES = {"none": ".tfrecord", "gzip": ".tfrecord.gz", "zlib": ".tfrecord.zlib"}
-_COMPRESSION_EXT = {".gz": "gzip", ".gzip": "gzip", ".zlib": "zlib", ".zz": "zlib"}
-_RECORD_EXT = {".tfrecord", ".tfrecords", ".tfrec", ".tfr", ".record", ".records"}
-_SPLIT_WORDS = {
-    "train",
-    "training",
-    "validation",
-    "valid",
-    "val",
-    "dev",
-    "eval",
-    "evaluation",
-    "test",
-    "testing",
-    "holdout",
-}
-_SHARDED_RE = re.compile(
-    r"^(?P<stem>.*?)[-_.]?(?P<index>\d+)-of-(?P<count>\d+)(?P<rest>(?:\.[A-Za-z0-9]+)*)$"
-)
 _IGNORED_NAMES = {"_SUCCESS", "dataset_info.json", "features.json", "README", "LICENSE"}
 _IGNORED_EXT = {
     ".json",
@@ -164,6 +154,24 @@ class Dataset:
         return cls(name, MappingProxyType(splits), storage_options, source=None)
 
     @classmethod
+    def from_file(
+        cls,
+        path_or_url: str | os.PathLike[str],
+        name: str,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> Dataset:
+        """One file published alone: its split is named by the same rule as in a directory
+        (``data/validation.tfrecord`` → ``validation``, ``examples`` → ``examples``)."""
+        validate_dataset_name(name)
+        uri = to_uri(path_or_url)
+        base = uri.rstrip("/").rsplit("/", 1)[-1]
+        splits, _ = _classify(uri, [(uri, base)], explicit=True)
+        for split in splits:
+            validate_split_name(split)
+        return cls(name, MappingProxyType(splits), storage_options, source=None)
+
+    @classmethod
     def from_directory(
         cls,
         path_or_url: str | os.PathLike[str],
@@ -177,62 +185,7 @@ class Dataset:
         validate_dataset_name(name)
         uris = list_files(root, storage_options)
         candidates = [(u, u[len(root) + 1 :] if u.startswith(root + "/") else u) for u in uris]
-        sharded: dict[str, dict[int, tuple[int, str]]] = {}
-        single: dict[str, list[str]] = {}
-        skipped: list[str] = []
-        for uri, rel in candidates:
-            base = rel.rsplit("/", 1)[-1]
-            if _ignored(base):
-                skipped.append(rel)
-                continue
-            match = _SHARDED_RE.match(base)
-            if match and _record_like(match["rest"]):
-                split = _split_from_stem(match["stem"], rel)
-                index, count = int(match["index"]), int(match["count"])
-                slots = sharded.setdefault(split, {})
-                if index in slots:
-                    raise InvalidShard(
-                        f"{root}: two files claim {split} shard {index}: "
-                        f"{slots[index][1]} and {uri}"
-                    )
-                slots[index] = (count, uri)
-                continue
-            stem, ext = _strip_ext(base)
-            if ext is None:
-                skipped.append(rel)
-                continue
-            single.setdefault(_split_from_stem(stem, rel), []).append(uri)
-        splits: dict[str, tuple[ShardFile, ...]] = {}
-        for split, slots in sharded.items():
-            if split in single:
-                raise InvalidShard(
-                    f"{root}: split {split!r} mixes sharded files (…-of-NNNNN) with unsharded "
-                    f"ones ({', '.join(single[split])}); use Dataset.from_files to say which"
-                )
-            counts = {c for c, _ in slots.values()}
-            if len(counts) != 1:
-                raise InvalidShard(
-                    f"{root}: split {split!r} has shards claiming different totals {sorted(counts)}"
-                )
-            count = counts.pop()
-            missing = sorted(set(range(count)) - set(slots))
-            extra = sorted(i for i in slots if i >= count)
-            if missing or extra:
-                raise InvalidShard(
-                    f"{root}: split {split!r} should have {count} shards (…-of-{count:05d}) but "
-                    f"{'misses indices ' + _ranges(missing) if missing else ''}"
-                    f"{'has out-of-range indices ' + _ranges(extra) if extra else ''}"
-                )
-            splits[split] = tuple(
-                ShardFile(split, i, count, slots[i][1], _compression_from_name(slots[i][1]))
-                for i in range(count)
-            )
-        for split, files in single.items():
-            files.sort(key=_natural_key)
-            splits[split] = tuple(
-                ShardFile(split, i, len(files), u, _compression_from_name(u))
-                for i, u in enumerate(files)
-            )
+        splits, skipped = _classify(root, candidates)
         if not splits:
             shown = ", ".join(skipped[:5]) or "nothing"
             raise InvalidShard(
@@ -322,9 +275,72 @@ class Dataset:
         )
 
 
+def _classify(
+    root: str, candidates: Sequence[tuple[str, str]], *, explicit: bool = False
+) -> tuple[dict[str, tuple[ShardFile, ...]], list[str]]:
+    """Group ``(uri, path below root)`` candidates into splits by the one naming rule
+    (:func:`recordkeeper.core.splits.split_from_path`); returns the splits and the skipped
+    paths.  ``explicit`` candidates were named by the user and are never skipped."""
+    sharded: dict[str, dict[int, tuple[int, str]]] = {}
+    single: dict[str, list[str]] = {}
+    skipped: list[str] = []
+    for uri, rel in candidates:
+        base = rel.rsplit("/", 1)[-1]
+        if _ignored(base) and not explicit:
+            skipped.append(rel)
+            continue
+        sharded_name = parse_sharded_name(base)
+        if sharded_name is not None:
+            split = split_from_path(rel)
+            index, count = sharded_name.index, sharded_name.count
+            slots = sharded.setdefault(split, {})
+            if index in slots:
+                raise InvalidShard(
+                    f"{root}: two files claim {split} shard {index}: {slots[index][1]} and {uri}"
+                )
+            slots[index] = (count, uri)
+            continue
+        if strip_record_suffixes(base)[1] is None and not explicit:
+            skipped.append(rel)
+            continue
+        single.setdefault(split_from_path(rel), []).append(uri)
+    splits: dict[str, tuple[ShardFile, ...]] = {}
+    for split, slots in sharded.items():
+        if split in single:
+            raise InvalidShard(
+                f"{root}: split {split!r} mixes sharded files (…-of-NNNNN) with unsharded "
+                f"ones ({', '.join(single[split])}); use Dataset.from_files to say which"
+            )
+        counts = {c for c, _ in slots.values()}
+        if len(counts) != 1:
+            raise InvalidShard(
+                f"{root}: split {split!r} has shards claiming different totals {sorted(counts)}"
+            )
+        count = counts.pop()
+        missing = sorted(set(range(count)) - set(slots))
+        extra = sorted(i for i in slots if i >= count)
+        if missing or extra:
+            raise InvalidShard(
+                f"{root}: split {split!r} should have {count} shards (…-of-{count:05d}) but "
+                f"{'misses indices ' + _ranges(missing) if missing else ''}"
+                f"{'has out-of-range indices ' + _ranges(extra) if extra else ''}"
+            )
+        splits[split] = tuple(
+            ShardFile(split, i, count, slots[i][1], _compression_from_name(slots[i][1]))
+            for i in range(count)
+        )
+    for split, files in single.items():
+        files.sort(key=_natural_key)
+        splits[split] = tuple(
+            ShardFile(split, i, len(files), u, _compression_from_name(u))
+            for i, u in enumerate(files)
+        )
+    return splits, skipped
+
+
 def _compression_from_name(uri: str) -> str | None:
     lower = uri.lower()
-    for ext, comp in _COMPRESSION_EXT.items():
+    for ext, comp in COMPRESSION_EXTENSIONS.items():
         if lower.endswith(ext) or f"{ext}-" in lower.rsplit("/", 1)[-1]:
             return comp
     return None
@@ -335,44 +351,6 @@ def _ignored(base: str) -> bool:
         return True
     lower = base.lower()
     return any(lower.endswith(ext) for ext in _IGNORED_EXT)
-
-
-def _record_like(rest: str) -> bool:
-    exts = [e for e in re.findall(r"\.[A-Za-z0-9]+", rest.lower())]
-    return all(e in _RECORD_EXT or e in _COMPRESSION_EXT for e in exts)
-
-
-def _strip_ext(base: str) -> tuple[str, str | None]:
-    """``train.tfrecord.gz`` → (``train``, ``.tfrecord.gz``); unknown extension → ext None."""
-    stem = base
-    removed = ""
-    while True:
-        root, ext = os.path.splitext(stem)
-        if ext.lower() in _RECORD_EXT or ext.lower() in _COMPRESSION_EXT:
-            stem, removed = root, ext + removed
-            continue
-        break
-    if removed:
-        return stem, removed
-    if "." not in base:
-        return base, ""  # no extension at all: write_small_dataset(output_path="examples")
-    return base, None
-
-
-def _split_from_stem(stem: str, rel: str) -> str:
-    stem_no_ext, _ = _strip_ext(stem)
-    tokens = [t for t in re.split(r"[-_.]", stem_no_ext.lower()) if t]
-    for token in reversed(tokens):
-        if token in _SPLIT_WORDS:
-            return token
-    # Directory names count too: data/train/part-00000-of-00004
-    for part in reversed(rel.lower().split("/")[:-1]):
-        if part in _SPLIT_WORDS:
-            return part
-    slug = "_".join(tokens)
-    if slug and re.fullmatch(r"[a-z][a-z0-9_-]{0,63}", slug):
-        return slug
-    return "train"
 
 
 def _natural_key(text: str) -> list[Any]:

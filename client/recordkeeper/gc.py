@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from recordkeeper.core.errors import RecordkeeperError, StorageError
-from recordkeeper.core.naming import parse_version_name
+from recordkeeper.core.naming import is_staged_name, parse_staged_name, parse_version_name
 from recordkeeper.core.roots import AllowedRoots, UriError, normalize_uri
 from recordkeeper.http import quote_segment
 from recordkeeper.storage import backend_of, storage_errors, url_to_fs
@@ -159,7 +159,8 @@ def check_prefix(candidate: GcCandidate, allowed_roots: list[str]) -> str:
     Raises :class:`ValueError` otherwise.
     """
     prefix = candidate.storage_prefix
-    parsed = parse_version_name(candidate.name)
+    name = candidate.name
+    parsed = parse_staged_name(name) if is_staged_name(name) else parse_version_name(name)
     if parsed.dataset != candidate.dataset:
         raise ValueError(f"{candidate.name} is not a version of {candidate.dataset}")
     tail = f"/{candidate.dataset}/{candidate.name}/"

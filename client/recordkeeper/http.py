@@ -10,6 +10,9 @@ It owns four concerns and nothing else:
   the ``X-Error-Code`` header) via :func:`recordkeeper.core.errors.error_for_code`.
 * **Connection failures** become :class:`~recordkeeper.errors.ServiceUnavailable` naming the URL,
   so "is the service running?" is the first thing a user reads.
+* **Request ids**: every call sends a fresh ``X-Request-ID`` (the same on each of its retries);
+  an error raised for the call carries it (``error.request_id``, and in ``str(error)``), so a
+  failure can be found in the service's request log.
 * **Paging**: :meth:`HttpCore.pages` walks ``{"data": [...], "count": n}`` list answers with
   ``limit``/``offset`` and stops at ``count``; :meth:`HttpCore.paged` yields their items, at
   most the caller's ``limit``.
@@ -25,7 +28,7 @@ import contextlib
 import os
 import random
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -38,6 +41,7 @@ from recordkeeper.core.errors import (
     code_for_status,
     error_for_code,
 )
+from recordkeeper.core.request_ids import REQUEST_ID_HEADER, new_request_id
 
 if TYPE_CHECKING:
     import httpx
@@ -145,12 +149,42 @@ class HttpCore:
         ``idempotent`` overrides the method's default replay safety (set it for POSTs the
         service documents as idempotent).
         """
+        response = self._send(method, path, params=params, json=json, idempotent=idempotent)
+        return _decode(response, method.upper(), self.url(path))
+
+    def conditional_get(
+        self, path: str, *, params: Mapping[str, Any] | None = None, etags: Sequence[str] = ()
+    ) -> tuple[Any, str | None]:
+        """``GET`` an API path sending ``If-None-Match: etags``: ``(body, etag)``.
+
+        ``body`` is ``None`` when the service answered ``304 Not Modified`` (one of ``etags``
+        is current); ``etag`` is the answer's ``ETag`` header (None if it sent none).
+        """
+        headers = {"If-None-Match": ", ".join(etags)} if etags else None
+        response = self._send("GET", API_PREFIX + path, params=params, headers=headers)
+        etag = response.headers.get("ETag")
+        if response.status_code == 304:
+            return None, etag
+        return _decode(response, "GET", self.url(API_PREFIX + path)), etag
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        idempotent: bool | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        """The request with retries; an error answer raises its typed exception."""
         method = method.upper()
         replayable = method in SAFE_METHODS if idempotent is None else idempotent
         url = self.url(path)
-        headers = {"Accept": "application/json"}
+        request_id = new_request_id()
+        sent = {"Accept": "application/json", REQUEST_ID_HEADER: request_id, **(headers or {})}
         if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
+            sent["Authorization"] = f"Bearer {self.token}"
         clean_params = {k: v for k, v in (params or {}).items() if v is not None}
         import httpx
 
@@ -162,7 +196,7 @@ class HttpCore:
                     url,
                     params=clean_params,
                     json=json,
-                    headers=headers,
+                    headers=sent,
                     **self._timeout_kwargs,
                 )
             except httpx.TransportError as exc:
@@ -175,22 +209,15 @@ class HttpCore:
                     f"({type(exc).__name__}: {exc or 'no answer'}); is it running? "
                     "Set RECORDKEEPER_URL or pass url= to Client",
                     url=self.base_url,
+                    request_id=request_id,
                 ) from None
             if response.status_code in RETRY_STATUSES and replayable and attempt < self.retries:
                 self._sleep(attempt, response.headers.get("Retry-After"))
                 attempt += 1
                 continue
             if response.status_code >= 400:
-                raise _error_from_response(response, method, url)
-            if response.status_code == 204 or not response.content:
-                return None
-            try:
-                return orjson.loads(response.content)
-            except ValueError:
-                raise ServerError(
-                    f"{method} {url} answered {response.status_code} with a body that is not "
-                    "JSON; is RECORDKEEPER_URL pointing at a recordkeeper service?"
-                ) from None
+                raise _error_from_response(response, method, url, request_id)
+            return response
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
         """:meth:`request` for a path of the REST API (``/datasets`` → ``/api/v1/datasets``)."""
@@ -234,7 +261,22 @@ class HttpCore:
         time.sleep(delay * (0.5 + random.random() / 2))
 
 
-def _error_from_response(response: httpx.Response, method: str, url: str) -> RecordkeeperError:
+def _decode(response: httpx.Response, method: str, url: str) -> Any:
+    """The JSON body of a successful answer (``None`` for an empty one)."""
+    if response.status_code == 204 or not response.content:
+        return None
+    try:
+        return orjson.loads(response.content)
+    except ValueError:
+        raise ServerError(
+            f"{method} {url} answered {response.status_code} with a body that is not "
+            "JSON; is RECORDKEEPER_URL pointing at a recordkeeper service?"
+        ) from None
+
+
+def _error_from_response(
+    response: httpx.Response, method: str, url: str, request_id: str
+) -> RecordkeeperError:
     body: Any = None
     try:
         body = response.json()
@@ -253,4 +295,8 @@ def _error_from_response(response: httpx.Response, method: str, url: str) -> Rec
         detail = text or f"{method} {url} answered HTTP {response.status_code}"
     if not isinstance(code, str):
         code = code_for_status(response.status_code)
+    # The id the service used (it answers the one sent, or its own if it refused ours); a
+    # proxy's error page has none: the id sent still names the call.
+    if not isinstance(extra.get("request_id"), str):
+        extra["request_id"] = response.headers.get(REQUEST_ID_HEADER) or request_id
     return error_for_code(code, detail, **extra)

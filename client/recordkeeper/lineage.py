@@ -30,11 +30,15 @@ from recordkeeper.core.lineage import (
     ParentKind,
     Segment,
     parse_checkpoint_ref,
+    run_of,
     validate_checkpoint_name,
+    validate_deletion_reason,
     validate_model_name,
     validate_parent_kind,
     validate_role,
+    validate_run_name,
 )
+from recordkeeper.core.model_inputs import InputProblem, ModelInput
 from recordkeeper.core.refs import parse_reference
 from recordkeeper.core.splits import is_split_name
 from recordkeeper.http import quote_segment
@@ -53,15 +57,20 @@ __all__ = [
     "Lineage",
     "LineageEntry",
     "LineageGraph",
+    "ModelCheck",
+    "ModelCheckEntry",
     "ModelInfo",
     "SavedModelExport",
     "Segment",
+    "check_model",
+    "check_model_json",
     "checkpoint",
     "checkpoints",
     "consumers",
     "lineage",
     "lineage_graph",
     "lineage_json",
+    "mark_checkpoint_deleted",
     "models",
     "normalize_data",
     "normalize_saved_models",
@@ -184,13 +193,21 @@ def normalize_data(data: Any) -> list[DataUse]:
 
 @dataclass(frozen=True)
 class SavedModelExport:
-    """A SavedModel exported next to a checkpoint (``ckpt-1234_saved_modules/<name>``)."""
+    """A SavedModel exported next to a checkpoint (``ckpt-1234_saved_modules/<name>``).
+
+    ``inputs`` is what its serving signatures parse (:func:`recordkeeper.tf.model_inputs`),
+    recorded so that ``check_model`` can compare it with data; ``None`` when not read.
+    """
 
     name: str
     uri: str
+    inputs: tuple[ModelInput, ...] | None = None
 
-    def to_json(self) -> dict[str, str]:
-        return {"name": self.name, "uri": self.uri}
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": self.name, "uri": self.uri}
+        if self.inputs is not None:
+            body["inputs"] = [i.to_json() for i in self.inputs]
+        return body
 
 
 def normalize_saved_models(value: Any) -> list[SavedModelExport]:
@@ -203,7 +220,16 @@ def normalize_saved_models(value: Any) -> list[SavedModelExport]:
         if isinstance(item, SavedModelExport):
             items.append(item)
         elif isinstance(item, Mapping) and {"name", "uri"} <= set(item):
-            items.append(SavedModelExport(str(item["name"]), str(item["uri"])))
+            raw_inputs = item.get("inputs")
+            inputs = (
+                None
+                if raw_inputs is None
+                else tuple(
+                    i if isinstance(i, ModelInput) else ModelInput.from_json(i, "inputs")
+                    for i in raw_inputs
+                )
+            )
+            items.append(SavedModelExport(str(item["name"]), str(item["uri"]), inputs))
         elif isinstance(item, tuple) and len(item) == 2:
             items.append(SavedModelExport(str(item[0]), str(item[1])))
         else:
@@ -220,7 +246,9 @@ def normalize_saved_models(value: Any) -> list[SavedModelExport]:
 
 @dataclass(frozen=True)
 class CheckpointInfo:
-    """A registered checkpoint.  ``created`` is False when the registration already existed."""
+    """A registered checkpoint of a model's run.  ``created`` is False when the registration
+    already existed.  ``state`` is ``deleted`` once its files are gone (``deleted_at``,
+    ``deleted_reason`` say when and how that became known); its lineage stays."""
 
     model: str
     checkpoint: str
@@ -236,10 +264,18 @@ class CheckpointInfo:
     created_at: str | None = None
     created_by: str | None = None
     created: bool | None = None
+    state: str = "present"
+    deleted_at: str | None = None
+    deleted_reason: str | None = None
 
     @property
     def ref(self) -> CheckpointRef:
-        return CheckpointRef(self.model, self.checkpoint)
+        """``model@run/checkpoint``."""
+        return CheckpointRef(self.model, self.checkpoint, self.run)
+
+    @property
+    def deleted(self) -> bool:
+        return self.state == "deleted"
 
     @property
     def versions(self) -> list[str]:
@@ -264,6 +300,9 @@ class CheckpointInfo:
             created_at=body.get("created_at"),
             created_by=body.get("created_by"),
             created=body.get("created"),
+            state=body.get("state") or "present",
+            deleted_at=body.get("deleted_at"),
+            deleted_reason=body.get("deleted_reason"),
         )
 
 
@@ -308,7 +347,7 @@ class Consumers:
 
     @property
     def refs(self) -> list[str]:
-        """``model/checkpoint`` of every consumer."""
+        """``model@run/checkpoint`` of every consumer."""
         return [str(c.ref) for c in self.checkpoints]
 
     @property
@@ -396,6 +435,57 @@ class LineageGraph:
         )
 
 
+@dataclass(frozen=True)
+class ModelCheckEntry:
+    """One SavedModel export compared with one version: ``role`` is how the version relates to
+    the checkpoint (``train``/``eval``/``test`` from its lineage, or ``asked``)."""
+
+    saved_model: str
+    version: str
+    role: str
+    problems: tuple[InputProblem, ...]
+
+    @property
+    def ok(self) -> bool:
+        """No problem of severity ``error``."""
+        return not any(p.severity == "error" for p in self.problems)
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> ModelCheckEntry:
+        return cls(
+            body["saved_model"],
+            body["version"],
+            body["role"],
+            tuple(InputProblem.from_json(p) for p in body.get("problems") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class ModelCheck:
+    """Will this checkpoint's SavedModel exports accept this data?  (``check_model``)"""
+
+    checkpoint: CheckpointRef
+    checks: tuple[ModelCheckEntry, ...]
+    saved_models: tuple[SavedModelExport, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def problems(self) -> list[InputProblem]:
+        """Every problem of every check."""
+        return [p for c in self.checks for p in c.problems]
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> ModelCheck:
+        return cls(
+            parse_checkpoint_ref(body["checkpoint"]),
+            tuple(ModelCheckEntry.from_dict(c) for c in body.get("checks") or ()),
+            tuple(normalize_saved_models(body.get("saved_models"))),
+        )
+
+
 # -- client calls ------------------------------------------------------------------------
 
 
@@ -407,14 +497,20 @@ def _checkpoint_path(ref: CheckpointRef) -> str:
     return f"/models/{_q(ref.model)}/checkpoints/{_q(ref.checkpoint)}"
 
 
+def _run_params(ref: CheckpointRef) -> dict[str, str]:
+    return {} if ref.run is None else {"run": ref.run}
+
+
 class CheckpointFields(TypedDict, total=False):
     """What a checkpoint registration may say besides ``model`` and ``checkpoint``.
 
     ``step`` (a non-negative integer), ``uri`` (where the checkpoint is stored), ``data`` (the
     data its segment consumed: a role → version mapping, a list of entries, pinned data),
-    ``parent`` (``"model/ckpt-N"``) and ``parent_kind`` (default ``"restored_from"`` when a
-    parent is given), ``saved_models`` (exports made from it), ``run``, ``metrics`` and
-    ``metadata``.  Every key is optional; absent and ``None`` mean the same.
+    ``parent`` (``"model@run/ckpt-N"``, or ``"model/ckpt-N"`` when one run has it) and
+    ``parent_kind`` (default ``"restored_from"`` when a parent is given), ``saved_models``
+    (exports made from it), ``run`` (default: derived from the directory of ``uri``, see
+    :func:`recordkeeper.core.lineage.run_of`), ``metrics`` and ``metadata``.  Every key is
+    optional; absent and ``None`` mean the same.
     """
 
     step: int | None
@@ -446,6 +542,24 @@ def register_checkpoint(
     return CheckpointInfo.from_dict(answer)
 
 
+def mark_checkpoint_deleted(
+    http: HttpCore,
+    ref: str | CheckpointRef,
+    *,
+    reason: str = "max_to_keep",
+    deleted_at: str | None = None,
+) -> CheckpointInfo:
+    """Record that the files of ``ref`` (``model@run/ckpt-N``) were deleted; idempotent.
+
+    Its lineage stays: it is shown as deleted everywhere.  ``deleted_at`` is an ISO 8601
+    timestamp (default: now, on the service).
+    """
+    parsed = parse_checkpoint_ref(ref)
+    body = {"run": parsed.run, "reason": validate_deletion_reason(reason), "deleted_at": deleted_at}
+    answer = http.api("PUT", _checkpoint_path(parsed) + "/deletion", json=body)
+    return CheckpointInfo.from_dict(answer)
+
+
 def checkpoint_body(
     *, model: str, checkpoint: str, **fields: Unpack[CheckpointFields]
 ) -> dict[str, Any]:
@@ -465,14 +579,17 @@ def checkpoint_body(
         raise InvalidCheckpoint("parent_kind given without a parent")
     if parent_kind is not None:
         validate_parent_kind(parent_kind)
-    if parent_ref == CheckpointRef(model, checkpoint):
-        raise InvalidCheckpoint(f"checkpoint {model}/{checkpoint} cannot be its own parent")
+    uri = fields.get("uri")
+    run = run_of(fields.get("run"), uri)
+    own = CheckpointRef(model, checkpoint, run)
+    if parent_ref is not None and parent_ref in (own, own.without_run()):
+        raise InvalidCheckpoint(f"checkpoint {own} cannot be its own parent")
     return {
         "model": model,
         "checkpoint": checkpoint,
         "step": step,
-        "uri": fields.get("uri"),
-        "run": fields.get("run"),
+        "uri": uri,
+        "run": run,
         "parent": str(parent_ref) if parent_ref else None,
         "parent_kind": (parent_kind or "restored_from") if parent_ref else None,
         "data": [d.to_json() for d in normalize_data(fields.get("data"))],
@@ -483,18 +600,44 @@ def checkpoint_body(
 
 
 def checkpoint(http: HttpCore, ref: str | CheckpointRef) -> CheckpointInfo:
-    """One registered checkpoint (``"model/ckpt-N"``)."""
+    """One registered checkpoint (``"model@run/ckpt-N"``, or ``"model/ckpt-N"`` when a single
+    run has it; else :class:`~recordkeeper.errors.AmbiguousCheckpoint` lists the candidates)."""
     parsed = parse_checkpoint_ref(ref)
-    return CheckpointInfo.from_dict(http.api("GET", _checkpoint_path(parsed)))
+    answer = http.api("GET", _checkpoint_path(parsed), params=_run_params(parsed))
+    return CheckpointInfo.from_dict(answer)
 
 
-def checkpoints(http: HttpCore, model: str, *, limit: int | None = None) -> list[CheckpointInfo]:
-    """Checkpoints of ``model``, newest step first."""
+def checkpoints(
+    http: HttpCore,
+    model: str,
+    *,
+    run: str | None = None,
+    state: Literal["present", "deleted"] | None = None,
+    limit: int | None = None,
+    data: Any = None,
+    direct: bool = False,
+) -> list[CheckpointInfo]:
+    """Checkpoints of ``model`` (of one ``run``; only ``present`` or ``deleted`` ones),
+    highest step first, each with its exports (``saved_models``) and ``state``.
+
+    ``data`` (a reference such as ``"coco@v3"``, or a DatasetVersion) keeps the checkpoints
+    trained on that version: in their own segment, or (unless ``direct``) inherited from a
+    checkpoint they were restored or initialised from.
+    """
     validate_model_name(model)
-    return [
-        CheckpointInfo.from_dict(c)
-        for c in http.paged(f"/models/{_q(model)}/checkpoints", {}, limit)
-    ]
+    params = {"run": validate_run_name(run) if run is not None else None, "state": state}
+    wanted: set[str] | None = None
+    if data is not None:
+        used = consumers(http, data, transitive=not direct)
+        wanted = {str(c.ref) for c in used.checkpoints if c.model == model}
+    found = []
+    for body in http.paged(f"/models/{_q(model)}/checkpoints", params, None):
+        info = CheckpointInfo.from_dict(body)
+        if wanted is None or str(info.ref) in wanted:
+            found.append(info)
+            if limit is not None and len(found) >= limit:
+                break
+    return found
 
 
 def models(
@@ -512,8 +655,31 @@ def lineage(http: HttpCore, ref: str | CheckpointRef) -> Lineage:
 def lineage_json(http: HttpCore, ref: str | CheckpointRef) -> dict[str, Any]:
     """The service's lineage answer for ``model/ckpt`` as JSON (what ``lineage --json`` prints)."""
     parsed = parse_checkpoint_ref(ref)
-    answer: dict[str, Any] = http.api("GET", _checkpoint_path(parsed) + "/lineage")
+    answer: dict[str, Any] = http.api(
+        "GET", _checkpoint_path(parsed) + "/lineage", params=_run_params(parsed)
+    )
     return answer
+
+
+def check_model_json(
+    http: HttpCore, ref: str | CheckpointRef, data: Iterable[Any] = ()
+) -> dict[str, Any]:
+    """The service's ``check_model`` answer as JSON (what ``check-model --json`` prints)."""
+    parsed = parse_checkpoint_ref(ref)
+    versions = [_version_ref(v, "check_model data") for v in data]
+    params: dict[str, Any] = {**_run_params(parsed), "data": versions}
+    answer: dict[str, Any] = http.api(
+        "GET", _checkpoint_path(parsed) + "/model-check", params=params
+    )
+    return answer
+
+
+def check_model(http: HttpCore, ref: str | CheckpointRef, data: Iterable[Any] = ()) -> ModelCheck:
+    """Will the SavedModel exports of checkpoint ``ref`` accept data?  Their recorded serving
+    inputs are compared with the schema of every version the checkpoint trained on (its
+    lineage) and of each version in ``data`` (references or DatasetVersions): missing features,
+    dtype and shape mismatches (see :mod:`recordkeeper.core.model_inputs`)."""
+    return ModelCheck.from_dict(check_model_json(http, ref, data))
 
 
 def _consumers(

@@ -7,14 +7,21 @@ service stays unreachable it is appended to a JSON-lines file — written and ``
 :meth:`RegistrationQueue.flush`, or by ``recordkeeper checkpoints flush``.
 
 Nothing is lost: an entry leaves the file only after the service answered it.  Nothing is
-duplicated: registration is idempotent on (model, checkpoint), so an entry sent twice (a crash
-between the answer and the rewrite of the file) is answered ``200`` the second time.  Order is
-kept, so a parent is always registered before its children.
+duplicated: registration is idempotent on (model, run, checkpoint), so an entry sent twice (a
+crash between the answer and the rewrite of the file) is answered ``200`` the second time.
+Order is kept, so a parent is always registered before its children.
+
+Entries are registrations (``action: register``, the default) or deletions a tracked manager
+saw (``action: delete``: its ``max_to_keep`` removed a checkpoint), queued the same way and
+sent after the registration of the checkpoint they delete.
 
 An entry the service *refuses* (a 4xx other than "parent unknown") would block the queue
 forever; it is moved to ``<queue>.rejected.jsonl`` with the error, and a warning is issued.
 A parent the service does not know (restored from a checkpoint made before tracking started)
-is dropped from the entry and kept in its metadata as ``unregistered_parent``.
+or cannot tell apart (``model/ckpt-N`` in several runs) is dropped from the entry and kept in its
+metadata as ``unregistered_parent``.  With ``raise_refused=False`` (what a tracked manager
+uses: saving never fails because of the registry) a refused registration is set aside the same
+way instead of being raised.
 
 The default file is ``<user data dir>/recordkeeper/pending-checkpoints.jsonl``; set
 ``RECORDKEEPER_CHECKPOINT_QUEUE`` (read when a queue is made) or pass ``path=`` to move it.
@@ -34,15 +41,19 @@ from pathlib import Path
 from typing import Any, Protocol, Unpack
 
 from recordkeeper.core.errors import (
+    AmbiguousCheckpoint,
     CheckpointNotFound,
     RecordkeeperError,
     ServerError,
     ServiceUnavailable,
 )
+from recordkeeper.core.lineage import CheckpointRef
 from recordkeeper.lineage import CheckpointFields, CheckpointInfo
 
 __all__ = [
+    "DELETE",
     "QUEUE_ENV",
+    "REGISTER",
     "FlushResult",
     "Registrar",
     "RegistrationQueue",
@@ -61,8 +72,14 @@ class Registrar(Protocol):
         self, *, model: str, checkpoint: str, **fields: Unpack[CheckpointFields]
     ) -> CheckpointInfo: ...
 
+    def mark_checkpoint_deleted(
+        self, ref: str | CheckpointRef, *, reason: str = ..., deleted_at: str | None = None
+    ) -> CheckpointInfo: ...
+
 
 QUEUE_ENV = "RECORDKEEPER_CHECKPOINT_QUEUE"
+REGISTER = "register"
+DELETE = "delete"
 
 
 class RegistrationRejected(UserWarning):
@@ -166,27 +183,36 @@ class RegistrationQueue:
         with self._locked():
             return [e["body"] for e in self._read_all() if self._mine(e)]
 
-    def submit(self, body: dict[str, Any]) -> CheckpointInfo | None:
-        """Register ``body`` now, or queue it if the service is unreachable.
+    def submit(
+        self, body: dict[str, Any], *, action: str = REGISTER, raise_refused: bool = True
+    ) -> CheckpointInfo | None:
+        """Send ``body`` now (a registration, or with ``action="delete"`` a deletion), or queue
+        it if the service is unreachable.
 
         Earlier queued entries are sent first (their checkpoints may be this one's parents).
-        Returns the registered checkpoint, or None when it was queued.  Errors that are the
-        caller's (invalid data, a conflict) are raised and nothing is queued.
+        Returns the checkpoint as the service answered, or None when it was queued (or set
+        aside).  Errors that are the caller's (invalid data, a conflict) are raised and nothing
+        is queued — unless ``raise_refused`` is False: then the entry is set aside in the
+        rejected file with a :class:`RegistrationRejected` warning.
         """
         with self._locked():
             queued = [e for e in self._read_all() if self._mine(e)]
             if not queued:
                 try:
-                    return self._send(body)
+                    return self._send(body, action)
                 except RecordkeeperError as exc:
-                    if not _transient(exc):
+                    if _transient(exc):
+                        self._append(self.path, self._entry(body, exc, action))
+                        return None
+                    if raise_refused:
                         raise
-                    self._append(self.path, self._entry(body, exc))
+                    self._set_aside(self._entry(body, exc, action), exc)
                     return None
-            self._append(self.path, self._entry(body, None))
+            self._append(self.path, self._entry(body, None, action))
             result = self._flush_locked()
+        wanted = (body["model"], body.get("run"), body["checkpoint"])
         for info in result.registered:
-            if (info.model, info.checkpoint) == (body["model"], body["checkpoint"]):
+            if (info.model, info.run, info.checkpoint) == wanted:
                 return info
         return None
 
@@ -197,21 +223,46 @@ class RegistrationQueue:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _entry(self, body: dict[str, Any], exc: BaseException | None) -> dict[str, Any]:
-        return {
+    def _entry(
+        self, body: dict[str, Any], exc: BaseException | None, action: str = REGISTER
+    ) -> dict[str, Any]:
+        entry = {
             "url": self.client.url,
             "queued_at": datetime.datetime.now(datetime.UTC).isoformat(),
             "last_error": str(exc) if exc is not None else None,
             "body": body,
         }
+        if action != REGISTER:
+            entry["action"] = action
+        return entry
 
-    def _send(self, body: dict[str, Any]) -> CheckpointInfo:
+    def _set_aside(self, entry: dict[str, Any], exc: RecordkeeperError) -> None:
+        self._append(self.rejected_path, {**entry, "error": exc.to_dict()})
+        body = entry["body"]
+        ref = CheckpointRef(body.get("model", "?"), body.get("checkpoint", "?"), body.get("run"))
+        warnings.warn(
+            f"the service refused the {entry.get('action', REGISTER)} of checkpoint {ref}: "
+            f"{exc}; kept in {self.rejected_path}",
+            RegistrationRejected,
+            stacklevel=4,
+        )
+
+    def _send(self, body: dict[str, Any], action: str = REGISTER) -> CheckpointInfo | None:
+        if action == DELETE:
+            try:
+                return self.client.mark_checkpoint_deleted(
+                    CheckpointRef(body["model"], body["checkpoint"], body.get("run")),
+                    reason=body.get("reason") or "max_to_keep",
+                    deleted_at=body.get("deleted_at"),
+                )
+            except CheckpointNotFound:
+                return None  # never registered (saved before tracking started): nothing to mark
         fields = {k: v for k, v in body.items() if k not in ("model", "checkpoint")}
         try:
             return self.client.register_checkpoint(
                 model=body["model"], checkpoint=body["checkpoint"], **fields
             )
-        except CheckpointNotFound:
+        except (CheckpointNotFound, AmbiguousCheckpoint):
             if not body.get("parent"):
                 raise
             # The parent was never registered (e.g. trained before tracking started): keep the
@@ -234,7 +285,7 @@ class RegistrationQueue:
                 keep.append(entry)
                 continue
             try:
-                registered.append(self._send(entry["body"]))
+                info = self._send(entry["body"], entry.get("action", REGISTER))
             except RecordkeeperError as exc:
                 if _transient(exc):
                     entry["last_error"] = str(exc)
@@ -242,14 +293,10 @@ class RegistrationQueue:
                     blocked = True  # keep order: later entries may be children of this one
                     continue
                 rejected += 1
-                self._append(self.rejected_path, {**entry, "error": exc.to_dict()})
-                warnings.warn(
-                    f"the service refused queued checkpoint "
-                    f"{entry['body'].get('model')}/{entry['body'].get('checkpoint')}: {exc}; "
-                    f"kept in {self.rejected_path}",
-                    RegistrationRejected,
-                    stacklevel=3,
-                )
+                self._set_aside(entry, exc)
+                continue
+            if info is not None:
+                registered.append(info)
         self._rewrite(keep)
         pending = sum(1 for e in keep if self._mine(e))
         return FlushResult(tuple(registered), pending, rejected)

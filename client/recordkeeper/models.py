@@ -19,7 +19,9 @@ from typing import Any, Literal, Protocol, TypedDict, Unpack
 
 from recordkeeper.core.errors import CorruptShard
 from recordkeeper.core.schema import Schema
+from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.core.shards import ShardRecord
+from recordkeeper.core.verification import Reason
 
 __all__ = [
     "DatasetInfo",
@@ -66,10 +68,15 @@ class Shard(ShardRecord):
 
 @dataclass(frozen=True)
 class Split:
-    """The shards of one split, in index order."""
+    """The shards of one split, in index order.
+
+    ``shards`` is a read-only sequence of :class:`Shard`: a tuple, or (for versions resolved
+    through the compact form) a :class:`~recordkeeper.core.shard_columns.ShardColumns` that
+    builds each :class:`Shard` the first time it is read.
+    """
 
     name: str
-    shards: tuple[Shard, ...]
+    shards: Sequence[Shard]
     record_count: int
     size: int
 
@@ -79,17 +86,19 @@ class Split:
 
     @property
     def uris(self) -> list[str]:
+        if isinstance(self.shards, ShardColumns):
+            return self.shards.uris()  # without building the shards
         return [s.uri for s in self.shards]
 
-
-Reason = Literal[
-    "missing",
-    "size_changed",
-    "identity_changed",
-    "checksum_mismatch",
-    "corrupt",
-    "records_changed",
-]
+    @classmethod
+    def from_columns(cls, name: str, shards: ShardColumns[Shard]) -> Split:
+        """A split over compact-form columns (record count and size summed from them)."""
+        return cls(
+            name=name,
+            shards=shards,
+            record_count=sum(shards.column("record_count")),
+            size=sum(shards.column("size")),
+        )
 
 
 @dataclass(frozen=True)
@@ -233,12 +242,14 @@ class DatasetVersion:
     ``ref`` is what the caller asked for (``coco@latest``), ``name`` what it resolved to
     (``coco_20231015_v3_add_person``).  ``splits`` is empty when the version was listed
     without shards (:meth:`Client.versions`); :meth:`Client.resolve` always includes them.
+    ``number`` is None while the version is staged (its ``name`` is then its ``staged_name``,
+    ``coco_20231015_staged4``): numbers are given at commit.
     """
 
     ref: str
     name: str
     dataset: str
-    number: int
+    number: int | None
     date: datetime.date
     desc: str | None
     state: str
@@ -256,6 +267,7 @@ class DatasetVersion:
     deprecated_reason: str | None = None
     duplicate_of: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=lambda: _frozen(None))
+    staged_name: str | None = None
     _client: VersionServices | None = field(default=None, repr=False, compare=False)
     _storage_options: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
     _schema_cache: list[Schema] = field(default_factory=list, repr=False, compare=False)
@@ -268,14 +280,19 @@ class DatasetVersion:
         client: VersionServices | None = None,
         storage_options: Mapping[str, Any] | None = None,
         schema: Schema | None = None,
+        splits: Mapping[str, Split] | None = None,
     ) -> DatasetVersion:
-        """Build from the service's ``Version`` JSON (``client``: see :class:`VersionServices`)."""
-        splits: dict[str, Split] = {}
-        for split_name, split in (data.get("splits") or {}).items():
+        """Build from the service's ``Version`` JSON (``client``: see :class:`VersionServices`).
+
+        ``splits``, if given, are the version's splits (fetched separately, e.g. in pages) and
+        take the place of the JSON's.
+        """
+        built: dict[str, Split] = dict(splits or {})
+        for split_name, split in ({} if splits is not None else data.get("splits") or {}).items():
             shards = tuple(
                 sorted((Shard.from_dict(s) for s in split.get("shards", [])), key=lambda s: s.index)
             )
-            splits[split_name] = Split(
+            built[split_name] = Split(
                 name=split_name,
                 shards=shards,
                 record_count=int(split.get("record_count", sum(s.record_count for s in shards))),
@@ -291,7 +308,7 @@ class DatasetVersion:
             ref=data.get("ref") or data["name"],
             name=data["name"],
             dataset=data["dataset"],
-            number=int(data["number"]),
+            number=int(data["number"]) if data.get("number") is not None else None,
             date=date,
             desc=data.get("desc"),
             state=data.get("state", "committed"),
@@ -301,7 +318,7 @@ class DatasetVersion:
             record_count=int(data.get("record_count") or 0),
             shard_count=int(data.get("shard_count") or 0),
             size=int(data.get("size") or 0),
-            splits=MappingProxyType(splits),
+            splits=MappingProxyType(built),
             convention=data.get("convention", "rk1"),
             created_at=data.get("created_at"),
             committed_at=data.get("committed_at"),
@@ -309,6 +326,7 @@ class DatasetVersion:
             deprecated_reason=data.get("deprecated_reason"),
             duplicate_of=data.get("duplicate_of"),
             metadata=_frozen(data.get("metadata")),
+            staged_name=data.get("staged_name"),
             _client=client,
             _storage_options=storage_options,
             _schema_cache=[schema] if schema is not None else [],
@@ -430,6 +448,7 @@ class DatasetVersion:
             "name": self.name,
             "dataset": self.dataset,
             "number": self.number,
+            "staged_name": self.staged_name,
             "date": self.date.isoformat(),
             "desc": self.desc,
             "state": self.state,

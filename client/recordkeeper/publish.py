@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import io
 import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,7 @@ from recordkeeper.core.shards import Compression, ShardRecord
 from recordkeeper.core.splits import shard_file_name
 from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
 from recordkeeper.models import DatasetVersion
+from recordkeeper.object_batches import listing_or_nothing, read_small_many, stat_many
 from recordkeeper.progress import ProgressLike, ProgressReader, byte_progress
 from recordkeeper.storage import (
     ObjectStat,
@@ -52,8 +54,9 @@ from recordkeeper.storage import (
 
 if TYPE_CHECKING:
     from recordkeeper.registry import Registry
+    from recordkeeper.tfrecord import ShardStats
 
-__all__ = ["check_allowed", "publish", "scan_file"]
+__all__ = ["check_allowed", "detect_file_compression", "publish", "scan_bytes", "scan_file"]
 
 
 class _Prefixed:
@@ -76,7 +79,8 @@ class _Prefixed:
         self._raw.close()
 
 
-def _detect(uri: str, storage_options: Mapping[str, Any] | None) -> str:
+def detect_file_compression(uri: str, storage_options: Mapping[str, Any] | None) -> str:
+    """The compression of a TFRecord file, from its first 64 bytes (``CorruptShard`` if none)."""
     with open_read(uri, storage_options) as fh, storage_errors(uri):
         head = fh.read(64)
     return _compression_of(uri, head)
@@ -136,12 +140,7 @@ def scan_file(
         raise
     finally:
         raw.close()
-    if shard.expected_records is not None and stats.record_count != shard.expected_records:
-        raise InvalidShard(
-            f"{shard.uri}: the dataset's manifest says {shard.name} holds "
-            f"{shard.expected_records} records, the file holds {stats.record_count}",
-            uri=shard.uri,
-        )
+    _check_expected(shard, stats)
     if dest is None:
         after = stat_object(shard.uri, storage_options)
         if after.identity != before.identity or after.size != stats.size:
@@ -155,6 +154,33 @@ def scan_file(
     else:
         copied = stat_object(dest, dest_options)
         uri, identity = dest, copied.identity
+    return _registration(shard, stats, compression, uri, identity)
+
+
+def scan_bytes(shard: ShardFile, data: bytes, stat: ObjectStat) -> dict[str, Any]:
+    """:func:`scan_file` for a shard already read whole, with the identity of what was read."""
+    from recordkeeper.tfrecord import scan_shard
+
+    compression = shard.compression or _compression_of(shard.uri, data[:64])
+    with storage_errors(shard.uri):
+        stats = scan_shard(io.BytesIO(data), compression)
+    _check_expected(shard, stats)
+    return _registration(shard, stats, compression, shard.uri, stat.identity)
+
+
+def _check_expected(shard: ShardFile, stats: ShardStats) -> None:
+    if shard.expected_records is not None and stats.record_count != shard.expected_records:
+        raise InvalidShard(
+            f"{shard.uri}: the dataset's manifest says {shard.name} holds "
+            f"{shard.expected_records} records, the file holds {stats.record_count}",
+            uri=shard.uri,
+        )
+
+
+def _registration(
+    shard: ShardFile, stats: ShardStats, compression: str, uri: str, identity: dict[str, Any]
+) -> dict[str, Any]:
+    """The REST shard registration of a scanned shard stored at ``uri``."""
     record = ShardRecord(
         split=shard.split,
         index=shard.index,
@@ -220,6 +246,67 @@ def check_allowed(uris: list[str], allowed_roots: list[str]) -> None:
         )
 
 
+#: shards up to this size, published in place from S3, are read whole in one request
+SMALL_SHARD_BYTES = 2**20
+_SMALL_BATCH_BYTES = 32 * 2**20  # read this much (at most) while the previous batch is scanned
+_SMALL_BATCH_SHARDS = 256
+#: from this many S3 shards on, publishing lists their prefix first to learn their sizes
+LISTING_MIN_SHARDS = 8
+
+
+def _small_s3_shards(shards: list[ShardFile], options: Mapping[str, Any] | None) -> dict[int, int]:
+    """Index → listed size of the shards small enough to read whole (S3 only; else none)."""
+    uris = [to_uri(s.uri) for s in shards]
+    if len(uris) < LISTING_MIN_SHARDS or any(backend_of(u) != "s3" for u in uris):
+        return {}
+    listed = listing_or_nothing(uris, options)
+    return {
+        i: listed[u].size
+        for i, u in enumerate(uris)
+        if u in listed and listed[u].size <= SMALL_SHARD_BYTES
+    }
+
+
+def _read_small(
+    shards: list[ShardFile],
+    small: Mapping[int, int],
+    options: Mapping[str, Any] | None,
+    advance: Callable[[int], None],
+    concurrency: int,
+) -> dict[int, dict[str, Any]]:
+    """Registrations of the small S3 shards: each read whole by one ``GET`` that also answers
+    its identity (so bytes and identity are of one object version), then scanned in memory.
+    The next batch downloads (on the filesystem's event loop) while this one is scanned."""
+    batches: list[list[int]] = [[]]
+    size = 0
+    for i in sorted(small):
+        if batches[-1] and (
+            size + small[i] > _SMALL_BATCH_BYTES or len(batches[-1]) >= _SMALL_BATCH_SHARDS
+        ):
+            batches.append([])
+            size = 0
+        batches[-1].append(i)
+        size += small[i]
+
+    def fetch(batch: list[int]) -> list[tuple[bytes, ObjectStat] | StorageError]:
+        return read_small_many([shards[i].uri for i in batch], options, concurrency=concurrency)
+
+    out: dict[int, dict[str, Any]] = {}
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="recordkeeper-fetch") as reader:
+        pending = reader.submit(fetch, batches[0])
+        for n, batch in enumerate(batches):
+            fetched = pending.result()
+            if n + 1 < len(batches):
+                pending = reader.submit(fetch, batches[n + 1])
+            for i, got in zip(batch, fetched, strict=True):
+                if isinstance(got, StorageError):
+                    raise got
+                data, stat = got
+                out[i] = scan_bytes(shards[i], data, stat)
+                advance(len(data))
+    return out
+
+
 def publish(
     registry: Registry,
     dataset: Dataset,
@@ -256,16 +343,25 @@ def publish(
     else:
         copy_to = to_uri(copy_to)
     url_to_fs(shards[0].uri, options)  # create the filesystem once, outside the threads
-    with ThreadPoolExecutor(max_workers=min(32, len(shards))) as pool:
-        befores = list(pool.map(lambda s: stat_object(s.uri, options), shards))
-    total = sum(b.size for b in befores)
-    processes = use_processes(total, len(shards))
+    # Small S3 shards published in place are read whole, one request each (see _read_small).
+    small = _small_s3_shards(shards, options) if copy_to is None else {}
+    streamed = [i for i in range(len(shards)) if i not in small]
+    befores: dict[int, ObjectStat] = {}
+    stats = stat_many([shards[i].uri for i in streamed], options, concurrency=32)
+    for i, stat in zip(streamed, stats, strict=True):
+        if isinstance(stat, StorageError):
+            raise stat
+        befores[i] = stat
+    total = sum(small.values()) + sum(b.size for b in befores.values())
+    processes = use_processes(total - sum(small.values()), len(streamed))
     cores = max(2, os.cpu_count() or 2)
     remote = any(backend_of(s.uri) != "file" for s in shards) or (
         copy_to is not None and backend_of(copy_to) != "file"
     )
     # Threads wait on the network for remote objects: use many; CPU-bound local work: cores.
-    workers = max_workers or min(len(shards), cores if processes else 32 if remote else cores)
+    workers = max_workers or min(
+        max(1, len(streamed)), cores if processes else 32 if remote else cores
+    )
 
     staged = registry.stage(dataset.name, desc=desc, date=date, root=copy_to)
     copies: list[str] = []
@@ -276,7 +372,7 @@ def publish(
             for i, shard in enumerate(shards):
                 comp = shard.compression  # None: decided after detection below
                 if comp is None:
-                    comp = _detect(shard.uri, options)
+                    comp = detect_file_compression(shard.uri, options)
                     shards[i] = ShardFile(
                         shard.split,
                         shard.index,
@@ -294,19 +390,26 @@ def publish(
             copies = [d for d in dests if d]
         action = "copy" if copy_to else "hash"
         plain_options = dict(options) if options is not None else None
+        results: dict[int, dict[str, Any] | _Failure] = {}
         with byte_progress(f"{action} {dataset.name}", total, progress) as advance:
-            results = parallel_map(
+            if small:
+                results.update(_read_small(shards, small, options, advance, max_workers or 16))
+            scanned = parallel_map(
                 _scan_in_worker,
                 [
-                    (shard, plain_options, dest, before, None if processes else advance)
-                    for shard, dest, before in zip(shards, dests, befores, strict=True)
+                    (shards[i], plain_options, dests[i], befores[i], None if processes else advance)
+                    for i in streamed
                 ],
                 workers=workers,
                 processes=processes,
-                on_result=((lambda i, r: advance(befores[i].size)) if processes else None),
+                on_result=(
+                    (lambda k, r: advance(befores[streamed[k]].size)) if processes else None
+                ),
             )
+            results.update(zip(streamed, scanned, strict=True))
         registrations: list[dict[str, Any]] = []
-        for result in results:
+        for i in range(len(shards)):
+            result = results[i]
             if isinstance(result, _Failure):
                 raise result.cls(result.detail, **result.extra)
             registrations.append(result)
@@ -319,7 +422,7 @@ def publish(
             with contextlib.suppress(Exception):
                 remove(uri, options)
         raise
-    if version.name != staged.name:
+    if version.storage_prefix != staged.storage_prefix:
         for uri in copies:  # the existing version was kept; the copies are orphans
             with contextlib.suppress(Exception):
                 remove(uri, options)

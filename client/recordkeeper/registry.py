@@ -10,27 +10,46 @@ stage, register and finish through it, :mod:`recordkeeper.gc` abandons through i
 
 from __future__ import annotations
 
+import logging
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from recordkeeper.core.digests import parse_digest
-from recordkeeper.core.errors import InvalidReference
+from recordkeeper.core.errors import InvalidReference, RecordkeeperError
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.naming import validate_dataset_name
 from recordkeeper.core.refs import parse_reference, validate_alias_name
 from recordkeeper.core.schema import Schema
+from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.diff import VersionDiff, diff_versions
 from recordkeeper.http import HttpCore, quote_segment
-from recordkeeper.models import DatasetInfo, DatasetVersion, TfDatasetOptions
-from recordkeeper.verify import verify_version
+from recordkeeper.models import (
+    DatasetInfo,
+    DatasetVersion,
+    Shard,
+    Split,
+    TfDatasetOptions,
+    VerifyOptions,
+    VerifyReport,
+)
+from recordkeeper.verify import verify_pages, verify_version
+from recordkeeper.version_cache import VersionCache
 
 if TYPE_CHECKING:
     import datetime
 
-__all__ = ["MAX_SHARDS_PER_REQUEST", "DuplicateWarning", "OnDuplicate", "Registry"]
+__all__ = [
+    "MAX_SHARDS_PER_REQUEST",
+    "DuplicateWarning",
+    "OnDuplicate",
+    "Registry",
+    "collect_splits",
+]
 
 OnDuplicate = Literal["error", "use_existing", "commit"]
+
+log = logging.getLogger("recordkeeper")
 
 
 class DuplicateWarning(UserWarning):
@@ -44,9 +63,18 @@ class Registry:
     versions it resolves, writes or publishes.
     """
 
-    def __init__(self, http: HttpCore, storage_options: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        http: HttpCore,
+        storage_options: Mapping[str, Any] | None = None,
+        cache: VersionCache | None = None,
+    ) -> None:
         self.http = http
         self.storage_options: dict[str, Any] = dict(storage_options or {})
+        #: What this registry keeps of the versions it resolved (see :meth:`resolve`).
+        self.cache = cache if cache is not None else VersionCache()
+        #: Shards per page when fetching a version's shards (None: the service's maximum).
+        self.page_size: int | None = None
         self._info: dict[str, Any] | None = None
 
     @classmethod
@@ -54,10 +82,20 @@ class Registry:
         """A registry for ``RECORDKEEPER_URL``/``RECORDKEEPER_TOKEN`` (read now)."""
         return cls(HttpCore.from_env())
 
-    def version(self, data: Mapping[str, Any], *, schema: Schema | None = None) -> DatasetVersion:
+    def version(
+        self,
+        data: Mapping[str, Any],
+        *,
+        schema: Schema | None = None,
+        splits: Mapping[str, Split] | None = None,
+    ) -> DatasetVersion:
         """A :class:`DatasetVersion` from the service's ``Version`` JSON, served from here."""
         return DatasetVersion.from_dict(
-            data, client=self, storage_options=self.storage_options or None, schema=schema
+            data,
+            client=self,
+            storage_options=self.storage_options or None,
+            schema=schema,
+            splits=splits,
         )
 
     # -- service ---------------------------------------------------------------------------
@@ -104,16 +142,97 @@ class Registry:
 
         ``expect_digest`` (``sha256:…``) makes resolution fail with
         :class:`~recordkeeper.errors.DigestMismatch` if the content differs from the pin.
+
+        The reference is resolved by the service every time.  The shards of a committed
+        version are fetched once (in pages of the compact form) and kept by the version's name
+        and content digest (:class:`~recordkeeper.version_cache.VersionCache`); resolving a
+        version this client holds costs one small request, answered ``304`` when nothing
+        changed.
         """
         check_ref(ref)
         if expect_digest is not None:
             expect_digest = parse_digest(expect_digest, "expect_digest")
-        data = self.http.api(
-            "GET",
-            f"/versions/{quote_segment(ref.strip())}",
-            params={"shards": "true" if shards else "false", "expect_digest": expect_digest},
+        ref = ref.strip()
+        path = f"/versions/{quote_segment(ref)}"
+        params = {"shards": "false", "expect_digest": expect_digest}
+        offered = self.cache.offered_tags(parse_reference(ref).dataset)
+        body, etag = self.http.conditional_get(path, params=params, etags=offered)
+        if body is None:  # 304: one of the offered answers is current
+            body = self.cache.answer(etag) if etag is not None else None
+            if body is None:  # forgotten meanwhile (another thread): ask without offering
+                body, etag = self.http.conditional_get(path, params=params)
+        elif etag is not None:
+            self.cache.keep_answer(etag, body)
+        body["ref"] = ref
+        if not shards:
+            return self.version(body)
+        return self.version(body, splits=self._splits(body, cacheable=etag is not None))
+
+    def _splits(self, body: Mapping[str, Any], *, cacheable: bool) -> Mapping[str, Split]:
+        """The splits of the version ``body`` describes: held, or fetched (and kept when the
+        service said the version is published: its answer had an ``ETag``)."""
+        name, digest = body["name"], body.get("content_digest")
+        if cacheable and digest:
+            held = self.cache.splits(name, digest)
+            if held is not None:
+                return held
+        splits = collect_splits(self.shard_pages(name, page_size=self.page_size))
+        if cacheable and digest:
+            self.cache.keep_splits(name, digest, splits)
+        return splits
+
+    def shard_pages(
+        self, version: str | DatasetVersion, *, page_size: int | None = None
+    ) -> Iterator[ShardColumns[Shard]]:
+        """The shards of a version page by page (compact form, split then index order).
+
+        Memory stays bounded by one page (at most 10,000 shards) when the caller drops each
+        page after use; this is how a very large version is verified or copied.
+        """
+        name = version.name if isinstance(version, DatasetVersion) else version
+        check_ref(name)
+        after = None
+        while True:
+            body = self.http.api(
+                "GET",
+                f"/versions/{quote_segment(name.strip())}/shards",
+                params={"form": "compact", "after": after, "limit": page_size},
+            )
+            compact = body["compact"]
+            yield ShardColumns(Shard, compact["uri_prefix"], compact["columns"])
+            after = body.get("next")
+            if after is None:
+                return
+
+    def verify(
+        self,
+        ref: str,
+        *,
+        deep: bool = False,
+        splits: Sequence[str] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        max_workers: int | None = None,
+        progress: bool | None = None,
+    ) -> VerifyReport:
+        """Verify a version's stored shards reading its shard list page by page.
+
+        The same checks as :meth:`DatasetVersion.verify`, with memory bounded by one page of
+        shards: the way to verify a version of 100,000 shards or more.
+        """
+        version = self.resolve(ref, shards=False)
+        wanted = None if splits is None else set(splits)
+        pages: Iterable[Sequence[Shard]] = self.shard_pages(version.name, page_size=self.page_size)
+        if wanted is not None:
+            pages = ([s for s in page if s.split in wanted] for page in pages)
+        options = storage_options if storage_options is not None else self.storage_options
+        return verify_pages(
+            pages,
+            label=version.name,
+            deep=deep,
+            storage_options=options or None,
+            max_workers=max_workers,
+            progress=progress,
         )
-        return self.version(data)
 
     def schema(self, ref: str) -> Schema:
         """The merged schema of a version."""
@@ -129,7 +248,36 @@ class Registry:
 
     # -- what versions ask of the registry that made them (models.VersionServices) -----------
 
-    verify_version = staticmethod(verify_version)
+    def verify_version(
+        self, version: DatasetVersion, **options: Unpack[VerifyOptions]
+    ) -> VerifyReport:
+        """:func:`recordkeeper.verify.verify_version`, and a failed verification reported to
+        the service (:meth:`report_verification`)."""
+        report = verify_version(version, **options)
+        if not report.ok:
+            self.report_verification(version.name, report)
+        return report
+
+    def report_verification(self, ref: str, report: VerifyReport) -> bool:
+        """Tell the service that ``report`` found problems (its metrics and audit log count
+        them), best-effort: a failure to report is logged, never raised, and the report is
+        sent once, without retries (the first 10,000 problems of a larger report).  True if
+        the service recorded it."""
+        body = {
+            "mode": "deep" if report.deep else "fast",
+            "checked": report.checked,
+            "problems": [
+                {"shard": p.shard.name, "reason": p.reason}
+                for p in report.problems[:MAX_SHARDS_PER_REQUEST]
+            ],
+        }
+        path = f"/versions/{quote_segment(ref)}/verifications"
+        try:
+            self.http.api("POST", path, json=body, idempotent=False)
+        except RecordkeeperError as exc:
+            log.warning("could not report the failed verification of %s: %s", ref, exc)
+            return False
+        return True
 
     def tf_dataset(
         self, version: DatasetVersion, split: str, **options: Unpack[TfDatasetOptions]
@@ -271,7 +419,7 @@ class Registry:
         duplicate_of = committed.duplicate_of
         if not committed.splits:
             committed = self.resolve(committed.name)  # the commit answer carries no shards
-        if committed.name != version.name or duplicate_of:
+        if duplicate_of or committed.storage_prefix != version.storage_prefix:
             existing = duplicate_of or committed.name
             warnings.warn(
                 f"the content is identical to {existing}; keeping that version and abandoning "
@@ -280,6 +428,33 @@ class Registry:
                 stacklevel=3,
             )
         return committed
+
+
+def collect_splits(pages: Iterable[ShardColumns[Shard]]) -> dict[str, Split]:
+    """Splits from compact pages in (split, index) order; a split may span pages."""
+    parts: dict[str, list[tuple[str, dict[str, list[Any]]]]] = {}
+    for page in pages:
+        names = page.column("split")
+        start = 0
+        while start < len(names):
+            split = names[start]
+            end = start
+            while end < len(names) and names[end] == split:  # runs are long: few splits
+                end += 1
+            parts.setdefault(split, []).append(page.raw_slice(start, end))
+            start = end
+    splits: dict[str, Split] = {}
+    for split, chunks in parts.items():
+        prefixes = {prefix for prefix, _ in chunks}
+        prefix = prefixes.pop() if len(prefixes) == 1 else ""
+        columns: dict[str, list[Any]] = {}
+        for chunk_prefix, chunk in chunks:
+            for field, values in chunk.items():
+                if field == "uri" and chunk_prefix != prefix:
+                    values = [chunk_prefix + u for u in values]
+                columns.setdefault(field, []).extend(values)
+        splits[split] = Split.from_columns(split, ShardColumns(Shard, prefix, columns))
+    return splits
 
 
 def check_ref(ref: str) -> None:

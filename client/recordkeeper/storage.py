@@ -37,12 +37,17 @@ __all__ = [
     "ObjectStat",
     "backend_of",
     "discard_upload",
+    "forget_cached",
     "join_uri",
     "list_files",
     "open_read",
     "open_write",
     "remove",
     "rename",
+    "s3_head_request",
+    "stat_file",
+    "stat_from_info",
+    "stat_from_s3_head",
     "stat_object",
     "storage_errors",
     "to_uri",
@@ -241,52 +246,70 @@ def stat_object(
         path = fs._strip_protocol(uri)
     with storage_errors(uri):
         if backend == "file":
-            st = os.stat(path)
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"{path} is not a file")
-            return ObjectStat(
-                uri, st.st_size, {"backend": "file", "mtime_ns": st.st_mtime_ns, "size": st.st_size}
-            )
+            return stat_file(uri, path)
         if backend == "s3":
-            bucket, key, version_id = fs.split_path(path)
-            kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "ChecksumMode": "ENABLED"}
-            if version_id:
-                kwargs["VersionId"] = version_id
-            head = fs.call_s3("head_object", **kwargs)
-            return ObjectStat(
-                uri,
-                int(head["ContentLength"]),
-                {
-                    "backend": "s3",
-                    "etag": head.get("ETag"),
-                    "version_id": head.get("VersionId"),
-                    "checksum_sha256": head.get("ChecksumSHA256"),
-                },
-            )
-        _forget(fs, path)
-        info = fs.info(path)
-        if info.get("type") == "directory":
-            raise FileNotFoundError(f"{uri} is a directory, not an object")
-        size = int(info.get("size") or 0)
-        if backend == "gcs":
-            return ObjectStat(
-                uri,
-                size,
-                {
-                    "backend": "gcs",
-                    "generation": str(info.get("generation")) if info.get("generation") else None,
-                    "crc32c": info.get("crc32c"),
-                    "md5": info.get("md5Hash"),
-                },
-            )
-        identity: dict[str, Any] = {"backend": backend, "size": size}
-        for key in ("mtime", "etag", "ETag", "created"):
-            if info.get(key) is not None:
-                identity[key.lower()] = str(info[key])
-        return ObjectStat(uri, size, identity)
+            return stat_from_s3_head(uri, fs.call_s3("head_object", **s3_head_request(fs, path)))
+        forget_cached(fs, path)
+        return stat_from_info(uri, backend, fs.info(path))
 
 
-def _forget(fs: Any, path: str) -> None:
+def stat_file(uri: str, path: str) -> ObjectStat:
+    """A local file's size and identity (raises ``OSError`` when it is missing or a directory)."""
+    st = os.stat(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} is not a file")
+    return ObjectStat(
+        uri, st.st_size, {"backend": "file", "mtime_ns": st.st_mtime_ns, "size": st.st_size}
+    )
+
+
+def s3_head_request(fs: Any, path: str) -> dict[str, Any]:
+    """The ``head_object`` (or ``get_object``) arguments asking S3 for an object's checksum."""
+    bucket, key, version_id = fs.split_path(path)
+    kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "ChecksumMode": "ENABLED"}
+    if version_id:
+        kwargs["VersionId"] = version_id
+    return kwargs
+
+
+def stat_from_s3_head(uri: str, head: Mapping[str, Any]) -> ObjectStat:
+    """An S3 object's identity from a ``head_object`` (or ``get_object``) response."""
+    return ObjectStat(
+        uri,
+        int(head["ContentLength"]),
+        {
+            "backend": "s3",
+            "etag": head.get("ETag"),
+            "version_id": head.get("VersionId"),
+            "checksum_sha256": head.get("ChecksumSHA256"),
+        },
+    )
+
+
+def stat_from_info(uri: str, backend: str, info: Mapping[str, Any]) -> ObjectStat:
+    """An object's identity from fsspec's ``info()`` (GCS and the other non-S3 backends)."""
+    if info.get("type") == "directory":
+        raise FileNotFoundError(f"{uri} is a directory, not an object")
+    size = int(info.get("size") or 0)
+    if backend == "gcs":
+        return ObjectStat(
+            uri,
+            size,
+            {
+                "backend": "gcs",
+                "generation": str(info.get("generation")) if info.get("generation") else None,
+                "crc32c": info.get("crc32c"),
+                "md5": info.get("md5Hash"),
+            },
+        )
+    identity: dict[str, Any] = {"backend": backend, "size": size}
+    for key in ("mtime", "etag", "ETag", "created"):
+        if info.get(key) is not None:
+            identity[key.lower()] = str(info[key])
+    return ObjectStat(uri, size, identity)
+
+
+def forget_cached(fs: Any, path: str) -> None:
     """Drop fsspec's cached listing for ``path``: identity and reads must see the object as it
     is now (another process may have replaced it; s3fs would read with a stale ETag)."""
     with contextlib.suppress(Exception):
@@ -301,7 +324,7 @@ def open_read(
     ``size``, when the caller already knows it, spares object stores a metadata request.
     """
     fs, path = url_to_fs(uri, storage_options)
-    _forget(fs, path)
+    forget_cached(fs, path)
     with storage_errors(uri):
         if size is not None and backend_of(uri) in ("s3", "gcs"):
             return fs.open(path, "rb", block_size=8 * 2**20, size=size)

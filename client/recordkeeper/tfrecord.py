@@ -183,11 +183,11 @@ class ShardStats:
 class _Digests:
     """Hashes of the stored and of the uncompressed bytes, and the stored size."""
 
-    def __init__(self, compression: Compression) -> None:
+    def __init__(self, compression: Compression, *, crc: bool = True) -> None:
         self.compression = compression
         self.stored = hashlib.sha256()
         self.records = self.stored if compression == "none" else hashlib.sha256()
-        self.crc = 0
+        self.crc: int | None = 0 if crc else None  # None: not computed
         self.size = 0
 
     def add(self, stored: bytes, records: bytes = b"") -> None:
@@ -197,7 +197,8 @@ class _Digests:
 
     def measure(self, stored: bytes) -> None:
         """The cheap part of :meth:`add`: CRC32C (14 GB/s) and size."""
-        self.crc = crc32c(stored, self.crc)
+        if self.crc is not None:
+            self.crc = crc32c(stored, self.crc)
         self.size += len(stored)
 
     def hash(self, stored: bytes, records: bytes = b"") -> None:
@@ -209,7 +210,7 @@ class _Digests:
     def stats(self, record_count: int, schema: Schema | None) -> ShardStats:
         return ShardStats(
             sha256=self.stored.hexdigest(),
-            crc32c=f"{self.crc:08x}",
+            crc32c="" if self.crc is None else f"{self.crc:08x}",
             records_sha256=self.records.hexdigest(),
             record_count=record_count,
             size=self.size,
@@ -225,19 +226,35 @@ class _Worker:
     parsing the calling thread does meanwhile.  Each of a job's C calls needs the GIL back when
     it returns, which can take a thread switch interval (5 ms) while the caller is busy: jobs
     should be large, and several may queue.  A job's exception surfaces on a later call.
+
+    The thread starts with the second job: a shard of one chunk (a small shard, read or written
+    whole) runs its one job in the caller at :meth:`close`, without starting a thread.
     """
 
     def __init__(self, depth: int = 2) -> None:
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="recordkeeper-io")
+        self._pool: ThreadPoolExecutor | None = None
         self._pending: deque[Future[None]] = deque()
         self._depth = depth
+        self._first: tuple[Callable[..., None], tuple[Any, ...]] | None = None
 
     def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        if self._pool is None:
+            if self._first is None:
+                self._first = (fn, args)
+                return
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="recordkeeper-io")
+            first, self._first = self._first, None
+            self._pending.append(self._pool.submit(first[0], *first[1]))
         while len(self._pending) >= self._depth:
             self._pending.popleft().result()
         self._pending.append(self._pool.submit(fn, *args))
 
     def close(self) -> None:
+        if self._pool is None:
+            if self._first is not None:
+                first, self._first = self._first, None
+                first[0](*first[1])
+            return
         try:
             while self._pending:
                 self._pending.popleft().result()
@@ -246,7 +263,9 @@ class _Worker:
 
     def abandon(self) -> None:
         """Stop without raising: drop waiting jobs, let a running one end."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._first = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 class BinarySink(Protocol):
@@ -333,14 +352,26 @@ class TFRecordWriter:
         if self._batch_bytes >= _BATCH_BYTES:
             self._flush_batch()
 
+    def write_many(self, records: Iterable[Any]) -> None:
+        """Append records in order, each as :meth:`write` takes it: one call for a batch."""
+        batch = [r if type(r) is bytes else record_bytes(r) for r in records]
+        self._batch += batch
+        self._batch_bytes += sum(map(len, batch))
+        if self._batch_bytes >= _BATCH_BYTES:
+            self._flush_batch()
+
     def _flush_batch(self) -> None:
         batch = self._batch
         self._batch = []
         self._batch_bytes = 0
         self._count += len(batch)
-        headers = map(self._headers.__getitem__, map(len, batch))
-        footers = map(_U32LE.pack, _masked_all(list(map(crc32c, batch))))
-        framed = b"".join(chain.from_iterable(zip(headers, batch, footers, strict=True)))
+        speedups = _native.speedups
+        if speedups is not None:  # framing and CRCs in C, without the GIL
+            framed = speedups.frame(batch)
+        else:
+            headers = map(self._headers.__getitem__, map(len, batch))
+            footers = map(_U32LE.pack, _masked_all(list(map(crc32c, batch))))
+            framed = b"".join(chain.from_iterable(zip(headers, batch, footers, strict=True)))
         self._framed.append(framed)
         self._framed_bytes += len(framed)
         if self._framed_bytes >= _STORE_BYTES:
@@ -349,17 +380,19 @@ class TFRecordWriter:
             self._inferencer.add_many(batch)
 
     def _store_framed(self) -> None:
-        framed = b"".join(self._framed)
+        framed = self._framed
         self._framed = []
         self._framed_bytes = 0
         self._worker.submit(self._store, framed)
 
-    def _store(self, framed: bytes) -> None:
-        """On the worker: hash, compress and write framed records."""
-        stored = framed if self._compressor is None else self._compressor.compress(framed)
-        self._digests.add(stored, framed)
-        if stored:
-            self._file.write(stored)
+    def _store(self, pieces: list[bytes]) -> None:
+        """On the worker: hash, compress and write framed records (~1 MiB pieces, not joined:
+        joining would copy every byte once more)."""
+        for framed in pieces:
+            stored = framed if self._compressor is None else self._compressor.compress(framed)
+            self._digests.add(stored, framed)
+            if stored:
+                self._file.write(stored)
 
     def _finish(self) -> None:
         """On the worker: end the compressed stream and flush the file."""
@@ -856,6 +889,8 @@ def scan_shard(
     *,
     infer_schema: bool = True,
     size: int | None = None,
+    stored_crc32c: bool = True,
+    hash_in_background: bool = True,
 ) -> ShardStats:
     """Re-read a stored shard and return the :class:`ShardStats` a writer would have produced.
 
@@ -863,11 +898,15 @@ def scan_shard(
     :class:`~recordkeeper.errors.CorruptShard` with its offset, as :func:`iter_records` does,
     ``size`` included).  Use it for deep verification (``infer_schema=False`` is faster) and to
     describe files written elsewhere.
+    ``stored_crc32c=False`` skips the CRC32C of the stored bytes (``crc32c`` is then ``""``):
+    deep verification compares their sha256, which already covers every byte.
+    ``hash_in_background=False`` hashes in the calling thread instead of a helper thread: for
+    callers that already scan one shard per core (the helper would only compete for them).
     """
     compression = normalize_compression(compression)
     if size is None:
         size = source_size(fileobj)
-    digests = _Digests(compression)
+    digests = _Digests(compression, crc=stored_crc32c)
     inferencer = SchemaInferencer() if infer_schema else None
     if inferencer is not None and _native.speedups is not None:
         # C scans, checks and summarises records without the GIL or a copy of each
@@ -879,7 +918,10 @@ def scan_shard(
 
     def on_chunk(stored: bytes, data: bytes) -> None:
         digests.measure(stored)  # in this thread: the CRC releases the GIL, which lets
-        worker.submit(digests.hash, stored, data)  # the worker pick up its next job
+        if hash_in_background:  # the worker pick up its next job
+            worker.submit(digests.hash, stored, data)
+        else:
+            digests.hash(stored, data)
 
     try:
         chunks = _stored_chunks(fileobj)

@@ -24,17 +24,36 @@ from __future__ import annotations
 import base64
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from recordkeeper._parallel import parallel_map, use_processes
 from recordkeeper.core.errors import CorruptShard, StorageError
 from recordkeeper.models import DatasetVersion, Reason, Shard, ShardProblem, VerifyReport
+from recordkeeper.object_batches import (
+    DEFAULT_CONCURRENCY,
+    ListedObject,
+    listing_or_nothing,
+    stat_many,
+)
 from recordkeeper.progress import ProgressReader, byte_progress
-from recordkeeper.storage import open_read, stat_object, storage_errors, url_to_fs
+from recordkeeper.storage import (
+    ObjectStat,
+    backend_of,
+    open_read,
+    storage_errors,
+    to_uri,
+    url_to_fs,
+)
 
-__all__ = ["Reason", "ShardProblem", "VerifyReport", "verify_shards", "verify_version"]
+__all__ = [
+    "Reason",
+    "ShardProblem",
+    "VerifyReport",
+    "verify_pages",
+    "verify_shards",
+    "verify_version",
+]
 
 
 def _b64_to_hex(value: str | None) -> str | None:
@@ -46,13 +65,67 @@ def _b64_to_hex(value: str | None) -> str | None:
         return None
 
 
-def _fast_check(shard: Shard, storage_options: Mapping[str, Any] | None) -> ShardProblem | None:
-    try:
-        current = stat_object(shard.uri, storage_options)
-    except StorageError as exc:
-        if exc.extra.get("reason") == "missing":
-            return ShardProblem(shard, "missing", f"object not found: {exc.detail}")
-        raise
+def _fast_problems(
+    shards: Sequence[Shard], storage_options: Mapping[str, Any] | None, concurrency: int
+) -> list[ShardProblem]:
+    """Fast verification of ``shards``: their problems in shard order.
+
+    Current identities come from :func:`~recordkeeper.object_batches.stat_many` (concurrent
+    requests).  Many S3 shards are first looked up in a listing of their common prefix: a shard
+    the listing shows with its registered size and ETag is the very object that was registered
+    (see :func:`_listing_shows_unchanged`), so it needs no request of its own.  Every other
+    shard gets the same per-object check as before.
+    """
+    unchanged: set[int] = set()
+    on_s3 = [i for i, s in enumerate(shards) if backend_of(s.uri) == "s3"]
+    if len(on_s3) >= LISTING_MIN_SHARDS:
+        listed = listing_or_nothing([shards[i].uri for i in on_s3], storage_options)
+        unchanged = {
+            i
+            for i in on_s3
+            if _listing_shows_unchanged(shards[i], listed.get(to_uri(shards[i].uri)))
+        }
+    rest = [i for i in range(len(shards)) if i not in unchanged]
+    stats = stat_many([shards[i].uri for i in rest], storage_options, concurrency=concurrency)
+    problems: list[ShardProblem] = []
+    for i, current in zip(rest, stats, strict=True):
+        problem = _fast_check(shards[i], current)
+        if problem is not None:
+            problems.append(problem)
+    return problems
+
+
+#: from this many S3 shards on, fast verification lists their prefix first
+LISTING_MIN_SHARDS = 8
+
+
+def _listing_shows_unchanged(shard: Shard, listed: ListedObject | None) -> bool:
+    """True when a listing entry proves the shard's object is the one registered.
+
+    The ETag changes whenever an object is written with different bytes (S3 computes it from
+    the content, or anew for each upload), and a listing names the current version.  So with
+    the registered size and ETag, no registered VersionId (versioned objects are checked by
+    request), and a registered checksum that matched the shard's sha256 (or none), a request
+    for the object would find nothing either: its checksum and ETag are those registered.
+    """
+    if listed is None:
+        return False
+    registered = shard.storage_identity or {}
+    if registered.get("backend") != "s3" or registered.get("version_id"):
+        return False
+    etag = registered.get("etag")
+    checksum = registered.get("checksum_sha256")
+    full = _b64_to_hex(checksum)
+    if checksum and "-" not in str(checksum) and full != shard.sha256:
+        return False
+    return bool(etag) and listed.etag == etag and listed.size == shard.size
+
+
+def _fast_check(shard: Shard, current: ObjectStat | StorageError) -> ShardProblem | None:
+    if isinstance(current, StorageError):
+        if current.extra.get("reason") == "missing":
+            return ShardProblem(shard, "missing", f"object not found: {current.detail}")
+        raise current
     registered = dict(shard.storage_identity or {})
     ident = current.identity
     if current.size != shard.size:
@@ -123,6 +196,7 @@ def _deep_check(
     shard: Shard,
     storage_options: Mapping[str, Any] | None,
     advance: Callable[[int], None] | None = None,
+    hash_in_background: bool = True,
 ) -> tuple[ShardProblem | None, int]:
     from recordkeeper.tfrecord import scan_shard, source_size
 
@@ -136,8 +210,14 @@ def _deep_check(
     try:
         with storage_errors(shard.uri):
             try:
-                size = source_size(raw)  # bounds what a corrupt frame header may claim
-                stats = scan_shard(reader, shard.compression, infer_schema=False, size=size)
+                stats = scan_shard(
+                    reader,
+                    shard.compression,
+                    infer_schema=False,
+                    size=source_size(raw),  # bounds what a corrupt frame header may claim
+                    stored_crc32c=False,
+                    hash_in_background=hash_in_background,
+                )
             except CorruptShard as exc:
                 corrupt = ShardProblem(
                     shard,
@@ -194,10 +274,12 @@ def verify_shards(
         total = sum(s.size for s in shards)
         processes = use_processes(total, len(shards))
         options = dict(storage_options) if storage_options is not None else None
+        # One shard per core already keeps every core busy: hash in the scanning thread.
+        background = workers < (os.cpu_count() or 1)
         with byte_progress(f"deep verify {label}", total, progress) as advance:
             results = parallel_map(
                 _deep_check,
-                [(s, options, None if processes else advance) for s in shards],
+                [(s, options, None if processes else advance, background) for s in shards],
                 workers=workers,
                 processes=processes,
                 on_result=(lambda i, r: advance(r[1])) if processes else None,
@@ -207,11 +289,7 @@ def verify_shards(
             if problem is not None:
                 problems.append(problem)
     else:
-        workers = max_workers or min(len(shards) or 1, 32)
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for fast_problem in pool.map(lambda s: _fast_check(s, storage_options), shards):
-                if fast_problem is not None:
-                    problems.append(fast_problem)
+        problems = _fast_problems(shards, storage_options, max_workers or DEFAULT_CONCURRENCY)
     return VerifyReport(
         version=label,
         deep=deep,
@@ -243,4 +321,43 @@ def verify_version(
         max_workers=max_workers,
         progress=progress,
         label=version.name,
+    )
+
+
+def verify_pages(
+    pages: Iterable[Sequence[Shard]],
+    *,
+    label: str,
+    deep: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+    max_workers: int | None = None,
+    progress: bool | None = None,
+) -> VerifyReport:
+    """Verify shards arriving page by page (:meth:`Registry.shard_pages`), one page at a time.
+
+    Memory stays bounded by a page (plus the problems found) whatever the version's size; the
+    report is the one :func:`verify_shards` would give for all the shards at once.
+    """
+    start = time.perf_counter()
+    checked = total_read = 0
+    problems: list[ShardProblem] = []
+    for page in pages:
+        report = verify_shards(
+            page,
+            deep=deep,
+            storage_options=storage_options,
+            max_workers=max_workers,
+            progress=progress,
+            label=label,
+        )
+        checked += report.checked
+        total_read += report.bytes_read
+        problems.extend(report.problems)
+    return VerifyReport(
+        version=label,
+        deep=deep,
+        checked=checked,
+        problems=tuple(problems),
+        bytes_read=total_read,
+        seconds=time.perf_counter() - start,
     )

@@ -13,8 +13,10 @@ How it works:
 * Each split has one open shard.  Records are framed (and compressed) by
   :class:`recordkeeper.tfrecord.TFRecordWriter`, which computes sha256, crc32c,
   records_sha256, the record count and the schema while the bytes stream — never by a second
-  read.  The framed bytes go through a bounded queue to a background upload thread per shard, so
-  the producer is not blocked by the network (the queue bounds memory: ~16 MiB per shard).
+  read.  ``write()`` only collects records; the TFRecordWriter frames them (in C) a batch of
+  ~1 MiB at a time.  For object stores the framed bytes go through a bounded queue to a
+  background upload thread per shard, so the producer is not blocked by the network (the queue
+  bounds memory: ~16 MiB per shard); local files are written by the hashing thread itself.
 * A shard is closed when its stored size reaches ``shard_size`` and the next one begins
   (exactly for uncompressed shards; for gzip/zlib only once the compressor has emitted that
   much, so compressed shards may run up to about a MiB over).
@@ -65,10 +67,19 @@ from recordkeeper.storage import (
 
 if TYPE_CHECKING:
     from recordkeeper.registry import Registry
+    from recordkeeper.tfrecord import ShardStats, TFRecordWriter
 
-__all__ = ["VersionWriter", "parse_size"]
+__all__ = [
+    "VersionWriter",
+    "finalize_shard",
+    "open_shard",
+    "parse_size",
+    "shard_is_full",
+    "temp_shard_name",
+]
 
 _DIRECT = 2**20  # blocks at least this big go to the upload thread as they are
+_BATCH_BYTES = 2**20  # framed bytes collected per split before the TFRecordWriter sees them
 _QUEUE_DEPTH = 16  # blocks in flight per shard (~16 MiB)
 _MAX_PENDING_UPLOADS = 4
 _SIZE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)\s*", re.IGNORECASE)
@@ -205,15 +216,150 @@ class _Aborted(Exception):
     pass
 
 
+class _LocalSink:
+    """:class:`_UploadPipe`'s interface for a local file, written directly by the
+    TFRecordWriter's hashing thread: a write to the page cache costs less than handing the
+    bytes to one more thread."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self.size = 0
+        with storage_errors(uri):
+            self._file = open_write(uri, None)
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        with storage_errors(self.uri):
+            self._file.write(data)
+        self.size += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        """Nothing to do: the file is flushed when it is closed."""
+
+    def writable(self) -> bool:
+        return True
+
+    def finish(self) -> None:
+        """Close the file (the TFRecordWriter has written everything)."""
+        with storage_errors(self.uri):
+            self._file.close()
+
+    def join(self) -> None:
+        """Nothing runs in the background."""
+
+    uploading = False
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self._file.close()
+
+
 @dataclass
 class _Shard:
     split: str
     index: int
     temp_uri: str
-    pipe: _UploadPipe
-    framed_bytes: int = 0
+    pipe: _UploadPipe | _LocalSink
+    framed_bytes: int = 0  # framed bytes handed to the TFRecordWriter
     stats: Any = None
     final_uri: str | None = None
+
+
+def shard_is_full(compression: str, framed_bytes: int, stored_bytes: int, shard_size: int) -> bool:
+    """Whether a shard has reached ``shard_size`` and the next record starts a new one.
+
+    Uncompressed, the framed size is the stored size (exact).  Compressed, only the bytes the
+    compressor has emitted so far count, so gzip/zlib shards close a little late.
+    """
+    if framed_bytes < shard_size:
+        return False
+    return compression == "none" or stored_bytes >= shard_size
+
+
+def temp_shard_name(split: str, key: int | str, compression: str) -> str:
+    """Where a shard is written before its final name is known: ``_incomplete/{split}-{key}``."""
+    key_text = f"{key:05d}" if isinstance(key, int) else key
+    return f"_incomplete/{split}-{key_text}{compression_suffix(compression)}"
+
+
+def open_shard(
+    uri: str, compression: str, storage_options: Mapping[str, Any] | None
+) -> tuple[_UploadPipe | _LocalSink, TFRecordWriter]:
+    """Start one shard at ``uri``: a framing, hashing, schema-inferring writer over an upload.
+
+    Write records to the returned :class:`~recordkeeper.tfrecord.TFRecordWriter`; its
+    ``close()`` gives the shard's stats, then ``pipe.finish()`` and ``pipe.join()`` end the
+    upload (``pipe.abort()`` discards it); local files are written directly.
+    """
+    from recordkeeper.tfrecord import TFRecordWriter  # not at import: rk stays light
+
+    # a local file needs no upload thread
+    pipe: _UploadPipe | _LocalSink = (
+        _LocalSink(uri) if backend_of(uri) == "file" else _UploadPipe(uri, storage_options)
+    )
+    return pipe, TFRecordWriter(pipe, compression=compression)
+
+
+def finalize_shard(
+    temp_uri: str,
+    final_uri: str,
+    stats: ShardStats,
+    *,
+    split: str,
+    index: int,
+    count: int,
+    storage_options: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """Move a written shard to its final name and return its REST registration.
+
+    The storage identity is read after the move, and the stored size must equal what was
+    written.  Idempotent: when ``temp_uri`` is gone and ``final_uri`` holds ``stats.size``
+    bytes (a retried finalisation), the move is skipped.
+    """
+    try:
+        rename(temp_uri, final_uri, storage_options)
+    except StorageError as exc:
+        if exc.extra.get("reason") != "missing":
+            raise
+    stat = stat_object(final_uri, storage_options)
+    if stat.size != stats.size:
+        raise StorageError(
+            f"{final_uri}: stored {stat.size} bytes but {stats.size} were written",
+            uri=final_uri,
+            reason="error",
+        )
+    record = ShardRecord(
+        split=split,
+        index=index,
+        count=count,
+        uri=final_uri,
+        compression=stats.compression,
+        size=stats.size,
+        sha256=stats.sha256,
+        crc32c=stats.crc32c,
+        records_sha256=stats.records_sha256,
+        record_count=stats.record_count,
+        storage_identity=stat.identity,
+    )
+    schema = stats.schema.to_dict() if stats.schema is not None else None
+    return record.to_wire(schema=schema)
+
+
+class _OpenShard:
+    """A split's shard being written, and the records collected for it since the last batch.
+
+    ``write()`` only appends to ``batch`` and counts down ``room`` (framed bytes until the
+    batch is handed over: at most ``_BATCH_BYTES``, and never past the shard's size limit), so
+    the per-record work is a few operations and the TFRecordWriter gets one call per batch.
+    """
+
+    __slots__ = ("batch", "room", "shard", "tfw")
+
+    def __init__(self, shard: _Shard, tfw: Any, room: int) -> None:
+        self.shard = shard
+        self.tfw = tfw
+        self.batch: list[bytes] = []
+        self.room = room
 
 
 class VersionWriter:
@@ -252,7 +398,7 @@ class VersionWriter:
         self.metadata = metadata
         self.staged: DatasetVersion | None = None
         self._version: DatasetVersion | None = None
-        self._open: dict[str, tuple[_Shard, Any]] = {}
+        self._open: dict[str, _OpenShard] = {}
         self._done: list[_Shard] = []
         self._next_index: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -298,24 +444,34 @@ class VersionWriter:
             current = self._open.get(split)
             if current is None:
                 current = self._start_shard(split)  # raises once the writer is closed
-            shard, tfw = current
-            tfw.write(data)
-            shard.framed_bytes += len(data) + 16
-            if shard.framed_bytes >= self.shard_size:
-                self._maybe_close_shard(split, shard)
+            current.batch.append(data)
+            current.room -= len(data) + 16
+            if current.room <= 0:
+                self._hand_over(split, current)
 
     @property
     def record_count(self) -> int:
         """Records written so far."""
-        return self._closed_records + sum(tfw.record_count for _, tfw in self._open.values())
+        with self._lock:
+            return self._closed_records + sum(
+                o.tfw.record_count + len(o.batch) for o in self._open.values()
+            )
 
-    def _maybe_close_shard(self, split: str, shard: _Shard) -> None:
-        # Uncompressed, the framed size is the stored size.  Compressed, only the bytes the
-        # compressor has emitted are known (never more than the framed bytes, so the cheap
-        # check in write() comes first): the shard closes a little late (the writer hands over
-        # ~1 MiB batches), so shard_size is approximate for gzip/zlib.
-        if self.compression == "none" or shard.pipe.size >= self.shard_size:
+    def _hand_over(self, split: str, current: _OpenShard) -> None:
+        """Give the collected records to the shard's TFRecordWriter; close the shard when it
+        has reached ``shard_size``."""
+        batch, current.batch = current.batch, []
+        shard = current.shard
+        shard.framed_bytes += sum(map(len, batch)) + 16 * len(batch)
+        current.tfw.write_many(batch)
+        # Uncompressed, the framed size is the stored size: the batch ends exactly at the
+        # record reaching shard_size.  Compressed, only the bytes the compressor has emitted
+        # are known (never more than the framed bytes, so that check comes first): the shard
+        # closes a little late (batches of ~1 MiB), so shard_size is approximate for gzip/zlib.
+        if shard_is_full(self.compression, shard.framed_bytes, shard.pipe.size, self.shard_size):
             self._close_shard(split)
+            return
+        current.room = min(_BATCH_BYTES, max(1, self.shard_size - shard.framed_bytes))
 
     def close(self) -> DatasetVersion:
         """Finish every shard, register them and commit; returns the committed version."""
@@ -339,7 +495,7 @@ class VersionWriter:
         except BaseException:
             self.abort()
             raise
-        if version.name != staged.name:
+        if version.storage_prefix != staged.storage_prefix:  # an identical version was kept
             self._delete_written()
         self._version = version
         return version
@@ -347,9 +503,9 @@ class VersionWriter:
     def abort(self) -> None:
         """Abandon the staged version and delete what was written (best effort)."""
         self._closed = True
-        for shard, _ in self._open.values():
-            shard.pipe.abort()
-            self._done.append(shard)
+        for current in self._open.values():
+            current.shard.pipe.abort()
+            self._done.append(current.shard)
         self._open.clear()
         for shard in self._done:
             shard.pipe.abort()
@@ -372,9 +528,7 @@ class VersionWriter:
             url_to_fs(self.staged.storage_prefix, self.storage_options)
         return self.staged
 
-    def _start_shard(self, split: str) -> tuple[_Shard, Any]:
-        from recordkeeper.tfrecord import TFRecordWriter
-
+    def _start_shard(self, split: str) -> _OpenShard:
         if self._closed:
             raise RuntimeError("this writer is closed")
         validate_split_name(split)
@@ -383,17 +537,19 @@ class VersionWriter:
         self._next_index[split] = index + 1
         while len([s for s in self._done if s.pipe.uploading]) >= _MAX_PENDING_UPLOADS:
             next(s for s in self._done if s.pipe.uploading).pipe.join()
-        temp_uri = join_uri(
-            prefix, f"_incomplete/{split}-{index:05d}{compression_suffix(self.compression)}"
-        )
-        pipe = _UploadPipe(temp_uri, self.storage_options)
+        temp_uri = join_uri(prefix, temp_shard_name(split, index, self.compression))
+        pipe, tfw = open_shard(temp_uri, self.compression, self.storage_options)
         shard = _Shard(split, index, temp_uri, pipe)
-        tfw = TFRecordWriter(pipe, compression=self.compression)
-        self._open[split] = (shard, tfw)
-        return shard, tfw
+        current = self._open[split] = _OpenShard(shard, tfw, min(_BATCH_BYTES, self.shard_size))
+        return current
 
     def _close_shard(self, split: str) -> None:
-        shard, tfw = self._open.pop(split)
+        current = self._open.pop(split)
+        shard, tfw = current.shard, current.tfw
+        if current.batch:
+            shard.framed_bytes += sum(map(len, current.batch)) + 16 * len(current.batch)
+            tfw.write_many(current.batch)
+            current.batch = []
         shard.stats = tfw.close()
         self._closed_records += shard.stats.record_count
         shard.pipe.finish()
@@ -413,31 +569,18 @@ class VersionWriter:
                     shard.split, shard.index, count, compression_suffix(self.compression)
                 ),
             )
-            rename(shard.temp_uri, final, self.storage_options)
             shard.final_uri = final
-            stat = stat_object(final, self.storage_options)
-            stats = shard.stats
-            if stat.size != stats.size:
-                raise StorageError(
-                    f"{final}: stored {stat.size} bytes but {stats.size} were written",
-                    uri=final,
-                    reason="error",
+            registrations.append(
+                finalize_shard(
+                    shard.temp_uri,
+                    final,
+                    shard.stats,
+                    split=shard.split,
+                    index=shard.index,
+                    count=count,
+                    storage_options=self.storage_options,
                 )
-            record = ShardRecord(
-                split=shard.split,
-                index=shard.index,
-                count=count,
-                uri=final,
-                compression=self.compression,
-                size=stats.size,
-                sha256=stats.sha256,
-                crc32c=stats.crc32c,
-                records_sha256=stats.records_sha256,
-                record_count=stats.record_count,
-                storage_identity=stat.identity,
             )
-            schema = stats.schema.to_dict() if stats.schema is not None else None
-            registrations.append(record.to_wire(schema=schema))
         self._remove_temp_dir()
         return registrations
 

@@ -6,6 +6,11 @@ that is not at the migration head (see :mod:`recordkeeper_service.startup`).
 
 ``app_from_env()`` is the factory uvicorn workers import: it reads ``RECORDKEEPER_*`` settings
 from the environment.
+
+Operations (docs/operations.md): every request passes the request observer first (request id,
+request log line, metrics: :func:`install_observability`); ``/metrics`` serves the metrics
+(:func:`install_metrics_route`); ``/docs`` and ``/redoc`` use assets shipped in the package, no
+CDN (:func:`install_api_docs`).
 """
 
 from __future__ import annotations
@@ -22,12 +27,21 @@ from recordkeeper_service.auth import Authenticator
 from recordkeeper_service.db import Database
 from recordkeeper_service.handlers import install_error_handlers
 from recordkeeper_service.limits import RequestGate
+from recordkeeper_service.metrics import ServiceMetrics
+from recordkeeper_service.observe import RequestObserver
 from recordkeeper_service.repository import Repository
-from recordkeeper_service.routes import api_router, probe_router
+from recordkeeper_service.routes import api_docs, api_router, probe_router, ui_router
+from recordkeeper_service.routes import metrics as metrics_routes
 from recordkeeper_service.settings import Settings
 from recordkeeper_service.startup import check_startup
 
-__all__ = ["app_from_env", "create_app"]
+__all__ = [
+    "app_from_env",
+    "create_app",
+    "install_api_docs",
+    "install_metrics_route",
+    "install_observability",
+]
 
 DESCRIPTION = """\
 Dataset versioning and lineage for TFRecord training data.
@@ -45,11 +59,14 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     settings = settings if settings is not None else Settings()
     owns_database = database is None
     db = database or Database(settings.effective_database_url, pool_size=settings.db_pool_size)
+    metrics = ServiceMetrics.from_environment()
+    metrics.watch_pool(db.engine)
     repository = Repository(
         db,
         allowed_roots=AllowedRoots.of(settings.allowed_roots),
         storage_root=settings.storage_root,
         version_cache_bytes=settings.version_cache_bytes,
+        metrics=metrics,
     )
 
     @asynccontextmanager
@@ -61,6 +78,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
             await repository.versions.aclose()
             if owns_database:
                 db.dispose()
+            metrics.process_exited()
 
     app = FastAPI(
         title="recordkeeper",
@@ -70,8 +88,11 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         # No 307 to a Location built from the Host header, before authentication: a path with a
         # trailing slash is simply not a route (404 not_found).
         redirect_slashes=False,
+        docs_url=None,  # served from the package instead: install_api_docs
+        redoc_url=None,
     )
     app.state.settings = settings
+    app.state.metrics = metrics
     app.state.repository = repository
     authenticator = Authenticator(
         repository.tokens,
@@ -88,9 +109,37 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         max_body_bytes=settings.max_body_bytes,
         max_small_body_bytes=settings.max_small_body_bytes,
     )
+    install_observability(app, settings, metrics)
     app.include_router(api_router)
     app.include_router(probe_router)
+    app.include_router(ui_router)
+    install_metrics_route(app, settings)
+    install_api_docs(app)
     return app
+
+
+def install_observability(app: FastAPI, settings: Settings, metrics: ServiceMetrics) -> None:
+    """Request ids, the request log line and request metrics, around everything else (the
+    request gate's refusals included): add it after every other middleware.  With
+    ``RECORDKEEPER_METRICS=off`` requests are not counted at all."""
+    app.add_middleware(
+        RequestObserver,
+        routes=lambda: app.router.routes,
+        metrics=None if settings.metrics == "off" else metrics,
+        request_log=settings.request_log,
+    )
+
+
+def install_metrics_route(app: FastAPI, settings: Settings) -> None:
+    """``GET /metrics`` for Prometheus, as ``RECORDKEEPER_METRICS`` allows (or none: ``off``)."""
+    router = metrics_routes.router(settings.metrics)
+    if router is not None:
+        app.include_router(router)
+
+
+def install_api_docs(app: FastAPI) -> None:
+    """``/docs`` and ``/redoc`` with Swagger UI and ReDoc from the package (no CDN)."""
+    api_docs.install(app)
 
 
 def app_from_env() -> FastAPI:

@@ -71,7 +71,9 @@ class BearerAuthentication(SecurityBase):
         if gated is not None:
             return gated
         authenticator: Authenticator = request.app.state.authenticator
-        return await authenticator.principal_for(request.scope)
+        principal = await authenticator.principal_for(request.scope)
+        request.scope[PRINCIPAL_KEY] = principal  # the request log names who it was
+        return principal
 
 
 get_principal = BearerAuthentication()

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from recordkeeper.core import shards as core_shards
+from recordkeeper.core.shard_columns import to_columns
 
 __all__ = [
+    "PUBLISHED_STATES",
     "AliasMove",
     "AliasRecord",
     "DatasetRecord",
@@ -22,13 +24,18 @@ __all__ = [
     "Page",
     "RegisterResult",
     "SchemaRecord",
+    "ShardPage",
     "ShardRecord",
     "TokenRecord",
+    "VerificationRecord",
     "VersionRecord",
     "iso_timestamp",
 ]
 
 T = TypeVar("T")
+
+#: States that resolution by number or alias can see; a version in them never changes its shards.
+PUBLISHED_STATES = ("committed", "deprecated")
 
 
 def iso_timestamp(value: datetime.datetime | None) -> str | None:
@@ -81,7 +88,9 @@ class VersionRecord:
     id: int
     name: str
     dataset: str
-    number: int
+    #: None while staged (and for versions abandoned before their commit): numbers are given
+    #: at commit.
+    number: int | None
     date: datetime.date
     desc: str | None
     convention: str
@@ -99,9 +108,17 @@ class VersionRecord:
     deprecated_reason: str | None
     metadata: dict[str, Any]
     duplicate_of: str | None
+    #: The name the version was staged under (``coco_20231015_staged4``); None for versions
+    #: staged when numbers were still given at staging.
+    staged_name: str | None = None
     shards: tuple[ShardRecord, ...] | None = None
     #: ``splits`` rendered once (see :meth:`with_rendered_splits`); never compared.
     rendered_splits: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def published(self) -> bool:
+        """Committed or deprecated: its shards and content digest never change again."""
+        return self.state in PUBLISHED_STATES
 
     def with_rendered_splits(self) -> VersionRecord:
         """A copy that keeps its ``splits`` JSON, for records answered many times (cached).
@@ -136,6 +153,7 @@ class VersionRecord:
             "deprecated_reason": self.deprecated_reason,
             "metadata": self.metadata,
             "duplicate_of": self.duplicate_of,
+            "staged_name": self.staged_name,
             "splits": self._splits(),
         }
 
@@ -166,6 +184,30 @@ def _splits_json(shards: Sequence[ShardRecord]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
+class ShardPage:
+    """One page of a version's shards in (split, index) order; ``next`` continues after it."""
+
+    version: str
+    content_digest: str | None
+    shard_count: int
+    limit: int
+    next: str | None
+    shards: tuple[ShardRecord, ...]
+
+    def to_json(self, *, compact: bool = False) -> dict[str, Any]:
+        """The ``ShardPage`` object: ``shards`` in the full form, or ``compact`` columns."""
+        return {
+            "version": self.version,
+            "content_digest": self.content_digest,
+            "shard_count": self.shard_count,
+            "limit": self.limit,
+            "next": self.next,
+            "shards": None if compact else [s.to_json() for s in self.shards],
+            "compact": to_columns(self.shards) if compact else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class RegisterResult:
     registered: int
     unchanged: int
@@ -176,6 +218,24 @@ class RegisterResult:
             "registered": self.registered,
             "unchanged": self.unchanged,
             "shard_count": self.shard_count,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationRecord:
+    """A client's failed verification, as recorded."""
+
+    version: str
+    mode: str
+    checked: int
+    problems: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "mode": self.mode,
+            "checked": self.checked,
+            "problems": self.problems,
         }
 
 

@@ -10,7 +10,8 @@ Starlette ``HTTPException``        404 ``not_found``, 405 ``method_not_allowed``
 anything else                      ``500 internal_error``; logged, no traceback sent
 =================================  ==============================================
 
-Every error response carries the ``X-Error-Code`` header; every 503 a ``Retry-After`` and a
+Every error response carries the ``X-Error-Code`` header, and the request's id in the body
+(``request_id``) and the ``X-Request-ID`` header; every 503 a ``Retry-After`` and a
 generic detail (the database's own error text, which may name hosts, users or paths, goes to the
 service log only — callers may not even be authenticated).  A 405 lists in ``Allow`` every
 method the path answers.
@@ -29,6 +30,7 @@ from starlette.responses import Response
 from starlette.routing import Match
 
 from recordkeeper.core.errors import RecordkeeperError, code_for_status
+from recordkeeper_service.request_ids import REQUEST_ID_KEY, current_request_id
 from recordkeeper_service.responses import JSON
 
 __all__ = [
@@ -52,8 +54,11 @@ UNAVAILABLE_DETAIL = (
 )
 
 
-def error_json(status: int, code: str, detail: str, **extra: Any) -> JSON:
-    """The error response: body ``{code, detail, **extra}`` plus ``X-Error-Code``.
+def error_json(
+    status: int, code: str, detail: str, *, request_id: str | None = None, **extra: Any
+) -> JSON:
+    """The error response: body ``{code, detail, **extra, request_id}`` plus ``X-Error-Code``
+    and ``X-Request-ID`` (``request_id`` defaults to the current request's id, if any).
 
     A detail longer than :data:`MAX_DETAIL_LENGTH` (it may quote the offending input) is cut.
     ``service_unavailable`` always gets :data:`UNAVAILABLE_DETAIL` (whoever builds the response:
@@ -66,7 +71,12 @@ def error_json(status: int, code: str, detail: str, **extra: Any) -> JSON:
     headers = {"X-Error-Code": code}
     if status == 503:
         headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    return JSON({"code": code, "detail": detail, **extra}, status_code=status, headers=headers)
+    body = {"code": code, "detail": detail, **extra}
+    request_id = request_id or current_request_id()
+    if request_id is not None:
+        body["request_id"] = request_id
+        headers["X-Request-ID"] = request_id
+    return JSON(body, status_code=status, headers=headers)
 
 
 def error_response(exc: RecordkeeperError) -> JSON:
@@ -146,9 +156,21 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
-    log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    # Answered outside the request observer (Starlette's outermost middleware): the request's
+    # id comes from the scope, where the observer left it.
+    request_id = request.scope.get(REQUEST_ID_KEY)
+    log.error(
+        "internal error on %s %s",
+        request.method,
+        request.url.path,
+        exc_info=exc,
+        extra={"request_id": request_id},
+    )
     response = error_json(
-        500, "internal_error", "internal server error; the service log has details"
+        500,
+        "internal_error",
+        "internal server error; the service log has details",
+        request_id=request_id,
     )
     # Starlette re-raises after this answer and the server then drops the connection: say so.
     response.headers["Connection"] = "close"

@@ -5,19 +5,31 @@ to every accepted connection, so keep-alive responses are never held back by Nag
 waiting for the client's delayed ACK (the ~40 ms stall seen with ``uvicorn --workers N``, see
 docs/operations.md).  With several workers the socket is shared by uvicorn's process
 supervisor; each worker builds its app from the environment (:func:`settings_environment`).
+
+Logging is configured for uvicorn and the service alike (:func:`recordkeeper_service.logs.
+logging_config`: JSON lines by default), in every worker.  With several workers the runner gives
+them a shared metrics directory (:func:`metrics_directory`, ``PROMETHEUS_MULTIPROC_DIR``) so that
+``/metrics`` sums every worker, whichever one answers the scrape.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from recordkeeper_service.db import Database, normalize_database_url
+from recordkeeper_service.logs import logging_config
+from recordkeeper_service.metrics import MULTIPROCESS_ENV
 from recordkeeper_service.settings import Settings
 from recordkeeper_service.startup import check_startup, prepare_embedded_database
 
-__all__ = ["listening_socket", "run", "settings_environment"]
+__all__ = ["listening_socket", "metrics_directory", "run", "settings_environment"]
 
 log = logging.getLogger("recordkeeper_service")
 APP_FACTORY = "recordkeeper_service.app:app_from_env"
@@ -52,6 +64,9 @@ def settings_environment(settings: Settings) -> dict[str, str]:
         "RECORDKEEPER_VERSION_CACHE_BYTES": str(settings.version_cache_bytes),
         "RECORDKEEPER_DB_POOL_SIZE": str(settings.db_pool_size),
         "RECORDKEEPER_LOG_LEVEL": settings.log_level,
+        "RECORDKEEPER_LOG_FORMAT": settings.log_format,
+        "RECORDKEEPER_REQUEST_LOG": "true" if settings.request_log else "false",
+        "RECORDKEEPER_METRICS": settings.metrics,
         "RECORDKEEPER_TRUSTED_PROXIES": ",".join(settings.trusted_proxies),
     }
     if settings.database_url is not None:
@@ -68,6 +83,34 @@ def preflight(settings: Settings) -> None:
         check_startup(settings, database)
     finally:
         database.dispose()
+
+
+@contextmanager
+def metrics_directory(workers: int) -> Iterator[str | None]:
+    """The directory the workers share their metrics in, for the duration of the server.
+
+    ``PROMETHEUS_MULTIPROC_DIR`` if set (its stale ``*.db`` files from an earlier run are
+    removed: counts restart with the server); else, with several workers, a new temporary
+    directory removed at exit; else (one worker) none: metrics live in the process.
+    """
+    configured = os.environ.get(MULTIPROCESS_ENV)
+    if configured:
+        directory = Path(configured)
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.db"):
+            stale.unlink()
+        yield str(directory)
+        return
+    if workers <= 1:
+        yield None
+        return
+    created = tempfile.mkdtemp(prefix="recordkeeper-metrics-")
+    os.environ[MULTIPROCESS_ENV] = created
+    try:
+        yield created
+    finally:
+        os.environ.pop(MULTIPROCESS_ENV, None)
+        shutil.rmtree(created, ignore_errors=True)
 
 
 def run(
@@ -89,6 +132,7 @@ def run(
         APP_FACTORY,
         factory=True,
         workers=workers,
+        log_config=logging_config(settings.log_level, settings.log_format),
         log_level=settings.log_level,
         access_log=access_log,
         loop=loop,
@@ -109,9 +153,10 @@ def run(
         flush=True,
     )
     try:
-        if workers > 1:
-            Multiprocess(config, sockets=[sock]).run()
-        else:
-            uvicorn.Server(config).run(sockets=[sock])
+        with metrics_directory(workers):
+            if workers > 1:
+                Multiprocess(config, sockets=[sock]).run()
+            else:
+                uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()

@@ -104,6 +104,20 @@ class Settings(BaseSettings):
     )
     db_pool_size: int = Field(default=5, ge=1, le=1000)
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    log_format: Literal["json", "text"] = Field(
+        default="json",
+        description="Service logs as one JSON object per line, or as text for a terminal.",
+    )
+    request_log: bool = Field(
+        default=True,
+        description="Write one log line per request (level info; docs/operations.md).",
+    )
+    metrics: Literal["read", "public", "off"] = Field(
+        default="read",
+        description="Who may scrape GET /metrics: any token with read scope (and anonymous "
+        "callers where open access applies), anyone, or nobody (no route, requests not "
+        "counted).",
+    )
     trusted_proxies: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Addresses or networks of the reverse proxies in front of the service; "

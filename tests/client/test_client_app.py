@@ -138,7 +138,7 @@ def test_duplicate_content_keeps_existing_unless_forced(client: rk.Client) -> No
     with client.writer("coco", force_new=True) as w:
         for rec in sample_examples(20):
             w.write(rec)
-    assert w.version.number == first.number + 2  # numbers are never reused
+    assert w.version.number == first.number + 1  # the duplicate consumed no number
     assert w.version.content_digest == first.content_digest
 
 
@@ -229,7 +229,7 @@ def test_publish_identical_content_returns_existing(
     assert again.name == first.name
     assert any(issubclass(w.category, rk.DuplicateWarning) for w in caught)
     forced = _publish_dir(client, roots[1], force_new=True)
-    assert forced.number == first.number + 2
+    assert forced.number == first.number + 1  # the duplicate consumed no number
 
 
 def test_publish_corrupt_shard_is_refused(client: rk.Client, roots: tuple[Path, Path]) -> None:
@@ -394,3 +394,27 @@ def test_auth_required_without_token_is_typed(tmp_path: Path) -> None:
             rk.Client(http_client=http, token="").resolve("coco@latest")
         with pytest.raises(rk.AuthenticationRequired):
             rk.Client(http_client=http, token="rk_wrong").datasets()
+
+
+@pytest.mark.parametrize("shard_size", [1, 5_000, 2**20 + 7, 3 * 2**20])
+def test_writer_shards_end_at_the_record_reaching_shard_size(
+    client: rk.Client, shard_size: int
+) -> None:
+    """Uncompressed shards close exactly after the record whose frame reaches shard_size,
+    also when records are handed to the TFRecordWriter in batches of ~1 MiB."""
+    rng = __import__("random").Random(shard_size)
+    records = [b"\xff" + rng.randbytes(rng.randrange(0, 3000)) for _ in range(4000)]  # opaque
+    with client.writer("sizes", shard_size=shard_size) as w:
+        for rec in records:
+            w.write(rec)
+        assert w.record_count == len(records)
+    expected, size = [], 0
+    for rec in records:
+        size += len(rec) + 16
+        if size >= shard_size:
+            expected.append(size)
+            size = 0
+    if size:
+        expected.append(size)
+    assert [s.size for s in w.version.shards] == expected
+    assert w.version.verify(deep=True).ok

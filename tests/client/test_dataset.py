@@ -147,3 +147,21 @@ def test_from_tfds_custom_template_and_missing_file(tmp_path: Path) -> None:
     _touch(tmp_path, "train/mnist.tfrecord-00000-of-00002")
     with pytest.raises(rk.InvalidShard, match=r"shard 1 as train/mnist.tfrecord-00001-of-00002"):
         rk.Dataset.from_tfds(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["validation.tfrecord", "examples", "mnist_eval.tfrecord.gz", "train.tfrecord-00000-of-00001"],
+)
+def test_a_file_alone_gets_the_split_it_gets_in_its_directory(tmp_path: Path, name: str) -> None:
+    _touch(tmp_path / "data", name)
+    alone = rk.Dataset.from_file(tmp_path / "data" / name, name="x")
+    in_dir = rk.Dataset.from_directory(tmp_path / "data", name="x")
+    assert _layout(alone) == _layout(in_dir)
+    assert len(alone.shards) == 1
+
+
+def test_a_file_alone_is_taken_even_with_an_unknown_extension(tmp_path: Path) -> None:
+    _touch(tmp_path, "part.bin")
+    assert list(rk.Dataset.from_file(tmp_path / "part.bin", name="x").splits) == ["part_bin"]
+    assert list(rk.Dataset.from_file(tmp_path / "0001.rec", name="x").splits) == ["train"]

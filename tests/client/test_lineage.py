@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import recordkeeper as rk
+from recordkeeper.core.lineage import run_of
 from recordkeeper.lineage import DataUse, normalize_data
 from recordkeeper.lineage_queue import RegistrationQueue, RegistrationRejected
 from tests.client import _lineage_app
@@ -72,13 +73,22 @@ def test_register_lineage_consumers_graph(client: rk.Client) -> None:
     )
     assert again.created is False
     with pytest.raises(rk.CheckpointConflict) as conflict:
-        client.register_checkpoint(model="det", checkpoint="ckpt-2", step=3, data={"train": v1})
-    assert set(conflict.value.extra["fields"]) >= {"step", "uri", "parent", "data"}
+        client.register_checkpoint(
+            model="det",
+            checkpoint="ckpt-2",
+            step=3,
+            uri="file:///models/det/ckpt-2",
+            data={"train": v1},
+        )
+    assert set(conflict.value.extra["fields"]) >= {"step", "parent", "data"}
+    run = run_of(None, "file:///models/det/ckpt-1")  # the directory's run
+    assert again.run == run and again.ref == rk.CheckpointRef("det", "ckpt-2", run)
     v2 = publish(client, "second")
     client.register_checkpoint(
         model="det",
         checkpoint="ckpt-3",
         step=3,
+        uri="file:///models/det/ckpt-3",
         data={"train": "coco@latest"},
         parent="det/ckpt-2",
         saved_models={"serving": "file:///models/det/ckpt-3_saved_modules/serving"},
@@ -89,20 +99,21 @@ def test_register_lineage_consumers_graph(client: rk.Client) -> None:
     train_v1 = next(e for e in lineage.data if e.version == v1.name and e.role == "train")
     assert [s.checkpoint for s in train_v1.segments] == ["ckpt-1", "ckpt-2"]
     assert lineage.checkpoint.saved_models[0].uri.endswith("ckpt-3_saved_modules/serving")
-    assert lineage.checkpoint.parent == rk.CheckpointRef("det", "ckpt-2")
+    assert lineage.checkpoint.parent == rk.CheckpointRef("det", "ckpt-2", run)
 
+    r = f"det@{run}"
     used = client.consumers(v1)
-    assert used.refs == ["det/ckpt-1", "det/ckpt-2", "det/ckpt-3"]
+    assert used.refs == [f"{r}/ckpt-1", f"{r}/ckpt-2", f"{r}/ckpt-3"]
     assert [c.direct for c in used.checkpoints] == [True, True, False]
     assert used.model_names == ["det"]
-    assert client.consumers("coco@v1", transitive=False).refs == ["det/ckpt-1", "det/ckpt-2"]
+    assert client.consumers("coco@v1", transitive=False).refs == [f"{r}/ckpt-1", f"{r}/ckpt-2"]
     shard = v2.splits["train"].shards[0]
-    assert client.shard_consumers(shard.uri).refs == ["det/ckpt-3"]
-    assert client.shard_consumers(shard.sha256).refs == ["det/ckpt-3"]
+    assert client.shard_consumers(shard.uri).refs == [f"{r}/ckpt-3"]
+    assert client.shard_consumers(shard.sha256).refs == [f"{r}/ckpt-3"]
     assert client.shard_consumers(v2.splits["validation"].shards[0].sha256).count == 0
     graph = client.lineage_graph(checkpoint="det/ckpt-2", depth=1)
-    assert graph.root == "checkpoint:det/ckpt-2"
-    assert {n.id for n in graph.nodes} >= {"checkpoint:det/ckpt-1", "checkpoint:det/ckpt-3"}
+    assert graph.root == f"checkpoint:{r}/ckpt-2"
+    assert {n.id for n in graph.nodes} >= {f"checkpoint:{r}/ckpt-1", f"checkpoint:{r}/ckpt-3"}
     assert [m.name for m in client.models()] == ["det"]
     assert [c.checkpoint for c in client.checkpoints("det")] == ["ckpt-3", "ckpt-2", "ckpt-1"]
     with pytest.raises(rk.CheckpointNotFound):
@@ -112,7 +123,7 @@ def test_register_lineage_consumers_graph(client: rk.Client) -> None:
 
     with pytest.raises(rk.VersionInUse) as in_use:
         client.deprecate(v1, "bad labels")
-    assert in_use.value.extra["checkpoints"] == ["det/ckpt-1", "det/ckpt-2"]
+    assert in_use.value.extra["checkpoints"] == [f"{r}/ckpt-1", f"{r}/ckpt-2"]
     assert client.deprecate(v1, "bad labels", force=True).state == "deprecated"
 
 

@@ -56,10 +56,10 @@ def test_storage_option_parsing() -> None:
     }
 
 
-def test_cli_errors_print_code_and_exit_1() -> None:
+def test_cli_errors_print_code_and_exit_status() -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["--url", "http://127.0.0.1:9", "resolve", "coco@latest"])
-    assert result.exit_code == 1
+    assert result.exit_code == 5  # service unreachable
     assert "[service_unavailable]" in result.stderr and "127.0.0.1:9" in result.stderr
     assert "Traceback" not in result.output
     result = runner.invoke(app, ["resolve", "Not A Ref"])

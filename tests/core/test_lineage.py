@@ -7,18 +7,57 @@ import pytest
 from recordkeeper.core.errors import InvalidCheckpoint
 from recordkeeper.core.limits import MAX_CHECKPOINT_NAME_LENGTH, MAX_MODEL_NAME_LENGTH
 from recordkeeper.core.lineage import (
+    DEFAULT_RUN,
     PARENT_KINDS,
     ROLES,
     CheckpointRef,
     Consumer,
     LineageEntry,
     Segment,
+    ambiguous_checkpoint_message,
+    checkpoint_directory,
     parse_checkpoint_ref,
+    parse_deleted_at,
+    run_for_directory,
+    run_of,
     validate_checkpoint_name,
     validate_model_name,
     validate_parent_kind,
     validate_role,
+    validate_run_name,
 )
+
+
+def test_run_refs_and_derived_runs() -> None:
+    ref = parse_checkpoint_ref("det@sweep-7/ckpt-1")
+    assert ref == CheckpointRef("det", "ckpt-1", "sweep-7") and str(ref) == "det@sweep-7/ckpt-1"
+    assert ref.without_run() == CheckpointRef("det", "ckpt-1")
+    for bad in ("det@/ckpt-1", "det@a@b/ckpt-1", "det@-x/ckpt-1", "@r/ckpt-1"):
+        with pytest.raises(InvalidCheckpoint):
+            parse_checkpoint_ref(bad)
+    assert checkpoint_directory("file:///ck/run1/ckpt-3") == "file:///ck/run1"
+    assert checkpoint_directory("gs://bucket/ckpt-3") == "gs://bucket"
+    run = run_for_directory("file:///ck/run1")
+    assert run.startswith("run1-") and len(run) == len("run1-") + 10
+    assert run_for_directory("file:///ck/run1/") == run  # trailing slash ignored
+    assert run_for_directory("file:///other/run1") != run  # another directory, another run
+    assert validate_run_name(run_for_directory("gs://b/Weird dir+name")).startswith(
+        "Weird-dir-name-"
+    )
+    assert run_of(None, "file:///ck/run1/ckpt-3") == run
+    assert run_of("explicit", "file:///ck/run1/ckpt-3") == "explicit"
+    assert run_of(None, None) == DEFAULT_RUN == "default"
+    with pytest.raises(InvalidCheckpoint):
+        validate_run_name("a/b")
+    message = ambiguous_checkpoint_message(
+        CheckpointRef("det", "ckpt-1"),
+        [CheckpointRef("det", "ckpt-1", "a"), CheckpointRef("det", "ckpt-1", "b")],
+    )
+    assert "det@a/ckpt-1, det@b/ckpt-1" in message and "model@run/checkpoint" in message
+    assert parse_deleted_at("2026-11-30T12:00:00Z").isoformat() == "2026-11-30T12:00:00+00:00"
+    for bad_time in ("yesterday", "2026-11-30T12:00:00", 5):
+        with pytest.raises(InvalidCheckpoint):
+            parse_deleted_at(bad_time)
 
 
 def test_checkpoint_refs() -> None:
@@ -66,10 +105,19 @@ def test_consumer_round_trips_through_json() -> None:
 
 
 def test_lineage_entry_round_trips_through_json() -> None:
-    seg = Segment("det", "ckpt-1", 1, 0, ("train",))
+    seg = Segment("det", "ckpt-1", 1, 0, ("train",), "r1", "deleted")
     entry = LineageEntry("coco@v1", "coco", 1, None, "committed", "train", ("train",), (seg,))
     assert entry.to_json()["segments"] == [
-        {"model": "det", "checkpoint": "ckpt-1", "step": 1, "depth": 0, "splits": ["train"]}
+        {
+            "model": "det",
+            "run": "r1",
+            "checkpoint": "ckpt-1",
+            "ref": "det@r1/ckpt-1",
+            "state": "deleted",
+            "step": 1,
+            "depth": 0,
+            "splits": ["train"],
+        }
     ]
     assert LineageEntry.from_json(entry.to_json()) == entry
-    assert seg.ref == CheckpointRef("det", "ckpt-1")
+    assert seg.ref == CheckpointRef("det", "ckpt-1", "r1")

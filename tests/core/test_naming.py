@@ -13,9 +13,13 @@ from recordkeeper.core.errors import (
     InvalidVersionName,
 )
 from recordkeeper.core.naming import (
+    StagedName,
     VersionName,
+    format_staged_name,
     format_version_name,
+    is_staged_name,
     parse_date,
+    parse_staged_name,
     parse_version_name,
     slugify,
     validate_dataset_name,
@@ -129,3 +133,21 @@ def test_errors_about_huge_input_stay_short() -> None:
     with pytest.raises(InvalidVersionName) as again:
         parse_version_name("coco_20231015_v1_" + "Y" * 100_000)
     assert len(again.value.detail) < 300
+
+
+def test_staged_names() -> None:
+    """A version's name until it is committed (numbers are given at commit)."""
+    name = format_staged_name("mr_brain", D, 4, "add_person")
+    assert name == "mr_brain_20231015_staged4_add_person"
+    assert parse_staged_name(name) == StagedName("mr_brain", D, 4, "add_person")
+    assert str(parse_staged_name("coco_20231015_staged12")) == "coco_20231015_staged12"
+    assert is_staged_name(name) and not is_staged_name("coco_20231015_v4")
+    for bad in ("coco_20231015_staged0", "coco_20231015_staged01", "coco_20231301_staged1"):
+        with pytest.raises(InvalidVersionName):
+            parse_staged_name(bad)
+    with pytest.raises(InvalidVersionName):
+        parse_version_name(name)  # never mistaken for an rk1 name
+    with pytest.raises(InvalidName, match="version pattern"):
+        validate_dataset_name("coco_20231015_staged4")  # would make staged names ambiguous
+    with pytest.raises(InvalidVersionName):
+        format_staged_name("coco", D, 0)

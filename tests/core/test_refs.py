@@ -20,6 +20,8 @@ from recordkeeper.core.refs import RefKind, parse_reference, validate_alias_name
         ("mr_brain@golden-set", RefKind.ALIAS, "mr_brain@golden-set"),
         ("coco@sha256:9f2c4e1a7b3d", RefKind.DIGEST, "coco@sha256:9f2c4e1a7b3d"),
         ("  coco@v3 ", RefKind.NUMBER, "coco@v3"),
+        ("coco_20231015_staged4_add_person", RefKind.STAGED, "coco_20231015_staged4_add_person"),
+        ("coco_20231015_staged4", RefKind.STAGED, "coco_20231015_staged4"),
     ],
 )
 def test_every_form_parses(text: str, kind: RefKind, canonical: str) -> None:

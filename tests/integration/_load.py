@@ -14,7 +14,8 @@ for a bounded time:
 
 The main process samples the RSS of the uvicorn worker processes every ``rss_interval`` seconds.
 Afterwards every acknowledged commit is resolved again and compared (state, content digest), and
-the version numbers acknowledged per dataset are checked for duplicates and gaps.
+the version numbers of the acknowledged commits per dataset are checked for duplicates and gaps
+(numbers are given at commit).
 
 :func:`run_load` returns a :class:`LoadReport`; nothing here asserts — callers decide.
 """
@@ -221,7 +222,7 @@ def _error_key(response: httpx.Response | None, exc: BaseException | None = None
 class _ClientResult:
     latencies: dict[str, list[float]] = field(default_factory=dict)
     errors: Counter[str] = field(default_factory=Counter)
-    staged: list[tuple[str, int, str]] = field(default_factory=list)  # dataset, number, name
+    staged: list[tuple[str, str]] = field(default_factory=list)  # dataset, staged name
     committed: list[tuple[str, int, str, str]] = field(default_factory=list)  # + digest
     completed: int = 0
     cpu_seconds: float = 0.0
@@ -255,7 +256,7 @@ async def _publisher(
                 result.latencies.setdefault("stage", []).append(time.perf_counter() - t0)
                 version = response.json()
                 name = version["name"]
-                result.staged.append((dataset, int(version["number"]), name))
+                result.staged.append((dataset, name))
                 step = "register"
                 t0 = time.perf_counter()
                 body = {"shards": shard_bodies(version["storage_prefix"], shards, name)}
@@ -274,10 +275,11 @@ async def _publisher(
                 result.latencies.setdefault("commit", []).append(now - t0)
                 result.latencies.setdefault("publish", []).append(now - started)
                 committed = response.json()
-                entry = (dataset, int(committed["number"]), name, committed["content_digest"])
+                final = committed["name"]  # the rk1 name given at commit
+                entry = (dataset, int(committed["number"]), final, committed["content_digest"])
                 result.committed.append(entry)
                 result.completed += 1
-                out.put(name)
+                out.put(final)
             except httpx.HTTPError as exc:
                 result.errors[f"{step} {_error_key(None, exc)}"] += 1
 
@@ -519,10 +521,10 @@ def _verify(
     return bad, errors
 
 
-def _numbering(staged: list[tuple[str, int, str]]) -> tuple[list[str], list[str]]:
-    """Duplicate and missing version numbers among the acknowledged stages, per dataset."""
+def _numbering(committed: list[tuple[str, int, str, str]]) -> tuple[list[str], list[str]]:
+    """Duplicate and missing version numbers among the acknowledged commits, per dataset."""
     per_dataset: dict[str, list[int]] = {}
-    for dataset, number, _ in staged:
+    for dataset, number, _, _ in committed:
         per_dataset.setdefault(dataset, []).append(number)
     duplicates, missing = [], []
     for dataset, numbers in sorted(per_dataset.items()):
@@ -548,7 +550,7 @@ def run_load(
     load_before = os.getloadavg()
     # A first committed version per dataset, so ``@latest`` resolves from the start.
     seed: list[tuple[str, int, str, str]] = []
-    seed_staged: list[tuple[str, int, str]] = []
+    seed_staged: list[tuple[str, str]] = []
     headers = {"Authorization": f"Bearer {tokens['write']}"}
     with httpx.Client(base_url=served.url, headers=headers, timeout=60) as client:
         for d in range(datasets):
@@ -559,9 +561,14 @@ def run_load(
             client.post(f"{API}/versions/{name}/shards", json=body).raise_for_status()
             done = client.post(f"{API}/versions/{name}/commit", json={})
             done.raise_for_status()
-            seed_staged.append((f"load{d}", int(version.json()["number"]), name))
+            seed_staged.append((f"load{d}", name))
             seed.append(
-                (f"load{d}", int(done.json()["number"]), name, done.json()["content_digest"])
+                (
+                    f"load{d}",
+                    int(done.json()["number"]),
+                    done.json()["name"],
+                    done.json()["content_digest"],
+                )
             )
 
     context = multiprocessing.get_context("spawn")
@@ -636,7 +643,7 @@ def run_load(
     committed = seed + [tuple(entry) for entry in pub["committed"]]  # type: ignore[misc]
     staged = seed_staged + [tuple(entry) for entry in pub["staged"]]  # type: ignore[misc]
     unresolvable, verify_errors = _verify(served.url, tokens["read"], committed)
-    duplicates, missing = _numbering(staged)  # type: ignore[arg-type]
+    duplicates, missing = _numbering(committed)  # type: ignore[arg-type]
     errors = Counter(pub["errors"]) + Counter(res["errors"]) + verify_errors
 
     warmup = seconds * warmup_fraction

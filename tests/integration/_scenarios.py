@@ -89,7 +89,7 @@ def writer_and_diff(service: LiveService, root: str, opts: dict[str, Any]) -> rk
         for i, rec in enumerate(sample_examples(600)):
             w.write(rec, split="train" if i % 10 else "validation")
     v1 = w.version
-    assert v1.storage_prefix.startswith(f"{root}/datasets/coco/{v1.name}")
+    assert v1.storage_prefix == f"{root}/datasets/coco/{v1.staged_name}/"  # named at staging
     fs, prefix = fsspec.core.url_to_fs(
         v1.storage_prefix, **({} if root.startswith("file://") else opts)
     )
@@ -238,7 +238,7 @@ def cli_roundtrip(service: LiveService, root: str, opts: dict[str, Any]) -> None
     r = run("diff", "clids@prod", "clids@latest", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["same_content"] is True
     r = run("resolve", "clids@v7")
-    assert r.exit_code == 1 and "[version_not_found]" in r.stderr and "Traceback" not in r.output
+    assert r.exit_code == 3 and "[version_not_found]" in r.stderr and "Traceback" not in r.output
     r = run("resolve", "Bad Ref")
     assert r.exit_code == 1 and "[invalid_reference]" in r.stderr
     # Corrupt a shard: verify --deep exits 1 and names it.
@@ -247,4 +247,4 @@ def cli_roundtrip(service: LiveService, root: str, opts: dict[str, Any]) -> None
     data[100] ^= 1
     put_bytes(uri, bytes(data), opts)
     r = run("verify", "clids@latest", "--deep", *option_args)
-    assert r.exit_code == 1 and "train-00001-of-00002" in r.stdout and "corrupt" in r.stdout
+    assert r.exit_code == 4 and "train-00001-of-00002" in r.stdout and "corrupt" in r.stdout

@@ -135,7 +135,7 @@ def test_cli_publish_copy_into_the_service_storage_root(
     runner = CliRunner()
     base = ["--url", live_service.url, "publish", str(outside), "--name", "copied"]
     refused = runner.invoke(app, base)
-    assert refused.exit_code == 1
+    assert refused.exit_code == 6  # refused
     assert "storage_root_not_allowed" in refused.output and "--copy" in refused.output
     done = runner.invoke(app, [*base, "--copy", "--json"])
     assert done.exit_code == 0, done.output

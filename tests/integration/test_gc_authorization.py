@@ -107,7 +107,7 @@ def test_gc_delete_is_authorized_and_claimed_by_the_server(
     # A write token: refused before anything is abandoned or deleted.
     refused = runner.invoke(app, [*gc, writer, "gc", "--older-than", "0", "--delete"])
     assert storage() == everything
-    assert refused.exit_code == 1, refused.output
+    assert refused.exit_code == 6, refused.output  # refused
     assert "admin" in refused.output and "forbidden" in refused.output
     assert state(http, crashed["name"])["state"] == "staged"
     assert not [

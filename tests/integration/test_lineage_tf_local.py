@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import recordkeeper as rk
+from recordkeeper.core.lineage import run_for_directory
 from recordkeeper.tf.checkpoints import make_checkpoint_callback
 from tests.integration.conftest import LiveService
 
@@ -51,7 +52,8 @@ def test_keras_callback_registers_every_epoch_and_resumes(
     new_model().fit(XS, YS, epochs=2, verbose=0, callbacks=[callback])
     assert callback.restored is None
     first = client.checkpoint("fitted/ckpt-2")
-    assert first.parent == rk.CheckpointRef("fitted", "ckpt-1")
+    run = run_for_directory(Path(directory).as_uri())
+    assert first.run == run and first.parent == rk.CheckpointRef("fitted", "ckpt-1", run)
     assert first.metrics["epoch"] == 2 and "loss" in first.metrics
     assert {(d["role"], tuple(d["splits"])) for d in first.data} == {
         ("train", ("train",)),
@@ -70,7 +72,7 @@ def test_keras_callback_registers_every_epoch_and_resumes(
     assert again.restored is not None and again.restored.endswith("ckpt-2")
     lineage = client.lineage("fitted/ckpt-3")
     assert lineage.versions == [v1.name, v2.name]
-    assert lineage.checkpoint.parent == rk.CheckpointRef("fitted", "ckpt-2")
+    assert lineage.checkpoint.parent == rk.CheckpointRef("fitted", "ckpt-2", run)  # same run
 
 
 def test_manual_restore_and_fine_tuning_across_models(
@@ -100,7 +102,8 @@ def test_manual_restore_and_fine_tuning_across_models(
         plain, client=client, model="base", data={"train": v1}, queue=tmp_path / "q.jsonl"
     )
     assert resumed.save().endswith("ckpt-3")
-    assert client.checkpoint("base/ckpt-3").parent == rk.CheckpointRef("base", "ckpt-2")
+    base_run = run_for_directory(Path(base_dir).as_uri())
+    assert client.checkpoint("base/ckpt-3").parent == rk.CheckpointRef("base", "ckpt-2", base_run)
     # fine-tune: another model initialised from base/ckpt-3, trained on other data
     other = publish(client, "finetune")
     tuned_model = new_model()
@@ -116,7 +119,7 @@ def test_manual_restore_and_fine_tuning_across_models(
     )
     tuned.save()
     info = client.checkpoint("tuned/ckpt-1")
-    assert info.parent == rk.CheckpointRef("base", "ckpt-3")
+    assert info.parent == rk.CheckpointRef("base", "ckpt-3", base_run)
     assert info.parent_kind == "initialized_from"
     lineage = client.lineage("tuned/ckpt-1")
     assert lineage.versions == [v1.name, other.name]

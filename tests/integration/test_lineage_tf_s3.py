@@ -154,7 +154,7 @@ def test_lineage_over_resumed_training(
         model.fit(train_input(tf, v1), epochs=1, steps_per_epoch=4, shuffle=False, verbose=0)
         manager.save()
     assert [c.checkpoint for c in manager.registered] == ["ckpt-1", "ckpt-2", "ckpt-3"]
-    assert manager.registered[1].parent == rk.CheckpointRef("points_regressor", "ckpt-1")
+    assert manager.registered[1].parent == rk.CheckpointRef("points_regressor", "ckpt-1", "run-1")
 
     # -- run 2, a new process: the config pins points@latest, which is v2 by now
     v2 = publish(client, "second", 1.0)
@@ -174,12 +174,14 @@ def test_lineage_over_resumed_training(
     )
     restored = manager.restore_or_initialize()
     assert restored is not None and restored.endswith("ckpt-3")
+    # run-2 resumes from run-1's checkpoint in the same directory: found by its URI
+    assert manager.parent == rk.CheckpointRef("points_regressor", "ckpt-3", "run-1")
     model.fit(
         train_input(tf, pinned["train"]), epochs=1, steps_per_epoch=4, shuffle=False, verbose=0
     )
     assert manager.save().endswith("ckpt-4")
 
-    lineage = client.lineage("points_regressor/ckpt-4")
+    lineage = client.lineage("points_regressor/ckpt-4")  # one run has a ckpt-4: unambiguous
     assert lineage.versions == [v1.name, v2.name]
     segments = {e.version: [s.checkpoint for s in e.segments] for e in lineage.data}
     assert segments == {v1.name: ["ckpt-1", "ckpt-2", "ckpt-3"], v2.name: ["ckpt-4"]}
@@ -195,13 +197,18 @@ def test_lineage_over_resumed_training(
     ]
 
     used = client.consumers(v1)
-    assert used.refs == [f"points_regressor/ckpt-{k}" for k in (1, 2, 3, 4)]
+    assert used.refs == [
+        *(f"points_regressor@run-1/ckpt-{k}" for k in (1, 2, 3)),
+        "points_regressor@run-2/ckpt-4",
+    ]
     assert [c.direct for c in used.checkpoints] == [True, True, True, False]
     bad_shard = v1.splits["train"].shards[0]
     assert client.shard_consumers(bad_shard.sha256).count == 4
     with pytest.raises(rk.VersionInUse) as refused:
         client.deprecate(v1, "labels were wrong")
-    assert refused.value.extra["checkpoints"] == [f"points_regressor/ckpt-{k}" for k in (1, 2, 3)]
+    assert refused.value.extra["checkpoints"] == [
+        f"points_regressor@run-1/ckpt-{k}" for k in (1, 2, 3)
+    ]
     assert client.resolve(v1.name).state == "committed"
     assert not queue.exists()  # nothing was ever queued
 
@@ -242,7 +249,21 @@ def test_savedmodel_exports_are_recorded(
     info = client.checkpoint("points_exported/ckpt-1")
     export = f"{path}_saved_modules/scorer"
     assert [s.to_json() for s in info.saved_models] == [
-        {"name": "scorer", "uri": Path(export).as_uri()}
+        {
+            "name": "scorer",
+            "uri": Path(export).as_uri(),
+            # a tf.function on tensors: its signature's inputs, by name
+            "inputs": [
+                {
+                    "name": "x",
+                    "kind": "tensor",
+                    "dtype": "float32",
+                    "shape": [4],
+                    "has_default": False,
+                    "signature": "serving_default",
+                }
+            ],
+        }
     ]
     assert manager.savedmodels == [f"{path}_saved_modules"]
     loaded = tf.saved_model.load(export)

@@ -2,7 +2,9 @@
 
 Concurrency is checked over real sockets against two worker processes sharing one database:
 
-* 16 stage requests for one (new) dataset at once → 16 distinct version numbers, no errors;
+* 16 stage requests for one (new) dataset at once → 16 distinct staged names, no errors;
+* 16 commits at once, half of them duplicating one content → version numbers 1..9 given to
+  the distinct contents, none burnt by the duplicates (numbers are given at commit);
 * two commits of one version at once → one commits, the other answers the same version;
 * 10,000 shards registered in one request, then committed.
 """
@@ -143,21 +145,57 @@ def _concurrently(
         return list(pool.map(one, range(n)))
 
 
-def test_sixteen_concurrent_stages_get_distinct_numbers(served: Served) -> None:
+def test_sixteen_concurrent_stages_get_distinct_names(served: Served) -> None:
     responses = _concurrently(
         16, served.url, lambda c: c.post(f"{API}/datasets/race/versions", json={"date": "20240101"})
     )
     assert [r.status_code for r in responses] == [201] * 16, [r.text for r in responses]
-    numbers = sorted(r.json()["number"] for r in responses)
-    assert numbers == list(range(1, 17))
-    names = {r.json()["name"] for r in responses}
-    assert len(names) == 16
+    assert {r.json()["number"] for r in responses} == {None}  # numbers come at commit
+    names = sorted(r.json()["name"] for r in responses)
+    assert names == sorted(f"race_20240101_staged{k}" for k in range(1, 17))
     dataset = httpx.get(f"{served.url}{API}/datasets/race").json()
     assert dataset["name"] == "race"
     events = httpx.get(f"{served.url}{API}/events", params={"dataset": "race"}).json()
     actions = [e["action"] for e in events["data"]]
     assert actions.count("dataset.created") == 1
     assert actions.count("version.staged") == 16
+
+
+def test_concurrent_commits_with_duplicates_burn_no_number(served: Served) -> None:
+    """Issue 9, point 4 under concurrency: 16 staged versions, 8 of them with one content and
+    8 with contents of their own, committed at once (``use_existing``) over two workers."""
+    contents = ["same"] * 8 + [f"own-{i}" for i in range(8)]
+    staged = []
+    with httpx.Client(base_url=served.url, timeout=60) as client:
+        for content in contents:
+            version = client.post(f"{API}/datasets/dups/versions", json={"date": "20240101"})
+            name = version.json()["name"]
+            bodies = shards(version.json()["storage_prefix"], 2, content=content)
+            response = client.post(f"{API}/versions/{name}/shards", json={"shards": bodies})
+            assert response.status_code == 200, response.text
+            staged.append(name)
+    names = iter(staged)
+    lock = threading.Lock()
+
+    def commit(client: httpx.Client) -> httpx.Response:
+        with lock:
+            name = next(names)
+        return client.post(f"{API}/versions/{name}/commit", json={"on_duplicate": "use_existing"})
+
+    responses = _concurrently(16, served.url, commit)
+    assert [r.status_code for r in responses] == [200] * 16, [r.text for r in responses]
+    answers = [r.json() for r in responses]
+    numbers = sorted({a["number"] for a in answers})
+    assert numbers == list(range(1, 10))  # 9 distinct contents: 1..9, no gap
+    assert sum(1 for a in answers if a["duplicate_of"]) == 7
+    listed = httpx.get(f"{served.url}{API}/datasets/dups/versions").json()["data"]
+    states = sorted((v["state"], v["number"]) for v in listed if v["state"] != "committed")
+    assert states == [("abandoned", None)] * 7
+    committed = sorted(v["number"] for v in listed if v["state"] == "committed")
+    assert committed == list(range(1, 10))
+    assert {v["name"] for v in listed if v["state"] == "committed"} == {
+        f"dups_20240101_v{n}" for n in range(1, 10)
+    }
 
 
 def test_two_concurrent_commits_answer_the_same_version(served: Served) -> None:
@@ -174,7 +212,8 @@ def test_two_concurrent_commits_answer_the_same_version(served: Served) -> None:
     )
     assert [r.status_code for r in responses] == [200, 200], [r.text for r in responses]
     first, second = (r.json() for r in responses)
-    assert first["name"] == second["name"] == version["name"]
+    assert first["name"] == second["name"] == "coco_" + version["date"].replace("-", "") + "_v1"
+    assert first["staged_name"] == second["staged_name"] == version["name"]
     assert first["state"] == second["state"] == "committed"
     assert first["content_digest"] == second["content_digest"] == expected_digest(bodies)
     events = httpx.get(

@@ -182,3 +182,35 @@ def test_abandon(client: TestClient) -> None:
         client.post(f"{API}/versions/{committed['name']}/abandon"), 409, "version_immutable"
     )
     assert body["state"] == "committed"
+
+
+def test_a_duplicate_burns_no_number(client: TestClient) -> None:
+    """Issue 9, point 4: identical content published again, then new content → v2, not v3."""
+    v1 = publish(client, "coco", content="a", date="20231015")
+    assert v1["name"] == "coco_20231015_v1"
+    dup = stage(client, "coco", date="20231015")
+    register(client, dup["name"], shards(dup["storage_prefix"], 2, content="a"))
+    answer = commit(client, dup["name"], "use_existing").json()
+    assert (answer["name"], answer["duplicate_of"]) == (v1["name"], v1["name"])
+    abandoned = client.get(f"{API}/versions/{dup['name']}").json()
+    assert (abandoned["state"], abandoned["number"]) == ("abandoned", None)
+    refused = stage(client, "coco", date="20231015")  # on_duplicate=error: stays staged
+    register(client, refused["name"], shards(refused["storage_prefix"], 2, content="a"))
+    error(commit(client, refused["name"]), 409, "duplicate_content")
+    v2 = publish(client, "coco", content="b", date="20231015")
+    assert (v2["name"], v2["number"]) == ("coco_20231015_v2", 2)
+    listed = client.get(f"{API}/datasets/coco/versions").json()["data"]
+    assert [(v["state"], v["number"]) for v in listed] == [
+        ("staged", None),
+        ("abandoned", None),
+        ("committed", 2),
+        ("committed", 1),
+    ]
+    # forced anyway: a new number, as any commit
+    forced = stage(client, "coco", date="20231015")
+    register(client, forced["name"], shards(forced["storage_prefix"], 2, content="a"))
+    assert commit(client, forced["name"], "commit").json()["number"] == 3
+    events = client.get(
+        f"{API}/events", params={"version": "coco_20231015_v2", "action": "version.committed"}
+    ).json()["data"]
+    assert events[0]["detail"]["staged_as"].startswith("coco_20231015_staged")

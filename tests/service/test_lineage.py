@@ -2,9 +2,9 @@
 
 Scenario used throughout (``_history``)::
 
-    coco v1 ──train/eval──► det/ckpt-1 ─► det/ckpt-2 ─► det/ckpt-3        (resumed run)
-    coco v2 ──train───────────────────────────────────────────► det/ckpt-4 (restored from ckpt-3)
-    coco v2 ──train (validation split)──► ft/ckpt-1  (initialised from det/ckpt-4, other model)
+    coco v1 ──train/eval──► det@r1/ckpt-1 ─► det@r1/ckpt-2 ─► det@r1/ckpt-3        (resumed run)
+    coco v2 ──train───────────────────────────────────────────► det@r1/ckpt-4 (restored from ckpt-3)
+    coco v2 ──train (validation split)──► ft@ft-run/ckpt-1  (initialised from det@r1/ckpt-4)
 """
 
 from __future__ import annotations
@@ -18,7 +18,11 @@ from tests.service._helpers import API, error, publish, stage
 
 
 def put(client: TestClient, ref: str, **body: Any) -> Any:
-    model, checkpoint = ref.split("/")
+    """PUT ``model/checkpoint`` or ``model@run/checkpoint`` (the run goes into the body)."""
+    head, checkpoint = ref.split("/")
+    model, _, run = head.partition("@")
+    if run:
+        body.setdefault("run", run)
     return client.put(f"{API}/models/{model}/checkpoints/{checkpoint}", json=body)
 
 
@@ -33,25 +37,31 @@ def _history(client: TestClient) -> dict[str, str]:
         ok(
             put(
                 client,
-                f"det/ckpt-{k}",
+                f"det@r1/ckpt-{k}",
                 step=k * 100,
                 uri=f"s3://models/det/ckpt-{k}",
-                parent=f"det/ckpt-{k - 1}" if k > 1 else None,
+                parent=f"det@r1/ckpt-{k - 1}" if k > 1 else None,
                 data=[{"version": v1, "role": "train"}, {"version": "coco@v1", "role": "eval"}],
             ),
             201,
         )
     v2 = publish(client, "coco", splits=("train", "validation"), content="b")["name"]
     ok(
-        put(client, "det/ckpt-4", step=400, parent="det/ckpt-3", data=[{"version": "coco@latest"}]),
+        put(
+            client,
+            "det@r1/ckpt-4",
+            step=400,
+            parent="det@r1/ckpt-3",
+            data=[{"version": "coco@latest"}],
+        ),
         201,
     )
     ok(
         put(
             client,
-            "ft/ckpt-1",
+            "ft@ft-run/ckpt-1",
             step=10,
-            parent="det/ckpt-4",
+            parent="det@r1/ckpt-4",
             parent_kind="initialized_from",
             run="ft-run",
             data=[{"version": v2, "splits": ["validation"]}],
@@ -68,9 +78,9 @@ def _history(client: TestClient) -> dict[str, str]:
 def test_register_is_idempotent_and_resolves_refs_to_exact_versions(client: TestClient) -> None:
     v1 = publish(client, "coco", splits=("train", "validation"))["name"]
     body = {"step": 1, "uri": "s3://m/ckpt-1", "data": [{"version": "coco@latest", "role": "eval"}]}
-    first = ok(put(client, "det/ckpt-1", **body), 201)
+    first = ok(put(client, "det@r1/ckpt-1", **body), 201)
     assert first["created"] is True
-    assert first["ref"] == "det/ckpt-1"
+    assert first["ref"] == "det@r1/ckpt-1"
     assert first["data"] == [
         {
             "version": v1,
@@ -81,17 +91,21 @@ def test_register_is_idempotent_and_resolves_refs_to_exact_versions(client: Test
         }
     ]
     # the same registration again (a retry, a flushed queue): 200, unchanged
-    again = ok(put(client, "det/ckpt-1", **body))
+    again = ok(put(client, "det@r1/ckpt-1", **body))
     assert again["created"] is False
     assert {k: v for k, v in again.items() if k != "created"} == {
         k: v for k, v in first.items() if k != "created"
     }
     # the alias moves; the exact version recorded earlier makes the same body a conflict now
     publish(client, "coco", splits=("train", "validation"), content="new")
-    conflict = error(put(client, "det/ckpt-1", **body), 409, "checkpoint_conflict")
+    conflict = error(put(client, "det@r1/ckpt-1", **body), 409, "checkpoint_conflict")
     assert conflict["fields"] == ["data"]
     conflict = error(
-        put(client, "det/ckpt-1", **{**body, "data": [{"version": v1, "role": "eval"}], "step": 2}),
+        put(
+            client,
+            "det@r1/ckpt-1",
+            **{**body, "data": [{"version": v1, "role": "eval"}], "step": 2},
+        ),
         409,
         "checkpoint_conflict",
     )
@@ -168,12 +182,12 @@ def test_staged_versions_cannot_be_training_data(client: TestClient) -> None:
 def test_upstream_union_along_resumed_and_fine_tuned_chain(client: TestClient) -> None:
     names = _history(client)
     lineage = ok(client.get(f"{API}/models/ft/checkpoints/ckpt-1/lineage"))
-    assert [f"{c['model']}/{c['checkpoint']}" for c in lineage["chain"]] == [
-        "ft/ckpt-1",
-        "det/ckpt-4",
-        "det/ckpt-3",
-        "det/ckpt-2",
-        "det/ckpt-1",
+    assert [c["ref"] for c in lineage["chain"]] == [
+        "ft@ft-run/ckpt-1",
+        "det@r1/ckpt-4",
+        "det@r1/ckpt-3",
+        "det@r1/ckpt-2",
+        "det@r1/ckpt-1",
     ]
     assert [c["parent_kind"] for c in lineage["chain"]] == [
         "initialized_from",
@@ -198,7 +212,7 @@ def test_upstream_union_along_resumed_and_fine_tuned_chain(client: TestClient) -
     ]
     assert v2["content_digest"].startswith("sha256:") and v2["state"] == "committed"
     own = lineage["checkpoint"]
-    assert own["parent"] == "det/ckpt-4" and own["run"] == "ft-run"
+    assert own["parent"] == "det@r1/ckpt-4" and own["run"] == "ft-run"
     assert own["saved_models"] == [
         {"name": "classifier", "uri": "s3://models/ft/ckpt-1_saved_modules/classifier"}
     ]
@@ -214,25 +228,34 @@ def test_downstream_direct_and_transitive(client: TestClient) -> None:
     body = ok(client.get(f"{API}/versions/coco@v1/consumers"))
     assert body["versions"][0]["name"] == names["v1"]
     refs = {c["ref"]: c for c in body["data"]}
-    assert list(refs) == ["det/ckpt-1", "det/ckpt-2", "det/ckpt-3", "det/ckpt-4", "ft/ckpt-1"]
+    assert list(refs) == [
+        "det@r1/ckpt-1",
+        "det@r1/ckpt-2",
+        "det@r1/ckpt-3",
+        "det@r1/ckpt-4",
+        "ft@ft-run/ckpt-1",
+    ]
     assert [refs[r]["direct"] for r in refs] == [True, True, True, False, False]
-    assert refs["det/ckpt-2"]["roles"] == ["eval", "train"]
-    assert refs["det/ckpt-2"]["splits"] == ["train", "validation"]
-    assert refs["det/ckpt-4"]["parent"] == "det/ckpt-3"
+    assert refs["det@r1/ckpt-2"]["roles"] == ["eval", "train"]
+    assert refs["det@r1/ckpt-2"]["splits"] == ["train", "validation"]
+    assert refs["det@r1/ckpt-4"]["parent"] == "det@r1/ckpt-3"
     assert body["models"] == [
         {"model": "det", "checkpoints": 4, "direct": 3},
         {"model": "ft", "checkpoints": 1, "direct": 0},
     ]
     direct = ok(client.get(f"{API}/versions/{names['v1']}/consumers?transitive=false"))
-    assert [c["ref"] for c in direct["data"]] == ["det/ckpt-1", "det/ckpt-2", "det/ckpt-3"]
-    assert direct["data"][1]["parent"] == "det/ckpt-1"
+    assert [c["ref"] for c in direct["data"]] == ["det@r1/ckpt-1", "det@r1/ckpt-2", "det@r1/ckpt-3"]
+    assert direct["data"][1]["parent"] == "det@r1/ckpt-1"
     # an alias target: coco@latest is v2
     latest = ok(client.get(f"{API}/versions/coco%40latest/consumers"))
-    assert [c["ref"] for c in latest["data"]] == ["det/ckpt-4", "ft/ckpt-1"]
+    assert [c["ref"] for c in latest["data"]] == ["det@r1/ckpt-4", "ft@ft-run/ckpt-1"]
     assert all(c["direct"] for c in latest["data"])
     # paging
     page = ok(client.get(f"{API}/versions/coco@v1/consumers?limit=2&offset=1"))
-    assert page["count"] == 5 and [c["ref"] for c in page["data"]] == ["det/ckpt-2", "det/ckpt-3"]
+    assert page["count"] == 5 and [c["ref"] for c in page["data"]] == [
+        "det@r1/ckpt-2",
+        "det@r1/ckpt-3",
+    ]
     # nobody trained on a fresh version
     v3 = publish(client, "coco", content="c")["name"]
     assert ok(client.get(f"{API}/versions/{v3}/consumers"))["count"] == 0
@@ -245,7 +268,7 @@ def test_shard_consumers_by_uri_and_sha256(client: TestClient) -> None:
     validation = version["splits"]["validation"]["shards"][0]
     train = version["splits"]["train"]["shards"][1]
     by_uri = ok(client.get(f"{API}/shards/consumers", params={"uri": validation["uri"]}))
-    assert [c["ref"] for c in by_uri["data"]] == ["ft/ckpt-1"]  # det/ckpt-4 used only train
+    assert [c["ref"] for c in by_uri["data"]] == ["ft@ft-run/ckpt-1"]  # det/ckpt-4 used only train
     assert by_uri["shards"] == [
         {
             "version": names["v2"],
@@ -258,8 +281,8 @@ def test_shard_consumers_by_uri_and_sha256(client: TestClient) -> None:
     ]
     by_sha = ok(client.get(f"{API}/shards/consumers", params={"sha256": train["sha256"]}))
     assert [(c["ref"], c["direct"]) for c in by_sha["data"]] == [
-        ("det/ckpt-4", True),
-        ("ft/ckpt-1", False),
+        ("det@r1/ckpt-4", True),
+        ("ft@ft-run/ckpt-1", False),
     ]
     v1 = ok(client.get(f"{API}/versions/{names['v1']}"))
     v1_shard = v1["splits"]["train"]["shards"][0]["sha256"]
@@ -273,19 +296,21 @@ def test_shard_consumers_by_uri_and_sha256(client: TestClient) -> None:
 
 def test_graph_both_directions_bounded(client: TestClient) -> None:
     names = _history(client)
-    graph = ok(client.get(f"{API}/lineage/graph", params={"checkpoint": "det/ckpt-3", "depth": 1}))
-    assert graph["root"] == "checkpoint:det/ckpt-3"
+    graph = ok(
+        client.get(f"{API}/lineage/graph", params={"checkpoint": "det@r1/ckpt-3", "depth": 1})
+    )
+    assert graph["root"] == "checkpoint:det@r1/ckpt-3"
     ids = {n["id"] for n in graph["nodes"]}
     assert ids == {
-        "checkpoint:det/ckpt-3",
-        "checkpoint:det/ckpt-2",
-        "checkpoint:det/ckpt-4",
+        "checkpoint:det@r1/ckpt-3",
+        "checkpoint:det@r1/ckpt-2",
+        "checkpoint:det@r1/ckpt-4",
         f"version:{names['v1']}",
     }
     edges = {(e["source"], e["target"], e["kind"], e.get("role")) for e in graph["edges"]}
-    assert ("checkpoint:det/ckpt-2", "checkpoint:det/ckpt-3", "restored_from", None) in edges
-    assert ("checkpoint:det/ckpt-3", "checkpoint:det/ckpt-4", "restored_from", None) in edges
-    assert (f"version:{names['v1']}", "checkpoint:det/ckpt-3", "trained_on", "train") in edges
+    assert ("checkpoint:det@r1/ckpt-2", "checkpoint:det@r1/ckpt-3", "restored_from", None) in edges
+    assert ("checkpoint:det@r1/ckpt-3", "checkpoint:det@r1/ckpt-4", "restored_from", None) in edges
+    assert (f"version:{names['v1']}", "checkpoint:det@r1/ckpt-3", "trained_on", "train") in edges
     # downstream from a version reaches the fine-tuned model within three hops
     down = ok(
         client.get(
@@ -295,20 +320,20 @@ def test_graph_both_directions_bounded(client: TestClient) -> None:
     )
     assert {n["id"] for n in down["nodes"]} == {
         f"version:{names['v2']}",
-        "checkpoint:det/ckpt-4",
-        "checkpoint:ft/ckpt-1",
+        "checkpoint:det@r1/ckpt-4",
+        "checkpoint:ft@ft-run/ckpt-1",
     }
     assert any(e["kind"] == "initialized_from" for e in down["edges"])
     up = ok(
         client.get(
             f"{API}/lineage/graph",
-            params={"checkpoint": "ft/ckpt-1", "direction": "upstream", "depth": 25},
+            params={"checkpoint": "ft@ft-run/ckpt-1", "direction": "upstream", "depth": 25},
         )
     )
     assert len([n for n in up["nodes"] if n["kind"] == "checkpoint"]) == 5
     error(client.get(f"{API}/lineage/graph"), 422, "invalid_request")
     error(
-        client.get(f"{API}/lineage/graph", params={"checkpoint": "det/ckpt-1", "depth": 99}),
+        client.get(f"{API}/lineage/graph", params={"checkpoint": "det@r1/ckpt-1", "depth": 99}),
         422,
         "invalid_request",
     )
@@ -318,13 +343,13 @@ def test_listing_models_and_checkpoints(client: TestClient) -> None:
     _history(client)
     models = ok(client.get(f"{API}/models"))
     assert [(m["name"], m["checkpoint_count"], m["latest_checkpoint"]) for m in models["data"]] == [
-        ("det", 4, "ckpt-4"),
-        ("ft", 1, "ckpt-1"),
+        ("det", 4, "det@r1/ckpt-4"),
+        ("ft", 1, "ft@ft-run/ckpt-1"),
     ]
     assert ok(client.get(f"{API}/models?prefix=f"))["count"] == 1
     ckpts = ok(client.get(f"{API}/models/det/checkpoints?limit=2"))
     assert ckpts["count"] == 4 and [c["checkpoint"] for c in ckpts["data"]] == ["ckpt-4", "ckpt-3"]
-    assert ckpts["data"][0]["parent"] == "det/ckpt-3"
+    assert ckpts["data"][0]["parent"] == "det@r1/ckpt-3"
     error(client.get(f"{API}/models/nobody/checkpoints"), 404, "model_not_found")
     error(client.get(f"{API}/models/det/checkpoints/ckpt-9"), 404, "checkpoint_not_found")
     error(client.get(f"{API}/models/det/checkpoints/ckpt-9/lineage"), 404, "checkpoint_not_found")
@@ -337,7 +362,7 @@ def test_deprecating_a_version_that_trained_checkpoints_is_refused(client: TestC
         409,
         "version_in_use",
     )
-    assert body["checkpoints"] == ["det/ckpt-1", "det/ckpt-2", "det/ckpt-3"]
+    assert body["checkpoints"] == ["det@r1/ckpt-1", "det@r1/ckpt-2", "det@r1/ckpt-3"]
     assert body["count"] == 3
     assert ok(client.get(f"{API}/versions/{names['v1']}"))["state"] == "committed"
     # an unused version deprecates as before
@@ -353,11 +378,141 @@ def test_deprecating_a_version_that_trained_checkpoints_is_refused(client: TestC
     events = ok(client.get(f"{API}/events", params={"version": names["v1"]}))["data"]
     deprecated = [e for e in events if e["action"] == "version.deprecated"]
     assert deprecated[0]["detail"]["forced_over_checkpoints"] == [
-        "det/ckpt-1",
-        "det/ckpt-2",
-        "det/ckpt-3",
+        "det@r1/ckpt-1",
+        "det@r1/ckpt-2",
+        "det@r1/ckpt-3",
     ]
     # lineage still shows the version, now deprecated
     lineage = ok(client.get(f"{API}/models/det/checkpoints/ckpt-4/lineage"))
     states = {e["version"]: e["state"] for e in lineage["data"]}
     assert states[names["v1"]] == "deprecated"
+
+
+def test_runs_tell_apart_checkpoints_of_one_model_name(client: TestClient) -> None:
+    """A rerun in a fresh directory registers its own ckpt-1 (issue 9): the run is derived from
+    the directory, ``model/ckpt`` answers while unambiguous, then names the candidates."""
+    from recordkeeper.core.lineage import run_of
+
+    v = publish(client, "coco")["name"]
+    first = ok(put(client, "det/ckpt-1", uri="file:///ck/a/ckpt-1", data=[{"version": v}]), 201)
+    run_a = run_of(None, "file:///ck/a/ckpt-1")
+    assert first["run"] == run_a and first["ref"] == f"det@{run_a}/ckpt-1"
+    assert ok(client.get(f"{API}/models/det/checkpoints/ckpt-1"))["run"] == run_a  # unambiguous
+    # a resume in the same directory is the same run: the same registration, no conflict
+    assert not ok(put(client, "det/ckpt-1", uri="file:///ck/a/ckpt-1", data=[{"version": v}]))[
+        "created"
+    ]
+    second = ok(put(client, "det/ckpt-1", uri="file:///ck/b/ckpt-1", step=7), 201)
+    run_b = run_of(None, "file:///ck/b/ckpt-1")
+    assert run_b != run_a and second["ref"] == f"det@{run_b}/ckpt-1"
+    body = error(client.get(f"{API}/models/det/checkpoints/ckpt-1"), 409, "ambiguous_checkpoint")
+    assert sorted(body["candidates"]) == sorted([first["ref"], second["ref"]])
+    assert first["ref"] in body["detail"] and "model@run/checkpoint" in body["detail"]
+    error(client.get(f"{API}/models/det/checkpoints/ckpt-1/lineage"), 409, "ambiguous_checkpoint")
+    got = ok(client.get(f"{API}/models/det/checkpoints/ckpt-1", params={"run": run_b}))
+    assert got["step"] == 7
+    # a child names its parent exactly; an ambiguous parent is refused with the candidates
+    error(
+        put(client, "det/ckpt-2", uri="file:///ck/b/ckpt-2", parent="det/ckpt-1"),
+        409,
+        "ambiguous_checkpoint",
+    )
+    child = ok(put(client, "det/ckpt-2", uri="file:///ck/b/ckpt-2", parent=second["ref"]), 201)
+    assert child["parent"] == second["ref"] and child["run"] == run_b
+    lineage_b = ok(client.get(f"{API}/models/det/checkpoints/ckpt-2/lineage"))
+    assert [c["ref"] for c in lineage_b["chain"]] == [child["ref"], second["ref"]]
+    assert lineage_b["versions"] == []  # run a's data is not run b's
+    runs = ok(client.get(f"{API}/models/det/checkpoints", params={"run": run_a}))
+    assert [c["ref"] for c in runs["data"]] == [first["ref"]]
+    error(
+        client.get(f"{API}/models/det/checkpoints", params={"run": "nope"}),
+        404,
+        "checkpoint_not_found",
+    )
+    error(
+        client.get(f"{API}/models/det/checkpoints/ckpt-1", params={"run": "a/b"}),
+        400,
+        "invalid_checkpoint",
+    )
+    # with neither run nor URI: the 'default' run
+    assert ok(put(client, "det/ckpt-9"), 201)["ref"] == "det@default/ckpt-9"
+
+
+def test_deleted_checkpoints_keep_their_lineage(client: TestClient) -> None:
+    names = _history(client)
+    route = f"{API}/models/det/checkpoints/ckpt-2/deletion"
+    when = "2026-11-30T12:00:00Z"
+    deleted = ok(client.put(route, json={"run": "r1", "reason": "max_to_keep", "deleted_at": when}))
+    assert deleted["state"] == "deleted" and deleted["deleted_reason"] == "max_to_keep"
+    assert deleted["deleted_at"].startswith("2026-11-30T12:00:00")
+    # idempotent: the first time and reason stay
+    again = ok(client.put(route, json={"run": "r1", "reason": "files_missing"}))
+    assert again == deleted
+    lineage = ok(client.get(f"{API}/models/det/checkpoints/ckpt-3/lineage"))
+    states = {c["ref"]: c["state"] for c in lineage["chain"]}
+    assert states["det@r1/ckpt-2"] == "deleted" and states["det@r1/ckpt-3"] == "present"
+    assert names["v1"] in lineage["versions"]  # history is never lost
+    used = ok(client.get(f"{API}/versions/{names['v1']}/consumers"))
+    assert {c["ref"]: c["state"] for c in used["data"]}["det@r1/ckpt-2"] == "deleted"
+    listed = ok(client.get(f"{API}/models/det/checkpoints", params={"state": "deleted"}))
+    assert [c["ref"] for c in listed["data"]] == ["det@r1/ckpt-2"]
+    error(
+        client.get(f"{API}/models/det/checkpoints", params={"state": "gone"}),
+        422,
+        "invalid_request",
+    )
+    error(client.put(route, json={"run": "r1", "reason": ""}), 400, "invalid_checkpoint")
+    error(
+        client.put(f"{API}/models/det/checkpoints/nope/deletion", json={}),
+        404,
+        "checkpoint_not_found",
+    )
+    graph = ok(client.get(f"{API}/lineage/graph", params={"checkpoint": "det@r1/ckpt-2"}))
+    assert graph["nodes"][0]["state"] == "deleted"
+
+
+def test_check_model_compares_recorded_serving_inputs_with_schemas(client: TestClient) -> None:
+    from tests.service._helpers import commit, example_schema, register, shards
+
+    trained = publish(client, "coco")["name"]  # every record: one int64 'label'
+    other = stage(client, "coco")
+    bodies = shards(
+        other["storage_prefix"], 1, schema=example_schema(kind="float", features=("label", "x"))
+    )
+    assert register(client, other["name"], bodies).status_code == 200
+    assert commit(client, other["name"]).status_code == 200
+    inputs = [
+        {"name": "label", "kind": "dense", "dtype": "int64", "shape": [], "has_default": False},
+        {"name": "x", "kind": "dense", "dtype": "float32", "shape": [3]},
+        {"name": "tags", "kind": "sparse", "dtype": "string"},
+    ]
+    export = {"name": "serving", "uri": "file:///m/ckpt-1_saved_modules/serving", "inputs": inputs}
+    ok(put(client, "det@r1/ckpt-1", data=[{"version": trained}], saved_models=[export]), 201)
+    route = f"{API}/models/det/checkpoints/ckpt-1/model-check"
+    answer = ok(client.get(route, params={"data": ["coco@v2"]}))
+    assert answer["checkpoint"] == "det@r1/ckpt-1" and answer["ok"] is False
+    by_version = {(c["version"], c["role"]): c for c in answer["checks"]}
+    assert set(by_version) == {(trained, "train"), (other["name"], "asked")}
+    on_trained = {
+        (p["feature"], p["problem"], p["severity"])
+        for p in by_version[trained, "train"]["problems"]
+    }
+    assert on_trained == {
+        ("x", "missing_feature", "error"),
+        ("tags", "missing_feature", "warning"),
+    }
+    on_other = {
+        (p["feature"], p["problem"]) for p in by_version[other["name"], "asked"]["problems"]
+    }
+    assert on_other == {
+        ("label", "dtype_mismatch"),  # float values, parsed as int64
+        ("x", "shape_mismatch"),  # one value per record, parsed with shape [3]
+        ("tags", "missing_feature"),
+    }
+    assert answer["saved_models"][0]["inputs"][1]["shape"] == [3]
+    # a checkpoint without recorded inputs, bad inputs, unknown data: clear errors
+    ok(put(client, "det@r1/ckpt-2", saved_models=[{"name": "s", "uri": "file:///s"}]), 201)
+    error(client.get(f"{API}/models/det/checkpoints/ckpt-2/model-check"), 400, "invalid_checkpoint")
+    error(client.get(route, params={"data": ["coco@v9"]}), 404, "version_not_found")
+    bad = {**export, "inputs": [{"name": "x", "kind": "dense", "dtype": "float32", "shape": [-5]}]}
+    error(put(client, "det@r1/ckpt-3", saved_models=[bad]), 400, "invalid_checkpoint")

@@ -125,3 +125,59 @@ def test_readyz_reports_a_database_not_at_head(
         assert not_ready.json()["code"] == "not_ready"
         assert "recordkeeper db upgrade" in not_ready.json()["detail"]
         assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_checkpoints_without_a_run_get_the_run_their_directory_derives(empty_db: Database) -> None:
+    """Revision 1ccf43ccea4c gives every existing checkpoint a run (issue 9): the one its URI's
+    directory derives (as new registrations do), ``default`` without a URI; explicit runs stay."""
+    from recordkeeper.core.lineage import DEFAULT_RUN, run_of
+
+    migrate.upgrade(empty_db, "25be41bb25cb")
+    now = "2026-11-30 12:00:00"
+    with empty_db.engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO models (name, created_at, created_by) VALUES ('det', :t, 'a')"),
+            {"t": now},
+        )
+        model_id = conn.execute(text("SELECT id FROM models")).scalar_one()
+        conn.execute(
+            text(
+                "INSERT INTO runs (model_id, name, created_at, created_by) "
+                "VALUES (:m, 'sweep-7', :t, 'a')"
+            ),
+            {"m": model_id, "t": now},
+        )
+        sweep = conn.execute(text("SELECT id FROM runs")).scalar_one()
+        rows = [
+            ("ckpt-1", "file:///ck/run1/ckpt-1", None),
+            ("ckpt-2", "file:///ck/run1/ckpt-2", None),
+            ("ckpt-3", None, None),
+            ("ckpt-4", "file:///ck/other/ckpt-4", sweep),
+        ]
+        for name, uri, run_id in rows:
+            conn.execute(
+                text(
+                    "INSERT INTO checkpoints (model_id, name, uri, run_id, saved_models, "
+                    "metrics, metadata, created_at, created_by) "
+                    "VALUES (:m, :name, :uri, :run, '[]', '{}', '{}', :t, 'a')"
+                ),
+                {"m": model_id, "name": name, "uri": uri, "run": run_id, "t": now},
+            )
+    assert migrate.upgrade(empty_db).at_head
+    with empty_db.engine.connect() as conn:
+        got = dict(
+            conn.execute(
+                text(
+                    "SELECT c.name, r.name FROM checkpoints c JOIN runs r ON r.id = c.run_id "
+                    "WHERE c.state = 'present'"
+                )
+            ).all()
+        )
+        directory = conn.execute(
+            text("SELECT directory FROM runs WHERE name = :n"),
+            {"n": run_of(None, "file:///ck/run1/ckpt-1")},
+        ).scalar_one()
+    derived = run_of(None, "file:///ck/run1/ckpt-1")
+    assert derived.startswith("run1-")
+    assert got == {"ckpt-1": derived, "ckpt-2": derived, "ckpt-3": DEFAULT_RUN, "ckpt-4": "sweep-7"}
+    assert directory == "file:///ck/run1"

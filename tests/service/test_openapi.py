@@ -128,6 +128,8 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
     call("POST", f"{API}/versions/{{version_name}}/commit", json={}, version_name=name)
     call("GET", f"{API}/versions/{{ref}}", ref="coco@latest")
     call("GET", f"{API}/versions/{{ref}}", ref="coco@v1", shards=False)
+    call("GET", f"{API}/versions/{{ref}}/shards", ref=name, limit=2)
+    call("GET", f"{API}/versions/{{ref}}/shards", ref=name, form="compact")
     call("GET", f"{API}/datasets/{{name}}/versions", name="coco")
     call("GET", f"{API}/versions/{{ref}}/schema", ref=name)
     digest = client.get(f"{API}/versions/{name}").json()["schema_digest"]
@@ -163,13 +165,47 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
         model="det",
         checkpoint="ckpt-2",
     )
+    deleted = call(
+        "PUT",
+        f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/deletion",
+        json={"reason": "max_to_keep"},
+        model="det",
+        checkpoint="ckpt-1",
+    )
+    assert deleted["state"] == "deleted"
+    export = {
+        "name": "serving",
+        "uri": "file:///m/ckpt-3_saved_modules/serving",
+        "inputs": [{"name": "label", "kind": "dense", "dtype": "int64", "shape": []}],
+    }
+    call(
+        "PUT",
+        route,
+        201,
+        json={**child, "saved_models": [export]},
+        model="det",
+        checkpoint="ckpt-3",
+    )
+    checked = call(
+        "GET",
+        f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/model-check",
+        model="det",
+        checkpoint="ckpt-3",
+    )
+    assert checked["checks"]
     consumers = call("GET", f"{API}/versions/{{ref}}/consumers", ref="coco@prod")
     assert "shards" not in consumers
     by_uri = call("GET", f"{API}/shards/consumers", uri=bodies[0]["uri"])
     assert by_uri["shards"]
     call("GET", f"{API}/lineage/graph", checkpoint="det/ckpt-2")
+    call("GET", f"{API}/whoami")
+    call("GET", f"{API}/versions/{{ref}}/splits", ref="coco@latest")
+    report = {"mode": "fast", "checked": 3, "problems": [{"shard": "s", "reason": "missing"}]}
+    call("POST", f"{API}/versions/{{ref}}/verifications", 201, json=report, ref=name)
 
     other = publish(client, "coco", content="b")["name"]
+    diff = call("GET", f"{API}/versions/{{ref}}/diff/{{other}}", ref=name, other=other)
+    assert diff["shards"]["changed"] and "schema" in diff
     call("POST", f"{API}/versions/{{ref}}/deprecate", json={"reason": "r"}, ref=other)
     abandoned = stage(client, "coco")["name"]
     call("POST", f"{API}/versions/{{version_name}}/abandon", version_name=abandoned)

@@ -69,12 +69,16 @@ def test_missing_versions(client: TestClient, three: list[dict[str, Any]]) -> No
 def test_staged_versions_only_by_exact_name(
     client: TestClient, three: list[dict[str, Any]]
 ) -> None:
-    staged = get(client, "coco_20231018_v4")
+    staged = get(client, "coco_20231018_staged4")
     assert staged.status_code == 200
-    assert staged.json()["state"] == "staged"
-    body = error(get(client, "coco@v4"), 404, "version_not_found")
-    assert "staged" in body["detail"]
+    assert (staged.json()["state"], staged.json()["number"]) == ("staged", None)
+    error(get(client, "coco@v4"), 404, "version_not_found")  # it has no number yet
+    error(get(client, "coco_20231018_v4"), 404, "version_not_found")
+    body = error(get(client, "coco_20231018_staged9"), 404, "version_not_found")
+    assert "staged as coco_20231018_staged9" in body["detail"]
     assert get(client, "coco@latest").json()["number"] == 3
+    # committed versions keep answering to their staged name
+    assert get(client, "coco_20231017_staged3_fix").json()["name"] == "coco_20231017_v3_fix"
 
 
 @pytest.mark.parametrize(
@@ -173,7 +177,7 @@ def test_deprecate_needs_a_committed_version(client: TestClient) -> None:
 def test_list_versions_filters(client: TestClient, three: list[dict[str, Any]]) -> None:
     url = f"{API}/datasets/coco/versions"
     page = client.get(url).json()
-    assert [v["number"] for v in page["data"]] == [4, 3, 2, 1]
+    assert [v["number"] for v in page["data"]] == [None, 3, 2, 1]  # staged ones first
     assert page["count"] == 4
     assert all(v["splits"] is None for v in page["data"])
     committed = client.get(url, params={"state": "committed"}).json()

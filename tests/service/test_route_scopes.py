@@ -20,6 +20,7 @@ Every error body validates against the OpenAPI ``ErrorOut`` model.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -37,7 +38,14 @@ from tests.service._helpers import API
 ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("GET", "/healthz"): None,
     ("GET", "/readyz"): None,
+    ("GET", "/metrics"): "read",  # RECORDKEEPER_METRICS=read, the default
     ("GET", f"{API}/info"): "read",
+    ("GET", f"{API}/whoami"): "read",
+    ("GET", f"{API}/versions/{{ref}}/diff/{{other}}"): "read",
+    ("GET", f"{API}/versions/{{ref}}/splits"): "read",
+    # the web UI's page and assets: public like /docs, they hold no data
+    ("GET", "/"): None,
+    ("GET", "/ui/{asset:path}"): None,
     ("GET", f"{API}/datasets"): "read",
     ("POST", f"{API}/datasets"): "write",
     ("GET", f"{API}/datasets/{{name}}"): "read",
@@ -48,6 +56,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("POST", f"{API}/versions/{{version_name}}/abandon"): "write",
     ("POST", f"{API}/versions/{{ref}}/deprecate"): "write",
     ("POST", f"{API}/versions/{{version_name}}/shards"): "write",
+    ("GET", f"{API}/versions/{{ref}}/shards"): "read",
     ("GET", f"{API}/versions/{{ref}}/schema"): "read",
     ("GET", f"{API}/versions/{{ref}}/consumers"): "read",
     ("POST", f"{API}/versions/{{version_name}}/gc-done"): "admin",
@@ -65,14 +74,24 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("GET", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}"): "read",
     ("PUT", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}"): "write",
     ("GET", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/lineage"): "read",
+    ("PUT", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/deletion"): "write",
+    ("GET", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/model-check"): "read",
     ("GET", f"{API}/shards/consumers"): "read",
     ("GET", f"{API}/lineage/graph"): "read",
     ("GET", f"{API}/gc/candidates"): "read",
     ("POST", f"{API}/gc/claims"): "admin",
+    ("POST", f"{API}/versions/{{ref}}/verifications"): "read",  # readers verify data
 }
 
-#: FastAPI's own documentation routes (not APIRoutes): public, they hold no data.
-DOCUMENTATION_PATHS = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+#: The documentation routes (not APIRoutes): public, they hold no data.  ``/docs/assets``
+#: serves the Swagger UI / ReDoc files shipped in the package (routes/api_docs.py).
+DOCUMENTATION_PATHS = {
+    "/openapi.json",
+    "/docs",
+    "/docs/oauth2-redirect",
+    "/redoc",
+    "/docs/assets/{name}",
+}
 
 #: Values for path parameters: well-formed but naming nothing (no route may act on them).
 PATH_VALUES = {
@@ -84,6 +103,8 @@ PATH_VALUES = {
     "token_id": "999999999",
     "model": "nosuchmodel",
     "checkpoint": "nosuchcheckpoint",
+    "other": "nosuchdataset@v1",
+    "asset": "app.js",
 }
 
 CALLERS = ("none", "garbage", "revoked", "read", "write", "admin")
@@ -118,7 +139,8 @@ def _tokens(database_url: str) -> dict[str, str]:
 def _call(
     client: TestClient, method: str, template: str, headers: dict[str, str]
 ) -> tuple[int, dict[str, Any] | None]:
-    path = template.format(**PATH_VALUES)
+    # a converter in a template (`{asset:path}`) is not a format spec: drop it first
+    path = re.sub(r"\{(\w+):\w+\}", r"{\1}", template).format(**PATH_VALUES)
     body = {} if method in ("POST", "PUT") else None
     response = client.request(method, path, json=body, headers=headers)
     if response.status_code < 400:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
+from pathlib import Path
 
 import pytest
 
-from recordkeeper_service.server import listening_socket, settings_environment
+from recordkeeper_service.server import listening_socket, metrics_directory, settings_environment
 from recordkeeper_service.settings import Settings
 
 
@@ -36,7 +38,40 @@ def test_workers_rebuild_the_same_settings(monkeypatch: pytest.MonkeyPatch) -> N
         port=9000,
         max_body_bytes=1 << 20,
         trusted_proxies=["127.0.0.1", "10.0.0.0/8"],
+        log_format="text",
+        request_log=False,
+        metrics="public",
     )
     for name, value in settings_environment(settings).items():
         monkeypatch.setenv(name, value)
     assert Settings() == settings
+
+
+def test_one_worker_keeps_metrics_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    with metrics_directory(1) as directory:
+        assert directory is None
+        assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+
+
+def test_several_workers_share_a_temporary_metrics_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    with metrics_directory(2) as directory:
+        assert directory is not None and Path(directory).is_dir()
+        assert os.environ["PROMETHEUS_MULTIPROC_DIR"] == directory  # the workers inherit it
+    assert not Path(directory).exists()
+    assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+
+
+def test_a_configured_metrics_directory_starts_empty(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "counter_123.db").write_bytes(b"stale")
+    (tmp_path / "keep.txt").write_text("not ours")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    with metrics_directory(4) as directory:
+        assert directory == str(tmp_path)
+        assert not (tmp_path / "counter_123.db").exists()
+    assert (tmp_path / "keep.txt").exists() and tmp_path.exists()

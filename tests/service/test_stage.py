@@ -1,4 +1,5 @@
-"""Staging: the server allocates N, the rk1 name and the storage prefix."""
+"""Staging: the server names the staging (``…_stagedK``) and its storage prefix; the version
+number and the rk1 name come at commit."""
 
 from __future__ import annotations
 
@@ -6,18 +7,18 @@ import datetime
 
 from fastapi.testclient import TestClient
 
-from tests.service._helpers import API, error, stage
+from tests.service._helpers import API, commit, error, register, shards, stage
 
 
 def test_stage_names_and_prefix(client: TestClient, store: str) -> None:
     body = stage(client, "coco", desc="add_person", date="20231015", metadata={"by": "me"})
-    assert body["name"] == "coco_20231015_v1_add_person"
-    assert body["number"] == 1
+    assert body["name"] == body["staged_name"] == "coco_20231015_staged1_add_person"
+    assert body["number"] is None
     assert body["date"] == "2023-10-15"
     assert body["desc"] == "add_person"
     assert body["convention"] == "rk1"
     assert body["state"] == "staged"
-    assert body["storage_prefix"] == f"{store}coco/coco_20231015_v1_add_person/"
+    assert body["storage_prefix"] == f"{store}coco/coco_20231015_staged1_add_person/"
     assert body["metadata"] == {"by": "me"}
     assert body["content_digest"] is None
     assert body["created_by"] == "anonymous"
@@ -28,21 +29,42 @@ def test_stage_names_and_prefix(client: TestClient, store: str) -> None:
 def test_stage_defaults_to_today_and_accepts_iso_dates(client: TestClient) -> None:
     today = datetime.datetime.now(datetime.UTC).date()
     assert stage(client)["date"] == today.isoformat()
-    assert stage(client, date="2024-02-29")["name"] == "coco_20240229_v2"
+    assert stage(client, date="2024-02-29")["name"] == "coco_20240229_staged2"
 
 
-def test_numbers_strictly_increase_and_are_never_reused(client: TestClient) -> None:
-    first = stage(client)
-    second = stage(client)
+def _committed(client: TestClient, staged: dict[str, object], content: str) -> dict[str, object]:
+    prefix = str(staged["storage_prefix"])
+    assert register(client, str(staged["name"]), shards(prefix, 1, content=content)).is_success
+    answer = commit(client, str(staged["name"]))
+    assert answer.status_code == 200, answer.text
+    body: dict[str, object] = answer.json()
+    return body
+
+
+def test_numbers_are_given_at_commit_in_commit_order(client: TestClient) -> None:
+    first, second, third = (stage(client, date="20240101") for _ in range(3))
     assert client.post(f"{API}/versions/{second['name']}/abandon").status_code == 200
-    third = stage(client)
-    assert [first["number"], second["number"], third["number"]] == [1, 2, 3]
-    assert stage(client, "other")["number"] == 1
+    # committed in another order than staged: numbers follow the commits, with no gap
+    assert _committed(client, third, "c")["name"] == "coco_20240101_v1"
+    done = _committed(client, first, "a")
+    assert (done["number"], done["name"], done["staged_name"]) == (
+        2,
+        "coco_20240101_v2",
+        "coco_20240101_staged1",
+    )
+    assert done["storage_prefix"] == first["storage_prefix"]  # shards stay where they are
+    # the staged name keeps answering, for a retried commit too
+    again = client.get(f"{API}/versions/coco_20240101_staged1").json()
+    assert again["name"] == "coco_20240101_v2"
+    assert commit(client, "coco_20240101_staged1").json()["name"] == "coco_20240101_v2"
+    abandoned = client.get(f"{API}/versions/{second['name']}").json()
+    assert (abandoned["state"], abandoned["number"]) == ("abandoned", None)
+    assert stage(client, "other")["name"].endswith("_staged1")
 
 
 def test_stage_under_another_allowed_root(client: TestClient) -> None:
     body = stage(client, "coco", root="s3://ml-data/datasets/team", date="20230101")
-    assert body["storage_prefix"] == "s3://ml-data/datasets/team/coco/coco_20230101_v1/"
+    assert body["storage_prefix"] == "s3://ml-data/datasets/team/coco/coco_20230101_staged1/"
 
 
 def test_stage_bad_input(client: TestClient) -> None:
@@ -55,7 +77,7 @@ def test_stage_bad_input(client: TestClient) -> None:
     error(client.post(url, json={"metadata": [1, 2]}), 422, "invalid_request")
     error(client.post(f"{API}/datasets/Coco/versions", json={}), 400, "invalid_dataset_name")
     # nothing was allocated by the failures
-    assert stage(client)["number"] == 1
+    assert stage(client)["name"].endswith("_staged1")
 
 
 def test_stage_root_outside_allowed_roots(client: TestClient) -> None:

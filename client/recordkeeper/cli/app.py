@@ -6,19 +6,33 @@ commands (or its sub-app) to the main app, and is listed in :data:`COMMANDS`.  T
 the ``server`` extra is installed.
 
 Every command runs inside :func:`recordkeeper.cli.common.handle_errors` (via the app's group),
-so user errors print ``error: <detail> [<code>]`` and exit 1, and bugs keep their traceback.
+so user errors print ``error: <detail> [<code>]`` (JSON with ``--json``) and exit with the
+status of :class:`~recordkeeper.cli.common.ExitCode`, and bugs keep their traceback.  The group
+also accepts the global options after the subcommand
+(:func:`~recordkeeper.cli.common.arrange_global_options`) and, with ``--json``, prints usage
+errors as JSON too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
-from recordkeeper.cli import alias, gc, lineage, versions
-from recordkeeper.cli.common import handle_errors, set_connection
+from recordkeeper.cli import alias, check_model, gc, lineage, models, versions
+from recordkeeper.cli.common import (
+    ExitCode,
+    arrange_global_options,
+    handle_errors,
+    json_errors,
+    report_error,
+    set_connection,
+    set_json_errors,
+)
+from recordkeeper.core.version import __version__
 
 __all__ = ["COMMANDS", "app", "main"]
 
@@ -31,6 +45,25 @@ class _Group(TyperGroup):
     # ``ctx`` is typer's vendored click Context, which typer does not export under a public name.
     def invoke(self, ctx: Any) -> Any:
         return handle_errors(lambda: super(_Group, self).invoke(ctx))
+
+    def main(self, args: Sequence[str] | None = None, *rest: Any, **kwargs: Any) -> Any:
+        """Arrange the global options, and with ``--json`` print usage errors as JSON."""
+        argv = arrange_global_options(sys.argv[1:] if args is None else args, list(self.commands))
+        set_json_errors("--json" in argv[: argv.index("--") if "--" in argv else None])
+        if not json_errors() or kwargs.get("standalone_mode", True) is False:
+            return super().main(argv, *rest, **kwargs)
+        kwargs["standalone_mode"] = False
+        try:
+            result = super().main(argv, *rest, **kwargs)
+        except typer.Abort:
+            report_error("aborted", "aborted")
+            sys.exit(ExitCode.ERROR)
+        except Exception as exc:  # typer's vendored click.ClickException has no public name
+            if not hasattr(exc, "format_message") or not hasattr(exc, "exit_code"):
+                raise
+            report_error(exc.format_message(), "usage")
+            sys.exit(exc.exit_code)
+        sys.exit(result if isinstance(result, int) else ExitCode.OK)
 
 
 def _service_commands() -> list[Register]:
@@ -48,6 +81,8 @@ COMMANDS: list[Register] = [
     *_service_commands(),  # serve, db, token
     lineage.register,  # lineage, consumers, lock, checkpoints
     gc.register,  # gc
+    check_model.register,  # check-model
+    models.register,  # compare, inspect-model
 ]
 
 app = typer.Typer(
@@ -57,7 +92,14 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"show_default": True},
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"recordkeeper {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -65,14 +107,36 @@ def _main(
     url: Annotated[
         str | None,
         typer.Option(
-            envvar="RECORDKEEPER_URL", help="Service URL [default: http://127.0.0.1:8080]"
+            envvar="RECORDKEEPER_URL",
+            help="Service URL (default http://127.0.0.1:8080; also accepted after the command).",
+            show_default=False,
         ),
     ] = None,
     token: Annotated[
-        str | None, typer.Option(envvar="RECORDKEEPER_TOKEN", help="API token.", show_default=False)
+        str | None,
+        typer.Option(
+            envvar="RECORDKEEPER_TOKEN",
+            help="API token (also accepted after the command).",
+            show_default=False,
+        ),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the version and exit.",
+            show_default=False,
+        ),
+    ] = False,
 ) -> None:
-    """Dataset versioning and lineage for TFRecord training data."""
+    """Dataset versioning and lineage for TFRecord training data.
+
+    --json (before or after the command) prints results as JSON, and errors as a JSON object
+    {"code", "detail"} on stderr.  Exit statuses: 0 ok, 1 error, 2 usage, 3 not found,
+    4 verification failed, 5 service unreachable, 6 refused (see docs/cli.md).
+    """
     set_connection(url, token)
 
 

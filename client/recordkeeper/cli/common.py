@@ -4,32 +4,56 @@
 * :func:`connect`: the :class:`~recordkeeper.client.Client` for the ``--url``/``--token`` given
   to the main app (set by its callback before any command runs);
 * output helpers (:func:`console`, :func:`print_json`, :func:`size`);
+* :class:`ExitCode`, the exit statuses (documented in docs/cli.md), and :func:`exit_code_for`;
 * :class:`CliError` and the one error handler, :func:`handle_errors`, which the main app's group
-  runs around every command.
+  runs around every command: ``error: <detail> [<code>]`` on stderr, or with ``--json`` the JSON
+  object ``{"code": …, "detail": …}`` on stderr (stdout only ever carries a command's result);
+* :func:`arrange_global_options`: ``--url``/``--token`` after the subcommand, ``--json`` before it.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
 from recordkeeper.client import Client
-from recordkeeper.core.errors import RecordkeeperError
+from recordkeeper.core.errors import (
+    AuthenticationRequired,
+    Conflict,
+    CorruptShard,
+    DigestMismatch,
+    NotFound,
+    PermissionDenied,
+    RecordkeeperError,
+    ServiceUnavailable,
+    StaleLock,
+    StorageRootNotAllowed,
+    VersionDeprecated,
+)
 
 __all__ = [
+    "GLOBAL_VALUE_OPTIONS",
     "CliError",
+    "ExitCode",
     "JsonOpt",
     "StorageOpt",
+    "arrange_global_options",
     "connect",
     "console",
+    "exit_code_for",
+    "fail",
     "handle_errors",
+    "json_errors",
     "parse_storage_options",
     "print_json",
+    "report_error",
     "set_connection",
+    "set_json_errors",
     "size",
 ]
 
@@ -47,15 +71,114 @@ StorageOpt = Annotated[
 ]
 
 _connection: dict[str, str | None] = {"url": None, "token": None}
+_json_errors = {"on": False}
+
+
+class ExitCode(enum.IntEnum):
+    """The exit statuses of ``recordkeeper`` (the table in docs/cli.md)."""
+
+    #: the command did what was asked
+    OK = 0
+    #: any other error: invalid input, a storage or server error, a missing extra
+    ERROR = 1
+    #: the command line itself is wrong: unknown command or option, missing argument
+    USAGE = 2
+    #: a dataset, version, alias, checkpoint or local file does not exist
+    NOT_FOUND = 3
+    #: data is not what was registered or pinned: verification problems, a digest mismatch,
+    #: a stale lock, a pinned version since deprecated
+    VERIFICATION_FAILED = 4
+    #: the service did not answer (or answered 503)
+    SERVICE_UNREACHABLE = 5
+    #: the service refused: authentication, permission, storage root, or a conflict with the
+    #: registry's state (version in use, immutable, duplicate content, …)
+    REFUSED = 6
+
+
+#: Most specific first: the first class an error is an instance of gives its exit status.
+_EXIT_CODES: tuple[tuple[type[BaseException], ExitCode], ...] = (
+    (StaleLock, ExitCode.VERIFICATION_FAILED),
+    (VersionDeprecated, ExitCode.VERIFICATION_FAILED),
+    (DigestMismatch, ExitCode.VERIFICATION_FAILED),
+    (CorruptShard, ExitCode.VERIFICATION_FAILED),
+    (NotFound, ExitCode.NOT_FOUND),
+    (FileNotFoundError, ExitCode.NOT_FOUND),
+    (ServiceUnavailable, ExitCode.SERVICE_UNREACHABLE),
+    (AuthenticationRequired, ExitCode.REFUSED),
+    (PermissionDenied, ExitCode.REFUSED),
+    (StorageRootNotAllowed, ExitCode.REFUSED),
+    (Conflict, ExitCode.REFUSED),
+)
+
+
+def exit_code_for(error: BaseException) -> ExitCode:
+    """The exit status a user error ends the command with."""
+    for cls, code in _EXIT_CODES:
+        if isinstance(error, cls):
+            return code
+    return ExitCode.ERROR
 
 
 class CliError(Exception):
-    """A user error found by the CLI itself: printed as ``error: <message>``, exit status 1."""
+    """A user error found by the CLI itself: printed as ``error: <message>``, exit status
+    ``exit_code`` (1 unless given)."""
 
-    def __init__(self, message: str, code: str | None = None) -> None:
+    def __init__(
+        self, message: str, code: str | None = None, exit_code: ExitCode = ExitCode.ERROR
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
+        self.exit_code = exit_code
+
+
+#: Options of the main app that take a value; accepted before or after the subcommand.
+GLOBAL_VALUE_OPTIONS = ("--url", "--token")
+_JSON_FLAG = "--json"
+
+
+def arrange_global_options(args: Sequence[str], commands: Sequence[str]) -> list[str]:
+    """Put global options where the parser expects them.
+
+    ``--url``/``--token`` (with their values) given after the subcommand move in front of it;
+    ``--json`` given before the subcommand moves after it (every command printing data has
+    ``--json``).  Nothing after ``--`` is touched.
+    """
+    args = list(args)
+    end = args.index("--") if "--" in args else len(args)
+    head, tail = args[:end], args[end:]
+    front: list[str] = []
+    rest: list[str] = []
+    json_before = False
+    seen_command = False
+    i = 0
+    while i < len(head):
+        arg = head[i]
+        name = arg.split("=", 1)[0]
+        if name in GLOBAL_VALUE_OPTIONS:
+            width = 1 if "=" in arg else 2
+            front.extend(head[i : i + width])
+            i += width
+            continue
+        if arg == _JSON_FLAG and not seen_command:
+            json_before = True
+        else:
+            seen_command = seen_command or arg in commands
+            rest.append(arg)
+        i += 1
+    if json_before:
+        rest.append(_JSON_FLAG)
+    return front + rest + tail
+
+
+def json_errors() -> bool:
+    """True when errors are printed as JSON (``--json`` was given)."""
+    return _json_errors["on"]
+
+
+def set_json_errors(on: bool) -> None:
+    """Print errors as JSON from now on (the main app's group sets it from the arguments)."""
+    _json_errors["on"] = on
 
 
 def set_connection(url: str | None, token: str | None) -> None:
@@ -112,14 +235,42 @@ def size(n: int) -> str:
     return f"{n} B"
 
 
-def _fail(message: str, code: str | None = None) -> NoReturn:
-    suffix = f" [{code}]" if code else ""
-    sys.stderr.write(f"error: {message}{suffix}\n")
-    raise typer.Exit(1)
+def fail(
+    message: str,
+    code: str | None,
+    exit_code: ExitCode,
+    extra: dict[str, Any] | None = None,
+    request_id: str | None = None,
+) -> NoReturn:
+    """Print an error (text, or JSON with ``--json``) on stderr and exit with ``exit_code``."""
+    report_error(message, code, extra, request_id)
+    raise typer.Exit(int(exit_code))
+
+
+def report_error(
+    message: str,
+    code: str | None,
+    extra: dict[str, Any] | None = None,
+    request_id: str | None = None,
+) -> None:
+    """Print an error on stderr: ``error: <message> [<code>] (request id <id>)``, or with
+    ``--json`` the object ``{"code": …, "detail": …, "request_id": …, **extra}`` on one line."""
+    if json_errors():
+        body = {"code": code or "error", "detail": message, **(extra or {})}
+        if request_id:
+            body["request_id"] = request_id
+        sys.stderr.write(json.dumps(body, default=str) + "\n")
+    else:
+        suffix = f" [{code}]" if code else ""
+        if request_id:
+            suffix += f" (request id {request_id})"
+        sys.stderr.write(f"error: {message}{suffix}\n")
 
 
 def handle_errors(run: Callable[[], T]) -> T:
-    """Run a command; turn user errors into ``error: <detail> [<code>]`` and exit status 1.
+    """Run a command; turn user errors into ``error: <detail> [<code>]`` (and ``(request id
+    <id>)`` when the service answered it), or JSON with ``--json``, and the exit status of
+    :func:`exit_code_for`.
 
     User errors are :class:`~recordkeeper.errors.RecordkeeperError` (with its stable code),
     :class:`CliError`, an :class:`OSError` (a missing or unreadable file) and a missing optional
@@ -129,10 +280,16 @@ def handle_errors(run: Callable[[], T]) -> T:
     try:
         return run()
     except RecordkeeperError as exc:
-        _fail(exc.detail, exc.code)
+        extra = {k: v for k, v in exc.extra.items() if k != "request_id"}
+        fail(exc.detail, exc.code, exit_code_for(exc), extra, exc.request_id)
     except CliError as exc:
-        _fail(exc.message, exc.code)
+        fail(exc.message, exc.code, exc.exit_code)
     except ImportError as exc:  # fsspec: "Install s3fs to access S3"
-        _fail(f"{exc}; install the matching extra (recordkeeper[s3], [gcs], [tf])")
+        fail(
+            f"{exc}; install the matching extra (recordkeeper[s3], [gcs], [tf])",
+            "missing_extra",
+            ExitCode.ERROR,
+        )
     except OSError as exc:
-        _fail(str(exc))
+        code = "file_not_found" if isinstance(exc, FileNotFoundError) else "os_error"
+        fail(str(exc), code if json_errors() else None, exit_code_for(exc))

@@ -1,13 +1,19 @@
 """Lineage commands of the ``recordkeeper`` CLI, added to the main app by :func:`register`
 (listed in :data:`recordkeeper.cli.app.COMMANDS`).
 
-* ``recordkeeper lineage MODEL/CKPT`` — which data trained a checkpoint (a tree: the chain of
-  checkpoints, each with the data of its own segment), ``--json`` for the full answer;
+* ``recordkeeper lineage MODEL[@RUN]/CKPT`` — which data trained a checkpoint (a tree: the chain
+  of checkpoints, each with the data of its own segment), ``--json`` for the full answer;
 * ``recordkeeper consumers REF`` / ``--shard URI_OR_SHA256`` — checkpoints and models trained on
   a version or a shard (``--direct`` leaves out checkpoints that only inherited it);
-* ``recordkeeper lock CONFIG`` — pin a training config's data (``--inplace``, ``--update``);
-* ``recordkeeper checkpoints ls [MODEL]`` — models, or one model's checkpoints;
+* ``recordkeeper lock CONFIG`` — pin a training config's data into its lock file
+  (``train.yaml`` → ``train.lock.yaml``; ``--inplace``, ``--update``), printing what changed;
+  ``--check`` only checks the lock (stale, deprecated, changed content) and exits 4 if not ok;
+* ``recordkeeper checkpoints ls [MODEL]`` — models, or one model's checkpoints (``--run``);
+* ``recordkeeper checkpoints check MODEL`` — mark checkpoints whose files are gone as deleted;
 * ``recordkeeper checkpoints flush`` — send registrations queued while the service was down.
+
+Checkpoints are shown as ``model@run/ckpt-N`` (the run tells reruns of a model name apart);
+deleted ones are marked ``deleted``.
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ from typing import Annotated, Any
 
 import typer
 
-from recordkeeper.cli.common import JsonOpt, connect, console, print_json
-from recordkeeper.lineage import Consumers, Lineage
+from recordkeeper.cli.common import ExitCode, JsonOpt, connect, console, print_json
+from recordkeeper.core.lineage import CheckpointRef
+from recordkeeper.lineage import CheckpointInfo, Consumers, Lineage
 from recordkeeper.lineage_queue import RegistrationQueue
-from recordkeeper.pinned import lock_config
+from recordkeeper.locking import LockStatus, check_lock, lock_config
 
 __all__ = [
     "checkpoints_app",
@@ -43,12 +50,16 @@ def _short(digest: str | None) -> str:
     return (digest or "")[: len("sha256:") + 12]
 
 
+def _deleted(state: str | None) -> str:
+    return "  [red]deleted[/]" if state == "deleted" else ""
+
+
 def lineage_tree(result: Lineage) -> Any:
     """A rich Tree: the queried checkpoint, then each checkpoint up its chain with its data."""
     from rich.markup import escape
     from rich.tree import Tree
 
-    own: dict[tuple[str, str], list[str]] = {}
+    own: dict[str, list[str]] = {}
     for entry in result.data:
         for segment in entry.segments:
             label = (
@@ -56,18 +67,19 @@ def lineage_tree(result: Lineage) -> Any:
                 f"[dim]{_short(entry.content_digest)}[/]"
                 + ("  [red]deprecated[/]" if entry.state == "deprecated" else "")
             )
-            own.setdefault((segment.model, segment.checkpoint), []).append(label)
+            own.setdefault(str(segment.ref), []).append(label)
     head = result.checkpoint
     title = (
-        f"[bold cyan]{head.model}/{head.checkpoint}[/]  "
+        f"[bold cyan]{head.ref}[/]{_deleted(head.state)}  "
         f"{len(result.chain)} checkpoint(s) in its chain, {len(result.versions)} version(s)"
     )
     tree = Tree(title)
     for link in result.chain:
+        ref = str(CheckpointRef(link["model"], link["checkpoint"], link.get("run")))
         step = f"step {link['step']}" if link.get("step") is not None else "no step"
         parent = f"  [dim]{link['parent_kind']}[/]" if link.get("parent_kind") else "  [dim]root[/]"
-        node = tree.add(f"{link['model']}/{link['checkpoint']}  {step}{parent}")
-        for label in own.get((link["model"], link["checkpoint"]), []) or ["[dim](no data)[/]"]:
+        node = tree.add(f"{ref}  {step}{parent}{_deleted(link.get('state'))}")
+        for label in own.get(ref, []) or ["[dim](no data)[/]"]:
             node.add(label)
     return tree
 
@@ -94,7 +106,8 @@ def consumers_tree(result: Consumers, title: str) -> Any:
             else f"[dim]via {consumer.parent}[/]"
         )
         step = f"step {consumer.step}" if consumer.step is not None else ""
-        node.add(f"{consumer.checkpoint}  {step}  {how}")
+        name = f"@{consumer.run}/{consumer.checkpoint}" if consumer.run else consumer.checkpoint
+        node.add(f"{name}  {step}  {how}{_deleted(consumer.state)}")
     return tree
 
 
@@ -107,7 +120,10 @@ def register(app: typer.Typer) -> None:
 
 
 def lineage_cmd(
-    checkpoint: Annotated[str, typer.Argument(help="MODEL/CHECKPOINT, e.g. det/ckpt-1234")],
+    checkpoint: Annotated[
+        str,
+        typer.Argument(help="MODEL/CHECKPOINT or MODEL@RUN/CHECKPOINT, e.g. det/ckpt-1234"),
+    ],
     json_out: JsonOpt = False,
 ) -> None:
     """Which data trained a checkpoint: every version along its complete parent chain."""
@@ -148,51 +164,120 @@ def consumers_cmd(
 def lock_cmd(
     config: Annotated[Path, typer.Argument(help="training config (YAML or JSON)")],
     inplace: Annotated[
-        bool, typer.Option("--inplace", help="rewrite CONFIG instead of CONFIG.lock")
+        bool,
+        typer.Option(
+            "--inplace",
+            help="rewrite CONFIG itself instead of its lock file (train.yaml → train.lock.yaml)",
+        ),
     ] = False,
     output: Annotated[
-        Path | None, typer.Option("--output", help="write the locked config here")
+        Path | None,
+        typer.Option(
+            "--output",
+            help="write the lock here instead of beside CONFIG",
+            show_default="CONFIG's lock file: train.yaml → train.lock.yaml",
+        ),
     ] = None,
     update: Annotated[
-        bool, typer.Option("--update", help="re-resolve entries locked before")
+        bool,
+        typer.Option("--update", help="move pins to what their references resolve to now"),
+    ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="write nothing; exit 4 if the lock is missing or stale, or a pinned version "
+            "is deprecated, gone or holds other content (for CI)",
+        ),
     ] = False,
     key: Annotated[str, typer.Option("--key", help="dotted path of the data section")] = "data",
     json_out: JsonOpt = False,
 ) -> None:
-    """Pin the data references of a training config to exact versions and digests."""
-    from rich.table import Table
+    """Pin a training config's data references to exact versions and content digests, in the
+    config's lock file beside it (train.yaml → train.lock.yaml, train.json → train.lock.json).
 
+    Pins already in the lock never move without --update; what changed is printed.
+    """
+    if check:
+        if update or inplace:
+            raise typer.BadParameter("--check writes nothing: drop --update/--inplace")
+        _print_check(check_lock(connect(), config, output=output, key=key), json_out)
+        return
     target, pinned = lock_config(
         connect(), config, inplace=inplace, output=output, update=update, key=key
     )
-    rows = [
-        {
-            "entry": e.key,
-            "role": e.role,
-            "version": e.ref,
-            "digest": e.digest,
-            "locked_from": e.locked_from,
-        }
-        for e in pinned.entries
-    ]
     if json_out:
-        print_json({"path": str(target), "data": rows})
+        print_json(
+            {
+                "path": str(target),
+                "data": [
+                    {
+                        "entry": e.key,
+                        "role": e.role,
+                        "version": e.ref,
+                        "digest": e.digest,
+                        "locked_from": e.locked_from,
+                    }
+                    for e in pinned.entries
+                ],
+                "changes": [c.to_dict() for c in pinned.changes],
+            }
+        )
         return
-    table = Table("entry", "role", "version", "digest", "from", title=f"locked {target}")
-    for row in rows:
+    from rich.markup import escape
+    from rich.table import Table
+
+    marks = {
+        "added": "[green]added[/]",
+        "removed": "[red]removed[/]",
+        "updated": "[yellow]updated[/]",
+        "relocked": "[yellow]config changed[/]",
+        "unchanged": "unchanged",
+    }
+    table = Table("entry", "change", "version", "digest", "from", title=f"locked {target}")
+    for change in pinned.changes:
+        if change.change in ("updated", "relocked"):
+            version = f"{change.old_version} → {change.new_version}"
+        else:
+            version = change.new_version or change.old_version or ""
+        note = f" (now {change.available}: --update moves it)" if change.available else ""
         table.add_row(
-            row["entry"],
-            row["role"],
-            row["version"],
-            _short(row["digest"]),
-            row["locked_from"] or "",
+            change.key,
+            marks[change.change],
+            escape(version) + note,
+            _short(change.new_digest or change.old_digest),
+            change.requested or "",
         )
     console().print(table)
+
+
+def _print_check(status: LockStatus, json_out: bool) -> None:
+    """Print a :class:`~recordkeeper.pinned.LockStatus`; exit 4 unless it is ok."""
+    if json_out:
+        print_json(status.to_dict())
+    else:
+        out = console()
+        if status.missing:
+            out.print(f"[red]no lock[/] {status.lock}: run `recordkeeper lock {status.config}`")
+        for key, why in status.stale.items():
+            where = f"data.{key}: " if key != "*" else ""
+            out.print(f"[red]stale[/] {where}{why}")
+        for entry in status.entries:
+            if entry.ok:
+                note = f"  ({entry.available} is newer: lock --update)" if entry.available else ""
+                out.print(f"[green]ok[/]    data.{entry.key}: {entry.version}{note}")
+            else:
+                out.print(f"[red]{entry.code}[/] data.{entry.key}: {entry.problem}")
+        verdict = "[green]lock ok[/]" if status.ok else "[red]lock not ok[/]"
+        out.print(f"{verdict}: {status.lock}")
+    if not status.ok:
+        raise typer.Exit(int(ExitCode.VERIFICATION_FAILED))
 
 
 @checkpoints_app.command("ls")
 def checkpoints_ls(
     model: Annotated[str | None, typer.Argument(help="a model; omit to list models")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="only this run's checkpoints")] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1)] = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -212,16 +297,18 @@ def checkpoints_ls(
             )
         console().print(table)
         return
-    items = client.checkpoints(model, limit=limit)
+    items = client.checkpoints(model, run=run, limit=limit)
     if json_out:
         print_json([_checkpoint_json(c) for c in items])
         return
-    table = Table("checkpoint", "step", "parent", "data", "saved models", "created")
+    table = Table("checkpoint", "run", "state", "step", "parent", "data", "saved models", "created")
     for c in items:
         data = ", ".join(f"{d['version']} ({d['role']})" for d in c.data)
         parent = f"{c.parent} ({c.parent_kind})" if c.parent else ""
         table.add_row(
             c.checkpoint,
+            c.run or "",
+            c.state if not c.deleted else f"deleted {c.deleted_at or ''}".strip(),
             "" if c.step is None else str(c.step),
             parent,
             data,
@@ -229,6 +316,34 @@ def checkpoints_ls(
             c.created_at or "",
         )
     console().print(table)
+
+
+@checkpoints_app.command("check")
+def checkpoints_check(
+    model: Annotated[str, typer.Argument(help="the model whose checkpoints to look for")],
+    run: Annotated[str | None, typer.Option("--run", help="only this run's checkpoints")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="report missing files without recording anything")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Look at storage for a model's checkpoints; mark those whose files are gone as deleted.
+
+    Exits 1 when some were missing (recorded now, or only reported with --dry-run).
+    """
+    report = connect().check_checkpoints(model, run=run, dry_run=dry_run)
+    if json_out:
+        print_json(report.to_json())
+    else:
+        verb = "missing (not recorded, --dry-run)" if dry_run else "missing, marked deleted"
+        for ref in report.missing:
+            console().print(f"{ref}  [red]{verb}[/]")
+        console().print(
+            f"{model}: {len(report.present)} present, {len(report.missing)} {verb}, "
+            f"{len(report.unchecked)} without a URI"
+        )
+    if report.missing:
+        raise typer.Exit(1)
 
 
 @checkpoints_app.command("flush")
@@ -241,7 +356,7 @@ def checkpoints_flush(
     """Send checkpoint registrations queued while the service was unreachable."""
     pending_queue = RegistrationQueue(connect(), queue)
     result = pending_queue.flush()
-    registered = [f"{c.model}/{c.checkpoint}" for c in result.registered]
+    registered = [str(c.ref) for c in result.registered]
     if json_out:
         print_json(
             {
@@ -260,13 +375,17 @@ def checkpoints_flush(
         raise typer.Exit(1)
 
 
-def _checkpoint_json(c: Any) -> dict[str, Any]:
+def _checkpoint_json(c: CheckpointInfo) -> dict[str, Any]:
     return {
+        "ref": str(c.ref),
         "model": c.model,
+        "run": c.run,
         "checkpoint": c.checkpoint,
+        "state": c.state,
+        "deleted_at": c.deleted_at,
+        "deleted_reason": c.deleted_reason,
         "step": c.step,
         "uri": c.uri,
-        "run": c.run,
         "parent": str(c.parent) if c.parent else None,
         "parent_kind": c.parent_kind,
         "data": list(c.data),
@@ -286,7 +405,9 @@ def _consumers_json(result: Consumers) -> dict[str, Any]:
             {
                 "ref": str(c.ref),
                 "model": c.model,
+                "run": c.run,
                 "checkpoint": c.checkpoint,
+                "state": c.state,
                 "step": c.step,
                 "uri": c.uri,
                 "direct": c.direct,

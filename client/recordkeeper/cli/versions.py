@@ -9,6 +9,7 @@ import typer
 
 from recordkeeper.cli.common import (
     CliError,
+    ExitCode,
     JsonOpt,
     StorageOpt,
     connect,
@@ -58,7 +59,7 @@ def publish(
     elif files == [root]:
         if name is None:
             raise typer.BadParameter("--name is required when publishing a single file")
-        dataset = Dataset.from_files(name, [root], storage_options=options)
+        dataset = Dataset.from_file(root, name, storage_options=options)
     else:
         dataset = Dataset.from_directory(root, name, storage_options=options)
     client = connect(options)
@@ -205,7 +206,7 @@ def verify(
     storage_option: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check that the stored shards are the registered ones; exit 1 on any problem."""
+    """Check that the stored shards are the registered ones; exit 4 on any problem."""
     options = parse_storage_options(storage_option)
     version = connect(options).resolve(ref)
     for name in split or ():
@@ -240,7 +241,7 @@ def verify(
                 where = f" at offset {p.offset}" if p.offset is not None else ""
                 out.print(f"  {p.shard.name}  {p.reason}{where}: {p.detail}\n    {p.uri}")
     if not report.ok:
-        raise typer.Exit(1)
+        raise typer.Exit(int(ExitCode.VERIFICATION_FAILED))
 
 
 def diff(

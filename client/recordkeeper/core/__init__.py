@@ -19,6 +19,7 @@ module            rule
 ``roots``         storage URI normalisation and the allowed-roots check
 ``lineage``       model/checkpoint names, ``model/ckpt-N`` references, roles, parent kinds;
                   the lineage answers both sides share (consumer, lineage entry, segment)
+``diff``          what changed between two versions (shards, counts per split, schema)
 ``limits``        text and number limits (64-bit bounds, shard counts, lengths)
 ``version``       the package version
 ================  ==========================================================================

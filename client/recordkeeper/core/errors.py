@@ -40,7 +40,9 @@ Exception tree::
     │   ├── DuplicateContent                      duplicate_content
     │   ├── VersionInUse                          version_in_use
     │   ├── VersionDeprecated                     version_deprecated (client side: pinned data)
-    │   └── CheckpointConflict                    checkpoint_conflict
+    │   ├── StaleLock                             stale_lock (client side: pinned data)
+    │   ├── CheckpointConflict                    checkpoint_conflict
+    │   └── AmbiguousCheckpoint                   ambiguous_checkpoint
     ├── DigestMismatch                            digest_mismatch (409)
     ├── StorageRootNotAllowed (PermissionError)   storage_root_not_allowed (403)
     ├── AuthenticationRequired (PermissionError)  unauthorized (401)
@@ -58,6 +60,7 @@ from typing import Any, ClassVar
 __all__ = [
     "STATUS_CODES",
     "AliasNotFound",
+    "AmbiguousCheckpoint",
     "AuthenticationRequired",
     "CheckpointConflict",
     "CheckpointNotFound",
@@ -90,6 +93,7 @@ __all__ = [
     "ServerError",
     "ServiceUnavailable",
     "ShardConflict",
+    "StaleLock",
     "StorageError",
     "StorageRootNotAllowed",
     "TokenNotFound",
@@ -109,7 +113,9 @@ class RecordkeeperError(Exception):
 
     ``code`` is the stable machine-readable code, ``detail`` the human sentence, ``status`` the
     HTTP status the service uses for it, and ``extra`` any structured fields that came with it
-    (for example ``duplicate_of`` or ``checkpoints``).
+    (for example ``duplicate_of`` or ``checkpoints``).  An error the service answered carries the
+    call's request id (:attr:`request_id`, also shown by ``str(error)``): it names the service's
+    log line for that call.
     """
 
     code: ClassVar[str] = "error"
@@ -124,8 +130,16 @@ class RecordkeeperError(Exception):
         """The JSON body the service answers with."""
         return {"code": self.code, "detail": self.detail, **self.extra}
 
+    @property
+    def request_id(self) -> str | None:
+        """The ``X-Request-ID`` of the call that failed (the service logs it), if any."""
+        value = self.extra.get("request_id")
+        return value if isinstance(value, str) else None
+
     def __str__(self) -> str:
-        return f"{self.detail} [{self.code}]"
+        text = f"{self.detail} [{self.code}]"
+        request_id = self.request_id
+        return f"{text} (request id {request_id})" if request_id else text
 
 
 class InvalidInput(RecordkeeperError, ValueError):
@@ -274,10 +288,24 @@ class VersionDeprecated(Conflict):
     code = "version_deprecated"
 
 
+class StaleLock(Conflict):
+    """A lock file no longer matches its config's data section (``extra["entries"]``: each
+    entry added, removed or changed since the lock was written); re-run ``recordkeeper lock``."""
+
+    code = "stale_lock"
+
+
 class CheckpointConflict(Conflict):
     """A checkpoint was registered again with different lineage (parent, data, step, URI)."""
 
     code = "checkpoint_conflict"
+
+
+class AmbiguousCheckpoint(Conflict):
+    """``model/ckpt-N`` names checkpoints of several runs; ``extra["candidates"]`` lists each
+    one's full reference (``model@run/ckpt-N``)."""
+
+    code = "ambiguous_checkpoint"
 
 
 class DigestMismatch(RecordkeeperError):

@@ -28,6 +28,7 @@ __all__ = [
     "MAX_MODEL_NAME_LENGTH",
     "MAX_REASON_LENGTH",
     "MAX_REFERENCE_LENGTH",
+    "MAX_RUN_NAME_LENGTH",
     "MAX_SAVED_MODEL_NAME_LENGTH",
     "MAX_SHARDS_PER_REQUEST",
     "MAX_SHARD_COUNT",
@@ -47,6 +48,7 @@ MAX_DESC_LENGTH = 80
 #: Model (``coco_detection``) and checkpoint (``ckpt-1234``) names.
 MAX_MODEL_NAME_LENGTH = 128
 MAX_CHECKPOINT_NAME_LENGTH = 128
+MAX_RUN_NAME_LENGTH = 128
 #: A dataset's free-text description, and the reason given when deprecating a version.
 MAX_DESCRIPTION_LENGTH = 4000
 MAX_REASON_LENGTH = 2000

@@ -1,6 +1,18 @@
-"""The lineage grammar: model and checkpoint names, ``model/checkpoint`` references, roles and
-parent kinds; and the lineage answers both sides share (:class:`Consumer`, :class:`Segment`,
-:class:`LineageEntry`).
+"""The lineage grammar: model, run and checkpoint names, checkpoint references, roles, parent
+kinds and checkpoint states; and the lineage answers both sides share (:class:`Consumer`,
+:class:`Segment`, :class:`LineageEntry`).
+
+A checkpoint is identified by its model, its **run** and its name.  The reference grammar,
+defined here once (:func:`parse_checkpoint_ref`, :meth:`CheckpointRef.__str__`)::
+
+    coco_detection@det-run1-3f2a9c1b7e/ckpt-1234    model @ run / checkpoint   (exact)
+    coco_detection/ckpt-1234                        model / checkpoint         (any run: answers
+                                                    when exactly one run has that checkpoint)
+
+A run is named explicitly (``run="sweep-7"``) or derived from the directory the checkpoint was
+written to (:func:`run_for_directory`): the same directory gives the same run (a resume), a
+fresh directory a new one (a rerun, a sweep, a colleague's job).  A checkpoint registered with
+neither a run nor a URI belongs to the run :data:`DEFAULT_RUN`.
 
 Shared by the client (``register_checkpoint``, ``lineage``) and the service (validation and the
 database's check constraints; the records it answers with).
@@ -8,8 +20,10 @@ database's check constraints; the records it answers with).
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -17,12 +31,18 @@ from recordkeeper.core.errors import InvalidCheckpoint
 from recordkeeper.core.limits import (
     MAX_CHECKPOINT_NAME_LENGTH,
     MAX_MODEL_NAME_LENGTH,
+    MAX_REASON_LENGTH,
+    MAX_RUN_NAME_LENGTH,
     MAX_SAVED_MODEL_NAME_LENGTH,
     MAX_URI_LENGTH,
     is_scalar_text,
 )
 
 __all__ = [
+    "CHECKPOINT_STATES",
+    "DEFAULT_RUN",
+    "DELETED_BY_MANAGER",
+    "DELETED_FILES_MISSING",
     "PARENT_KINDS",
     "ROLES",
     "CheckpointRef",
@@ -30,12 +50,19 @@ __all__ = [
     "LineageEntry",
     "ParentKind",
     "Segment",
+    "ambiguous_checkpoint_message",
+    "checkpoint_directory",
     "parse_checkpoint_ref",
+    "parse_deleted_at",
+    "run_for_directory",
+    "run_of",
     "validate_artifact_uri",
     "validate_checkpoint_name",
+    "validate_deletion_reason",
     "validate_model_name",
     "validate_parent_kind",
     "validate_role",
+    "validate_run_name",
     "validate_saved_model_name",
 ]
 
@@ -44,9 +71,24 @@ ROLES: tuple[str, ...] = ("train", "eval", "test")
 #: How a checkpoint relates to its parent: a resumed run, or fine-tuning from another checkpoint.
 PARENT_KINDS: tuple[str, ...] = ("restored_from", "initialized_from")
 ParentKind = Literal["restored_from", "initialized_from"]
+#: A checkpoint is ``present`` until its files are deleted (by a manager's ``max_to_keep``, or
+#: found missing by a check); a ``deleted`` checkpoint keeps its lineage.
+CHECKPOINT_STATES: tuple[str, ...] = ("present", "deleted")
+#: Why a checkpoint is marked deleted: its manager's ``max_to_keep`` removed it, or a check
+#: (``client.check_checkpoints``) found its files missing.  Other reasons are free text.
+DELETED_BY_MANAGER = "max_to_keep"
+DELETED_FILES_MISSING = "files_missing"
+#: The run of a checkpoint registered with neither a run nor a URI.
+DEFAULT_RUN = "default"
 
 _MODEL_RE = re.compile(r"[a-z][a-z0-9_.-]*")
 _CHECKPOINT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_RUN_RE = _CHECKPOINT_RE
+_SLUG_DROP_RE = re.compile(r"[^A-Za-z0-9_.-]+")
+#: Hex digits of the directory's sha256 in a derived run name (40 bits: collisions between the
+#: directories of one model are not a practical concern).
+_RUN_HASH_DIGITS = 10
+_RUN_SLUG_LENGTH = 40
 
 
 def validate_model_name(name: str) -> str:
@@ -76,6 +118,53 @@ def validate_checkpoint_name(name: str) -> str:
             "(the base name of the checkpoint prefix, e.g. 'ckpt-1234')"
         )
     return name
+
+
+def validate_run_name(name: object) -> str:
+    """Return ``name`` if usable as a run name (``sweep-7``, ``run1-3f2a9c1b7e``), else raise."""
+    if not isinstance(name, str) or not _RUN_RE.fullmatch(name) or len(name) > MAX_RUN_NAME_LENGTH:
+        raise InvalidCheckpoint(
+            f"run name {name!r} is invalid: use letters, digits, '_', '-' and '.', starting "
+            f"with a letter or digit, at most {MAX_RUN_NAME_LENGTH} characters"
+        )
+    return name
+
+
+def checkpoint_directory(uri: str) -> str:
+    """The directory of a checkpoint prefix URI: ``file:///ck/run1/ckpt-3`` → ``file:///ck/run1``.
+
+    A URI without a ``/`` after its scheme has no directory: it is returned unchanged.
+    """
+    trimmed = uri.rstrip("/")
+    head, sep, _ = trimmed.rpartition("/")
+    if not sep or head.endswith(":/") or head.endswith(":"):
+        return trimmed
+    return head
+
+
+def run_for_directory(directory_uri: str) -> str:
+    """The run name derived from the directory a run writes its checkpoints to.
+
+    ``{directory's base name, cleaned}-{first 10 hex digits of sha256(directory URI)}``, e.g.
+    ``file:///ck/det/run1`` → ``run1-…``: deterministic, so a resume in the same directory is
+    the same run and a fresh directory a new one; readable, so the run says where it lives.
+    Give the directory as an absolute URI (trailing ``/`` ignored).
+    """
+    directory = directory_uri.rstrip("/")
+    digest = hashlib.sha256(directory.encode("utf-8")).hexdigest()[:_RUN_HASH_DIGITS]
+    base = directory.rpartition("/")[2]
+    slug = _SLUG_DROP_RE.sub("-", base)[:_RUN_SLUG_LENGTH].lstrip("_.-").rstrip("-")
+    return f"{slug or 'run'}-{digest}"
+
+
+def run_of(run: str | None, uri: str | None) -> str:
+    """A checkpoint's run: ``run`` if given, else derived from ``uri``'s directory
+    (:func:`run_for_directory`), else :data:`DEFAULT_RUN`."""
+    if run:
+        return validate_run_name(run)
+    if uri:
+        return run_for_directory(checkpoint_directory(uri))
+    return DEFAULT_RUN
 
 
 def validate_artifact_uri(uri: object, field: str) -> str:
@@ -108,6 +197,30 @@ def validate_role(role: object, where: str, hint: str = "") -> str:
     return str(role)
 
 
+def validate_deletion_reason(reason: object) -> str:
+    """Return ``reason`` (why a checkpoint's files are gone) if it is non-empty Unicode text of
+    at most :data:`MAX_REASON_LENGTH` characters, else raise."""
+    if not isinstance(reason, str) or not reason.strip() or not is_scalar_text(reason):
+        raise InvalidCheckpoint("a deletion reason must be a non-empty string of Unicode text")
+    if len(reason) > MAX_REASON_LENGTH:
+        raise InvalidCheckpoint(f"a deletion reason is limited to {MAX_REASON_LENGTH} characters")
+    return reason
+
+
+def parse_deleted_at(text: object) -> datetime.datetime:
+    """When a checkpoint's files were deleted: an ISO 8601 timestamp with a UTC offset (``Z``
+    accepted), as an aware UTC datetime; anything else raises :class:`InvalidCheckpoint`."""
+    if not isinstance(text, str) or len(text) > 64:
+        raise InvalidCheckpoint("deleted_at must be an ISO 8601 timestamp string")
+    try:
+        value = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidCheckpoint(f"deleted_at {text!r} is not an ISO 8601 timestamp") from None
+    if value.tzinfo is None:
+        raise InvalidCheckpoint(f"deleted_at {text!r} needs a UTC offset (e.g. 'Z')")
+    return value.astimezone(datetime.UTC)
+
+
 def validate_parent_kind(kind: object) -> str:
     """Return ``kind`` if it is one of :data:`PARENT_KINDS`, else raise."""
     if kind not in PARENT_KINDS:
@@ -115,28 +228,56 @@ def validate_parent_kind(kind: object) -> str:
     return str(kind)
 
 
-@dataclass(frozen=True, order=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class CheckpointRef:
-    """``coco_detection/ckpt-1234``: a checkpoint of a model."""
+    """``coco_detection@run1-3f2a9c1b7e/ckpt-1234``: a checkpoint of a model in a run.
+
+    ``run=None`` (``coco_detection/ckpt-1234``) means "whichever run has it": the service
+    answers when exactly one does, else raises
+    :class:`~recordkeeper.core.errors.AmbiguousCheckpoint` listing the candidates.
+    """
 
     model: str
     checkpoint: str
+    run: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.model}/{self.checkpoint}"
+        if self.run is None:
+            return f"{self.model}/{self.checkpoint}"
+        return f"{self.model}@{self.run}/{self.checkpoint}"
+
+    def without_run(self) -> CheckpointRef:
+        """The same checkpoint name in any run (``model/checkpoint``)."""
+        return CheckpointRef(self.model, self.checkpoint)
 
 
 def parse_checkpoint_ref(text: str | CheckpointRef) -> CheckpointRef:
-    """Parse ``model/checkpoint``, raising :class:`InvalidCheckpoint` with the reason."""
+    """Parse ``model/checkpoint`` or ``model@run/checkpoint``, raising
+    :class:`InvalidCheckpoint` with the reason."""
     if isinstance(text, CheckpointRef):
         return text
     if not isinstance(text, str) or text.count("/") != 1:
         raise InvalidCheckpoint(
-            f"checkpoint reference {text!r} must look like 'model/checkpoint', "
-            "e.g. 'coco_detection/ckpt-1234'"
+            f"checkpoint reference {text!r} must look like 'model/checkpoint' or "
+            "'model@run/checkpoint', e.g. 'coco_detection/ckpt-1234'"
         )
-    model, _, name = text.strip().partition("/")
-    return CheckpointRef(validate_model_name(model), validate_checkpoint_name(name))
+    head, _, name = text.strip().partition("/")
+    model, at, run = head.partition("@")
+    return CheckpointRef(
+        validate_model_name(model),
+        validate_checkpoint_name(name),
+        validate_run_name(run) if at else None,
+    )
+
+
+def ambiguous_checkpoint_message(ref: CheckpointRef, candidates: Sequence[CheckpointRef]) -> str:
+    """The detail of :class:`~recordkeeper.core.errors.AmbiguousCheckpoint`: which runs have
+    ``ref`` and how to name each."""
+    names = ", ".join(str(c) for c in candidates)
+    return (
+        f"{ref} is ambiguous: {len(candidates)} runs of model {ref.model} have a checkpoint "
+        f"{ref.checkpoint!r}; name one as model@run/checkpoint: {names}"
+    )
 
 
 # -- lineage answers -------------------------------------------------------------------------
@@ -152,7 +293,7 @@ def _strings(items: Iterable[str] | None) -> tuple[str, ...]:
 
 
 def _ref_text(ref: CheckpointRef | None) -> str | None:
-    return None if ref is None else f"{ref.model}/{ref.checkpoint}"
+    return None if ref is None else str(ref)
 
 
 class Segment(NamedTuple):
@@ -163,15 +304,20 @@ class Segment(NamedTuple):
     step: int | None
     depth: int
     splits: tuple[str, ...]
+    run: str | None = None
+    state: str = "present"
 
     @property
     def ref(self) -> CheckpointRef:
-        return CheckpointRef(self.model, self.checkpoint)
+        return CheckpointRef(self.model, self.checkpoint, self.run)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
+            "run": self.run,
             "checkpoint": self.checkpoint,
+            "ref": str(self.ref),
+            "state": self.state,
             "step": self.step,
             "depth": self.depth,
             "splits": list(self.splits),
@@ -185,6 +331,8 @@ class Segment(NamedTuple):
             body.get("step"),
             int(body["depth"]),
             _strings(body.get("splits")),
+            body.get("run"),
+            body.get("state") or "present",
         )
 
 
@@ -231,7 +379,8 @@ class Consumer(NamedTuple):
 
     ``direct`` is True when its own segment consumed the data (``roles``/``splits`` say how);
     otherwise it inherited the data from an ancestor (restored or initialised from it).
-    ``parent`` is the checkpoint it was restored or initialised from, if any.
+    ``parent`` is the checkpoint it was restored or initialised from, if any.  ``state`` is
+    ``deleted`` once its files are gone (its lineage stays).
     """
 
     model: str
@@ -242,16 +391,20 @@ class Consumer(NamedTuple):
     roles: tuple[str, ...]
     splits: tuple[str, ...]
     parent: CheckpointRef | None
+    run: str | None = None
+    state: str = "present"
 
     @property
     def ref(self) -> CheckpointRef:
-        return CheckpointRef(self.model, self.checkpoint)
+        return CheckpointRef(self.model, self.checkpoint, self.run)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
+            "run": self.run,
             "checkpoint": self.checkpoint,
-            "ref": f"{self.model}/{self.checkpoint}",
+            "ref": str(self.ref),
+            "state": self.state,
             "step": self.step,
             "uri": self.uri,
             "direct": self.direct,
@@ -272,4 +425,6 @@ class Consumer(NamedTuple):
             _strings(body.get("roles")),
             _strings(body.get("splits")),
             parse_checkpoint_ref(parent) if parent else None,
+            body.get("run"),
+            body.get("state") or "present",
         )

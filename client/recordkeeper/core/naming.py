@@ -3,6 +3,11 @@
 Pure functions, no I/O; the service and the client share them.  Every version records the
 convention that named it (:data:`CONVENTION`), so a later convention can coexist with old names.
 
+``N`` is given when a version is *committed*, so content that turns out to duplicate an existing
+version never takes a number.  Until then a version is addressed by its staged name,
+``{dataset}_{YYYYMMDD}_staged{K}[_{desc}]`` (``K`` counts the dataset's stagings), which stays
+a name of the version after its commit (:func:`format_staged_name`, :func:`parse_staged_name`).
+
 >>> name = format_version_name("coco", datetime.date(2023, 10, 15), 3, "add_person")
 >>> name
 'coco_20231015_v3_add_person'
@@ -34,9 +39,13 @@ __all__ = [
     "MAX_DATASET_NAME_LENGTH",
     "MAX_DESC_LENGTH",
     "MAX_VERSION_NUMBER",
+    "StagedName",
     "VersionName",
+    "format_staged_name",
     "format_version_name",
+    "is_staged_name",
     "parse_date",
+    "parse_staged_name",
     "parse_version_name",
     "parse_version_number",
     "quoted",
@@ -51,12 +60,15 @@ MAX_VERSION_NUMBER = MAX_INT64
 
 _DATASET_RE = re.compile(r"[a-z][a-z0-9_-]*")
 # Digits are ASCII digits: ``\d`` would also match Arabic-Indic or full-width digits.
-_EMBEDDED_VERSION_RE = re.compile(r"_[0-9]{8}_v[0-9]+")
+_EMBEDDED_VERSION_RE = re.compile(r"_[0-9]{8}_(?:v|staged)[0-9]+")
 _DATE_RE = re.compile(r"[0-9]{8}")
 _ISO_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _DESC_RE = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
 _VERSION_RE = re.compile(
     r"(?P<dataset>[a-z][a-z0-9_-]*?)_(?P<date>[0-9]{8})_v(?P<number>[0-9]+)(?:_(?P<desc>.+))?"
+)
+_STAGED_RE = re.compile(
+    r"(?P<dataset>[a-z][a-z0-9_-]*?)_(?P<date>[0-9]{8})_staged(?P<number>[0-9]+)(?:_(?P<desc>.+))?"
 )
 
 
@@ -79,11 +91,25 @@ class VersionName:
         return format_version_name(self.dataset, self.date, self.number, self.desc)
 
 
+@dataclass(frozen=True, order=True)
+class StagedName:
+    """A parsed staged name: ``coco_20231015_staged4_add_person`` (the dataset's 4th staging)."""
+
+    dataset: str
+    date: datetime.date
+    stage: int
+    desc: str | None = None
+
+    def __str__(self) -> str:
+        return format_staged_name(self.dataset, self.date, self.stage, self.desc)
+
+
 def validate_dataset_name(name: str) -> str:
     """Return ``name`` if it is a valid dataset name, else raise :class:`InvalidName`.
 
     Lowercase letters, digits, ``_`` and ``-``; starts with a letter; at most 64 characters;
-    must not contain the ``_YYYYMMDD_vN`` pattern (it would make version names ambiguous).
+    must not contain the ``_YYYYMMDD_vN`` or ``_YYYYMMDD_stagedN`` patterns (they would make
+    version names ambiguous).
     """
     if not isinstance(name, str) or not name:
         raise InvalidName("dataset name must be a non-empty string")
@@ -99,8 +125,8 @@ def validate_dataset_name(name: str) -> str:
         )
     if _EMBEDDED_VERSION_RE.search(name):
         raise InvalidName(
-            f"dataset name {quoted(name)} contains a '_YYYYMMDD_vN' version pattern; "
-            "it would make version names ambiguous"
+            f"dataset name {quoted(name)} contains a '_YYYYMMDD_vN' version pattern (or "
+            "'_YYYYMMDD_stagedN'); it would make version names ambiguous"
         )
     return name
 
@@ -191,3 +217,43 @@ def parse_version_number(digits: str) -> int | None:
     """The version number written as ASCII ``digits``, or None if it is not one (not ASCII
     decimal digits, or above :data:`MAX_VERSION_NUMBER`).  Bounded before conversion."""
     return parse_decimal(digits, maximum=MAX_VERSION_NUMBER)
+
+
+def format_staged_name(
+    dataset: str, date: datetime.date, stage: int, desc: str | None = None
+) -> str:
+    """Format a staged name (``coco_20231015_staged4_add_person``) after validating every part."""
+    validate_dataset_name(dataset)
+    validate_desc(desc)
+    if not isinstance(stage, int) or isinstance(stage, bool) or stage < 1:
+        raise InvalidVersionName(f"staging number must be a positive integer, got {quoted(stage)}")
+    name = f"{dataset}_{date:%Y%m%d}_staged{stage}"
+    return f"{name}_{desc}" if desc else name
+
+
+def is_staged_name(text: object) -> bool:
+    """True if ``text`` has the form of a staged name (it may still be invalid)."""
+    return isinstance(text, str) and _STAGED_RE.fullmatch(text) is not None
+
+
+def parse_staged_name(name: str) -> StagedName:
+    """Parse a staged name, raising :class:`InvalidVersionName` with the reason."""
+    match = _STAGED_RE.fullmatch(name) if isinstance(name, str) else None
+    if match is None:
+        raise InvalidVersionName(
+            f"{quoted(name)} is not a staged name of the form dataset_YYYYMMDD_stagedK[_desc]"
+        )
+    try:
+        dataset = validate_dataset_name(match["dataset"])
+        date = parse_date(match["date"])
+        desc = validate_desc(match["desc"])
+    except (InvalidName, InvalidDate, InvalidDescription) as exc:
+        raise InvalidVersionName(f"staged name {quoted(name)}: {exc.detail}") from None
+    digits = match["number"]
+    stage = parse_version_number(digits)
+    if digits.startswith("0") or stage is None:
+        raise InvalidVersionName(
+            f"staged name {quoted(name)}: the staging number must be positive, without leading "
+            f"zeros, at most {MAX_VERSION_NUMBER}"
+        )
+    return StagedName(dataset=dataset, date=date, stage=stage, desc=desc)

@@ -8,6 +8,7 @@ reference                                       means
 ``coco@v3``, ``coco@3``                         version 3 of coco
 ``coco@latest``, ``coco@prod``                  an alias, resolved when asked
 ``coco@sha256:9f2c4e1a7b3d``                    by content digest (12 to 64 hex digits)
+``coco_20231015_staged4_add_person``            a version by its staged name (any state)
 ==============================================  =====================================
 """
 
@@ -22,7 +23,10 @@ from recordkeeper.core.errors import InvalidAlias, InvalidName, InvalidReference
 from recordkeeper.core.limits import MAX_REFERENCE_LENGTH
 from recordkeeper.core.naming import (
     MAX_VERSION_NUMBER,
+    StagedName,
     VersionName,
+    is_staged_name,
+    parse_staged_name,
     parse_version_name,
     parse_version_number,
     quoted,
@@ -48,6 +52,7 @@ class RefKind(enum.StrEnum):
     NUMBER = "number"
     ALIAS = "alias"
     DIGEST = "digest"
+    STAGED = "staged"
 
 
 @dataclass(frozen=True)
@@ -60,10 +65,13 @@ class Reference:
     alias: str | None = None
     digest_prefix: str | None = None
     name: VersionName | None = None
+    staged: StagedName | None = None
 
     def __str__(self) -> str:
         if self.kind is RefKind.NAME:
             return str(self.name)
+        if self.kind is RefKind.STAGED:
+            return str(self.staged)
         if self.kind is RefKind.NUMBER:
             return f"{self.dataset}@v{self.number}"
         if self.kind is RefKind.ALIAS:
@@ -98,6 +106,12 @@ def parse_reference(text: str) -> Reference:
             f"reference {quoted(text)} is {len(text)} characters long; "
             f"at most {MAX_REFERENCE_LENGTH} are allowed"
         )
+    if "@" not in text and is_staged_name(text):
+        try:
+            staged = parse_staged_name(text)
+        except InvalidVersionName as exc:
+            raise InvalidReference(exc.detail) from None
+        return Reference(dataset=staged.dataset, kind=RefKind.STAGED, staged=staged)
     if "@" not in text:
         try:
             name = parse_version_name(text)

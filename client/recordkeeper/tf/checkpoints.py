@@ -11,16 +11,29 @@ the data its segment consumed, and its parent — the checkpoint restored by
 ``manager.latest_checkpoint`` by hand carries that checkpoint's ``save_counter``), then the
 previous save of this manager.  A manager in the style of tensorflow/models'
 ``SavedModelCheckpointManager`` (duck-typed: a ``modules_to_export`` mapping) also has its
-``ckpt-N_saved_modules/<name>`` exports recorded.
+``ckpt-N_saved_modules/<name>`` exports recorded, each with what its serving signatures parse
+(for ``check_model``).
+
+Each checkpoint belongs to a **run**: ``run=`` if given, else the one derived from the manager's
+directory (:func:`recordkeeper.core.lineage.run_of`), so a rerun in a fresh directory never
+collides with an earlier run of the same model name, and a resume in the same directory
+continues its run.
 
 Registration never costs the user their checkpoint: the checkpoint is written first; a
-registration the service cannot take now is queued durably and sent later
-(:mod:`recordkeeper.lineage_queue`).  ``data`` defaults to the pinned data most recently loaded
-with :func:`recordkeeper.load_pinned`.
+registration the service cannot take now is queued durably and sent later, one it refuses is
+set aside with a warning (:mod:`recordkeeper.lineage_queue`) — ``save()`` never fails because
+of the registry.  When the manager's ``max_to_keep`` deletes older checkpoints (and their
+``_saved_modules``), the deletions are recorded too.  ``data`` defaults to the pinned data
+most recently loaded with :func:`recordkeeper.load_pinned`.
+
+Every save ends with the manager's *save callbacks* (:meth:`TrackedCheckpointManager.
+add_save_callback`): each receives a :class:`SavedCheckpoint` describing what was written,
+registered and deleted.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import re
@@ -28,22 +41,45 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recordkeeper.core.errors import InvalidCheckpoint, ServiceUnavailable
+from recordkeeper.core.errors import (
+    AmbiguousCheckpoint,
+    InvalidCheckpoint,
+    RecordkeeperError,
+    ServiceUnavailable,
+)
 from recordkeeper.core.lineage import (
+    DELETED_BY_MANAGER,
     CheckpointRef,
     ParentKind,
+    checkpoint_directory,
     parse_checkpoint_ref,
+    run_for_directory,
     validate_model_name,
+    validate_run_name,
 )
 from recordkeeper.core.refs import parse_reference
-from recordkeeper.lineage import CheckpointInfo, DataUse, checkpoint_body, normalize_data
-from recordkeeper.lineage_queue import RegistrationQueue
+from recordkeeper.lineage import (
+    CheckpointInfo,
+    DataUse,
+    ModelCheck,
+    checkpoint_body,
+    normalize_data,
+)
+from recordkeeper.lineage_queue import DELETE, RegistrationQueue
 from recordkeeper.pinned import current
+from recordkeeper.tf.saves import SaveCallback, SavedCheckpoint
+from recordkeeper.tf.signatures import model_inputs
 
 if TYPE_CHECKING:
     from recordkeeper.client import Client
 
-__all__ = ["TrackedCheckpointManager", "checkpoint_uri", "make_checkpoint_callback", "track"]
+__all__ = [
+    "SavedCheckpoint",
+    "TrackedCheckpointManager",
+    "checkpoint_uri",
+    "make_checkpoint_callback",
+    "track",
+]
 
 log = logging.getLogger(__name__)
 
@@ -95,17 +131,34 @@ def _resolve_data(client: Client, data: Any) -> list[DataUse]:
     return exact
 
 
+def _files_exist(path: str) -> bool:
+    """Whether the checkpoint prefix ``path`` still has its files (``<prefix>.index``); True
+    when storage cannot say (nothing is marked deleted on a guess)."""
+    import tensorflow as tf
+
+    try:
+        return bool(tf.io.gfile.exists(f"{path}.index"))
+    except Exception:
+        log.warning("could not look for %s.index", path, exc_info=True)
+        return True
+
+
 class TrackedCheckpointManager:
     """A wrapped ``tf.train.CheckpointManager`` (or ``SavedModelCheckpointManager``): every save
     registers the checkpoint with ``data`` and its parent (made as ``rk.tf.track(...)``).
 
     ``data`` is a role → version mapping (``{"train": v, "eval": "coco@v3"}``), a list of
     entries, or :class:`~recordkeeper.pinned.PinnedData`; by default the pinned data last loaded
-    with :func:`recordkeeper.load_pinned`.  ``parent`` names a checkpoint of *another* model this
-    one starts from (``parent_kind="initialized_from"``, fine-tuning); a restore from this
-    manager's own directory overrides it.  ``queue`` is where registrations wait while the
-    service is unreachable.  ``step`` maps a checkpoint path to its step (default: the ``-N``
-    suffix of the checkpoint name).
+    with :func:`recordkeeper.load_pinned`.  ``run`` names the run; by default it is derived from
+    the manager's directory (the same directory, the same run).  ``parent`` names a checkpoint
+    of *another* model this one starts from (``parent_kind="initialized_from"``, fine-tuning);
+    a restore from this manager's own directory overrides it.  ``queue`` is where registrations
+    wait while the service is unreachable.  ``step`` maps a checkpoint path to its step
+    (default: the ``-N`` suffix of the checkpoint name).  ``tensorboard`` writes the data each
+    checkpoint trained on as TensorBoard summaries (:mod:`recordkeeper.tf.summaries`): a log
+    directory, True for ``<directory>/recordkeeper``, False for none.  ``describe_exports``
+    writes each SavedModel export's lineage into its ``assets.extra/recordkeeper.json``
+    (:mod:`recordkeeper.exports`), read offline by :func:`recordkeeper.tf.model_lineage`.
 
     Every attribute not defined here (``directory``, ``checkpoints``, ``latest_checkpoint``,
     ``checkpoint``, ``savedmodels``, ...) is the wrapped manager's.
@@ -124,11 +177,17 @@ class TrackedCheckpointManager:
         queue: RegistrationQueue | str | Path | None = None,
         step: Callable[[str], int | None] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        tensorboard: bool | str = True,
+        describe_exports: bool = True,
     ) -> None:
         self._manager = manager
         self._client = client
         self.model = validate_model_name(model)
-        self.run = run
+        self._explicit_run = validate_run_name(run) if run is not None else None
+        self.directory_uri = checkpoint_uri(str(manager.directory))
+        #: The run every checkpoint of this manager is registered in.
+        self.run = self._explicit_run or run_for_directory(self.directory_uri)
+        self._save_callbacks: list[SaveCallback] = []
         self.data = _resolve_data(client, data)
         self.queue = (
             queue if isinstance(queue, RegistrationQueue) else RegistrationQueue(client, queue)
@@ -142,18 +201,54 @@ class TrackedCheckpointManager:
         self._latest_at_start: str | None = getattr(manager, "latest_checkpoint", None)
         self.registered: list[CheckpointInfo] = []
         self.queued: list[str] = []
+        self.deleted: list[CheckpointRef] = []
+        self._known: dict[str, CheckpointRef] = {}  # checkpoint path → its reference
         if not self.data:
             log.warning(
                 "tracking %s without data: its checkpoints record no training data of their own "
                 "(pass data= or load a pinned config first)",
                 self.model,
             )
+        #: Where the TensorBoard data summaries go (None: not written).
+        self.tensorboard_dir: str | None = None
+        if tensorboard:
+            from recordkeeper.tf.summaries import DataSummaries, default_logdir
+
+            logdir = (
+                tensorboard
+                if isinstance(tensorboard, str)
+                else default_logdir(str(manager.directory))
+            )
+            self.tensorboard_dir = logdir
+            self.add_save_callback(DataSummaries(logdir))
+        if describe_exports:
+            from recordkeeper.tf.exports import ExportLineageWriter
+
+            self.add_save_callback(ExportLineageWriter(client))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._manager, name)
 
     def __repr__(self) -> str:
-        return f"TrackedCheckpointManager({self._manager!r}, model={self.model!r})"
+        return (
+            f"TrackedCheckpointManager({self._manager!r}, model={self.model!r}, run={self.run!r})"
+        )
+
+    def add_save_callback(self, callback: SaveCallback) -> None:
+        """Call ``callback(SavedCheckpoint)`` at the end of every save that wrote a checkpoint
+        (after its registration was sent or queued).  An exception in a callback is logged,
+        never raised: a save does not fail because of what is hooked on it."""
+        self._save_callbacks.append(callback)
+
+    def ref_of(self, path: str) -> CheckpointRef:
+        """The reference of the checkpoint at prefix ``path``: this manager's run for its own
+        directory, else the run that directory derives."""
+        directory = checkpoint_directory(checkpoint_uri(path))
+        if directory.rstrip("/") == self.directory_uri.rstrip("/"):
+            run = self.run
+        else:
+            run = run_for_directory(directory)
+        return CheckpointRef(self.model, os.path.basename(path), run)
 
     @property
     def manager(self) -> Any:
@@ -170,8 +265,36 @@ class TrackedCheckpointManager:
     def _restored(self, path: str | None) -> None:
         if path:
             self._restored_path = path
-            self._parent = CheckpointRef(self.model, os.path.basename(path))
+            self._parent = self._known[path] = self._registered_ref(path)
             self._parent_kind = "restored_from"
+
+    def _registered_ref(self, path: str) -> CheckpointRef:
+        """The registered checkpoint at ``path``: the run :meth:`ref_of` expects if it has it
+        there, else whichever run registered that name at that URI (a resume under a new
+        ``run=`` name, a run named explicitly elsewhere).  Falls back to :meth:`ref_of` when
+        the service cannot tell (unreachable, or not registered: the queue handles it)."""
+        guess = self.ref_of(path)
+        uri = checkpoint_uri(path)
+        try:
+            if self._client.checkpoint(guess).uri == uri:
+                return guess
+        except RecordkeeperError:
+            pass
+        try:
+            found = self._client.checkpoint(guess.without_run())
+            candidates = [str(found.ref)] if found.uri == uri else []
+        except AmbiguousCheckpoint as exc:
+            candidates = list(exc.extra.get("candidates") or ())
+        except RecordkeeperError:
+            return guess
+        for candidate in candidates:
+            try:
+                info = self._client.checkpoint(candidate)
+            except RecordkeeperError:
+                continue
+            if info.uri == uri:
+                return info.ref
+        return guess
 
     def restore_or_initialize(self) -> str | None:
         """The wrapped manager's ``restore_or_initialize``; a restored checkpoint is the parent."""
@@ -217,13 +340,71 @@ class TrackedCheckpointManager:
         ``metrics`` (JSON values) are recorded with the checkpoint.
         """
         self._detect_manual_restore()
+        before = [str(p) for p in getattr(self._manager, "checkpoints", None) or ()]
         path = self._manager.save(*args, **kwargs)
         if not path:
             return path
-        self._register(str(path), metrics)
+        body, info = self._register(str(path), metrics)
+        deleted = self._record_deletions(before, str(path))
+        checked = self._check_model(info)
+        event = SavedCheckpoint(str(path), self.ref_of(str(path)), body, info, deleted, checked)
+        for callback in self._save_callbacks:
+            try:
+                callback(event)
+            except Exception:
+                log.exception("a save callback failed for checkpoint %s", path)
         return str(path)
 
-    def _saved_models(self, path: str) -> list[dict[str, str]]:
+    def _check_model(self, info: CheckpointInfo | None) -> ModelCheck | None:
+        """Ask whether the exports just registered accept the data they trained on; log a
+        warning naming every error (what would otherwise surface as a serving failure)."""
+        if info is None or not any(s.inputs is not None for s in info.saved_models):
+            return None
+        try:
+            result = self._client.check_model(info.ref)
+        except RecordkeeperError as exc:
+            log.warning("could not check the exports of %s against its data: %s", info.ref, exc)
+            return None
+        for check in result.checks:
+            for problem in check.problems:
+                if problem.severity == "error":
+                    log.warning(
+                        "%s: export %r will not accept %s (%s): %s",
+                        info.ref,
+                        check.saved_model,
+                        check.version,
+                        problem.problem,
+                        problem.detail,
+                    )
+        return result
+
+    def _record_deletions(self, before: list[str], saved: str) -> tuple[CheckpointRef, ...]:
+        """Checkpoints the wrapped manager dropped during this save whose files are gone
+        (``max_to_keep``; ``keep_checkpoint_every_n_hours`` keeps files it drops from the
+        list), each recorded as deleted through the queue."""
+        kept = {str(p) for p in getattr(self._manager, "checkpoints", None) or ()}
+        gone = [p for p in before if p not in kept and p != saved and not _files_exist(p)]
+        refs = []
+        when = datetime.datetime.now(datetime.UTC).isoformat()
+        for old in gone:
+            # registered or restored by this manager, else looked up (a checkpoint an earlier
+            # run under another name left in this directory)
+            ref = self._known.get(old) or self._registered_ref(old)
+            body = {
+                "model": ref.model,
+                "run": ref.run,
+                "checkpoint": ref.checkpoint,
+                "reason": DELETED_BY_MANAGER,
+                "deleted_at": when,
+            }
+            self.queue.submit(body, action=DELETE, raise_refused=False)
+            refs.append(ref)
+        self.deleted.extend(refs)
+        return tuple(refs)
+
+    def _saved_models(self, path: str) -> list[dict[str, Any]]:
+        """The exports of a ``SavedModelCheckpointManager``-style manager for ``path``, each with
+        what its serving signatures parse (:func:`recordkeeper.tf.model_inputs`)."""
         modules = getattr(self._manager, "modules_to_export", None)
         if not modules:
             return []
@@ -233,43 +414,53 @@ class TrackedCheckpointManager:
         for name in modules:
             export = f"{path}_{SAVED_MODULES_SUFFIX}/{name}"
             if tf.io.gfile.isdir(export):
-                exports.append({"name": str(name), "uri": checkpoint_uri(export)})
+                entry: dict[str, Any] = {"name": str(name), "uri": checkpoint_uri(export)}
+                try:
+                    entry["inputs"] = [i.to_json() for i in model_inputs(export)]
+                except Exception:  # an unreadable export must not cost the checkpoint
+                    log.warning("could not read the serving inputs of %s", export, exc_info=True)
+                exports.append(entry)
         return exports
 
-    def _register(self, path: str, metrics: Mapping[str, Any] | None = None) -> None:
-        name = os.path.basename(path)
+    def _register(
+        self, path: str, metrics: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, Any], CheckpointInfo | None]:
+        ref = self.ref_of(path)
         step = self._step(path) if self._step is not None else _checkpoint_number(path)
         try:
             body = checkpoint_body(
                 model=self.model,
-                checkpoint=name,
+                checkpoint=ref.checkpoint,
                 step=step,
                 uri=checkpoint_uri(path),
                 data=self.data,
                 parent=self._parent,
                 parent_kind=self._parent_kind,
                 saved_models=self._saved_models(path),
-                run=self.run,
+                run=ref.run,
                 metrics=metrics,
                 metadata=self._metadata,
             )
         except InvalidCheckpoint:
             log.exception("checkpoint %s was saved but cannot be described for lineage", path)
             raise
-        info = self.queue.submit(body)
+        info = self.queue.submit(body, raise_refused=False)
         if info is None:
-            self.queued.append(name)
+            self.queued.append(ref.checkpoint)
             log.warning(
-                "recordkeeper is unreachable: checkpoint %s saved, its registration queued in %s",
+                "checkpoint %s saved; its registration was not accepted now (queued in %s, or "
+                "set aside in %s if the service refused it)",
                 path,
                 self.queue.path,
+                self.queue.rejected_path,
             )
         else:
             self.registered.append(info)
         # The next save continues from this one.
         self._saved_any = True
-        self._parent = CheckpointRef(self.model, name)
+        self._parent = self._known[path] = ref
         self._parent_kind = "restored_from"
+        return body, info
 
     def flush(self) -> int:
         """Send queued registrations now; returns how many are still pending."""
@@ -300,6 +491,7 @@ def make_checkpoint_callback(
     restore: bool = True,
     queue: RegistrationQueue | str | Path | None = None,
     parent: str | CheckpointRef | None = None,
+    tensorboard: bool | str = True,
 ) -> Any:
     """A Keras callback that checkpoints ``model.fit`` every epoch through a tracked manager.
 
@@ -307,7 +499,8 @@ def make_checkpoint_callback(
     ``CheckpointManager`` in ``directory`` and (with ``restore``) restores the latest
     checkpoint there — which becomes the parent of the next one.  Each ``on_epoch_end`` saves
     ``ckpt-N`` (``N`` = the checkpoint's save counter) and registers it with ``data``.
-    The tracked manager is the callback's ``manager`` attribute.
+    The tracked manager is the callback's ``manager`` attribute; ``tensorboard`` is its
+    (the data summaries' directory, or False).
     """
     import keras
     import tensorflow as tf
@@ -333,6 +526,7 @@ def make_checkpoint_callback(
                 run=run,
                 queue=queue,
                 parent=parent,
+                tensorboard=tensorboard,
             )
             if restore:
                 self.restored = self.manager.restore_or_initialize()

@@ -87,18 +87,25 @@ class Base(DeclarativeBase):
 
 
 class Dataset(Base):
-    """A named family of versions; ``next_number`` allocates version numbers atomically."""
+    """A named family of versions.
+
+    ``next_number`` allocates version numbers atomically when versions are committed;
+    ``next_stage`` numbers the stagings (``…_staged{K}``), so a staging that never commits, or
+    commits as a duplicate, consumes no version number.
+    """
 
     __tablename__ = "datasets"
     __table_args__ = (
         UniqueConstraint("name"),
         CheckConstraint("next_number >= 1", name="next_number_positive"),
+        CheckConstraint("next_stage >= 1", name="next_stage_positive"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(64))
     description: Mapped[str] = mapped_column(Text, default="")
     next_number: Mapped[int] = mapped_column(Integer, default=1)
+    next_stage: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     created_at: Mapped[datetime.datetime] = mapped_column(default=utcnow)
     created_by: Mapped[str] = mapped_column(String(128))
 
@@ -114,22 +121,32 @@ class SchemaBlob(Base):
 
 
 class Version(Base):
-    """One version of a dataset; immutable content once committed."""
+    """One version of a dataset; immutable content once committed.
+
+    A staged version has no ``number`` yet and is named by its ``staged_name``; committing gives
+    it the dataset's next number and its ``rk1`` ``name`` (``staged_name`` keeps answering).
+    Rows staged before numbers moved to commit have a number and no ``staged_name``.
+    """
 
     __tablename__ = "versions"
     __table_args__ = (
         UniqueConstraint("name"),
+        UniqueConstraint("staged_name"),
         UniqueConstraint("dataset_id", "number"),
         CheckConstraint(_in("state", VERSION_STATES), name="state"),
         CheckConstraint("number >= 1", name="number_positive"),
+        CheckConstraint(
+            "number IS NOT NULL OR state IN ('staged', 'abandoned')", name="published_numbered"
+        ),
         Index(None, "dataset_id", "content_digest"),
         Index(None, "state", "created_at"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"))
-    number: Mapped[int] = mapped_column(Integer)
+    number: Mapped[int | None] = mapped_column(Integer)
     name: Mapped[str] = mapped_column(String(200))
+    staged_name: Mapped[str | None] = mapped_column(String(200))
     date: Mapped[datetime.date] = mapped_column(Date)
     desc: Mapped[str | None] = mapped_column(String(80))
     convention: Mapped[str] = mapped_column(String(16), default="rk1")

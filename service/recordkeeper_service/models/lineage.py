@@ -1,9 +1,13 @@
 """Lineage tables: ``models``, ``runs``, ``checkpoints``, ``checkpoint_data``.
 
-A checkpoint belongs to a model and optionally a run.  Its *segment* is the training it did since
-its parent checkpoint; ``checkpoint_data`` holds one row per (version, split, role) that segment
-consumed.  ``parent_id`` links a checkpoint to the checkpoint it was restored from (a resumed run)
-or initialised from (fine-tuning; the parent may belong to another model).  "Which data trained
+A checkpoint belongs to a model and a run; ``(model, run, name)`` identifies it (model names
+are reused across reruns and sweeps, so ``ckpt-N`` alone does not).  A run is named
+explicitly or derived from its checkpoint directory (:func:`recordkeeper.core.lineage.run_of`).
+A checkpoint whose files were deleted keeps its row and its lineage (``state = 'deleted'``).
+Its *segment* is the training it did since its parent checkpoint; ``checkpoint_data`` holds one
+row per (version, split, role) that segment consumed.  ``parent_id`` links a checkpoint to the
+checkpoint it was restored from (a resumed run) or initialised from (fine-tuning; the parent may
+belong to another model).  "Which data trained
 X" is the union of ``checkpoint_data`` along the parent chain of X.
 
 Lineage is acyclic by construction: a parent must exist before its child is registered and a
@@ -34,7 +38,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from recordkeeper.core.lineage import PARENT_KINDS, ROLES
+from recordkeeper.core.lineage import CHECKPOINT_STATES, PARENT_KINDS, ROLES
 from recordkeeper_service.models import Base, BigId, utcnow
 
 __all__ = ["Checkpoint", "CheckpointData", "Model", "Run"]
@@ -57,7 +61,8 @@ class Model(Base):
 
 
 class Run(Base):
-    """A named training run of a model (``2023-10-15-a``); created on first use."""
+    """A training run of a model (``sweep-7``, or ``run1-3f2a9c1b7e`` derived from its
+    directory); created on first use.  ``directory`` is where its first checkpoint was."""
 
     __tablename__ = "runs"
     __table_args__ = (UniqueConstraint("model_id", "name"),)
@@ -65,16 +70,18 @@ class Run(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(128))
+    directory: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime.datetime] = mapped_column(default=utcnow)
     created_by: Mapped[str] = mapped_column(String(128))
 
 
 class Checkpoint(Base):
-    """One saved checkpoint (``ckpt-1234``) of a model, with its parent link."""
+    """One saved checkpoint (``ckpt-1234``) of a model's run, with its parent link."""
 
     __tablename__ = "checkpoints"
     __table_args__ = (
-        UniqueConstraint("model_id", "name"),
+        UniqueConstraint("model_id", "run_id", "name"),
+        CheckConstraint(_in("state", CHECKPOINT_STATES), name="state"),
         CheckConstraint(
             "(parent_id IS NULL AND parent_kind IS NULL) OR "
             f"(parent_id IS NOT NULL AND {_in('parent_kind', PARENT_KINDS)})",
@@ -84,6 +91,8 @@ class Checkpoint(Base):
         # (parent_id, id): the downstream walk reads children from the index alone.
         Index(None, "parent_id", "id"),
         Index(None, "run_id"),
+        # ``model/ckpt-N`` without a run: every run's checkpoint of that name.
+        Index(None, "model_id", "name"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -91,15 +100,20 @@ class Checkpoint(Base):
     name: Mapped[str] = mapped_column(String(128))
     step: Mapped[int | None] = mapped_column(BigInteger)
     uri: Mapped[str | None] = mapped_column(Text)
-    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     parent_id: Mapped[int | None] = mapped_column(ForeignKey("checkpoints.id"))
     parent_kind: Mapped[str | None] = mapped_column(String(16))
-    #: ``[{"name": "classifier", "uri": ".../ckpt-1234_saved_modules/classifier"}, ...]``
-    saved_models: Mapped[list[dict[str, str]]] = mapped_column(JSON, default=list)
+    #: ``[{"name": "classifier", "uri": "./ckpt-1234_saved_modules/classifier", "inputs": …}]``
+    saved_models: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     extra_metadata: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
     created_at: Mapped[datetime.datetime] = mapped_column(default=utcnow)
     created_by: Mapped[str] = mapped_column(String(128))
+    state: Mapped[str] = mapped_column(String(8), default="present", server_default="present")
+    #: When the files were deleted (as reported), and how it became known (``max_to_keep``,
+    #: ``check``, ...).
+    deleted_at: Mapped[datetime.datetime | None] = mapped_column()
+    deleted_reason: Mapped[str | None] = mapped_column(Text)
 
 
 class CheckpointData(Base):

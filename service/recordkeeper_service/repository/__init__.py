@@ -4,24 +4,26 @@ Routes call these methods and never touch a session.  Each public method runs in
 transaction (:meth:`recordkeeper_service.db.Database.transaction`) and returns domain records
 (:mod:`recordkeeper_service.domain`), never ORM rows.
 
-=============  ===========================================================
-module         resource
-=============  ===========================================================
-``datasets``   create, get, list
-``versions``   stage, resolve, list, abandon, deprecate
-``shards``     bulk registration
-``commit``     completeness, digests, schema merge, duplicates
-``aliases``    set/move/delete with history; implicit ``latest``
-``schemas``    content-addressed schema bodies
-``events``     audit log (written by every state change)
-``tokens``     API tokens (hashes only)
-``resolve``    the reference grammar → a version row (session level)
-``cache``      committed versions by id (immutable parts), per process
-``fastpath``   the resolve query on asyncio psycopg (PostgreSQL hot path)
-``gc``         garbage-collection candidates, marking storage collected
-``lineage``    models, runs, checkpoints, upstream/downstream, graph, and the
-               ``version_in_use`` guard (a package: queries, assembly, records)
-=============  ===========================================================
+=================  ===========================================================
+module             resource
+=================  ===========================================================
+``datasets``       create, get, list
+``versions``       stage, resolve, list, abandon, deprecate
+``shards``         bulk registration
+``commit``         completeness, digests, schema merge, duplicates
+``aliases``        set/move/delete with history; implicit ``latest``
+``schemas``        content-addressed schema bodies
+``diff``           compare two versions (rules in ``recordkeeper.core.diff``)
+``events``         audit log (written by every state change)
+``tokens``         API tokens (hashes only)
+``resolve``        the reference grammar → a version row (session level)
+``cache``          committed versions by id (immutable parts), per process
+``fastpath``       the resolve query on asyncio psycopg (PostgreSQL hot path)
+``gc``             garbage-collection candidates, marking storage collected
+``verifications``  failed verifications reported by clients (audit event, metrics)
+``lineage``        models, runs, checkpoints, upstream/downstream, graph, and the
+                   ``version_in_use`` guard (a package: queries, assembly, records)
+=================  ===========================================================
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ from __future__ import annotations
 from recordkeeper.core.roots import AllowedRoots
 from recordkeeper_service import migrate
 from recordkeeper_service.db import Database
+from recordkeeper_service.metrics import ServiceMetrics
 from recordkeeper_service.repository.aliases import AliasRepository
 from recordkeeper_service.repository.cache import DEFAULT_CACHE_BYTES, VersionCache
 from recordkeeper_service.repository.commit import CommitRepository
 from recordkeeper_service.repository.datasets import DatasetRepository
+from recordkeeper_service.repository.diff import DiffRepository
 from recordkeeper_service.repository.events import EventRepository
 from recordkeeper_service.repository.fastpath import AsyncPostgresReader
 from recordkeeper_service.repository.gc import GcRepository
@@ -40,6 +44,7 @@ from recordkeeper_service.repository.lineage import LineageRepository
 from recordkeeper_service.repository.schemas import SchemaRepository
 from recordkeeper_service.repository.shards import ShardRepository
 from recordkeeper_service.repository.tokens import TokenRepository
+from recordkeeper_service.repository.verifications import VerificationRepository
 from recordkeeper_service.repository.versions import VersionRepository
 
 __all__ = ["Repository"]
@@ -55,7 +60,9 @@ class Repository:
         allowed_roots: AllowedRoots,
         storage_root: str,
         version_cache_bytes: int = DEFAULT_CACHE_BYTES,
+        metrics: ServiceMetrics | None = None,
     ) -> None:
+        """``metrics``: where commits and shard registrations are counted (none: not counted)."""
         self.db = db
         self.datasets = DatasetRepository(db)
         fast_reader = None if db.is_sqlite else AsyncPostgresReader(db.url, size=db.pool_size)
@@ -66,14 +73,16 @@ class Repository:
             cache=VersionCache(max_bytes=version_cache_bytes),
             fast_reader=fast_reader,
         )
-        self.shards = ShardRepository(db, allowed_roots)
-        self.commits = CommitRepository(db)
+        self.shards = ShardRepository(db, allowed_roots, metrics=metrics)
+        self.commits = CommitRepository(db, metrics=metrics)
         self.aliases = AliasRepository(db)
         self.schemas = SchemaRepository(db)
+        self.diffs = DiffRepository(self.versions, self.schemas)
         self.events = EventRepository(db)
         self.tokens = TokenRepository(db)
         self.gc = GcRepository(db)
         self.lineage = LineageRepository(db)
+        self.verifications = VerificationRepository(db, metrics=metrics)
 
     def migration_status(self) -> migrate.MigrationStatus:
         """Where the database stands against this release's migrations (``/readyz``)."""

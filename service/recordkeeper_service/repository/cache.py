@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Hashable
 
 import orjson
 
 from recordkeeper_service.domain import VersionRecord
 
-__all__ = ["DEFAULT_CACHE_BYTES", "DEFAULT_CACHE_VERSIONS", "VersionCache", "approximate_bytes"]
+__all__ = [
+    "DEFAULT_CACHE_BYTES",
+    "DEFAULT_CACHE_VERSIONS",
+    "RenderedPages",
+    "VersionCache",
+    "approximate_bytes",
+]
 
 DEFAULT_CACHE_VERSIONS = 1024
 DEFAULT_CACHE_BYTES = 128 * 1024 * 1024
@@ -87,3 +94,40 @@ class VersionCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class RenderedPages:
+    """Rendered answers about published versions (shard pages; they never change), by key.
+
+    Least recently used first out, bounded by total bytes; an answer larger than a quarter of
+    the budget is not kept.  Per worker process, like :class:`VersionCache`.
+    """
+
+    def __init__(self, max_bytes: int = 32 * 2**20) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[Hashable, bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> bytes | None:
+        with self._lock:
+            data = self._entries.get(key)
+            if data is not None:
+                self._entries.move_to_end(key)
+            return data
+
+    def put(self, key: Hashable, data: bytes) -> None:
+        if len(data) > self.max_bytes // 4:
+            return
+        with self._lock:
+            previous = self._entries.pop(key, None)
+            self._bytes += len(data) - (len(previous) if previous is not None else 0)
+            self._entries[key] = data
+            while self._bytes > self.max_bytes:
+                _, evicted = self._entries.popitem(last=False)
+                self._bytes -= len(evicted)
+
+    @property
+    def bytes(self) -> int:
+        """The bytes the kept answers take."""
+        return self._bytes

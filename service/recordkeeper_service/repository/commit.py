@@ -1,11 +1,18 @@
-"""Committing a staged version: completeness, digests, schema merge, duplicates — atomically.
+"""Committing a staged version: completeness, digests, schema merge, duplicates, and its
+number — atomically.
 
 Everything happens in one transaction holding the dataset row and the version row locked
 (``SELECT … FOR UPDATE`` on PostgreSQL, the database write lock on SQLite).  Two concurrent
 commits of one version therefore serialise: the first commits, the second finds the version
 committed and answers it unchanged.  Locking the dataset row also serialises commits of
 *different* versions of one dataset, so two identical contents cannot both slip past the
-duplicate check.
+duplicate check, and numbers are given in commit order.
+
+The version's number is taken here, after the duplicate check, from ``datasets.next_number``:
+a staging abandoned as a duplicate (or never committed) consumes none, numbers of committed
+versions are strictly increasing and never reused.  The version is renamed from its staged
+name (``coco_20231015_staged4``, still answering) to its ``rk1`` name
+(``coco_20231015_v3``); its date and desc are the ones it was staged with.
 """
 
 from __future__ import annotations
@@ -25,15 +32,17 @@ from recordkeeper.core.errors import (
     VersionNotStaged,
 )
 from recordkeeper.core.manifest import ManifestEntry, content_digest
+from recordkeeper.core.naming import format_version_name
 from recordkeeper.core.schema import Schema, merge_schemas
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import VersionRecord
+from recordkeeper_service.metrics import ServiceMetrics
 from recordkeeper_service.repository import convert
 from recordkeeper_service.repository.common import PUBLISHED_STATES, record_event, version_view
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.shards import store_schemas
-from recordkeeper_service.repository.versions import parse_version_ref
+from recordkeeper_service.repository.versions import allocate, parse_version_ref
 
 __all__ = ["MAX_MISSING_LISTED", "CommitRepository", "OnDuplicate", "merge_shard_schemas"]
 
@@ -46,8 +55,9 @@ MAX_MISSING_LISTED = 1000
 class CommitRepository:
     """The commit operation; one transaction per call."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, metrics: ServiceMetrics | None = None) -> None:
         self._db = db
+        self._metrics = metrics
 
     def commit(
         self, version_name: str, *, on_duplicate: str = "error", actor: str
@@ -74,7 +84,11 @@ class CommitRepository:
                     "stage a new version",
                     state=version.state,
                 )
-            return _commit_staged(session, version, ref.dataset, on_duplicate, actor)
+            record = _commit_staged(session, version, ref.dataset, on_duplicate, actor)
+            committed_now = version.state == "committed"
+        if committed_now and self._metrics is not None:  # once the transaction has committed
+            self._metrics.version_committed()
+        return record
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +168,10 @@ def _commit_staged(
     if schema is not None:
         schema_digest = schema.digest()
         store_schemas(session, {schema_digest: schema})
+    staged_as = version.name
+    if version.number is None:  # staged since numbers are given at commit
+        version.number = allocate(session, version.dataset_id, m.Dataset.next_number)
+        version.name = format_version_name(dataset, version.date, version.number, version.desc)
     version.state = "committed"
     version.committed_at = m.utcnow()
     version.content_digest = digest
@@ -165,7 +183,10 @@ def _commit_staged(
         "content_digest": digest,
         "shard_count": version.shard_count,
         "record_count": version.record_count,
+        "number": version.number,
     }
+    if staged_as != version.name:
+        detail["staged_as"] = staged_as
     if duplicate is not None:  # committed anyway (on_duplicate=commit)
         detail["same_content_as"] = duplicate.name
     record_event(

@@ -20,7 +20,7 @@ from recordkeeper.core.errors import (
     VersionImmutable,
 )
 from recordkeeper_service import models as m
-from recordkeeper_service.domain import ShardRecord, VersionRecord
+from recordkeeper_service.domain import PUBLISHED_STATES, ShardRecord, VersionRecord
 from recordkeeper_service.repository import convert
 
 __all__ = [
@@ -36,9 +36,6 @@ __all__ = [
     "version_names",
     "version_view",
 ]
-
-#: States that resolution by number or alias can see.
-PUBLISHED_STATES = ("committed", "deprecated")
 
 
 def state_error(

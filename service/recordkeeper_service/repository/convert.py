@@ -56,6 +56,7 @@ VERSION_COLUMNS = (
     m.Version.deprecated_at,
     m.Version.deprecated_reason,
     m.Version.duplicate_of_id,
+    m.Version.staged_name,
 )
 
 
@@ -104,6 +105,7 @@ def version_record(
         deprecated_reason=row.deprecated_reason,
         metadata=dict(row.extra_metadata or {}),
         duplicate_of=duplicate_of,
+        staged_name=row.staged_name,
         shards=shards,
     )
 

@@ -9,12 +9,20 @@ answer is assembled from the :class:`~.cache.VersionCache` of committed versions
 Anything else — a cache miss, a staged version, an error to explain — returns ``None`` and the
 caller takes the ordinary (threaded, SQLAlchemy) path, which also fills the cache.  SQLite
 databases never use this module.
+
+**Coalescing.**  Under load many requests ask the same question (``coco@latest``) at once.
+While a query for a reference is on the wire, later requests for it do not send another: they
+queue one follow-up query, sent as soon as the running one has answered, and share its rows.
+The follow-up is sent after every request sharing it arrived, so each still sees every commit
+acknowledged before it was received (read-your-writes holds); it merely waits for at most one
+earlier query.  At most one query per reference runs at a time in a worker process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Hashable
 from typing import Any
 
 import psycopg
@@ -24,9 +32,13 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import URL
 
 from recordkeeper.core.errors import InvalidRequest, ServiceUnavailable
-from recordkeeper.core.refs import Reference, RefKind
+from recordkeeper.core.refs import Reference
 from recordkeeper_service import models as m
-from recordkeeper_service.repository.resolve import resolution_params, resolution_statement
+from recordkeeper_service.repository.resolve import (
+    reference_shape,
+    resolution_params,
+    resolution_statement,
+)
 
 __all__ = ["HOT_COLUMNS", "AsyncPostgresReader"]
 
@@ -49,10 +61,7 @@ HOT_COLUMNS = (
 _DIALECT = postgresql.psycopg.dialect()
 
 
-def _shape_key(ref: Reference) -> str:
-    if ref.kind is RefKind.ALIAS:
-        return "latest" if ref.alias == "latest" else "alias"
-    return "number" if ref.kind in (RefKind.NAME, RefKind.NUMBER) else "digest"
+_shape_key = reference_shape
 
 
 class AsyncPostgresReader:
@@ -65,6 +74,9 @@ class AsyncPostgresReader:
         self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._compiled: dict[str, tuple[str, dict[str, Any]]] = {}
+        #: Per (statement, parameters): the query on the wire, and the one queued after it.
+        self._running: dict[Hashable, asyncio.Task[list[Any]]] = {}
+        self._queued: dict[Hashable, asyncio.Task[list[Any]]] = {}
 
     def _statement(self, ref: Reference) -> tuple[str, dict[str, Any]]:
         key = _shape_key(ref)
@@ -82,12 +94,41 @@ class AsyncPostgresReader:
             self._loop = loop
             self._idle = []
             self._slots = asyncio.Semaphore(self._size)
+            self._running = {}
+            self._queued = {}
         return self._slots
 
     async def fetch_versions(self, ref: Reference) -> list[Any]:
-        """Rows of :data:`HOT_COLUMNS` for ``ref``; one retry on a dead pooled connection."""
+        """Rows of :data:`HOT_COLUMNS` for ``ref`` (coalesced, see the module docstring)."""
         sql, constants = self._statement(ref)
         params = {**constants, **resolution_params(ref)}
+        self._bind_loop()
+        key = (sql, tuple(sorted(params.items())))
+        task = self._queued.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._next_query(key, sql, params))
+            task.add_done_callback(_retrieve)
+            self._queued[key] = task
+        # shielded: a request that goes away does not cancel the query others are waiting for
+        return await asyncio.shield(task)
+
+    async def _next_query(self, key: Hashable, sql: str, params: dict[str, Any]) -> list[Any]:
+        running = self._running.get(key)
+        if running is not None:  # answers requests that arrived before this one was queued
+            await asyncio.wait([running])
+        me = asyncio.current_task()
+        if self._queued.get(key) is me:
+            del self._queued[key]  # from now on, new requests queue the next query
+        assert me is not None
+        self._running[key] = me
+        try:
+            return await self._query(sql, params)
+        finally:
+            if self._running.get(key) is me:
+                del self._running[key]
+
+    async def _query(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        """One query on a pooled connection; one retry on a dead pooled connection."""
         slots = self._bind_loop()
         async with slots:
             for attempt in (1, 2):
@@ -127,6 +168,13 @@ class AsyncPostgresReader:
         idle, self._idle = self._idle, []
         for conn in idle:
             await _close_quietly(conn)
+
+
+def _retrieve(task: asyncio.Task[list[Any]]) -> None:
+    # Every waiter may be gone (client disconnects): mark the outcome seen so that asyncio does
+    # not log "exception was never retrieved"; the waiters that remain get it raised.
+    if not task.cancelled():
+        task.exception()
 
 
 async def _close_quietly(conn: psycopg.AsyncConnection[Any]) -> None:

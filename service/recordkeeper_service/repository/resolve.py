@@ -5,6 +5,7 @@ version row.
 form                    finds
 ======================  ==========================================================
 exact name              any state (staged and abandoned versions only this way)
+staged name             the version staged under that name, in any state
 ``ds@vN`` / ``ds@N``    committed or deprecated version N
 ``ds@latest``           the committed version with the highest N (never deprecated)
 ``ds@<alias>``          the alias target (committed, or deprecated since it was set)
@@ -38,6 +39,7 @@ __all__ = [
     "explain_missing",
     "find_version",
     "pick",
+    "reference_shape",
     "resolution_params",
     "resolution_statement",
 ]
@@ -52,7 +54,7 @@ class _VersionLike(Protocol):
     """What resolution reads of a version: an ORM ``Version`` or a row of its columns."""
 
     @property
-    def number(self) -> int: ...
+    def number(self) -> int | None: ...
     @property
     def name(self) -> str: ...
     @property
@@ -72,11 +74,16 @@ _DATASET = bindparam("rk_dataset", type_=String)
 _NUMBER = bindparam("rk_number", type_=Integer)
 _ALIAS = bindparam("rk_alias", type_=String)
 _DIGEST_LIKE = bindparam("rk_digest_like", type_=String)
+_STAGED = bindparam("rk_staged", type_=String)
 
 
-def _shape(ref: Reference) -> str:
+def reference_shape(ref: Reference) -> str:
+    """The form of query ``ref`` needs: ``number``, ``staged``, ``latest``, ``alias`` or
+    ``digest`` (statements are built and cached per shape)."""
     if ref.kind is RefKind.NAME or ref.kind is RefKind.NUMBER:
         return "number"
+    if ref.kind is RefKind.STAGED:
+        return "staged"
     if ref.kind is RefKind.ALIAS:
         return "latest" if ref.alias == LATEST else "alias"
     return "digest"
@@ -85,11 +92,13 @@ def _shape(ref: Reference) -> str:
 def resolution_params(ref: Reference) -> dict[str, Any]:
     """The bound values for :func:`resolution_statement`'s query of ``ref``."""
     params: dict[str, Any] = {"rk_dataset": ref.dataset}
-    shape = _shape(ref)
+    shape = reference_shape(ref)
     if shape == "number":
         if ref.number is not None and ref.number > MAX_VERSION_NUMBER:
             raise VersionNotFound(f"{ref.dataset} has no version {ref.number}")
         params["rk_number"] = ref.number
+    elif shape == "staged":
+        params["rk_staged"] = str(ref.staged)
     elif shape == "alias":
         params["rk_alias"] = ref.alias
     elif shape == "digest":
@@ -107,9 +116,11 @@ def resolution_statement(base: S, ref: Reference) -> S:
     stmt = base.join(m.Dataset, m.Version.dataset_id == m.Dataset.id).where(
         m.Dataset.name == _DATASET
     )
-    shape = _shape(ref)
+    shape = reference_shape(ref)
     if shape == "number":
         return stmt.where(m.Version.number == _NUMBER)
+    if shape == "staged":
+        return stmt.where(m.Version.staged_name == _STAGED)
     if shape == "latest":
         return stmt.where(m.Version.state == "committed").order_by(m.Version.number.desc()).limit(1)
     if shape == "alias":
@@ -127,7 +138,7 @@ _ORM_STATEMENTS: dict[tuple[str, bool], Select[m.Version]] = {}
 
 
 def _orm_statement(ref: Reference, for_update: bool) -> Select[m.Version]:
-    key = (_shape(ref), for_update)
+    key = (reference_shape(ref), for_update)
     stmt = _ORM_STATEMENTS.get(key)
     if stmt is None:
         stmt = resolution_statement(select(m.Version), ref)
@@ -172,7 +183,7 @@ def find_version(
 
 def check_visible(row: _VersionLike, ref: Reference, published_only: bool) -> None:
     """Raise :class:`VersionNotFound` unless ``ref`` may see ``row``."""
-    exact = ref.kind is RefKind.NAME
+    exact = ref.kind is RefKind.NAME or ref.kind is RefKind.STAGED
     if ref.name is not None and (
         row.date != ref.name.date or (ref.name.desc is not None and row.desc != ref.name.desc)
     ):
@@ -201,6 +212,8 @@ def explain_missing(db: Session | Connection, ref: Reference) -> VersionNotFound
         )
     )
     have = f"highest committed is {highest}" if highest else "it has no committed version"
+    if ref.kind is RefKind.STAGED:
+        return VersionNotFound(f"{ref.dataset} has no version staged as {ref.staged}")
     if ref.kind in (RefKind.NAME, RefKind.NUMBER):
         return VersionNotFound(f"{ref.dataset} has no version {ref.number} ({have})")
     if ref.kind is RefKind.ALIAS and ref.alias == LATEST:

@@ -21,6 +21,7 @@ from recordkeeper.core.shards import CONTENT_FIELDS
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import RegisterResult
+from recordkeeper_service.metrics import ServiceMetrics
 from recordkeeper_service.repository.common import (
     ensure_unpublished,
     insert_ignoring_conflicts,
@@ -74,9 +75,12 @@ def _not_the_prefix(valid: Sequence[ValidShard], prefix: str) -> None:
 class ShardRepository:
     """Bulk shard registration; each call is one transaction."""
 
-    def __init__(self, db: Database, roots: AllowedRoots) -> None:
+    def __init__(
+        self, db: Database, roots: AllowedRoots, *, metrics: ServiceMetrics | None = None
+    ) -> None:
         self._db = db
         self._roots = roots
+        self._metrics = metrics
 
     def register(
         self, version_name: str, shards: Sequence[Mapping[str, Any]], *, actor: str
@@ -90,13 +94,8 @@ class ShardRepository:
             if version.state != "staged":
                 raise state_error(VersionNotStaged, version, "only staged versions accept shards")
             _not_the_prefix(valid, version.storage_prefix)
-            existing: dict[tuple[str, int], Mapping[str, Any]] = {}
-            for row in session.execute(
-                select(*_EXISTING_COLUMNS).where(m.Shard.version_id == version.id)
-            ):
-                stored = row._asdict()  # keyed by column name
-                existing[stored["split"], stored["index"]] = stored
-            new, unchanged = _plan(valid, existing)
+            existing, split_counts = _existing(session, version.id, valid)
+            new, unchanged = _plan(valid, existing, split_counts)
             used = {shard.record.schema_digest for shard in new}
             store_schemas(session, {d: s for d, s in schemas.items() if d in used})
             if new:
@@ -125,20 +124,54 @@ class ShardRepository:
                     registered=len(new),
                     unchanged=unchanged,
                 )
-            return RegisterResult(
+            result = RegisterResult(
                 registered=len(new),
                 unchanged=unchanged,
-                shard_count=len(existing) + len(new),
+                shard_count=version.shard_count + len(new),
             )
+        if self._metrics is not None:  # counted once the transaction has committed
+            self._metrics.shards_added(len(new), sum(s.record.size for s in new))
+        return result
+
+
+def _existing(
+    session: Session, version_id: int, shards: Sequence[ValidShard]
+) -> tuple[dict[tuple[str, int], Mapping[str, Any]], dict[str, int]]:
+    """The stored shards a request could collide with, and each requested split's count.
+
+    Only the index range each split of the request spans is read (a version registered in
+    batches of 10,000 does not re-read its earlier batches: registering 100,000 shards stays
+    linear), and one stored row per split gives that split's count.
+    """
+    ranges: dict[str, tuple[int, int]] = {}
+    for shard in shards:
+        split, index = shard.key
+        low, high = ranges.get(split, (index, index))
+        ranges[split] = (min(low, index), max(high, index))
+    existing: dict[tuple[str, int], Mapping[str, Any]] = {}
+    counts: dict[str, int] = {}
+    for split, (low, high) in ranges.items():
+        in_split = (m.Shard.version_id == version_id, m.Shard.split == split)
+        count = session.scalar(select(m.Shard.count).where(*in_split).limit(1))
+        if count is None:
+            continue  # nothing of this split is stored yet
+        counts[split] = count
+        rows = session.execute(
+            select(*_EXISTING_COLUMNS).where(*in_split, m.Shard.index.between(low, high))
+        )
+        for row in rows:
+            stored = row._asdict()  # keyed by column name
+            existing[stored["split"], stored["index"]] = stored
+    return existing, counts
 
 
 def _plan(
-    shards: Sequence[ValidShard], existing: Mapping[tuple[str, int], Mapping[str, Any]]
+    shards: Sequence[ValidShard],
+    existing: Mapping[tuple[str, int], Mapping[str, Any]],
+    stored_counts: Mapping[str, int],
 ) -> tuple[list[ValidShard], int]:
     """Split the request into new shards and unchanged ones; refuse conflicts."""
-    split_counts: dict[str, int] = {}
-    for (split, _index), row in existing.items():
-        split_counts.setdefault(split, row["count"])
+    split_counts = dict(stored_counts)
     seen: dict[tuple[str, int], ValidShard] = {}
     new: list[ValidShard] = []
     unchanged = 0

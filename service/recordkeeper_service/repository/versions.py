@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 
 import anyio.to_thread
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, func, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.digests import parse_digest
@@ -23,19 +23,22 @@ from recordkeeper.core.errors import (
 from recordkeeper.core.limits import MAX_REASON_LENGTH
 from recordkeeper.core.naming import (
     CONVENTION,
-    format_version_name,
+    format_staged_name,
+    is_staged_name,
     parse_date,
+    parse_staged_name,
     parse_version_name,
     validate_dataset_name,
     validate_desc,
 )
 from recordkeeper.core.refs import Reference, RefKind, parse_reference
 from recordkeeper.core.roots import AllowedRoots, UriError
+from recordkeeper.core.splits import is_split_name
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
-from recordkeeper_service.domain import Page, VersionRecord
+from recordkeeper_service.domain import Page, ShardPage, VersionRecord
 from recordkeeper_service.repository import convert
-from recordkeeper_service.repository.cache import VersionCache
+from recordkeeper_service.repository.cache import RenderedPages, VersionCache
 from recordkeeper_service.repository.common import (
     PUBLISHED_STATES,
     dataset_row,
@@ -57,7 +60,15 @@ from recordkeeper_service.repository.resolve import (
     resolution_statement,
 )
 
-__all__ = ["MAX_REASON_LENGTH", "VersionRepository", "parse_version_ref", "today_utc"]
+__all__ = [
+    "MAX_REASON_LENGTH",
+    "VersionRepository",
+    "allocate",
+    "format_cursor",
+    "parse_cursor",
+    "parse_version_ref",
+    "today_utc",
+]
 
 
 def _expected_digest(value: str | None) -> str | None:
@@ -69,7 +80,10 @@ def today_utc() -> datetime.date:
 
 
 def parse_version_ref(text: str) -> Reference:
-    """Parse a path ``{version_name}``: it must be a version name, not another ref form."""
+    """Parse a path ``{version_name}``: a version name or a staged name, not another ref form."""
+    if "@" not in text and is_staged_name(text.strip()):
+        staged = parse_staged_name(text.strip())
+        return Reference(dataset=staged.dataset, kind=RefKind.STAGED, staged=staged)
     if "@" not in text:
         name = parse_version_name(text.strip())  # InvalidVersionName with the precise reason
         return Reference(dataset=name.dataset, kind=RefKind.NAME, number=name.number, name=name)
@@ -77,12 +91,58 @@ def parse_version_ref(text: str) -> Reference:
     if ref.kind is not RefKind.NAME:
         raise InvalidVersionName(
             f"{text!r} is a reference, but this operation needs the version's name "
-            "(dataset_YYYYMMDD_vN[_desc])"
+            "(dataset_YYYYMMDD_vN[_desc] or dataset_YYYYMMDD_stagedK[_desc])"
         )
     return ref
 
 
+def allocate(session: Session, dataset_id: int, counter: Any) -> int:
+    """Atomically take the dataset's next value of ``counter`` (``m.Dataset.next_number`` or
+    ``m.Dataset.next_stage``); the row lock serialises concurrent takers."""
+    stmt = (
+        update(m.Dataset)
+        .where(m.Dataset.id == dataset_id)
+        .values({counter: counter + 1})
+        .returning(counter)
+        .execution_options(synchronize_session=False)
+    )
+    return int(session.execute(stmt).scalar_one()) - 1
+
+
 _BY_ID = select(*convert.VERSION_COLUMNS).where(m.Version.id == bindparam("rk_id"))
+
+_PAGE_BASE = select(*convert.SHARD_COLUMNS).where(m.Shard.version_id == bindparam("rk_version"))
+_PAGE_ORDER = (m.Shard.split, m.Shard.index)
+#: A page of shards from the start, and one after a (split, index) cursor: keyset paging on the
+#: (version_id, split, index) unique index, so page 10 costs what page 1 costs.
+_FIRST_PAGE = _PAGE_BASE.order_by(*_PAGE_ORDER).limit(bindparam("rk_limit"))
+_NEXT_PAGE = (
+    _PAGE_BASE.where(
+        tuple_(m.Shard.split, m.Shard.index)
+        > tuple_(bindparam("rk_split", type_=m.Shard.split.type), bindparam("rk_index"))
+    )
+    .order_by(*_PAGE_ORDER)
+    .limit(bindparam("rk_limit"))
+)
+
+
+def format_cursor(split: str, index: int) -> str:
+    """The ``next`` cursor after the shard ``split``/``index``: ``"train:41"``."""
+    return f"{split}:{index}"
+
+
+def parse_cursor(cursor: str) -> tuple[str, int]:
+    """``(split, index)`` of an ``after`` cursor, or :class:`InvalidRequest`."""
+    split, sep, index = cursor.partition(":")
+    if not sep or not is_split_name(split) or not index.isascii() or not index.isdigit():
+        raise InvalidRequest(
+            f"after: {cursor[:100]!r} is not a shard cursor (SPLIT:INDEX, as answered in 'next')"
+        )
+    if len(index) > 10 or int(index) > 2**31 - 1:
+        raise InvalidRequest(f"after: shard index {index[:20]} is out of range")
+    return split, int(index)
+
+
 _READ_STATEMENTS: dict[str, AnySelect] = {}
 
 
@@ -135,6 +195,8 @@ class VersionRepository:
         self._storage_root = storage_root
         self._cache = cache if cache is not None else VersionCache()
         self._fast = fast_reader
+        #: Rendered shard pages of published versions, for the routes that answer them.
+        self.rendered_pages = RenderedPages()
 
     # ---------------------------------------------------------------- stage
 
@@ -148,7 +210,11 @@ class VersionRepository:
         root: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> VersionRecord:
-        """Allocate the next number of ``dataset`` (creating it if needed) and stage a version."""
+        """Stage a version of ``dataset`` (creating it if needed) under a staged name.
+
+        The version number is given at commit (:mod:`.commit`), so a staging that is abandoned,
+        or turns out to duplicate a committed version, consumes none.
+        """
         validate_dataset_name(dataset)
         validate_desc(desc)
         day = parse_date(date) if date is not None else today_utc()
@@ -159,12 +225,13 @@ class VersionRepository:
         base = normalized_root.rstrip("/")
         with self._db.transaction() as session:
             dataset_id = ensure_dataset(session, dataset, actor)
-            number = self._allocate_number(session, dataset_id)
-            name = format_version_name(dataset, day, number, desc)
+            stage = allocate(session, dataset_id, m.Dataset.next_stage)
+            name = format_staged_name(dataset, day, stage, desc)
             row = m.Version(
                 dataset_id=dataset_id,
-                number=number,
+                number=None,
                 name=name,
+                staged_name=name,
                 date=day,
                 desc=desc,
                 convention=CONVENTION,
@@ -179,21 +246,9 @@ class VersionRepository:
             session.add(row)
             session.flush()
             record_event(
-                session, actor, "version.staged", dataset=dataset, version=name, number=number
+                session, actor, "version.staged", dataset=dataset, version=name, stage=stage
             )
             return convert.version_record(row, dataset=dataset)
-
-    @staticmethod
-    def _allocate_number(session: Session, dataset_id: int) -> int:
-        """Atomically take the dataset's next number (the row lock serialises stagers)."""
-        stmt = (
-            update(m.Dataset)
-            .where(m.Dataset.id == dataset_id)
-            .values(next_number=m.Dataset.next_number + 1)
-            .returning(m.Dataset.next_number)
-            .execution_options(synchronize_session=False)
-        )
-        return int(session.execute(stmt).scalar_one()) - 1
 
     # ---------------------------------------------------------------- read
 
@@ -277,6 +332,25 @@ class VersionRepository:
         self._cache.put(cached)
         return _overlay(cached, row, with_shards)
 
+    def shard_page(self, version: VersionRecord, *, after: str | None, limit: int) -> ShardPage:
+        """Up to ``limit`` shards of ``version`` (as resolved) after the cursor ``after``."""
+        params: dict[str, Any] = {"rk_version": version.id, "rk_limit": limit + 1}
+        stmt = _FIRST_PAGE
+        if after is not None:
+            params["rk_split"], params["rk_index"] = parse_cursor(after)
+            stmt = _NEXT_PAGE
+        rows = self._db.read(lambda conn: convert.shard_records(conn.execute(stmt, params)))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return ShardPage(
+            version=version.name,
+            content_digest=version.content_digest,
+            shard_count=version.shard_count,
+            limit=limit,
+            next=format_cursor(rows[-1].split, rows[-1].index) if more else None,
+            shards=rows,
+        )
+
     def list(
         self,
         dataset: str,
@@ -305,7 +379,8 @@ class VersionRepository:
                 session.scalars(
                     select(m.Version)
                     .where(*where)
-                    .order_by(m.Version.number.desc())
+                    # staged versions (no number yet) first, then by number, newest first
+                    .order_by(m.Version.number.desc().nulls_first(), m.Version.id.desc())
                     .limit(limit)
                     .offset(offset)
                 )
@@ -318,6 +393,28 @@ class VersionRepository:
                 for r in rows
             ]
             return Page(data=data, count=total, limit=limit, offset=offset)
+
+    def split_counts(self, ref_text: str) -> dict[str, Any]:
+        """``{"name", "splits": {split: {shard_count, record_count, size}}}`` of a version,
+        without its shards (one grouped query: what a list of versions shows per row)."""
+        ref = parse_reference(ref_text)
+        with self._db.transaction(write=False) as session:
+            row = find_version(session, ref)
+            splits = {
+                split: {"shard_count": int(shards), "record_count": int(records), "size": int(size)}
+                for split, shards, records, size in session.execute(
+                    select(
+                        m.Shard.split,
+                        func.count(m.Shard.id),
+                        func.coalesce(func.sum(m.Shard.record_count), 0),
+                        func.coalesce(func.sum(m.Shard.size), 0),
+                    )
+                    .where(m.Shard.version_id == row.id)
+                    .group_by(m.Shard.split)
+                    .order_by(m.Shard.split)
+                )
+            }
+            return {"name": row.name, "splits": splits}
 
     # ---------------------------------------------------------------- state changes
 

@@ -6,21 +6,27 @@ Each module ``routes/<resource>.py`` holds the resource's ``APIRouter`` and its 
 Routes get the repository (:class:`recordkeeper_service.repository.Repository`) and the caller's
 principal from :mod:`recordkeeper_service.deps` and never touch a database session.
 
-==============  ========================================================================
-module          resource
-==============  ========================================================================
-``versions``    stage, resolve (the hot path), list, commit, abandon, deprecate
-``shards``      bulk registration of a staged version's shards
-``datasets``    create, get, list
-``aliases``     set/move, delete, list, history
-``schemas``     TFRecord feature schemas by digest or of a version
-``events``      the audit log
-``tokens``      API tokens (admin)
-``lineage``     models, runs, checkpoints, upstream/downstream, graph
-``gc``          garbage-collection candidates, ``gc-done``
-``info``        ``/info``
-``health``      ``/healthz``, ``/readyz`` (no authentication)
-==============  ========================================================================
+=================  ========================================================================
+module             resource
+=================  ========================================================================
+``versions``       stage, resolve (the hot path), list, commit, abandon, deprecate
+``shards``         bulk registration of a staged version's shards
+``datasets``       create, get, list
+``aliases``        set/move, delete, list, history
+``schemas``        TFRecord feature schemas by digest or of a version
+``diff``           what changed between two versions
+``events``         the audit log
+``tokens``         API tokens (admin)
+``lineage``        models, runs, checkpoints, upstream/downstream, graph
+``gc``             garbage-collection candidates, ``gc-done``
+``verifications``  failed verifications reported by clients
+``info``           ``/info``
+``whoami``         ``/whoami``: the caller's name and scope
+``ui``             ``/`` and ``/ui/{asset}``: the web UI (public, from package data)
+``health``         ``/healthz``, ``/readyz`` (no authentication)
+``metrics``        ``/metrics`` (Prometheus; scope by ``RECORDKEEPER_METRICS``)
+``api_docs``       ``/docs``, ``/redoc`` and their assets, from the package
+=================  ========================================================================
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from fastapi import APIRouter
 from recordkeeper_service.routes import (
     aliases,
     datasets,
+    diff,
     events,
     gc,
     health,
@@ -38,16 +45,35 @@ from recordkeeper_service.routes import (
     schemas,
     shards,
     tokens,
+    ui,
+    verifications,
     versions,
+    whoami,
 )
 
-__all__ = ["API_PREFIX", "api_router", "probe_router"]
+__all__ = ["API_PREFIX", "api_router", "probe_router", "ui_router"]
 
 API_PREFIX = "/api/v1"
 
 api_router = APIRouter(prefix=API_PREFIX)
 # versions first: its GET /versions/{ref} is the hot path and routes are matched in order
-for module in (versions, shards, info, datasets, aliases, schemas, events, tokens, lineage, gc):
+for module in (
+    versions,
+    shards,
+    info,
+    whoami,
+    datasets,
+    aliases,
+    schemas,
+    diff,
+    events,
+    tokens,
+    lineage,
+    gc,
+    verifications,
+):
     api_router.include_router(module.router)
 
 probe_router = health.router
+
+ui_router = ui.router

@@ -16,10 +16,12 @@ shards are validated and serialised once, not per request (see ``routes/versions
 
 from __future__ import annotations
 
+import hashlib
 from contextvars import ContextVar
 from typing import Annotated, Any, Generic, TypeVar
 
 import orjson
+from fastapi import Header, Response
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -34,12 +36,17 @@ from recordkeeper.core.limits import MAX_JSON_OBJECT_BYTES, invalid_text_at
 
 __all__ = [
     "AUTHENTICATED",
+    "NOT_MODIFIED",
     "ErrorOut",
+    "IfNoneMatch",
     "InModel",
     "JsonObject",
     "ListOut",
     "OutModel",
+    "entity_tag",
     "errors",
+    "etag_matches",
+    "not_modified",
 ]
 
 T = TypeVar("T")
@@ -126,7 +133,8 @@ def _extra(codes: str, meaning: str) -> Any:
 
 
 class ErrorOut(BaseModel):
-    """Every error: ``code`` (also in the ``X-Error-Code`` header), ``detail``, and the extra
+    """Every error: ``code`` (also in the ``X-Error-Code`` header), ``detail``, ``request_id``
+    (also in the ``X-Request-ID`` header), and the extra
     fields its code documents (docs/rest-api.md, "Errors"); each extra field below says which
     codes send it, and no other code sends it."""
 
@@ -134,6 +142,11 @@ class ErrorOut(BaseModel):
 
     code: str = Field(description="stable error code (docs/rest-api.md)")
     detail: str = Field(description="a sentence for people, at most 1,000 characters")
+    request_id: str | None = Field(
+        default=None,
+        description="every code: the request's id, as in the `X-Request-ID` response header "
+        "and the service's request log line",
+    )
     errors: list[dict[str, Any]] | None = _extra(
         "`invalid_request`", "at most 50 `{loc, msg, type}` problems (never the input)"
     )
@@ -169,11 +182,14 @@ class ErrorOut(BaseModel):
     actual: str | None = _extra("`digest_mismatch`", "the version's content digest")
     version: str | None = _extra("`digest_mismatch`", "the version the reference resolved to")
     checkpoints: list[str] | None = _extra(
-        "`version_in_use`", "`model/checkpoint` names trained on the version (the first 50)"
+        "`version_in_use`", "`model@run/checkpoint` names trained on the version (the first 50)"
     )
     count: int | None = _extra("`version_in_use`", "how many checkpoints in all")
     fields: list[str] | None = _extra(
         "`checkpoint_conflict`", "the fields that differ from the registered checkpoint"
+    )
+    candidates: list[str] | None = _extra(
+        "`ambiguous_checkpoint`", "every `model@run/checkpoint` the reference could mean"
     )
     revision: str | None = _extra("`not_ready`", "the database's migration revision")
     head: str | None = _extra("`not_ready`", "the revision this release needs")
@@ -207,3 +223,36 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 #: Errors any route behind authentication may answer (routers pass it as ``responses=``).
 AUTHENTICATED = errors(401, 403, 422, 503)
+
+
+def entity_tag(*parts: object, weak: bool = False) -> str:
+    """An HTTP entity tag over ``parts`` (``W/"..."`` when ``weak``)."""
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()[:32]
+    return f'W/"{digest}"' if weak else f'"{digest}"'
+
+
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
+    """Whether an ``If-None-Match`` header names ``etag`` (weak comparison, RFC 9110 13.1.2)."""
+    if not if_none_match:
+        return False
+    if if_none_match.strip() == "*":
+        return True
+    wanted = etag.removeprefix("W/")
+    return any(tag.strip().removeprefix("W/") == wanted for tag in if_none_match.split(","))
+
+
+#: The ``304`` entry of a conditional GET's ``responses=``.
+NOT_MODIFIED: dict[int | str, dict[str, Any]] = {
+    304: {"description": "Not Modified: `If-None-Match` names the current `ETag`"}
+}
+
+#: The ``If-None-Match`` request header of a conditional GET.
+IfNoneMatch = Annotated[
+    str | None,
+    Header(description="entity tags from earlier answers' `ETag`; a match answers 304"),
+]
+
+
+def not_modified(etag: str) -> Response:
+    """The ``304`` answer for ``etag``."""
+    return Response(status_code=304, headers={"ETag": etag, "Cache-Control": "no-cache"})

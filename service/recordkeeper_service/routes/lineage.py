@@ -2,14 +2,20 @@
 
 =====================================================  ===========================================
 ``PUT  /models/{model}/checkpoints/{checkpoint}``      register (idempotent): 201 new, 200 same
+``PUT  /models/{model}/checkpoints/{ckpt}/deletion``   record that its files were deleted
 ``GET  /models``                                       models with checkpoint counts
 ``GET  /models/{model}/checkpoints``                   checkpoints, highest step first
-``GET  /models/{model}/checkpoints/{checkpoint}``      one checkpoint
+``GET  /models/{model}/checkpoints/{checkpoint}``      one checkpoint (``?run=``)
 ``GET  /models/{model}/checkpoints/{ckpt}/lineage``    which data trained it (complete chain)
+``GET  /models/{model}/checkpoints/{ckpt}/model-check``  will its SavedModels accept data
 ``GET  /versions/{ref}/consumers``                     checkpoints trained on a version
 ``GET  /shards/consumers?uri=…|sha256=…``              checkpoints trained on one shard
 ``GET  /lineage/graph?checkpoint=…|version=…``         nodes and edges, bounded depth
 =====================================================  ===========================================
+
+A checkpoint is ``(model, run, checkpoint)``; the routes that read one take ``?run=``.  Without
+it they answer when exactly one run has that checkpoint, else ``409 ambiguous_checkpoint``
+listing the candidates.
 
 As everywhere, request models check JSON *types* only (wrong types → ``422 invalid_request``);
 names, roles, splits and references are checked by the repository so that bad input gets its
@@ -24,7 +30,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import Field
 
 from recordkeeper.core.limits import MAX_INT64
-from recordkeeper.core.lineage import PARENT_KINDS, ROLES
+from recordkeeper.core.lineage import CHECKPOINT_STATES, PARENT_KINDS, ROLES, CheckpointRef
 from recordkeeper_service.deps import Limit, Offset, Reader, RepositoryDep, Writer
 from recordkeeper_service.repository.lineage import MAX_GRAPH_DEPTH, CheckpointInput, DataInput
 from recordkeeper_service.routes.common import (
@@ -44,9 +50,14 @@ __all__ = [
     "ConsumersOut",
     "DataIn",
     "DataOut",
+    "DeletionIn",
     "GraphOut",
+    "InputProblemOut",
     "LineageEntryOut",
     "LineageOut",
+    "ModelCheckEntryOut",
+    "ModelCheckOut",
+    "ModelInputIn",
     "ModelOut",
     "SavedModelIn",
     "SegmentOut",
@@ -64,9 +75,23 @@ class DataIn(InModel):
     )
 
 
+class ModelInputIn(InModel):
+    """What a serving signature parses: one key (see recordkeeper.core.model_inputs)."""
+
+    name: str = Field(examples=["image/encoded"])
+    kind: str = Field(examples=["dense", "sparse", "ragged", "tensor"])
+    dtype: str = Field(examples=["string", "float32", "int64"])
+    shape: list[int | None] | None = Field(default=None, examples=[[3]])
+    has_default: bool = False
+    signature: str | None = None
+
+
 class SavedModelIn(InModel):
     name: str = Field(examples=["classifier"])
     uri: str = Field(examples=["s3://models/run1/ckpt-1234_saved_modules/classifier"])
+    inputs: list[ModelInputIn] | None = Field(
+        default=None, description="what its serving signatures parse (for model-check)"
+    )
 
 
 class CheckpointIn(InModel):
@@ -74,7 +99,13 @@ class CheckpointIn(InModel):
 
     step: int | None = Field(default=None, ge=0, le=MAX_INT64, examples=[1234])
     uri: str | None = Field(default=None, examples=["s3://models/run1/ckpt-1234"])
-    run: str | None = Field(default=None, max_length=128, examples=["2023-10-15-a"])
+    run: str | None = Field(
+        default=None,
+        max_length=128,
+        examples=["sweep-7"],
+        description="default: derived from the directory of `uri` (the same directory is the "
+        "same run), else 'default'",
+    )
     parent: str | None = Field(default=None, examples=["coco_detection/ckpt-1000"])
     parent_kind: str | None = Field(default=None, examples=list(PARENT_KINDS))
     data: list[DataIn] = Field(default_factory=list)
@@ -97,10 +128,29 @@ class CheckpointIn(InModel):
                 )
                 for d in self.data
             ),
-            saved_models=tuple({"name": s.name, "uri": s.uri} for s in self.saved_models),
+            saved_models=tuple(
+                {
+                    "name": s.name,
+                    "uri": s.uri,
+                    "inputs": None if s.inputs is None else [i.model_dump() for i in s.inputs],
+                }
+                for s in self.saved_models
+            ),
             metrics=self.metrics,
             metadata=self.metadata,
         )
+
+
+class DeletionIn(InModel):
+    """``PUT /models/{model}/checkpoints/{checkpoint}/deletion``."""
+
+    run: str | None = Field(default=None, max_length=128, examples=["run1-3f2a9c1b7e"])
+    reason: str = Field(default="max_to_keep", examples=["max_to_keep", "files_missing"])
+    deleted_at: str | None = Field(
+        default=None,
+        examples=["2026-11-30T12:00:00Z"],
+        description="when the files were deleted, ISO 8601 with an offset (default: now)",
+    )
 
 
 class DataOut(OutModel):
@@ -114,14 +164,17 @@ class DataOut(OutModel):
 class CheckpointOut(OutModel):
     model: str
     checkpoint: str
-    ref: str
+    ref: str = Field(description="model@run/checkpoint")
+    state: str = Field(examples=list(CHECKPOINT_STATES))
+    deleted_at: str | None
+    deleted_reason: str | None
     step: int | None
     uri: str | None
-    run: str | None
+    run: str
     parent: str | None
     parent_kind: str | None
     data: list[DataOut]
-    saved_models: list[dict[str, str]]
+    saved_models: list[dict[str, Any]]
     metrics: dict[str, Any]
     metadata: dict[str, Any]
     created_at: str
@@ -138,7 +191,10 @@ class ModelOut(OutModel):
 
 class SegmentOut(OutModel):
     model: str
+    run: str | None
     checkpoint: str
+    ref: str
+    state: str
     step: int | None
     depth: int
     splits: list[str]
@@ -157,7 +213,10 @@ class LineageEntryOut(OutModel):
 
 class ChainLinkOut(OutModel):
     model: str
+    run: str
     checkpoint: str
+    ref: str
+    state: str
     step: int | None
     uri: str | None
     depth: int
@@ -173,8 +232,10 @@ class LineageOut(OutModel):
 
 class ConsumerOut(OutModel):
     model: str
+    run: str | None
     checkpoint: str
     ref: str
+    state: str
     step: int | None
     uri: str | None
     direct: bool
@@ -191,6 +252,28 @@ class ConsumersOut(OutModel):
     limit: int
     offset: int
     shards: list[dict[str, Any]] | None = None
+
+
+class InputProblemOut(OutModel):
+    problem: str = Field(examples=["missing_feature", "dtype_mismatch", "shape_mismatch"])
+    severity: str = Field(examples=["error", "warning"])
+    feature: str | None
+    detail: str
+
+
+class ModelCheckEntryOut(OutModel):
+    saved_model: str
+    version: str
+    role: str = Field(description="train/eval/test (its lineage) or asked")
+    ok: bool
+    problems: list[InputProblemOut]
+
+
+class ModelCheckOut(OutModel):
+    checkpoint: str
+    ok: bool
+    checks: list[ModelCheckEntryOut]
+    saved_models: list[dict[str, Any]]
 
 
 class GraphOut(OutModel):
@@ -210,6 +293,14 @@ Transitive = Annotated[
     bool,
     Query(description="include checkpoints restored or initialised from a direct consumer"),
 ]
+RunQuery = Annotated[
+    str | None,
+    Query(max_length=128, description="the checkpoint's run (needed when several runs have it)"),
+]
+
+
+def _ref(model: str, checkpoint: str, run: str | None) -> str:
+    return str(CheckpointRef(model, checkpoint, run))
 
 
 @router.put(
@@ -236,6 +327,25 @@ def register_checkpoint(
     return {**record.to_json(), "created": created}
 
 
+@router.put(
+    "/models/{model}/checkpoints/{checkpoint}/deletion",
+    response_model=CheckpointOut,
+    response_model_exclude_unset=True,
+    responses=errors(400, 404, 409, 413),
+)
+def mark_checkpoint_deleted(
+    model: str, checkpoint: str, body: DeletionIn, repository: RepositoryDep, who: Writer
+) -> dict[str, Any]:
+    """Record that a checkpoint's files were deleted (idempotent); its lineage stays."""
+    record, _ = repository.lineage.mark_deleted(
+        _ref(model, checkpoint, body.run),
+        actor=who.name,
+        reason=body.reason,
+        deleted_at=body.deleted_at,
+    )
+    return record.to_json()
+
+
 @router.get("/models", response_model=ListOut[ModelOut])
 def list_models(
     repository: RepositoryDep,
@@ -255,36 +365,65 @@ def list_models(
     responses=errors(400, 404),
 )
 def list_checkpoints(
-    model: str, repository: RepositoryDep, _who: Reader, limit: Limit = 100, offset: Offset = 0
+    model: str,
+    repository: RepositoryDep,
+    _who: Reader,
+    run: RunQuery = None,
+    state: Annotated[str | None, Query(description="present or deleted")] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
 ) -> dict[str, Any]:
-    """Checkpoints of a model, highest step first."""
-    return repository.lineage.list_checkpoints(model, limit=limit, offset=offset).to_json()
+    """Checkpoints of a model (optionally of one run, in one state), highest step first."""
+    page = repository.lineage.list_checkpoints(
+        model, run=run, state=state, limit=limit, offset=offset
+    )
+    return page.to_json()
 
 
 @router.get(
     "/models/{model}/checkpoints/{checkpoint}",
     response_model=CheckpointOut,
     response_model_exclude_unset=True,
-    responses=errors(400, 404),
+    responses=errors(400, 404, 409),
 )
 def get_checkpoint(
-    model: str, checkpoint: str, repository: RepositoryDep, _who: Reader
+    model: str, checkpoint: str, repository: RepositoryDep, _who: Reader, run: RunQuery = None
 ) -> dict[str, Any]:
     """One checkpoint with its own segment's data."""
-    return repository.lineage.get(f"{model}/{checkpoint}").to_json()
+    return repository.lineage.get(_ref(model, checkpoint, run)).to_json()
 
 
 @router.get(
     "/models/{model}/checkpoints/{checkpoint}/lineage",
     response_model=LineageOut,
     response_model_exclude_unset=True,
-    responses=errors(400, 404),
+    responses=errors(400, 404, 409),
 )
 def checkpoint_lineage(
-    model: str, checkpoint: str, repository: RepositoryDep, _who: Reader
+    model: str, checkpoint: str, repository: RepositoryDep, _who: Reader, run: RunQuery = None
 ) -> dict[str, Any]:
     """Which data trained the checkpoint: the union along its complete parent chain."""
-    return repository.lineage.lineage(f"{model}/{checkpoint}").to_json()
+    return repository.lineage.lineage(_ref(model, checkpoint, run)).to_json()
+
+
+@router.get(
+    "/models/{model}/checkpoints/{checkpoint}/model-check",
+    response_model=ModelCheckOut,
+    responses=errors(400, 404, 409),
+)
+def check_model(
+    model: str,
+    checkpoint: str,
+    repository: RepositoryDep,
+    _who: Reader,
+    run: RunQuery = None,
+    data: Annotated[
+        list[str] | None,
+        Query(max_length=100, description="versions to check besides the lineage's"),
+    ] = None,
+) -> dict[str, Any]:
+    """Will the checkpoint's SavedModel exports accept its training data and ``data``?"""
+    return repository.lineage.check_model(_ref(model, checkpoint, run), data or ()).to_json()
 
 
 @router.get(
@@ -326,11 +465,13 @@ def shard_consumers(
     return record.to_json(limit=limit, offset=offset)
 
 
-@router.get("/lineage/graph", response_model=GraphOut, responses=errors(400, 404))
+@router.get("/lineage/graph", response_model=GraphOut, responses=errors(400, 404, 409))
 def lineage_graph(
     repository: RepositoryDep,
     _who: Reader,
-    checkpoint: Annotated[str | None, Query(description="model/checkpoint")] = None,
+    checkpoint: Annotated[
+        str | None, Query(description="model/checkpoint or model@run/checkpoint")
+    ] = None,
     version: Annotated[str | None, Query(description="a version reference")] = None,
     depth: Annotated[int, Query(ge=1, le=MAX_GRAPH_DEPTH)] = 3,
     direction: Literal["upstream", "downstream", "both"] = "both",

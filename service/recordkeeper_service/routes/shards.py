@@ -1,24 +1,45 @@
-"""Shards: bulk registration of a staged version's shards (``POST /versions/{name}/shards``).
+"""Shards: bulk registration of a staged version's shards (``POST /versions/{name}/shards``)
+and the paged shard list of any version (``GET /versions/{ref}/shards``).
 
-A version's shards are answered inside the Version object (:class:`ShardOut`, in
-:mod:`recordkeeper_service.routes.versions`).
+A version's shards are also answered inside the Version object (:class:`ShardOut`, in
+:mod:`recordkeeper_service.routes.versions`); the paged list is for versions too large for one
+answer, and offers the compact form (:mod:`recordkeeper.core.shard_columns`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import APIRouter
-from pydantic import Field, create_model
+from fastapi import APIRouter, Query, Response
+from pydantic import Field, TypeAdapter, create_model
 
 from recordkeeper.core.errors import InvalidShard
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
+from recordkeeper.core.shard_columns import COLUMNS
 from recordkeeper.core.shards import INPUT_FIELDS, wire_fields
-from recordkeeper_service.deps import RepositoryDep, Writer
+from recordkeeper_service.deps import Reader, RepositoryDep, Writer
 from recordkeeper_service.limits import GatedRoute, counted_list, large_body
-from recordkeeper_service.routes.common import AUTHENTICATED, InModel, OutModel, errors
+from recordkeeper_service.routes.common import (
+    AUTHENTICATED,
+    NOT_MODIFIED,
+    IfNoneMatch,
+    InModel,
+    OutModel,
+    entity_tag,
+    errors,
+    etag_matches,
+    not_modified,
+)
 
-__all__ = ["RegisterOut", "ShardBatchIn", "ShardIn", "ShardOut", "router"]
+__all__ = [
+    "CompactShardsOut",
+    "RegisterOut",
+    "ShardBatchIn",
+    "ShardIn",
+    "ShardOut",
+    "ShardPageOut",
+    "router",
+]
 
 router = APIRouter(tags=["versions"], responses=AUTHENTICATED, route_class=GatedRoute)
 
@@ -59,12 +80,44 @@ def _shard_fields(*, output: bool) -> dict[str, Any]:
 
 # Built from recordkeeper.core.shards.ShardRecord: a field added to the record appears in these
 # models, in the OpenAPI document and in validation without editing this module.
+def _column_fields() -> dict[str, Any]:
+    """One array per record field (the compact form's ``columns``)."""
+    known: dict[str, Any] = {f.name: f for f in wire_fields()}
+    fields: dict[str, Any] = {}
+    for name in COLUMNS:
+        item_type: Any = known[name].type
+        fields[name] = (list[item_type], Field(description=f"{known[name].doc}; one per shard"))
+    return fields
+
+
 if TYPE_CHECKING:
     ShardIn = _ShardInBase
     ShardOut = OutModel
+    ShardColumnsOut = OutModel
 else:
     ShardIn = create_model("ShardIn", __base__=_ShardInBase, **_shard_fields(output=False))
     ShardOut = create_model("ShardOut", __base__=OutModel, **_shard_fields(output=True))
+    ShardColumnsOut = create_model("ShardColumnsOut", __base__=OutModel, **_column_fields())
+
+
+class CompactShardsOut(OutModel):
+    """The compact form: ``columns`` hold one array per field; URIs follow ``uri_prefix``."""
+
+    uri_prefix: str = Field(description="prepend to each value of columns.uri")
+    columns: ShardColumnsOut
+
+
+class ShardPageOut(OutModel):
+    version: str = Field(description="the version's name")
+    content_digest: str | None
+    shard_count: int = Field(description="shards of the version in all pages")
+    limit: int
+    next: str | None = Field(description="pass as `after` for the next page; null on the last")
+    shards: list[ShardOut] | None = Field(description="the page's shards (form=full)")
+    compact: CompactShardsOut | None = Field(description="the page's shards (form=compact)")
+
+
+_PAGE: TypeAdapter[ShardPageOut] = TypeAdapter(ShardPageOut)
 
 
 class ShardBatchIn(InModel):
@@ -77,6 +130,49 @@ def _too_many_shards() -> InvalidShard:
         f"{MAX_SHARDS_PER_REQUEST} are allowed (send several requests)",
         shard=None,
     )
+
+
+@router.get(
+    "/versions/{ref}/shards",
+    response_model=ShardPageOut,
+    responses={**NOT_MODIFIED, **errors(400, 404)},
+)
+def list_shards(
+    ref: str,
+    repository: RepositoryDep,
+    _who: Reader,
+    after: Annotated[
+        str | None, Query(description="cursor: the `next` of the previous page")
+    ] = None,
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_SHARDS_PER_REQUEST, description="shards per page (1-10,000)")
+    ] = MAX_SHARDS_PER_REQUEST,
+    form: Annotated[
+        Literal["full", "compact"],
+        Query(description="`full`: a list of Shard objects; `compact`: one array per field"),
+    ] = "full",
+    if_none_match: IfNoneMatch = None,
+) -> Response:
+    """One page of a version's shards, in split then index order.
+
+    Pages of a published version never change: they carry an ``ETag`` (``If-None-Match`` →
+    ``304``).  Resolve a reference once and page by the version's name.
+    """
+    record = repository.versions.resolve(ref, shards=False)
+    etag = None
+    if record.published:
+        etag = entity_tag(record.name, record.content_digest, after, limit, form)
+        if etag_matches(if_none_match, etag):
+            return not_modified(etag)
+    key = (record.id, record.content_digest, after, limit, form)
+    data = repository.versions.rendered_pages.get(key) if record.published else None
+    if data is None:
+        page = repository.versions.shard_page(record, after=after, limit=limit)
+        data = _PAGE.dump_json(_PAGE.validate_python(page.to_json(compact=form == "compact")))
+        if record.published:
+            repository.versions.rendered_pages.put(key, data)
+    headers = {"ETag": etag, "Cache-Control": "no-cache"} if etag is not None else None
+    return Response(data, media_type="application/json", headers=headers)
 
 
 class RegisterOut(OutModel):

@@ -9,27 +9,36 @@ import threading
 from collections import OrderedDict
 from typing import Annotated, Any, Literal
 
+import orjson
 from fastapi import APIRouter, Query, Response
 from pydantic import Field, TypeAdapter
 
 from recordkeeper_service.deps import Limit, Offset, Reader, RepositoryDep, Writer
 from recordkeeper_service.routes.common import (
     AUTHENTICATED,
+    NOT_MODIFIED,
+    IfNoneMatch,
     InModel,
     JsonObject,
     ListOut,
     OutModel,
+    entity_tag,
     errors,
+    etag_matches,
+    not_modified,
 )
 from recordkeeper_service.routes.shards import ShardOut
 
 __all__ = [
     "CommitIn",
     "DeprecateIn",
+    "SplitCountsOut",
     "SplitOut",
     "StageIn",
     "VersionOut",
+    "VersionSplitsOut",
     "router",
+    "version_etag",
 ]
 
 State = Literal["staged", "committed", "deprecated", "abandoned"]
@@ -61,7 +70,9 @@ class SplitOut(OutModel):
 class VersionOut(OutModel):
     name: str
     dataset: str
-    number: int
+    number: int | None = Field(
+        description="given at commit; null while staged (and for versions abandoned before)"
+    )
     date: str
     desc: str | None
     convention: str
@@ -80,6 +91,10 @@ class VersionOut(OutModel):
     deprecated_reason: str | None
     metadata: dict[str, Any]
     duplicate_of: str | None
+    staged_name: str | None = Field(
+        description="the name the version was staged under (coco_20231015_staged4); "
+        "it keeps answering after the commit"
+    )
     splits: dict[str, SplitOut] | None
 
 
@@ -149,25 +164,73 @@ def version_json(body: dict[str, Any], splits: bytes | None = None) -> bytes:
 router = APIRouter(tags=["versions"], responses=AUTHENTICATED)
 
 
+#: Stands for the echoed ``ref`` in a rendered answer (never a valid reference).
+_REF_SLOT = "\x00ref\x00"
+_REF_SLOT_JSON = b'"ref":"\\u0000ref\\u0000"'
+
+
+def version_etag(record: Any, shards: bool) -> str | None:
+    """The ``ETag`` of a published version's answer (None for staged and abandoned ones).
+
+    It covers everything the answer says except the echoed ``ref`` (hence a weak tag): the
+    version's identity and content digest, which never change, and its state and deprecation,
+    which may.
+    """
+    if not record.published:
+        return None
+    return entity_tag(
+        record.name,
+        record.content_digest,
+        record.state,
+        record.deprecated_at,
+        record.deprecated_reason,
+        shards,
+        weak=True,
+    )
+
+
 # The hot path (resolve) comes first: routes are matched in order.
-@router.get("/versions/{ref}", response_model=VersionOut, responses=errors(400, 404, 409))
+@router.get(
+    "/versions/{ref}",
+    response_model=VersionOut,
+    responses={**NOT_MODIFIED, **errors(400, 404, 409)},
+)
 async def get_version(
     ref: str,
     repository: RepositoryDep,
     _who: Reader,
     shards: bool = True,
     expect_digest: Annotated[str | None, Query(description="sha256:<64 hex>")] = None,
+    if_none_match: IfNoneMatch = None,
 ) -> Response:
-    """Resolve any reference form to a version, with its shards unless ``shards=false``."""
+    """Resolve any reference form to a version, with its shards unless ``shards=false``.
+
+    A published version's answer carries an ``ETag``; sent back in ``If-None-Match``, it makes
+    the service answer ``304`` while the reference still designates that version in that state.
+    """
     record = await repository.versions.resolve_async(
         ref, shards=shards, expect_digest=expect_digest
     )
-    body = record.to_json(ref=ref)
-    splits = None
-    if record.shards is not None and record.rendered_splits is not None:  # cached: immutable
-        splits = _rendered_splits.get(record.rendered_splits)
-        body["splits"] = None
-    return Response(version_json(body, splits), media_type="application/json")
+    etag = version_etag(record, shards)
+    if etag is None:
+        return Response(version_json(record.to_json(ref=ref)), media_type="application/json")
+    if etag_matches(if_none_match, etag):
+        return not_modified(etag)
+    # A published version's answer differs between requests only by the echoed ``ref``: it is
+    # rendered once per (version, state, deprecation, shards) — what its ETag covers.
+    rendered = repository.versions.rendered_pages.get(("version", etag))
+    if rendered is None:
+        body = record.to_json(ref=_REF_SLOT)
+        splits = None
+        if record.shards is not None and record.rendered_splits is not None:
+            splits = _rendered_splits.get(record.rendered_splits)
+            body["splits"] = None
+        rendered = version_json(body, splits)
+        repository.versions.rendered_pages.put(("version", etag), rendered)
+    data = rendered.replace(_REF_SLOT_JSON, b'"ref":' + orjson.dumps(ref), 1)
+    return Response(
+        data, media_type="application/json", headers={"ETag": etag, "Cache-Control": "no-cache"}
+    )
 
 
 @router.post(
@@ -249,3 +312,21 @@ def deprecate_version(
         who.require("admin")
     record = repository.versions.deprecate(ref, reason=reason, actor=who.name, force=force)
     return record.to_json()
+
+
+class SplitCountsOut(OutModel):
+    shard_count: int
+    record_count: int
+    size: int
+
+
+class VersionSplitsOut(OutModel):
+    name: str
+    splits: dict[str, SplitCountsOut]
+
+
+@router.get("/versions/{ref}/splits", response_model=VersionSplitsOut, responses=errors(400, 404))
+def version_splits(ref: str, repository: RepositoryDep, _who: Reader) -> dict[str, Any]:
+    """Shard count, record count and size per split, without the shards (a cheap summary for
+    lists of versions); staged versions count the shards registered so far."""
+    return repository.versions.split_counts(ref)

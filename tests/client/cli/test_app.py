@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
+from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import typer
@@ -12,6 +15,8 @@ from typer.testing import CliRunner
 import recordkeeper.cli
 from recordkeeper.cli import app, common
 from recordkeeper.cli.app import COMMANDS
+from recordkeeper.cli.common import ExitCode, arrange_global_options, exit_code_for
+from recordkeeper.core import errors
 from recordkeeper.core.errors import VersionNotFound
 
 _NOT_COMMAND_MODULES = {"app", "common", "__main__"}
@@ -27,7 +32,7 @@ def test_every_command_module_is_registered_in_the_one_list() -> None:
         for info in pkgutil.iter_modules(recordkeeper.cli.__path__)
         if info.name not in _NOT_COMMAND_MODULES
     }
-    assert modules == {"alias", "gc", "lineage", "versions"}
+    assert modules == {"alias", "check_model", "gc", "lineage", "versions"}
     registered = {f.__module__ for f in COMMANDS}
     for name in modules:
         module = importlib.import_module(f"recordkeeper.cli.{name}")
@@ -46,7 +51,7 @@ def test_the_app_has_exactly_what_the_registered_modules_add() -> None:
     assert _names(app) == set(added)
     documented = {
         "publish", "resolve", "show", "ls", "verify", "diff", "alias",
-        "lineage", "consumers", "lock", "checkpoints", "gc",
+        "lineage", "consumers", "lock", "checkpoints", "gc", "check-model",
     }  # fmt: skip
     assert documented <= set(added)
 
@@ -66,7 +71,9 @@ def test_programming_errors_surface_with_their_traceback(
         CliRunner().invoke(app, ["resolve", "coco@latest"], catch_exceptions=False)
 
 
-def test_user_errors_print_the_detail_and_code_and_exit_1(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_user_errors_print_the_detail_and_code_and_their_exit_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     class Missing:
         def __init__(self, *args: object, **kwargs: object) -> None:
             pass
@@ -76,20 +83,26 @@ def test_user_errors_print_the_detail_and_code_and_exit_1(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(common, "Client", Missing)
     result = CliRunner().invoke(app, ["resolve", "coco@v7"])
-    assert result.exit_code == 1
+    assert result.exit_code == ExitCode.NOT_FOUND == 3
     assert result.output.strip() == "error: coco has no version coco@v7 [version_not_found]"
 
 
 @pytest.mark.parametrize(
-    "error", [FileNotFoundError(2, "No such file or directory"), PermissionError("denied")]
+    ("error", "status"),
+    [
+        (FileNotFoundError(2, "No such file or directory"), ExitCode.NOT_FOUND),
+        (PermissionError("denied"), ExitCode.ERROR),
+    ],
 )
-def test_os_errors_are_user_errors(monkeypatch: pytest.MonkeyPatch, error: OSError) -> None:
+def test_os_errors_are_user_errors(
+    monkeypatch: pytest.MonkeyPatch, error: OSError, status: ExitCode
+) -> None:
     def failing(*args: object, **kwargs: object) -> object:
         raise error
 
     monkeypatch.setattr(common, "Client", failing)
     result = CliRunner().invoke(app, ["resolve", "coco@latest"])
-    assert result.exit_code == 1
+    assert result.exit_code == status
     assert result.output == f"error: {error}\n"
 
 
@@ -98,3 +111,116 @@ def test_a_missing_config_file_is_a_user_error() -> None:
     assert result.exit_code == 1
     assert result.output.startswith("error: ")
     assert "/nonexistent/train.yaml" in result.output
+
+
+# -- CLI conventions (issue 9, point 8) ------------------------------------------------------
+
+
+class _Recorder:
+    """A Client stand-in that records how it was made and fails with a chosen error."""
+
+    made: ClassVar[list[tuple[object, ...]]] = []
+    error: ClassVar[Exception] = VersionNotFound("coco has no version 7", dataset="coco")
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        _Recorder.made.append(args)
+
+    def resolve(self, ref: str, **kwargs: object) -> object:
+        raise _Recorder.error
+
+
+@pytest.fixture
+def recorder(monkeypatch: pytest.MonkeyPatch) -> type[_Recorder]:
+    monkeypatch.setattr(common, "Client", _Recorder)
+    monkeypatch.setattr(_Recorder, "made", [])
+    monkeypatch.setattr(_Recorder, "error", _Recorder.error)
+    return _Recorder
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout == f"recordkeeper {recordkeeper.__version__}\n"
+
+
+def test_json_errors_are_a_json_object_on_stderr(recorder: type[_Recorder]) -> None:
+    for args in (["resolve", "coco@v7", "--json"], ["--json", "resolve", "coco@v7"]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == ExitCode.NOT_FOUND
+        assert result.stdout == ""
+        body = json.loads(result.stderr)
+        assert body == {
+            "code": "version_not_found",
+            "detail": "coco has no version 7",
+            "dataset": "coco",
+        }
+
+
+def test_json_usage_errors(recorder: type[_Recorder]) -> None:
+    result = CliRunner().invoke(app, ["resolve", "--json", "--bogus"])
+    assert result.exit_code == ExitCode.USAGE == 2
+    body = json.loads(result.stderr)
+    assert body["code"] == "usage" and "--bogus" in body["detail"]
+    plain = CliRunner().invoke(app, ["resolve", "--bogus"])
+    assert plain.exit_code == ExitCode.USAGE and "--bogus" in plain.stderr
+    assert CliRunner().invoke(app, ["nope", "--json"]).exit_code == ExitCode.USAGE
+
+
+def test_global_options_after_the_subcommand(recorder: type[_Recorder]) -> None:
+    result = CliRunner().invoke(
+        app, ["resolve", "coco@v7", "--url", "http://127.0.0.1:9", "--token=t0k"]
+    )
+    assert result.exit_code == ExitCode.NOT_FOUND
+    assert recorder.made == [("http://127.0.0.1:9", "t0k")]
+
+
+def test_arrange_global_options() -> None:
+    commands = ["ls", "alias"]
+    assert arrange_global_options(["ls", "--url", "u", "coco"], commands) == [
+        "--url", "u", "ls", "coco",
+    ]  # fmt: skip
+    assert arrange_global_options(["--json", "alias", "ls", "coco"], commands) == [
+        "alias", "ls", "coco", "--json",
+    ]  # fmt: skip
+    assert arrange_global_options(["ls", "--", "--url"], commands) == ["ls", "--", "--url"]
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (errors.VersionNotFound("x"), ExitCode.NOT_FOUND),
+        (errors.CheckpointNotFound("x"), ExitCode.NOT_FOUND),
+        (errors.DigestMismatch("x"), ExitCode.VERIFICATION_FAILED),
+        (errors.CorruptShard("x"), ExitCode.VERIFICATION_FAILED),
+        (errors.StaleLock("x"), ExitCode.VERIFICATION_FAILED),
+        (errors.VersionDeprecated("x"), ExitCode.VERIFICATION_FAILED),
+        (errors.ServiceUnavailable("x"), ExitCode.SERVICE_UNREACHABLE),
+        (errors.AuthenticationRequired("x"), ExitCode.REFUSED),
+        (errors.PermissionDenied("x"), ExitCode.REFUSED),
+        (errors.StorageRootNotAllowed("x"), ExitCode.REFUSED),
+        (errors.VersionInUse("x"), ExitCode.REFUSED),
+        (errors.InvalidReference("x"), ExitCode.ERROR),
+        (errors.ServerError("x"), ExitCode.ERROR),
+        (errors.StorageError("x"), ExitCode.ERROR),
+    ],
+)
+def test_exit_statuses(recorder: type[_Recorder], error: Exception, status: ExitCode) -> None:
+    assert exit_code_for(error) == status
+    recorder.error = error
+    assert CliRunner().invoke(app, ["resolve", "coco@v7"]).exit_code == status
+
+
+def test_exit_statuses_are_distinct_and_documented() -> None:
+    assert len({int(c) for c in ExitCode}) == len(ExitCode)
+    doc = (Path(__file__).parents[3] / "docs" / "cli.md").read_text(encoding="utf-8")
+    for code in ExitCode:
+        assert f"| {int(code)} | `{code.name}` |" in doc, code
+
+
+def test_help_shows_defaults_and_names_the_lock_file() -> None:
+    result = CliRunner().invoke(app, ["lock", "--help"], env={"COLUMNS": "200"})
+    assert "train.yaml → train.lock.yaml" in result.stdout
+    assert "CONFIG.lock " not in result.stdout
+    assert "[default: data]" in result.stdout
+    top = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).stdout
+    assert "http://127.0.0.1:8080" in top

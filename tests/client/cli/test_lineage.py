@@ -46,13 +46,13 @@ def test_lineage_tree_and_json(runner: CliRunner, client: rk.Client) -> None:
     result = runner.invoke(cli.app, ["lineage", "ft/ckpt-1"])
     assert result.exit_code == 0, result.output
     out = result.output
-    assert "ft/ckpt-1" in out and "initialized_from" in out and "det/ckpt-1" in out
+    assert "ft@default/ckpt-1" in out and "initialized_from" in out and "det@default/ckpt-1" in out
     assert f"{v1.name}  train [train]" in out and f"{v1.name}  eval [validation]" in out
     assert "(no data)" in out  # ft/ckpt-1's own segment recorded none
     body = json.loads(runner.invoke(cli.app, ["lineage", "ft/ckpt-1", "--json"]).output)
     assert body["versions"] == [v1.name] and len(body["chain"]) == 3
     missing = runner.invoke(cli.app, ["lineage", "det/ckpt-9"])
-    assert missing.exit_code == 1 and "[checkpoint_not_found]" in missing.output
+    assert missing.exit_code == 3 and "[checkpoint_not_found]" in missing.output
     bad = runner.invoke(cli.app, ["lineage", "nonsense"])
     assert bad.exit_code == 1 and "[invalid_checkpoint]" in bad.output
 
@@ -60,12 +60,12 @@ def test_lineage_tree_and_json(runner: CliRunner, client: rk.Client) -> None:
 def test_consumers_tree_direct_and_shard(runner: CliRunner, client: rk.Client) -> None:
     v1 = _history(client)
     out = runner.invoke(cli.app, ["consumers", "coco@v1"]).output
-    assert "3 checkpoint(s), 2 model(s)" in out and "via det/ckpt-2" in out
+    assert "3 checkpoint(s), 2 model(s)" in out and "via det@default/ckpt-2" in out
     body = json.loads(runner.invoke(cli.app, ["consumers", "coco@v1", "--direct", "--json"]).output)
-    assert [c["ref"] for c in body["checkpoints"]] == ["det/ckpt-1", "det/ckpt-2"]
+    assert [c["ref"] for c in body["checkpoints"]] == ["det@default/ckpt-1", "det@default/ckpt-2"]
     shard = v1.splits["validation"].shards[0]
     body = json.loads(runner.invoke(cli.app, ["consumers", "--shard", shard.uri, "--json"]).output)
-    assert [c["ref"] for c in body["checkpoints"]] == ["det/ckpt-2", "ft/ckpt-1"]
+    assert [c["ref"] for c in body["checkpoints"]] == ["det@default/ckpt-2", "ft@default/ckpt-1"]
     assert runner.invoke(cli.app, ["consumers"]).exit_code != 0
 
 
@@ -78,7 +78,8 @@ def test_checkpoints_ls_and_flush(
     models = json.loads(runner.invoke(cli.app, ["checkpoints", "ls", "--json"]).output)
     assert [(m["name"], m["checkpoint_count"]) for m in models] == [("det", 2), ("ft", 1)]
     table = runner.invoke(cli.app, ["checkpoints", "ls", "det"]).output
-    assert "ckpt-2" in table and "det/ckpt-1 (restored_from)" in table
+    assert "ckpt-2" in table and "det@default/ckpt-1 (restored_from)" in table
+    assert "default" in table and "present" in table
     queue = tmp_path / "pending.jsonl"
     RegistrationQueue(client, queue)._append(
         queue,
@@ -88,7 +89,7 @@ def test_checkpoints_ls_and_flush(
     )
     result = runner.invoke(cli.app, ["checkpoints", "flush", "--queue", str(queue), "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["registered"] == ["det/ckpt-3"]
+    assert json.loads(result.output)["registered"] == ["det@default/ckpt-3"]
     assert not queue.exists()
 
 
@@ -104,3 +105,37 @@ def test_lock_command(runner: CliRunner, client: rk.Client, tmp_path: Path) -> N
     result = runner.invoke(cli.app, ["lock", str(tmp_path / "nope.yaml")])
     assert result.exit_code == 1 and "cannot read" in result.output
     assert "Traceback" not in result.output
+
+
+def test_checkpoints_check_marks_checkpoints_whose_files_are_gone(
+    runner: CliRunner, client: rk.Client, tmp_path: Path
+) -> None:
+    v1 = publish(client, "first")
+    for k in (1, 2):
+        prefix = tmp_path / "run" / f"ckpt-{k}"
+        prefix.parent.mkdir(exist_ok=True)
+        prefix.with_name(f"ckpt-{k}.index").write_bytes(b"")
+        client.register_checkpoint(
+            model="det", checkpoint=f"ckpt-{k}", uri=prefix.as_uri(), data={"train": v1}
+        )
+    client.register_checkpoint(model="det", checkpoint="ckpt-9")  # no URI: not checked
+    (tmp_path / "run" / "ckpt-1.index").unlink()
+    run = client.checkpoint("det/ckpt-1").run
+    dry = runner.invoke(cli.app, ["checkpoints", "check", "det", "--dry-run", "--json"])
+    assert dry.exit_code == 1, dry.output
+    assert json.loads(dry.output)["missing"] == [f"det@{run}/ckpt-1"]
+    assert not client.checkpoint("det/ckpt-1").deleted  # a dry run records nothing
+    result = runner.invoke(cli.app, ["checkpoints", "check", "det"])
+    assert result.exit_code == 1 and "missing, marked deleted" in result.output
+    gone = client.checkpoint("det/ckpt-1")
+    assert gone.deleted and gone.deleted_reason == "files_missing" and gone.versions == [v1.name]
+    again = json.loads(runner.invoke(cli.app, ["checkpoints", "check", "det", "--json"]).output)
+    assert again == {
+        "model": "det",
+        "present": [f"det@{run}/ckpt-2"],
+        "missing": [],
+        "unchecked": ["det@default/ckpt-9"],
+        "dry_run": False,
+    }
+    table = runner.invoke(cli.app, ["checkpoints", "ls", "det"]).output
+    assert "deleted" in table

@@ -12,11 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.digests import digest_hex
 from recordkeeper.core.errors import (
+    AmbiguousCheckpoint,
     CheckpointConflict,
     CheckpointNotFound,
     InvalidCheckpoint,
@@ -24,16 +25,25 @@ from recordkeeper.core.errors import (
     ModelNotFound,
 )
 from recordkeeper.core.lineage import (
+    CHECKPOINT_STATES,
     CheckpointRef,
+    ambiguous_checkpoint_message,
+    checkpoint_directory,
     parse_checkpoint_ref,
+    parse_deleted_at,
+    run_of,
     validate_artifact_uri,
     validate_checkpoint_name,
+    validate_deletion_reason,
     validate_model_name,
     validate_parent_kind,
     validate_role,
+    validate_run_name,
     validate_saved_model_name,
 )
+from recordkeeper.core.model_inputs import ModelInput, check_inputs, validate_model_inputs
 from recordkeeper.core.refs import parse_reference
+from recordkeeper.core.schema import Schema
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page
@@ -49,6 +59,7 @@ from recordkeeper_service.repository.lineage.assemble import (
     checkpoint_records,
     consumer_records,
     lineage_record,
+    refs_of,
 )
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, versions_in_use
 from recordkeeper_service.repository.lineage.records import (
@@ -56,6 +67,8 @@ from recordkeeper_service.repository.lineage.records import (
     ConsumersRecord,
     GraphRecord,
     LineageRecord,
+    ModelCheckEntryRecord,
+    ModelCheckRecord,
     ModelRecord,
 )
 from recordkeeper_service.repository.resolve import find_version
@@ -94,7 +107,7 @@ class CheckpointInput:
     parent: str | None = None
     parent_kind: str | None = None
     data: tuple[DataInput, ...] = ()
-    saved_models: tuple[Mapping[str, str], ...] = ()
+    saved_models: tuple[Mapping[str, Any], ...] = ()
     metrics: Mapping[str, Any] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
@@ -115,33 +128,71 @@ def default_splits(role: str, available: Sequence[str]) -> tuple[str, ...]:
 def _checkpoint_row(
     session: Session, ref: CheckpointRef, *, what: str = ""
 ) -> queries.CheckpointRow:
-    row = queries.checkpoint_by_name(session, ref.model, ref.checkpoint)
-    if row is not None:
-        return row
-    model_id = session.scalar(select(Model.id).where(Model.name == ref.model))
+    """The checkpoint ``ref`` names: exact with a run; without one, the only run's checkpoint
+    of that name, else :class:`AmbiguousCheckpoint` listing every candidate."""
+    rows = queries.checkpoints_by_name(session, ref.model, ref.checkpoint, ref.run)
+    if len(rows) == 1:
+        return rows[0]
     prefix = f"{what} " if what else ""
+    if rows:
+        candidates = [CheckpointRef(r.model, r.checkpoint, r.run) for r in rows]
+        raise AmbiguousCheckpoint(
+            prefix + ambiguous_checkpoint_message(ref, candidates),
+            candidates=[str(c) for c in candidates],
+        )
+    model_id = session.scalar(select(Model.id).where(Model.name == ref.model))
     if model_id is None:
         raise CheckpointNotFound(f"{prefix}{ref}: there is no model named {ref.model!r}")
+    if ref.run is not None:
+        raise CheckpointNotFound(
+            f"{prefix}{ref}: run {ref.run!r} of model {ref.model} has no checkpoint "
+            f"{ref.checkpoint!r}"
+        )
     raise CheckpointNotFound(
         f"{prefix}{ref}: model {ref.model} has no checkpoint {ref.checkpoint!r}"
     )
 
 
-def _get_or_create(session: Session, table: Any, match: Mapping[str, Any], actor: str) -> int:
-    """Id of the row matching ``match`` in ``table`` (models or runs), created if missing."""
+def _get_or_create(
+    session: Session, table: Any, match: Mapping[str, Any], actor: str, **extra: Any
+) -> int:
+    """Id of the row matching ``match`` in ``table`` (models or runs), created if missing
+    (with the ``extra`` columns)."""
     clauses = [table.c[k] == v for k, v in match.items()]
     existing = session.scalar(select(table.c.id).where(*clauses))
     if existing is not None:
         return int(existing)
     stmt = (
         insert_ignoring_conflicts(session, table)
-        .values(**match, created_by=actor)
+        .values(**match, **extra, created_by=actor)
         .returning(table.c.id)
     )
     created = session.scalar(stmt)
     if created is not None:
         return int(created)
     return int(session.scalars(select(table.c.id).where(*clauses)).one())
+
+
+def _saved_model(position: int, export: Mapping[str, Any]) -> dict[str, Any]:
+    """A validated ``saved_models`` entry: name, URI and (when given) its serving inputs."""
+    where = f"saved_models[{position}]"
+    entry: dict[str, Any] = {
+        "name": validate_saved_model_name(export["name"], f"{where}.name"),
+        "uri": validate_artifact_uri(export["uri"], f"{where}.uri"),
+    }
+    if export.get("inputs") is not None:
+        inputs = validate_model_inputs(export["inputs"], f"{where}.inputs")
+        entry["inputs"] = [i.to_json() for i in inputs]
+    return entry
+
+
+def _schema_of(session: Session, version: m.Version) -> Schema | None:
+    if version.schema_digest is None:
+        return None
+    body = session.scalar(
+        select(m.SchemaBlob.body).where(m.SchemaBlob.digest == version.schema_digest)
+    )
+    return Schema.from_dict(body) if body is not None else None
 
 
 def _split_names(session: Session, version_id: int) -> list[str]:
@@ -183,7 +234,7 @@ def _differences(
     parent_id: int | None,
     parent_kind: str | None,
     triples: set[tuple[int, str, str]],
-    saved_models: list[dict[str, str]],
+    saved_models: list[dict[str, Any]],
 ) -> list[str]:
     """Fields in which a re-registration differs from the registered checkpoint."""
     existing = set(
@@ -196,7 +247,6 @@ def _differences(
     checks = {
         "step": row.step == spec.step,
         "uri": row.uri == spec.uri,
-        "run": row.run == (spec.run or None),
         "parent": row.parent_id == parent_id and row.parent_kind == parent_kind,
         "data": existing == triples,
         "saved_models": list(row.saved_models or []) == saved_models,
@@ -223,39 +273,37 @@ class LineageRepository:
         """Register ``model/checkpoint``; idempotent.  Returns the record and whether it is new.
 
         Data references are resolved to exact committed (or deprecated) versions now, so an
-        alias that moves later does not change what this checkpoint trained on.
+        alias that moves later does not change what this checkpoint trained on.  The run is
+        ``spec.run``, else derived from the URI's directory (:func:`run_of`): a checkpoint of the
+        same name in another run is another checkpoint, never a conflict.
         """
         validate_model_name(model)
         validate_checkpoint_name(checkpoint)
+        if spec.uri is not None:
+            validate_artifact_uri(spec.uri, "uri")
+        run = run_of(spec.run, spec.uri)
         if spec.step is not None and spec.step < 0:
             raise InvalidCheckpoint(f"step must not be negative, got {spec.step}")
         if spec.parent_kind is not None:
             validate_parent_kind(spec.parent_kind)
         parent_ref = parse_checkpoint_ref(spec.parent) if spec.parent else None
-        if parent_ref == CheckpointRef(model, checkpoint):
-            raise InvalidCheckpoint(f"checkpoint {model}/{checkpoint} cannot be its own parent")
+        own_ref = CheckpointRef(model, checkpoint, run)
+        if parent_ref is not None and parent_ref in (own_ref, own_ref.without_run()):
+            raise InvalidCheckpoint(f"checkpoint {own_ref} cannot be its own parent")
         parent_kind = (spec.parent_kind or "restored_from") if parent_ref else None
-        if spec.uri is not None:
-            validate_artifact_uri(spec.uri, "uri")
-        saved_models = [
-            {
-                "name": validate_saved_model_name(s["name"], f"saved_models[{i}].name"),
-                "uri": validate_artifact_uri(s["uri"], f"saved_models[{i}].uri"),
-            }
-            for i, s in enumerate(spec.saved_models)
-        ]
+        saved_models = [_saved_model(i, s) for i, s in enumerate(spec.saved_models)]
         with self._db.transaction() as session:
             triples, _ = _resolve_data(session, spec.data)
             parent_id = (
                 _checkpoint_row(session, parent_ref, what="parent").id if parent_ref else None
             )
             model_id = _get_or_create(session, Model.__table__, {"name": model}, actor)
-            run_id = (
-                _get_or_create(
-                    session, Run.__table__, {"model_id": model_id, "name": spec.run}, actor
-                )
-                if spec.run
-                else None
+            run_id = _get_or_create(
+                session,
+                Run.__table__,
+                {"model_id": model_id, "name": run},
+                actor,
+                directory=checkpoint_directory(spec.uri) if spec.uri else None,
             )
             table = table_of(Checkpoint)
             values = {
@@ -276,8 +324,7 @@ class LineageRepository:
                 insert_ignoring_conflicts(session, table).values(**values).returning(table.c.id)
             )
             if new_id is None:
-                existing = queries.checkpoint_by_name(session, model, checkpoint)
-                assert existing is not None  # the insert conflicted with it
+                (existing,) = queries.checkpoints_by_name(session, model, checkpoint, run)
                 different = _differences(
                     session,
                     existing,
@@ -289,9 +336,10 @@ class LineageRepository:
                 )
                 if different:
                     raise CheckpointConflict(
-                        f"{model}/{checkpoint} is already registered with a different "
+                        f"{own_ref} is already registered with a different "
                         f"{', '.join(different)}; a checkpoint's lineage never changes "
-                        "(register the new state under a new checkpoint name)",
+                        "(register the new state under a new checkpoint name, or in another "
+                        "run: run=... or a fresh directory)",
                         fields=different,
                     )
                 return checkpoint_records(session, [existing])[0], False
@@ -308,13 +356,50 @@ class LineageRepository:
                 actor,
                 "checkpoint.registered",
                 model=model,
+                run=run,
                 checkpoint=checkpoint,
                 parent=str(parent_ref) if parent_ref else None,
             )
             created = queries.checkpoint_rows(session, [new_id])
             record = checkpoint_records(session, created)[0]
-            ensure_renderable(record, f"checkpoint {model}/{checkpoint}")  # before the commit
+            ensure_renderable(record, f"checkpoint {own_ref}")  # before the commit
             return record, True
+
+    def mark_deleted(
+        self,
+        ref: str | CheckpointRef,
+        *,
+        actor: str,
+        reason: str,
+        deleted_at: str | None = None,
+    ) -> tuple[CheckpointRecord, bool]:
+        """Record that the files of ``ref`` were deleted; its lineage stays.
+
+        Idempotent: a checkpoint already marked deleted keeps its first time and reason
+        (returned with ``False``).  ``deleted_at`` (ISO 8601) defaults to now.
+        """
+        parsed = parse_checkpoint_ref(ref)
+        reason = validate_deletion_reason(reason)
+        when = parse_deleted_at(deleted_at) if deleted_at is not None else m.utcnow()
+        with self._db.transaction() as session:
+            row = _checkpoint_row(session, parsed)
+            if row.state == "deleted":
+                return checkpoint_records(session, [row])[0], False
+            session.execute(
+                update(table_of(Checkpoint))
+                .where(table_of(Checkpoint).c.id == row.id)
+                .values(state="deleted", deleted_at=when, deleted_reason=reason)
+            )
+            record_event(
+                session,
+                actor,
+                "checkpoint.deleted",
+                model=row.model,
+                run=row.run,
+                checkpoint=row.checkpoint,
+                reason=reason,
+            )
+            return checkpoint_records(session, queries.checkpoint_rows(session, [row.id]))[0], True
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -326,7 +411,8 @@ class LineageRepository:
     def list_models(
         self, *, prefix: str | None = None, limit: int = 100, offset: int = 0
     ) -> Page[ModelRecord]:
-        """Models with their checkpoint count and highest-step checkpoint, by name."""
+        """Models with their checkpoint count and highest-step checkpoint (``model@run/ckpt``),
+        by name."""
         with self._db.transaction(write=False) as session:
             where = [Model.name.startswith(prefix, autoescape=True)] if prefix else []
             total = session.scalar(select(func.count(Model.id)).where(*where)) or 0
@@ -337,7 +423,7 @@ class LineageRepository:
                 .scalar_subquery()
             )
             latest = (
-                select(Checkpoint.name)
+                select(Checkpoint.id)
                 .where(Checkpoint.model_id == Model.id)
                 .order_by(Checkpoint.step.desc().nulls_last(), Checkpoint.id.desc())
                 .limit(1)
@@ -351,25 +437,51 @@ class LineageRepository:
                 .limit(limit)
                 .offset(offset)
             )
-            data = [ModelRecord(n, c, int(k or 0), latest_name) for n, c, k, latest_name in rows]
+            found = list(rows)
+            refs = refs_of(session, {latest_id for *_, latest_id in found if latest_id})
+            data = [
+                ModelRecord(n, c, int(k or 0), str(refs[latest_id]) if latest_id else None)
+                for n, c, k, latest_id in found
+            ]
             return Page(data=data, count=int(total), limit=limit, offset=offset)
 
     def list_checkpoints(
-        self, model: str, *, limit: int = 100, offset: int = 0
+        self,
+        model: str,
+        *,
+        run: str | None = None,
+        state: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
     ) -> Page[CheckpointRecord]:
-        """Checkpoints of ``model``, highest step (then newest) first."""
+        """Checkpoints of ``model`` (of one ``run``, in one ``state``), highest step (then
+        newest) first."""
         validate_model_name(model)
+        if run is not None:
+            validate_run_name(run)
+        if state is not None and state not in CHECKPOINT_STATES:
+            raise InvalidRequest(
+                f"state must be one of {', '.join(CHECKPOINT_STATES)}, got {state!r}"
+            )
         with self._db.transaction(write=False) as session:
             model_id = session.scalar(select(Model.id).where(Model.name == model))
             if model_id is None:
                 raise ModelNotFound(f"there is no model named {model!r}")
-            total = session.scalar(
-                select(func.count(Checkpoint.id)).where(Checkpoint.model_id == model_id)
-            )
+            where = [Checkpoint.model_id == model_id]
+            if run is not None:
+                run_id = session.scalar(
+                    select(Run.id).where(Run.model_id == model_id, Run.name == run)
+                )
+                if run_id is None:
+                    raise CheckpointNotFound(f"model {model} has no run named {run!r}")
+                where.append(Checkpoint.run_id == run_id)
+            if state is not None:
+                where.append(Checkpoint.state == state)
+            total = session.scalar(select(func.count(Checkpoint.id)).where(*where))
             ids = list(
                 session.scalars(
                     select(Checkpoint.id)
-                    .where(Checkpoint.model_id == model_id)
+                    .where(*where)
                     .order_by(Checkpoint.step.desc().nulls_last(), Checkpoint.id.desc())
                     .limit(limit)
                     .offset(offset)
@@ -457,6 +569,44 @@ class LineageRepository:
                 for s in shards
             )
             return ConsumersRecord(versions, consumer_records(session, direct, below), shard_json)
+
+    def check_model(self, ref: str | CheckpointRef, data: Sequence[str] = ()) -> ModelCheckRecord:
+        """Compare the serving inputs recorded with ``ref``'s SavedModel exports with the schema
+        of every version along its lineage and of each version in ``data``."""
+        parsed = parse_checkpoint_ref(ref)
+        with self._db.transaction(write=False) as session:
+            row = _checkpoint_row(session, parsed)
+            own = CheckpointRef(row.model, row.checkpoint, row.run)
+            exports = [s for s in row.saved_models or () if s.get("inputs") is not None]
+            if not exports:
+                raise InvalidCheckpoint(
+                    f"{own} recorded no SavedModel export with its serving inputs "
+                    f"({len(row.saved_models or ())} export(s) without them): register the "
+                    "export with inputs (recordkeeper.tf reads them from saved_model.pb)"
+                )
+            targets: dict[tuple[int, str], m.Version] = {}
+            for chain_row in queries.upstream_rows(session, row.id):
+                if chain_row.version_id is not None and chain_row.role is not None:
+                    key = (chain_row.version_id, chain_row.role)
+                    if key not in targets:
+                        version = session.get(m.Version, chain_row.version_id)
+                        assert version is not None  # a foreign key
+                        targets[key] = version
+            for text in data:
+                version = find_version(session, parse_reference(text))
+                targets.setdefault((version.id, "asked"), version)
+            schemas = {vid: _schema_of(session, v) for (vid, _), v in targets.items()}
+            checks = []
+            for export in exports:
+                inputs = [ModelInput.from_json(i) for i in export["inputs"]]
+                for (vid, role), version in sorted(
+                    targets.items(), key=lambda item: (item[1].name, item[0][1])
+                ):
+                    problems = check_inputs(inputs, schemas[vid])
+                    checks.append(
+                        ModelCheckEntryRecord(export["name"], version.name, role, tuple(problems))
+                    )
+            return ModelCheckRecord(str(own), tuple(checks), tuple(exports))
 
     def graph(
         self,

@@ -47,9 +47,10 @@ def _sorted(items: set[str]) -> tuple[str, ...]:
 
 
 def refs_of(session: Session, ids: Iterable[int]) -> dict[int, CheckpointRef]:
-    """``model/checkpoint`` of each checkpoint id."""
+    """``model@run/checkpoint`` of each checkpoint id."""
     return {
-        r.id: CheckpointRef(r.model, r.checkpoint) for r in queries.checkpoint_rows(session, ids)
+        r.id: CheckpointRef(r.model, r.checkpoint, r.run)
+        for r in queries.checkpoint_rows(session, ids)
     }
 
 
@@ -70,6 +71,9 @@ def _record(
         metadata=dict(row.metadata or {}),
         created_at=row.created_at,
         created_by=row.created_by,
+        state=row.state,
+        deleted_at=row.deleted_at,
+        deleted_reason=row.deleted_reason,
     )
 
 
@@ -104,7 +108,14 @@ def lineage_record(start: queries.CheckpointRow, rows: Sequence[queries.ChainRow
         depth_of[current] = depth
         chain.append(
             ChainLinkRecord(
-                node.model, node.checkpoint, node.step, node.uri, depth, node.parent_kind
+                node.model,
+                node.checkpoint,
+                node.step,
+                node.uri,
+                depth,
+                node.parent_kind,
+                node.run,
+                node.checkpoint_state,
             )
         )
         current = node.parent_id
@@ -144,7 +155,15 @@ def lineage_record(start: queries.CheckpointRow, rows: Sequence[queries.ChainRow
         found = segment_cache.get((cid, names))
         if found is None:
             node = nodes[cid]
-            found = Segment(node.model, node.checkpoint, node.step, depth_of.get(cid, -1), names)
+            found = Segment(
+                node.model,
+                node.checkpoint,
+                node.step,
+                depth_of.get(cid, -1),
+                names,
+                node.run,
+                node.checkpoint_state,
+            )
             segment_cache[(cid, names)] = found
         return found
 
@@ -177,7 +196,7 @@ def lineage_record(start: queries.CheckpointRow, rows: Sequence[queries.ChainRow
     parent = None
     if start.parent_id in nodes:
         p = nodes[start.parent_id]
-        parent = f"{p.model}/{p.checkpoint}"
+        parent = str(CheckpointRef(p.model, p.checkpoint, p.run))
     record = _record(start, parent, _group_data(own).get(start.id, ()))
     return LineageRecord(checkpoint=record, chain=tuple(chain), data=tuple(data))
 
@@ -206,7 +225,7 @@ def consumer_records(
             splits[cid].add(r.split)
         pid, parent_model, parent_checkpoint = r.parent_id, r.parent_model, r.parent_checkpoint
         if pid is not None and pid not in parents and parent_model and parent_checkpoint:
-            parents[pid] = CheckpointRef(parent_model, parent_checkpoint)
+            parents[pid] = CheckpointRef(parent_model, parent_checkpoint, r.parent_run)
     for b in below:
         if b.checkpoint_id not in base:
             base[b.checkpoint_id] = b
@@ -218,10 +237,11 @@ def consumer_records(
             if p is None:
                 missing.add(pid)
             else:
-                parents[pid] = CheckpointRef(p.model, p.checkpoint)
+                parents[pid] = CheckpointRef(p.model, p.checkpoint, p.run)
     parents.update(refs_of(session, missing))
     ordered = sorted(
-        base.values(), key=lambda r: (r.model, -1 if r.step is None else r.step, r.checkpoint)
+        base.values(),
+        key=lambda r: (r.model, -1 if r.step is None else r.step, r.checkpoint, r.run),
     )
     records = []
     for r in ordered:
@@ -238,8 +258,14 @@ def consumer_records(
                     tuple(sorted(roles[cid])),
                     tuple(sorted(splits[cid])),
                     parent,
+                    r.run,
+                    r.state,
                 )
             )
         else:
-            records.append(Consumer(r.model, r.checkpoint, r.step, r.uri, False, (), (), parent))
+            records.append(
+                Consumer(
+                    r.model, r.checkpoint, r.step, r.uri, False, (), (), parent, r.run, r.state
+                )
+            )
     return tuple(records)

@@ -1,11 +1,15 @@
 """The lineage graph around one node: breadth-first, level by level, bounded.
 
-Nodes are checkpoints (``checkpoint:<model>/<ckpt>``) and versions (``version:<name>``).  Edges
-point the way data flows: ``version → checkpoint`` (``trained_on``, with role and splits) and
+Nodes are checkpoints (``checkpoint:<model>@<run>/<ckpt>``) and versions (``version:<name>``).
+Edges point the way data flows: ``version → checkpoint`` (``trained_on``, with role and splits) and
 ``parent → child`` (``restored_from`` / ``initialized_from``).  *Upstream* walks edges backwards
 (what went into the node), *downstream* forwards (what came out of it); ``both`` does the two
 walks from the root separately, so siblings are not pulled in.  Each level costs two queries over
 the whole frontier; the walk stops at ``depth`` hops or ``max_nodes`` nodes (``truncated``).
+
+Every node carries ``upstream_count`` and ``downstream_count``: how many distinct neighbours it has
+on each side in the whole registry, whether or not they are in the answer.  A viewer shows a
+graph one hop deep and offers "N more" on each node from these counts (expand on demand).
 """
 
 from __future__ import annotations
@@ -14,11 +18,11 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import distinct, func, select
 from sqlalchemy.orm import Session
 
 from recordkeeper_service import models as m
-from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model
+from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
 from recordkeeper_service.repository.lineage.records import GraphRecord
 
 __all__ = ["build_graph"]
@@ -102,16 +106,27 @@ def _attributes(session: Session, nodes: set[NodeKey]) -> dict[NodeKey, dict[str
     attrs: dict[NodeKey, dict[str, Any]] = {}
     ckpts = _ids(nodes, "checkpoint")
     if ckpts:
-        for cid, model, name, step, uri in session.execute(
-            select(Checkpoint.id, Model.name, Checkpoint.name, Checkpoint.step, Checkpoint.uri)
+        for cid, model, run, name, step, uri, state in session.execute(
+            select(
+                Checkpoint.id,
+                Model.name,
+                Run.name,
+                Checkpoint.name,
+                Checkpoint.step,
+                Checkpoint.uri,
+                Checkpoint.state,
+            )
             .join(Model, Model.id == Checkpoint.model_id)
+            .join(Run, Run.id == Checkpoint.run_id)
             .where(Checkpoint.id.in_(ckpts))
         ):
             attrs[("checkpoint", cid)] = {
-                "id": f"checkpoint:{model}/{name}",
+                "id": f"checkpoint:{model}@{run}/{name}",
                 "kind": "checkpoint",
                 "model": model,
+                "run": run,
                 "checkpoint": name,
+                "state": state,
                 "step": step,
                 "uri": uri,
             }
@@ -141,6 +156,45 @@ def _attributes(session: Session, nodes: set[NodeKey]) -> dict[NodeKey, dict[str
     return attrs
 
 
+def _neighbour_counts(session: Session, nodes: set[NodeKey]) -> dict[NodeKey, tuple[int, int]]:
+    """(upstream, downstream) distinct neighbours of each node, in the whole registry.
+
+    A checkpoint's upstream neighbours are its parent and the versions its segment used; its
+    downstream ones the checkpoints restored or initialised from it.  A version has no upstream;
+    downstream are the checkpoints whose segments used it.  Four grouped queries in all.
+    """
+    up: dict[NodeKey, int] = defaultdict(int)
+    down: dict[NodeKey, int] = defaultdict(int)
+    ckpts = _ids(nodes, "checkpoint")
+    versions = _ids(nodes, "version")
+    if ckpts:
+        for cid, has_parent in session.execute(
+            select(Checkpoint.id, Checkpoint.parent_id.is_not(None)).where(Checkpoint.id.in_(ckpts))
+        ):
+            up[("checkpoint", cid)] += int(bool(has_parent))
+        for cid, used in session.execute(
+            select(CheckpointData.checkpoint_id, func.count(distinct(CheckpointData.version_id)))
+            .where(CheckpointData.checkpoint_id.in_(ckpts))
+            .group_by(CheckpointData.checkpoint_id)
+        ):
+            up[("checkpoint", cid)] += int(used)
+        for parent, children in session.execute(
+            select(Checkpoint.parent_id, func.count(Checkpoint.id))
+            .where(Checkpoint.parent_id.in_(ckpts))
+            .group_by(Checkpoint.parent_id)
+        ):
+            assert parent is not None  # the filter: children of the given checkpoints
+            down[("checkpoint", parent)] += int(children)
+    if versions:
+        for vid, consumers in session.execute(
+            select(CheckpointData.version_id, func.count(distinct(CheckpointData.checkpoint_id)))
+            .where(CheckpointData.version_id.in_(versions))
+            .group_by(CheckpointData.version_id)
+        ):
+            down[("version", vid)] += int(consumers)
+    return {key: (up[key], down[key]) for key in nodes}
+
+
 def build_graph(
     session: Session, root: NodeKey, *, depth: int, direction: str, max_nodes: int
 ) -> GraphRecord:
@@ -161,6 +215,9 @@ def build_graph(
             edges=edges,
         )
     attrs = _attributes(session, nodes)
+    for key, (upstream_count, downstream_count) in _neighbour_counts(session, nodes).items():
+        attrs[key]["upstream_count"] = upstream_count
+        attrs[key]["downstream_count"] = downstream_count
     edge_json = []
     for (source, target, kind, role), splits in sorted(
         edges.items(), key=lambda item: (item[0][0], item[0][1], item[0][2], item[0][3] or "")

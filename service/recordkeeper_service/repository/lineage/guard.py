@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.errors import VersionInUse
+from recordkeeper.core.lineage import CheckpointRef
 from recordkeeper_service import models as m
 from recordkeeper_service.repository.lineage import queries
 
@@ -36,7 +37,7 @@ def ensure_not_in_use(session: Session, version: m.Version, *, force: bool = Fal
     rows = queries.direct_consumers(session, [version.id])
     if not rows:
         return []
-    names = sorted({f"{r.model}/{r.checkpoint}" for r in rows})
+    names = sorted({str(CheckpointRef(r.model, r.checkpoint, r.run)) for r in rows})
     if force:
         return names
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")

@@ -38,8 +38,8 @@ __all__ = [
     "CheckpointRow",
     "ConsumerRow",
     "DescendantRow",
-    "checkpoint_by_name",
     "checkpoint_rows",
+    "checkpoints_by_name",
     "descendants",
     "direct_consumers",
     "in_use",
@@ -63,14 +63,17 @@ class CheckpointRow(NamedTuple):
     checkpoint: str
     step: int | None
     uri: str | None
-    run: str | None
+    run: str
     parent_id: int | None
     parent_kind: str | None
-    saved_models: list[dict[str, str]] | None
+    saved_models: list[dict[str, Any]] | None
     metrics: dict[str, Any] | None
     metadata: dict[str, Any] | None
     created_at: Any
     created_by: str
+    state: str
+    deleted_at: Any
+    deleted_reason: str | None
 
 
 class ChainRow(NamedTuple):
@@ -83,6 +86,8 @@ class ChainRow(NamedTuple):
     checkpoint: str
     step: int | None
     uri: str | None
+    run: str
+    checkpoint_state: str
     version_id: int | None
     split: str | None
     role: str | None
@@ -106,10 +111,13 @@ class ConsumerRow(NamedTuple):
     checkpoint: str
     step: int | None
     uri: str | None
+    run: str
+    state: str
     split: str | None = None
     role: str | None = None
     parent_model: str | None = None
     parent_checkpoint: str | None = None
+    parent_run: str | None = None
 
 
 def _conn(session: Session) -> Any:
@@ -133,10 +141,13 @@ def _checkpoint_select() -> Select[Any]:
             _ck.c.metadata,
             _ck.c.created_at,
             _ck.c.created_by,
+            _ck.c.state,
+            _ck.c.deleted_at,
+            _ck.c.deleted_reason,
         )
         .select_from(_ck)
         .join(_md, _md.c.id == _ck.c.model_id)
-        .outerjoin(_run, _run.c.id == _ck.c.run_id)
+        .join(_run, _run.c.id == _ck.c.run_id)
     )
 
 
@@ -148,16 +159,26 @@ def _by_name_stmt() -> Select[Any]:
 
 
 @functools.cache
+def _by_run_and_name_stmt() -> Select[Any]:
+    return _by_name_stmt().where(_run.c.name == bindparam("run"))
+
+
+@functools.cache
 def _by_ids_stmt() -> Select[Any]:
     return _checkpoint_select().where(_ck.c.id.in_(bindparam("ids", expanding=True)))
 
 
-def checkpoint_by_name(session: Session, model: str, checkpoint: str) -> CheckpointRow | None:
-    """The checkpoint ``model/checkpoint`` with its model and run names, or None."""
-    row = (
-        _conn(session).execute(_by_name_stmt(), {"model": model, "checkpoint": checkpoint}).first()
-    )
-    return CheckpointRow._make(row) if row is not None else None
+def checkpoints_by_name(
+    session: Session, model: str, checkpoint: str, run: str | None = None
+) -> list[CheckpointRow]:
+    """Checkpoints named ``checkpoint`` of ``model`` in ``run`` (at most one), or in any run
+    (``run=None``; one per run, ordered by run name), with their model and run names."""
+    params = {"model": model, "checkpoint": checkpoint}
+    if run is None:
+        rows = _conn(session).execute(_by_name_stmt(), params).all()
+        return sorted((CheckpointRow._make(r) for r in rows), key=lambda r: r.run)
+    rows = _conn(session).execute(_by_run_and_name_stmt(), {**params, "run": run}).all()
+    return [CheckpointRow._make(r) for r in rows]
 
 
 def checkpoint_rows(session: Session, ids: Iterable[int]) -> list[CheckpointRow]:
@@ -213,6 +234,8 @@ def _upstream_stmt() -> Select[Any]:
             c.c.name,
             c.c.step,
             c.c.uri,
+            _run.c.name,
+            c.c.state,
             _cd.c.version_id,
             _cd.c.split,
             _cd.c.role,
@@ -225,6 +248,7 @@ def _upstream_stmt() -> Select[Any]:
         .select_from(chain)
         .join(c, c.c.id == chain.c.id)
         .join(_md, _md.c.id == c.c.model_id)
+        .join(_run, _run.c.id == c.c.run_id)
         .outerjoin(_cd, _cd.c.checkpoint_id == c.c.id)
         .outerjoin(_v, _v.c.id == _cd.c.version_id)
         .outerjoin(_ds, _ds.c.id == _v.c.dataset_id)
@@ -251,6 +275,8 @@ def _consumer_columns(c: Any) -> tuple[Any, ...]:
         c.c.name.label("checkpoint"),
         c.c.step.label("step"),
         c.c.uri.label("uri"),
+        _run.c.name.label("run"),
+        c.c.state.label("state"),
     )
 
 
@@ -259,6 +285,7 @@ def _direct_stmt() -> Select[Any]:
     c = _ck.alias("c")
     parent = _ck.alias("p")
     parent_model = _md.alias("pm")
+    parent_run = _run.alias("pr")
     return (
         select(
             *_consumer_columns(c),
@@ -266,12 +293,15 @@ def _direct_stmt() -> Select[Any]:
             _cd.c.role.label("role"),
             parent_model.c.name.label("parent_model"),
             parent.c.name.label("parent_checkpoint"),
+            parent_run.c.name.label("parent_run"),
         )
         .select_from(_cd)
         .join(c, c.c.id == _cd.c.checkpoint_id)
         .join(_md, _md.c.id == c.c.model_id)
+        .join(_run, _run.c.id == c.c.run_id)
         .outerjoin(parent, parent.c.id == c.c.parent_id)
         .outerjoin(parent_model, parent_model.c.id == parent.c.model_id)
+        .outerjoin(parent_run, parent_run.c.id == parent.c.run_id)
         .where(_cd.c.version_id.in_(bindparam("versions", expanding=True)))
     )
 
@@ -303,7 +333,7 @@ def direct_consumers(
 
 
 class DescendantRow(NamedTuple):
-    """A checkpoint below some data (the first six fields of :class:`ConsumerRow`)."""
+    """A checkpoint below some data (the first eight fields of :class:`ConsumerRow`)."""
 
     checkpoint_id: int
     parent_id: int | None
@@ -311,6 +341,8 @@ class DescendantRow(NamedTuple):
     checkpoint: str
     step: int | None
     uri: str | None
+    run: str
+    state: str
 
 
 def _prefer_index_walks(session: Session) -> None:
@@ -338,6 +370,7 @@ def _descendants_stmt() -> Select[Any]:
         .select_from(below)
         .join(c, c.c.id == below.c.id)
         .join(_md, _md.c.id == c.c.model_id)
+        .join(_run, _run.c.id == c.c.run_id)
     )
 
 

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from recordkeeper.core.lineage import Consumer, LineageEntry
+from recordkeeper.core.lineage import CheckpointRef, Consumer, LineageEntry
+from recordkeeper.core.model_inputs import InputProblem, has_errors
 from recordkeeper_service.domain import iso_timestamp
 
 __all__ = [
@@ -23,6 +24,8 @@ __all__ = [
     "DataRecord",
     "GraphRecord",
     "LineageRecord",
+    "ModelCheckEntryRecord",
+    "ModelCheckRecord",
     "ModelRecord",
 ]
 
@@ -52,25 +55,32 @@ class CheckpointRecord:
     checkpoint: str
     step: int | None
     uri: str | None
-    run: str | None
+    run: str
     parent: str | None
     parent_kind: str | None
     data: tuple[DataRecord, ...]
-    saved_models: tuple[Mapping[str, str], ...]
+    saved_models: tuple[Mapping[str, Any], ...]
     metrics: Mapping[str, Any]
     metadata: Mapping[str, Any]
     created_at: datetime.datetime
     created_by: str
+    state: str = "present"
+    deleted_at: datetime.datetime | None = None
+    deleted_reason: str | None = None
 
     @property
     def ref(self) -> str:
-        return f"{self.model}/{self.checkpoint}"
+        """``model@run/checkpoint``: the checkpoint's exact reference."""
+        return str(CheckpointRef(self.model, self.checkpoint, self.run))
 
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
             "checkpoint": self.checkpoint,
             "ref": self.ref,
+            "state": self.state,
+            "deleted_at": iso_timestamp(self.deleted_at) if self.deleted_at else None,
+            "deleted_reason": self.deleted_reason,
             "step": self.step,
             "uri": self.uri,
             "run": self.run,
@@ -108,11 +118,16 @@ class ChainLinkRecord(NamedTuple):
     uri: str | None
     depth: int
     parent_kind: str | None
+    run: str
+    state: str
 
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
+            "run": self.run,
             "checkpoint": self.checkpoint,
+            "ref": str(CheckpointRef(self.model, self.checkpoint, self.run)),
+            "state": self.state,
             "step": self.step,
             "uri": self.uri,
             "depth": self.depth,
@@ -190,4 +205,40 @@ class GraphRecord:
             "nodes": [dict(n) for n in self.nodes],
             "edges": [dict(e) for e in self.edges],
             "truncated": self.truncated,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCheckEntryRecord:
+    """One SavedModel export compared with one version (``role``: its use, or ``asked``)."""
+
+    saved_model: str
+    version: str
+    role: str
+    problems: tuple[InputProblem, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "saved_model": self.saved_model,
+            "version": self.version,
+            "role": self.role,
+            "ok": not has_errors(self.problems),
+            "problems": [p.to_json() for p in self.problems],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCheckRecord:
+    """Will a checkpoint's SavedModel exports accept its data and the versions asked about?"""
+
+    checkpoint: str
+    checks: tuple[ModelCheckEntryRecord, ...]
+    saved_models: tuple[Mapping[str, Any], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkpoint": self.checkpoint,
+            "ok": all(not has_errors(c.problems) for c in self.checks),
+            "checks": [c.to_json() for c in self.checks],
+            "saved_models": [dict(s) for s in self.saved_models],
         }

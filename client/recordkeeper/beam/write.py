@@ -1,0 +1,379 @@
+"""``WriteVersionedTFRecords``: a Beam job writes a new version, committed exactly once.
+
+::
+
+    versions = (
+        examples
+        | rk.beam.WriteVersionedTFRecords("coco", desc="add_person", split="train",
+                                          compression="gzip", client=client)
+    )                                   # a PCollection of one: the committed version's JSON
+
+The plan:
+
+1. **Stage once**, when the transform is applied (on the machine that builds the pipeline): the
+   service allocates the version's number, name and storage prefix (``transform.staged``).
+2. **Key**: records are gathered in batches of about 1 MiB (a quarter of ``shard_size`` if
+   smaller) and every batch gets a shard key ``(split, k)``, ``k < num_shards``, round-robin
+   from a random start per bundle (records are not serialized or hashed here).  If that bundle
+   is retried, the runner discards its first attempt's output, so each record reaches exactly
+   one key.  (Elements are expected in the global window, as for any batch write.)
+3. **Group** by key (the runner's shuffle: each key's records are now fixed, whatever retries).
+4. **Write** each key's records with the code ``client.writer`` uses
+   (:func:`recordkeeper.writer.open_shard`: TFRecord framing, sha256, crc32c, records_sha256,
+   the record count and schema computed while the bytes stream) to a *temporary* name derived
+   from the key alone: ``{prefix}_incomplete/{split}-{k:05d}-{part:03d}.tfrecord[.gz]`` (a key
+   holding more than ``shard_size`` rolls over to the next part).  A retried bundle writes the
+   same names again and overwrites what a failed attempt left: no duplicate, no half shard.
+   Each part is emitted as a description once its upload completed.
+5. **Barrier**: all descriptions are gathered into one list (``CombineGlobally``), so
+6. **Commit** runs once, after every write: shards are numbered per split in key order, moved
+   to their final names ``{split}-00003-of-00016…`` (:func:`recordkeeper.writer.finalize_shard`,
+   the writer's own), fast-verified against the store's checksums, registered and committed;
+   what remains under ``_incomplete/`` (parts of failed attempts) is deleted.
+
+A failed pipeline never reaches the commit: the version stays *staged*, invisible to
+resolution, and its prefix (temporary shards included) is collected by ``recordkeeper gc``
+(abandon it at once with ``client.abandon(transform.staged.name)``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
+
+from recordkeeper.beam._commit import check_stored, commit_version, remove_quietly, version_output
+from recordkeeper.beam._service import ServiceConfig
+from recordkeeper.beam.read import ReadVersion
+from recordkeeper.client import Client
+from recordkeeper.core.errors import InvalidRequest, InvalidShard, StorageError
+from recordkeeper.core.splits import shard_file_name, validate_split_name
+from recordkeeper.dataset import compression_suffix
+from recordkeeper.models import DatasetVersion
+from recordkeeper.storage import join_uri, list_files
+from recordkeeper.tfrecord import ShardStats, normalize_compression, record_bytes
+from recordkeeper.writer import (
+    finalize_shard,
+    open_shard,
+    parse_size,
+    shard_is_full,
+    temp_shard_name,
+)
+
+__all__ = ["DEFAULT_NUM_SHARDS", "WriteVersionedTFRecords", "WrittenShard"]
+
+DEFAULT_NUM_SHARDS = 16
+_BATCH_BYTES = 2**20  # records travel through the shuffle in lists of about this many bytes
+_MAX_PENDING_UPLOADS = 4  # finished parts still uploading per key (~16 MiB each), as the writer
+
+
+@dataclass(frozen=True)
+class WrittenShard:
+    """One shard a worker wrote under its temporary name, with what the writer computed."""
+
+    split: str
+    key: int
+    part: int
+    temp_uri: str
+    stats: ShardStats
+
+
+class _AssignShardKey(beam.DoFn):
+    """``record`` → ``((split, k), [records])``: batches of about ``batch_bytes``, round-robin
+    over ``num_shards`` keys (batches keep the shuffle's per-element cost low)."""
+
+    def __init__(self, split: str | None, num_shards: int, batch_bytes: int) -> None:
+        self._split = split
+        self._num_shards = num_shards
+        self._batch_bytes = batch_bytes
+        self._next = 0
+        self._batches: dict[str, tuple[list[Any], int]] = {}
+
+    def start_bundle(self) -> None:
+        self._next = random.randrange(self._num_shards)
+        self._batches = {}
+
+    def process(self, element: Any) -> Iterator[tuple[tuple[str, int], list[Any]]]:
+        if self._split is None:
+            split, record = _split_pair(element)
+        else:
+            split, record = self._split, element
+        batch, size = self._batches.get(split) or ([], 0)
+        batch.append(record)  # objects stay objects: serialized by the worker writing them
+        size += len(record) if type(record) is bytes else 1024
+        if size < self._batch_bytes:
+            self._batches[split] = (batch, size)
+            return
+        self._batches.pop(split, None)
+        yield self._keyed(split, batch)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        for split, (batch, _) in sorted(self._batches.items()):
+            yield WindowedValue(self._keyed(split, batch), MIN_TIMESTAMP, (GlobalWindow(),))
+        self._batches = {}
+
+    def _keyed(self, split: str, batch: list[Any]) -> tuple[tuple[str, int], list[Any]]:
+        key = self._next
+        self._next = (key + 1) % self._num_shards
+        return (split, key), batch
+
+
+def _split_pair(element: Any) -> tuple[str, Any]:
+    if not (isinstance(element, tuple) and len(element) == 2 and isinstance(element[0], str)):
+        raise InvalidRequest(
+            "with split=None every element must be a (split, record) pair, got "
+            f"{type(element).__name__}"
+        )
+    validate_split_name(element[0])
+    return element[0], element[1]
+
+
+class _WriteShards(beam.DoFn):
+    """``((split, k), records)`` → the :class:`WrittenShard` parts of key ``k``."""
+
+    def __init__(
+        self, prefix: str, compression: str, shard_size: int, config: ServiceConfig
+    ) -> None:
+        self._prefix = prefix
+        self._compression = compression
+        self._shard_size = shard_size
+        self._options = dict(config.storage_options)
+
+    def process(
+        self, element: tuple[tuple[str, int], Iterable[list[Any]]]
+    ) -> Iterator[WrittenShard]:
+        (split, key), batches = element
+        records = (record for batch in batches for record in batch)
+        done: list[tuple[Any, WrittenShard]] = []
+        part = 0
+        current: tuple[Any, Any, str] | None = None  # pipe, TFRecordWriter, temp uri
+        framed = 0
+        try:
+            for record in records:
+                if current is None:
+                    uri = join_uri(
+                        self._prefix,
+                        temp_shard_name(split, f"{key:05d}-{part:03d}", self._compression),
+                    )
+                    pipe, tfw = open_shard(uri, self._compression, self._options)
+                    current = (pipe, tfw, uri)
+                    framed = 0
+                data = record if type(record) is bytes else record_bytes(record)
+                current[1].write(data)
+                framed += len(data) + 16
+                if shard_is_full(self._compression, framed, current[0].size, self._shard_size):
+                    done.append(_close(current, split, key, part))
+                    current = None
+                    part += 1
+                    uploading = [pipe for pipe, _ in done if pipe.uploading]
+                    if len(uploading) >= _MAX_PENDING_UPLOADS:  # bounds memory, as the writer
+                        uploading[0].join()
+            if current is not None:
+                done.append(_close(current, split, key, part))
+                current = None
+            for pipe, _ in done:
+                pipe.join()
+        except BaseException:
+            if current is not None:
+                current[0].abort()
+            for pipe, _ in done:
+                pipe.abort()
+            raise
+        for _, shard in done:
+            yield shard
+
+
+def _close(
+    current: tuple[Any, Any, str], split: str, key: int, part: int
+) -> tuple[Any, WrittenShard]:
+    pipe, tfw, uri = current
+    stats = tfw.close()
+    pipe.finish()  # the upload completes in the background; joined before anything is emitted
+    return pipe, WrittenShard(split, key, part, uri, stats)
+
+
+class _CommitVersion(beam.DoFn):
+    """The barrier's one list of :class:`WrittenShard` → the committed version (once)."""
+
+    def __init__(
+        self, staged: str, prefix: str, compression: str, config: ServiceConfig, force_new: bool
+    ) -> None:
+        self._staged = staged
+        self._prefix = prefix
+        self._suffix = compression_suffix(compression)
+        self._config = config
+        self._force_new = force_new
+        self._client: Client | None = None
+
+    def setup(self) -> None:
+        self._client = self._config.client()
+
+    def teardown(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def process(self, written: list[WrittenShard]) -> Iterator[dict[str, Any]]:
+        assert self._client is not None
+        options = dict(self._config.storage_options)
+        if not written:
+            raise InvalidShard(
+                f"nothing was written to {self._staged}: the input PCollection is empty"
+            )
+        ordered = sorted(written, key=lambda s: (s.split, s.key, s.part))
+        counts: dict[str, int] = {}
+        for shard in ordered:
+            counts[shard.split] = counts.get(shard.split, 0) + 1
+        places: list[tuple[WrittenShard, int, str]] = []
+        index: dict[str, int] = {}
+        for shard in ordered:
+            i = index.get(shard.split, 0)
+            index[shard.split] = i + 1
+            name = shard_file_name(shard.split, i, counts[shard.split], self._suffix)
+            places.append((shard, i, join_uri(self._prefix, name)))
+
+        def finalize(place: tuple[WrittenShard, int, str]) -> dict[str, Any]:
+            shard, i, final = place
+            return finalize_shard(
+                shard.temp_uri,
+                final,
+                shard.stats,
+                split=shard.split,
+                index=i,
+                count=counts[shard.split],
+                storage_options=options,
+            )
+
+        with ThreadPoolExecutor(max_workers=min(16, len(places))) as pool:
+            registrations = list(pool.map(finalize, places))
+        check_stored(registrations, options)
+        version = commit_version(
+            self._client, self._staged, registrations, force_new=self._force_new
+        )
+        self._remove_leftovers(options)
+        if version.name != self._staged:  # identical content existed: ours are orphans
+            remove_quietly([final for _, _, final in places], options)
+        yield version_output(version)
+
+    def _remove_leftovers(self, options: Mapping[str, Any]) -> None:
+        """Parts of failed attempts under ``_incomplete/`` (the finalized ones moved away)."""
+        try:
+            leftovers = list_files(join_uri(self._prefix, "_incomplete"), options)
+        except StorageError:
+            return  # nothing left (object stores have no empty directories)
+        remove_quietly(leftovers, options)
+
+
+def _with_sources(
+    metadata: Mapping[str, Any] | None, sources: Sequence[ReadVersion | DatasetVersion]
+) -> dict[str, Any]:
+    """``metadata`` plus ``sources``: the pinned versions (and splits) the job read."""
+    out = dict(metadata or {})
+    entries = []
+    for source in sources:
+        version = source.version if isinstance(source, ReadVersion) else source
+        if version is None:
+            raise InvalidRequest(
+                "a ReadVersion given as a source must be applied to the pipeline before the write"
+            )
+        entry = {"version": version.name, "content_digest": version.content_digest}
+        if isinstance(source, ReadVersion):
+            entry["split"] = source.split_name
+        entries.append(entry)
+    if entries:
+        out["sources"] = entries
+    return out
+
+
+class WriteVersionedTFRecords(beam.PTransform):
+    """Write a PCollection of records as a new version of ``dataset``; see the module docs.
+
+    Elements are serialized records (``bytes``) or messages with ``SerializeToString``
+    (``tf.train.Example``), all in ``split``; with ``split=None`` elements are
+    ``(split, record)`` pairs.  ``num_shards`` is the number of shard keys per split (the write
+    parallelism; a key holding more than ``shard_size`` bytes becomes several shards).
+    ``client`` (default: ``rk.Client()`` from the environment) stages the version here;
+    workers reach the service with its URL and, unless ``send_token=False``, its token, and
+    the store with ``storage_options`` (default: the client's).
+
+    ``sources`` records what the job read: each :class:`ReadVersion` (applied earlier in the
+    pipeline) or :class:`DatasetVersion` becomes an entry ``{"version", "content_digest",
+    "split"}`` of the new version's ``metadata["sources"]``.
+
+    The output is a PCollection of one element: the committed version's JSON summary
+    (``DatasetVersion.to_dict()``).  ``staged`` is the staged version once the transform has
+    been applied.
+    """
+
+    def __init__(
+        self,
+        dataset: str,
+        *,
+        desc: str | None = None,
+        root: str | None = None,
+        split: str | None = "train",
+        shard_size: int | str = "256MB",
+        compression: str | None = None,
+        num_shards: int = DEFAULT_NUM_SHARDS,
+        client: Client | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        send_token: bool = True,
+        date: str | datetime.date | None = None,
+        force_new: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+        sources: Sequence[ReadVersion | DatasetVersion] = (),
+    ) -> None:
+        super().__init__()
+        if split is not None:
+            validate_split_name(split)
+        if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
+            raise InvalidRequest(f"num_shards must be a positive integer, got {num_shards!r}")
+        self.dataset = dataset
+        self.desc = desc
+        self.root = root
+        self.split = split
+        self.shard_size = parse_size(shard_size)
+        self.compression = normalize_compression(compression)
+        self.num_shards = num_shards
+        self.date = date
+        self.force_new = force_new
+        self.metadata = metadata
+        self.sources = tuple(sources)
+        self._client = client
+        self._storage_options = storage_options
+        self._send_token = send_token
+        self.staged: DatasetVersion | None = None
+
+    def expand(self, records: beam.PCollection) -> beam.PCollection:
+        client = self._client if self._client is not None else Client()
+        config = ServiceConfig.of(client, self._storage_options, send_token=self._send_token)
+        if self.staged is None:  # applied twice (not recommended): one staged version
+            self.staged = client.stage(
+                self.dataset,
+                desc=self.desc,
+                date=self.date,
+                root=self.root,
+                metadata=_with_sources(self.metadata, self.sources),
+            )
+        prefix = self.staged.storage_prefix
+        batch_bytes = max(1, min(_BATCH_BYTES, self.shard_size // 4))
+        return (
+            records
+            | "AssignShardKey"
+            >> beam.ParDo(_AssignShardKey(self.split, self.num_shards, batch_bytes))
+            | "GroupByShard" >> beam.GroupByKey()
+            | "WriteShards"
+            >> beam.ParDo(_WriteShards(prefix, self.compression, self.shard_size, config))
+            | "AllShardsWritten" >> beam.combiners.ToList()
+            | "CommitOnce"
+            >> beam.ParDo(
+                _CommitVersion(self.staged.name, prefix, self.compression, config, self.force_new)
+            )
+        )

@@ -1,0 +1,93 @@
+"""Find checkpoints whose files are gone, by looking at storage, and record them as deleted.
+
+A tracked manager records the deletions it makes itself (``max_to_keep``); this finds the rest:
+a directory removed by hand, a bucket lifecycle rule, a manager that was not tracked.  For every
+``present`` checkpoint of a model (or of one run) with a URI, the TensorFlow checkpoint prefix's
+index file (``<prefix>.index``) is looked up on its store; a missing one marks the checkpoint
+``deleted`` (reason ``files_missing``) — its lineage stays.  Nothing is read but the listing.
+
+>>> report = client.check_checkpoints("coco_detection")
+>>> report.missing        # the checkpoints marked deleted now (model@run/ckpt-N)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from recordkeeper.core.lineage import DELETED_FILES_MISSING, CheckpointRef
+from recordkeeper.lineage import CheckpointInfo, checkpoints, mark_checkpoint_deleted
+from recordkeeper.storage import storage_errors, url_to_fs
+
+if TYPE_CHECKING:
+    from recordkeeper.registry import Registry
+
+__all__ = ["CheckpointCheck", "check_checkpoints", "checkpoint_files_exist"]
+
+#: The file every TensorFlow checkpoint prefix has (``ckpt-7.index``).
+INDEX_SUFFIX = ".index"
+
+
+@dataclass(frozen=True)
+class CheckpointCheck:
+    """What :func:`check_checkpoints` found.
+
+    ``present``: checkpoints whose files are there; ``missing``: checkpoints whose files are
+    gone (marked deleted unless ``dry_run``); ``unchecked``: checkpoints registered without a
+    URI (nothing to look at).
+    """
+
+    model: str
+    present: tuple[CheckpointRef, ...]
+    missing: tuple[CheckpointRef, ...]
+    unchecked: tuple[CheckpointRef, ...]
+    dry_run: bool
+
+    @property
+    def ok(self) -> bool:
+        """True when no registered checkpoint's files were found missing."""
+        return not self.missing
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "present": [str(r) for r in self.present],
+            "missing": [str(r) for r in self.missing],
+            "unchecked": [str(r) for r in self.unchecked],
+            "dry_run": self.dry_run,
+        }
+
+
+def checkpoint_files_exist(uri: str, storage_options: Mapping[str, Any] | None = None) -> bool:
+    """Whether the checkpoint prefix ``uri`` still has its index file on its store."""
+    fs, path = url_to_fs(uri + INDEX_SUFFIX, storage_options)
+    with storage_errors(uri):
+        fs.invalidate_cache()
+        return bool(fs.exists(path))
+
+
+def check_checkpoints(
+    registry: Registry,
+    model: str,
+    *,
+    run: str | None = None,
+    dry_run: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> CheckpointCheck:
+    """Look at storage for every present checkpoint of ``model`` (of one ``run``) and mark those
+    whose files are gone as deleted (not with ``dry_run``).  ``storage_options`` default to the
+    client's."""
+    options = storage_options if storage_options is not None else registry.storage_options
+    listed: list[CheckpointInfo] = checkpoints(registry.http, model, run=run, state="present")
+    present, missing, unchecked = [], [], []
+    for info in listed:
+        if not info.uri:
+            unchecked.append(info.ref)
+        elif checkpoint_files_exist(info.uri, options):
+            present.append(info.ref)
+        else:
+            missing.append(info.ref)
+            if not dry_run:
+                mark_checkpoint_deleted(registry.http, info.ref, reason=DELETED_FILES_MISSING)
+    return CheckpointCheck(model, tuple(present), tuple(missing), tuple(unchecked), dry_run)

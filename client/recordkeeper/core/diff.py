@@ -1,0 +1,255 @@
+"""Differences between two versions: shards, record and shard counts per split, schema.
+
+One rule for every entry point (``client.diff``, ``recordkeeper diff``, the service's
+``GET /versions/{ref}/diff/{other}`` and the web UI's compare page):
+
+* Shards are matched by ``(split, index)``; a shard is *changed* when its ``records_sha256`` or
+  ``record_count`` differs.  Re-compressing or moving a shard is not a change of content.
+* A feature is matched by ``(scope, name)``; it is *added*, *removed*, *kind_changed* or
+  *shape_changed* (values per record, or steps per sequence, differ).  Schemas are compared only
+  when the two versions' schema digests differ (or one is unknown).
+* ``same_content`` is true when both content digests are known and equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from recordkeeper.core.schema import Feature, Schema
+from recordkeeper.core.shards import ShardRecord
+
+__all__ = [
+    "FeatureChange",
+    "ShardChange",
+    "SplitCounts",
+    "VersionDiff",
+    "diff_schemas",
+    "diff_shards",
+    "diff_versions",
+]
+
+S = TypeVar("S", bound=ShardRecord)
+
+
+def _shard_summary(shard: ShardRecord | None) -> dict[str, Any] | None:
+    if shard is None:
+        return None
+    return {
+        "uri": shard.uri,
+        "records_sha256": shard.records_sha256,
+        "record_count": shard.record_count,
+    }
+
+
+@dataclass(frozen=True)
+class ShardChange(Generic[S]):
+    """A shard present in only one version, or with other records in each."""
+
+    split: str
+    index: int
+    change: Literal["added", "removed", "changed"]
+    old: S | None
+    new: S | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "split": self.split,
+            "index": self.index,
+            "change": self.change,
+            "old": _shard_summary(self.old),
+            "new": _shard_summary(self.new),
+        }
+
+
+@dataclass(frozen=True)
+class FeatureChange:
+    """A feature added, removed, or whose kind or value count (shape) changed."""
+
+    name: str
+    scope: str
+    change: Literal["added", "removed", "kind_changed", "shape_changed"]
+    old: Feature | None
+    new: Feature | None
+
+    def describe(self) -> str:
+        if self.change == "added" and self.new:
+            return f"+ {self.name} ({self.new.kind}, {_shape(self.new)})"
+        if self.change == "removed" and self.old:
+            return f"- {self.name} ({self.old.kind}, {_shape(self.old)})"
+        assert self.old and self.new
+        if self.change == "kind_changed":
+            return f"~ {self.name}: kind {self.old.kind} -> {self.new.kind}"
+        return f"~ {self.name}: values per record {_shape(self.old)} -> {_shape(self.new)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "scope": self.scope,
+            "change": self.change,
+            "old": None if self.old is None else self.old.to_dict(),
+            "new": None if self.new is None else self.new.to_dict(),
+            "description": self.describe(),
+        }
+
+
+def _shape(feat: Feature) -> str:
+    if feat.min_count == feat.max_count:
+        return f"{feat.min_count} per record"
+    return f"{feat.min_count}..{feat.max_count} per record"
+
+
+@dataclass(frozen=True)
+class SplitCounts:
+    """Record and shard counts of one split in each version (0 when absent)."""
+
+    split: str
+    old_records: int
+    new_records: int
+    old_shards: int
+    new_shards: int
+
+    @property
+    def record_delta(self) -> int:
+        return self.new_records - self.old_records
+
+
+@dataclass(frozen=True)
+class VersionDiff(Generic[S]):
+    """What changed from version ``old`` to version ``new``."""
+
+    old: str
+    new: str
+    same_content: bool
+    shards: tuple[ShardChange[S], ...]
+    unchanged_shards: int
+    splits: tuple[SplitCounts, ...]
+    schema: tuple[FeatureChange, ...] = field(default_factory=tuple)
+
+    @property
+    def added(self) -> list[ShardChange[S]]:
+        return [c for c in self.shards if c.change == "added"]
+
+    @property
+    def removed(self) -> list[ShardChange[S]]:
+        return [c for c in self.shards if c.change == "removed"]
+
+    @property
+    def changed(self) -> list[ShardChange[S]]:
+        return [c for c in self.shards if c.change == "changed"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "old": self.old,
+            "new": self.new,
+            "same_content": self.same_content,
+            "shards": {
+                "added": [c.to_dict() for c in self.added],
+                "removed": [c.to_dict() for c in self.removed],
+                "changed": [c.to_dict() for c in self.changed],
+                "unchanged": self.unchanged_shards,
+            },
+            "splits": {
+                s.split: {
+                    "old_records": s.old_records,
+                    "new_records": s.new_records,
+                    "record_delta": s.record_delta,
+                    "old_shards": s.old_shards,
+                    "new_shards": s.new_shards,
+                }
+                for s in self.splits
+            },
+            "schema": [c.to_dict() for c in self.schema],
+        }
+
+
+def diff_schemas(old: Schema, new: Schema) -> list[FeatureChange]:
+    """Features added/removed, and kind or per-record value count changes."""
+    olds = {f.key: f for f in old.features}
+    news = {f.key: f for f in new.features}
+    out: list[FeatureChange] = []
+    for key in sorted(olds.keys() | news.keys()):
+        a, b = olds.get(key), news.get(key)
+        scope, name = key
+        if a is None:
+            out.append(FeatureChange(name, scope, "added", None, b))
+        elif b is None:
+            out.append(FeatureChange(name, scope, "removed", a, None))
+        elif a.kind != b.kind:
+            out.append(FeatureChange(name, scope, "kind_changed", a, b))
+        elif (a.min_count, a.max_count, a.min_steps, a.max_steps) != (
+            b.min_count,
+            b.max_count,
+            b.min_steps,
+            b.max_steps,
+        ):
+            out.append(FeatureChange(name, scope, "shape_changed", a, b))
+    return out
+
+
+def diff_shards(old: Iterable[S], new: Iterable[S]) -> tuple[list[ShardChange[S]], int]:
+    """Shard changes by ``(split, index)`` and the number of unchanged shards."""
+    old_shards = {(s.split, s.index): s for s in old}
+    new_shards = {(s.split, s.index): s for s in new}
+    changes: list[ShardChange[S]] = []
+    unchanged = 0
+    for key in sorted(old_shards.keys() | new_shards.keys()):
+        a, b = old_shards.get(key), new_shards.get(key)
+        if a is None:
+            changes.append(ShardChange(key[0], key[1], "added", None, b))
+        elif b is None:
+            changes.append(ShardChange(key[0], key[1], "removed", a, None))
+        elif a.records_sha256 != b.records_sha256 or a.record_count != b.record_count:
+            changes.append(ShardChange(key[0], key[1], "changed", a, b))
+        else:
+            unchanged += 1
+    return changes, unchanged
+
+
+def _split_totals(shards: Sequence[ShardRecord]) -> dict[str, tuple[int, int]]:
+    totals: dict[str, tuple[int, int]] = {}
+    for shard in shards:
+        records, count = totals.get(shard.split, (0, 0))
+        totals[shard.split] = (records + shard.record_count, count + 1)
+    return totals
+
+
+@dataclass(frozen=True)
+class DiffSide(Generic[S]):
+    """One version as the diff needs it; ``schema`` is asked only when the digests differ."""
+
+    name: str
+    content_digest: str | None
+    schema_digest: str | None
+    shards: Sequence[S]
+    schema: Callable[[], Schema]
+
+
+def diff_versions(old: DiffSide[S], new: DiffSide[S]) -> VersionDiff[S]:
+    """What changed from ``old`` to ``new`` (see the module docstring for the rules)."""
+    changes, unchanged = diff_shards(old.shards, new.shards)
+    old_totals, new_totals = _split_totals(old.shards), _split_totals(new.shards)
+    splits = tuple(
+        SplitCounts(
+            split=name,
+            old_records=old_totals.get(name, (0, 0))[0],
+            new_records=new_totals.get(name, (0, 0))[0],
+            old_shards=old_totals.get(name, (0, 0))[1],
+            new_shards=new_totals.get(name, (0, 0))[1],
+        )
+        for name in sorted(old_totals.keys() | new_totals.keys())
+    )
+    schema_changes: list[FeatureChange] = []
+    if old.schema_digest is None or old.schema_digest != new.schema_digest:
+        schema_changes = diff_schemas(old.schema(), new.schema())
+    same = old.content_digest is not None and old.content_digest == new.content_digest
+    return VersionDiff(
+        old=old.name,
+        new=new.name,
+        same_content=same,
+        shards=tuple(changes),
+        unchanged_shards=unchanged,
+        splits=splits,
+        schema=tuple(schema_changes),
+    )

@@ -1,0 +1,146 @@
+"""The compact wire form of a shard list: one JSON array per field, URIs after a shared prefix.
+
+The ordinary form of a version's shards is a list of objects that repeats every key for every
+shard: 10,000 shards take ~5.4 MB of JSON, and a client turning them into 10,000 objects spends
+more time on that than on the network.  The compact form (``GET /versions/{ref}/shards?
+form=compact``) sends the same values as columns::
+
+    {"uri_prefix": "s3://ml-data/datasets/coco/coco_20231015_v3/",
+     "columns": {"split": ["train", ...], "index": [0, ...], "count": [16, ...],
+                 "uri": ["train-00000-of-00016.tfrecord", ...], "compression": [...],
+                 "size": [...], "sha256": [...], "crc32c": [...], "records_sha256": [...],
+                 "record_count": [...], "storage_identity": [{...} or null, ...],
+                 "schema_digest": [... or null]}}
+
+``columns`` has one array per field of :class:`~recordkeeper.core.shards.ShardRecord`
+(:data:`COLUMNS`), all of the same length, in the page's order (split, then index); each URI is
+``uri_prefix + uri``.  The registration time (``registered_at``) is only in the full form.
+
+:func:`to_columns` writes it; :class:`ShardColumns` reads it as a sequence of records built on
+first access (a 10,000-shard version resolves without building 10,000 objects; its URIs, sizes
+and record counts are read straight from the columns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar, overload
+
+from recordkeeper.core.shards import FIELDS, ShardRecord
+
+__all__ = ["COLUMNS", "ShardColumns", "common_uri_prefix", "to_columns"]
+
+#: The arrays of the compact form, in the record's field order.
+COLUMNS: tuple[str, ...] = FIELDS
+
+R = TypeVar("R", bound=ShardRecord)
+
+
+def common_uri_prefix(uris: Sequence[str]) -> str:
+    """The longest prefix ending in ``/`` that every URI in ``uris`` starts with ('' if none)."""
+    if not uris:
+        return ""
+    first, last = min(uris), max(uris)  # the common prefix of all is that of the extremes
+    n = 0
+    for a, b in zip(first, last, strict=False):
+        if a != b:
+            break
+        n += 1
+    return first[: first.rfind("/", 0, n) + 1]
+
+
+def to_columns(shards: Sequence[ShardRecord]) -> dict[str, Any]:
+    """The compact form of ``shards`` (in the order given)."""
+    uris = [s.uri for s in shards]
+    prefix = common_uri_prefix(uris)
+    cut = len(prefix)
+    columns: dict[str, list[Any]] = {}
+    for name in COLUMNS:
+        if name == "uri":
+            columns[name] = [u[cut:] for u in uris]
+        elif name == "storage_identity":
+            columns[name] = [
+                dict(s.storage_identity) if s.storage_identity is not None else None for s in shards
+            ]
+        else:
+            columns[name] = [getattr(s, name) for s in shards]
+    return {"uri_prefix": prefix, "columns": columns}
+
+
+class ShardColumns(Sequence[R], Generic[R]):
+    """A read-only sequence of shard records over compact-form columns.
+
+    ``record_type`` is the record class to build (the client's ``rk.Shard``); an item is built
+    the first time it is read and kept.  Equality is that of the records, as for a tuple.
+    """
+
+    __slots__ = ("_built", "_columns", "_prefix", "_record_type")
+
+    def __init__(
+        self, record_type: type[R], uri_prefix: str, columns: Mapping[str, Sequence[Any]]
+    ) -> None:
+        missing = [name for name in COLUMNS if name not in columns]
+        if missing:
+            raise ValueError(f"compact shard columns lack {', '.join(missing)}")
+        lengths = {len(columns[name]) for name in COLUMNS}
+        if len(lengths) > 1:
+            raise ValueError(f"compact shard columns differ in length: {sorted(lengths)}")
+        self._record_type = record_type
+        self._prefix = uri_prefix
+        self._columns = {name: columns[name] for name in COLUMNS}
+        self._built: list[R | None] = [None] * (lengths.pop() if lengths else 0)
+
+    def __len__(self) -> int:
+        return len(self._built)
+
+    @overload
+    def __getitem__(self, index: int) -> R: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[R, ...]: ...
+    def __getitem__(self, index: int | slice) -> R | tuple[R, ...]:
+        if isinstance(index, slice):
+            return tuple(self._build(i) for i in range(*index.indices(len(self._built))))
+        if index < 0:
+            index += len(self._built)
+        if not 0 <= index < len(self._built):
+            raise IndexError("shard index out of range")
+        return self._build(index)
+
+    def __iter__(self) -> Iterator[R]:
+        for i in range(len(self._built)):
+            yield self._build(i)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} shards (compact)>"
+
+    def column(self, name: str) -> Sequence[Any]:
+        """The raw values of one field (``uri`` values with the prefix restored)."""
+        if name == "uri":
+            return self.uris()
+        return self._columns[name]
+
+    def raw_slice(self, start: int, end: int) -> tuple[str, dict[str, list[Any]]]:
+        """``(uri_prefix, columns)`` of the items ``start:end`` in the compact form."""
+        return self._prefix, {
+            name: list(values[start:end]) for name, values in self._columns.items()
+        }
+
+    def uris(self) -> list[str]:
+        """Every shard's URI, without building the records."""
+        prefix = self._prefix
+        return [prefix + u for u in self._columns["uri"]]
+
+    def _build(self, i: int) -> R:
+        built = self._built[i]
+        if built is None:
+            row = {name: values[i] for name, values in self._columns.items()}
+            row["uri"] = self._prefix + row["uri"]
+            built = self._built[i] = self._record_type.from_json(row)
+        return built

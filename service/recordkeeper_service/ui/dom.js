@@ -1,0 +1,103 @@
+// Small DOM helpers: elements are built with textContent (never innerHTML), so names, URIs and
+// metadata coming from the registry cannot inject markup.
+
+/** h("a", {href: "#/x", class: "c"}, "text", child, ...) → an element. */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on") && typeof value === "function") {
+      el.addEventListener(key.slice(2), value);
+    } else if (key === "dataset") {
+      Object.assign(el.dataset, value);
+    } else {
+      el.setAttribute(key, value === true ? "" : String(value));
+    }
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+export function clear(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+  return el;
+}
+
+/** A table: `columns` = [[header, row => cell]], rows = objects. */
+export function table(columns, rows, { caption, testid } = {}) {
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      { "data-testid": testid },
+      caption ? h("caption", {}, caption) : null,
+      h("thead", {}, h("tr", {}, columns.map(([name]) => h("th", { scope: "col" }, name)))),
+      h(
+        "tbody",
+        {},
+        rows.map((row) => h("tr", {}, columns.map(([, cell]) => h("td", {}, cell(row))))),
+      ),
+    ),
+  );
+}
+
+export function link(href, text, attrs = {}) {
+  return h("a", { href, ...attrs }, text);
+}
+
+/** 1234567 → "1.2 MB" (decimal units, as object stores report sizes). */
+export function bytes(n) {
+  if (n === null || n === undefined) return "—";
+  const units = ["B", "kB", "MB", "GB", "TB", "PB"];
+  let value = n;
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit += 1;
+  }
+  return unit === 0 ? `${n} B` : `${value.toFixed(1)} ${units[unit]}`;
+}
+
+export function count(n) {
+  return n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US");
+}
+
+export function when(iso) {
+  return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC") : "—";
+}
+
+/** A hash shortened for tables, the whole value in the tooltip and for copying. */
+export function hash(value, keep = 12) {
+  if (!value) return "—";
+  const text = String(value);
+  const shown = text.length > keep + 7 ? `${text.slice(0, keep + (text.startsWith("sha256:") ? 7 : 0))}…` : text;
+  return h("code", { class: "hash", title: text }, shown);
+}
+
+export function badge(state) {
+  return h("span", { class: `badge badge-${state}` }, state);
+}
+
+export function json(value) {
+  return h("pre", { class: "json" }, JSON.stringify(value, null, 2));
+}
+
+export function errorBox(error) {
+  const code = error && error.code ? error.code : "error";
+  return h(
+    "div",
+    { class: "error", role: "alert", "data-testid": "error" },
+    h("strong", {}, code),
+    ": ",
+    error && error.message ? error.message : String(error),
+  );
+}

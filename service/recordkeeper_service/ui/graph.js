@@ -1,0 +1,483 @@
+// The lineage graph: data versions → checkpoints → fine-tuned models, and back.
+//
+// Large lineage graphs freeze or turn to clutter when drawn whole, so this view:
+// * opens one hop deep around the node asked for (GET /lineage/graph?depth=1), and shows on
+//   every node how many of its neighbours are not loaded yet ("+N", from the service's
+//   upstream_count / downstream_count);
+// * expands a node on demand (double click, Enter, or the side panel's button), merging one
+//   more hop around it;
+// * draws more than CLUSTER_MIN checkpoints of one run (same model and run) as one cluster node
+//   until the user opens it;
+// * places nodes itself (columns by distance along the data flow, rows by run and step), which
+//   costs O(n log n) instead of a force layout's O(n²), and tells Cytoscape to skip labels and
+//   edges while the viewport moves, so pan and zoom stay fluid with thousands of nodes.
+import cytoscape from "./vendor/cytoscape/cytoscape.esm.min.js";
+import { api } from "./api.js";
+
+export const CLUSTER_MIN = 21; // a run with more checkpoints than 20 becomes one cluster node
+const ROWS_PER_COLUMN = 40;
+const COLUMN_WIDTH = 190;
+const SUB_COLUMN_WIDTH = 170;
+const ROW_HEIGHT = 46;
+const FAST_EDGES = 1500; // above this many edges, draw them as straight "haystack" lines
+const MAX_FIT_ZOOM = 1.8; // a handful of nodes is not blown up to fill a wide screen
+const FIT_ALL_MAX = 400; // after a change, graphs up to this many drawn nodes are shown whole
+
+function apiParams(id) {
+  if (id.startsWith("checkpoint:")) return { checkpoint: id.slice("checkpoint:".length) };
+  if (id.startsWith("version:")) return { version: id.slice("version:".length) };
+  throw new Error(`not a graph node: ${id}`);
+}
+
+/** The page of a node (checkpoint or version) in this UI. */
+export function nodeHref(node) {
+  if (node.kind === "checkpoint") {
+    return `#/models/${encodeURIComponent(node.model)}/checkpoints/${encodeURIComponent(node.checkpoint)}`;
+  }
+  if (node.kind === "version") return `#/versions/${encodeURIComponent(node.name)}`;
+  return null;
+}
+
+function groupKey(node) {
+  return `${node.model}/${node.run ?? "(no run)"}`;
+}
+
+export function nodeLabel(node) {
+  if (node.kind === "checkpoint") return `${node.model}/${node.checkpoint}`;
+  if (node.kind === "version") return node.name;
+  return node.label;
+}
+
+const STYLE = [
+  {
+    selector: "node",
+    style: {
+      label: "data(label)",
+      "font-size": 11,
+      "min-zoomed-font-size": 7,
+      "text-valign": "bottom",
+      "text-margin-y": 3,
+      "text-max-width": 160,
+      "text-wrap": "ellipsis",
+      width: 22,
+      height: 22,
+      "border-width": 1,
+      "border-color": "#334",
+      color: "#223",
+    },
+  },
+  { selector: "node.version", style: { shape: "round-rectangle", "background-color": "#3b7dd8", width: 30 } },
+  { selector: "node.deprecated", style: { "background-color": "#b06a6a" } },
+  { selector: "node.checkpoint", style: { shape: "ellipse", "background-color": "#3aa66b" } },
+  {
+    selector: "node.cluster",
+    style: { shape: "hexagon", "background-color": "#e39b2d", width: 40, height: 34, "font-weight": "bold" },
+  },
+  { selector: "node.hidden-neighbours", style: { "border-width": 3, "border-style": "dashed", "border-color": "#555" } },
+  { selector: "node.root", style: { "border-width": 4, "border-color": "#111", "border-style": "double" } },
+  { selector: "node:selected", style: { "overlay-color": "#f5d000", "overlay-opacity": 0.45, "overlay-padding": 6 } },
+  {
+    selector: "edge",
+    style: {
+      width: 1.5,
+      "line-color": "#9aa3b5",
+      "target-arrow-color": "#9aa3b5",
+      "target-arrow-shape": "triangle",
+      "curve-style": "straight",
+      "arrow-scale": 0.8,
+    },
+  },
+  { selector: "edge.fast", style: { "curve-style": "haystack", "target-arrow-shape": "none" } },
+  { selector: "edge.trained_on", style: { "line-color": "#6b8fd0", "target-arrow-color": "#6b8fd0" } },
+  { selector: "edge.initialized_from", style: { "line-style": "dashed" } },
+];
+
+/**
+ * The loaded part of the registry's lineage graph and its view.
+ * `onSelect(info)` is called with the selected view node's description.
+ */
+export class LineageView {
+  constructor(container, { onSelect } = {}) {
+    this.nodes = new Map(); // id → node as answered by the service
+    this.edges = new Map(); // "source|target|kind|role" → edge
+    this.expanded = new Set(); // nodes whose one-hop neighbourhood is loaded
+    this.openGroups = new Set(); // clusters the user opened
+    this.root = null;
+    this.selected = null;
+    this.onSelect = onSelect || (() => {});
+    this.cy = cytoscape({
+      container,
+      style: STYLE,
+      layout: { name: "preset" },
+      minZoom: 0.02,
+      maxZoom: 4,
+      wheelSensitivity: 0.3,
+      textureOnViewport: true,
+      hideEdgesOnViewport: true,
+      hideLabelsOnViewport: true,
+      motionBlur: false,
+      pixelRatio: 1,
+      boxSelectionEnabled: false,
+    });
+    this.cy.on("tap", "node", (event) => this.select(event.target.id()));
+    this.cy.on("dbltap", "node", (event) => this.activate(event.target.id()));
+  }
+
+  destroy() {
+    this.cy.destroy();
+  }
+
+  /** Load one hop around `id` ("checkpoint:m/c" or "version:name") and make it the root. */
+  async open(id) {
+    this.root = null;
+    const answer = await this.fetchAround(id);
+    this.root = answer.root;
+    this.render();
+    this.select(answer.root);
+    this.fit();
+  }
+
+  async fetchAround(id) {
+    const answer = await api("/lineage/graph", { params: { ...apiParams(id), depth: 1, direction: "both" } });
+    this.merge(answer);
+    this.truncated = this.truncated || answer.truncated;
+    this.expanded.add(answer.root);
+    return answer;
+  }
+
+  merge(answer) {
+    for (const node of answer.nodes) this.nodes.set(node.id, node);
+    for (const edge of answer.edges) {
+      this.edges.set(`${edge.source}|${edge.target}|${edge.kind}|${edge.role ?? ""}`, edge);
+    }
+  }
+
+  /** Double click / Enter: expand a node, or open a cluster. */
+  async activate(viewId) {
+    if (viewId.startsWith("cluster:")) {
+      this.openGroups.add(viewId.slice("cluster:".length));
+      this.render();
+      this.select(viewId.replace(/^cluster:/, "group:"));
+      this.refit();
+      return;
+    }
+    await this.expand(viewId);
+  }
+
+  async expand(id) {
+    await this.fetchAround(id);
+    this.render();
+    this.select(id);
+    this.refit();
+  }
+
+  /** After the graph changed: show it whole while it is small; large ones keep the view. */
+  refit() {
+    if (this.cy.nodes().length <= FIT_ALL_MAX) this.fit();
+  }
+
+  /** Open every cluster: all loaded nodes drawn one by one. */
+  openAllClusters() {
+    for (const node of this.nodes.values()) {
+      if (node.kind === "checkpoint") this.openGroups.add(groupKey(node));
+    }
+    this.render();
+  }
+
+  collapseGroup(key) {
+    this.openGroups.delete(key);
+    this.render();
+    const cluster = `cluster:${key}`;
+    this.select(this.viewNodes.has(cluster) ? cluster : `group:${key}`);
+    this.refit();
+  }
+
+  // ------------------------------------------------------------------ view
+
+  /** Neighbours of each loaded node among the loaded edges: {up: Set, down: Set}. */
+  loadedNeighbours() {
+    const out = new Map();
+    const entry = (id) => {
+      if (!out.has(id)) out.set(id, { up: new Set(), down: new Set() });
+      return out.get(id);
+    };
+    for (const edge of this.edges.values()) {
+      entry(edge.target).up.add(edge.source);
+      entry(edge.source).down.add(edge.target);
+    }
+    return out;
+  }
+
+  hiddenCounts(id, neighbours = this.loadedNeighbours()) {
+    const node = this.nodes.get(id);
+    const seen = neighbours.get(id) || { up: new Set(), down: new Set() };
+    return {
+      up: Math.max(0, (node.upstream_count ?? 0) - seen.up.size),
+      down: Math.max(0, (node.downstream_count ?? 0) - seen.down.size),
+    };
+  }
+
+  /** View nodes and edges: clusters replace large sibling sets. */
+  view() {
+    const groups = new Map();
+    for (const node of this.nodes.values()) {
+      if (node.kind !== "checkpoint") continue;
+      const key = groupKey(node);
+      if (!groups.has(key)) groups.set(key, []);
+      groups.get(key).push(node);
+    }
+    const rep = new Map(); // node id → view id
+    const clusters = new Map();
+    for (const [key, members] of groups) {
+      const pinned = members.some((n) => n.id === this.root);
+      if (members.length >= CLUSTER_MIN && !this.openGroups.has(key) && !pinned) {
+        clusters.set(key, members);
+        for (const member of members) rep.set(member.id, `cluster:${key}`);
+      }
+    }
+    const neighbours = this.loadedNeighbours();
+    const viewNodes = new Map();
+    for (const node of this.nodes.values()) {
+      if (rep.has(node.id)) continue;
+      const hidden = this.hiddenCounts(node.id, neighbours);
+      viewNodes.set(node.id, { node, hidden, members: null });
+    }
+    for (const [key, members] of clusters) {
+      const hidden = { up: 0, down: 0 };
+      for (const member of members) {
+        const h = this.hiddenCounts(member.id, neighbours);
+        hidden.up += h.up;
+        hidden.down += h.down;
+      }
+      const [model, run] = [members[0].model, members[0].run ?? "(no run)"];
+      viewNodes.set(`cluster:${key}`, {
+        node: { id: `cluster:${key}`, kind: "cluster", model, run, label: `${model} · ${run}: ${members.length} checkpoints` },
+        hidden,
+        members,
+      });
+    }
+    const viewEdges = new Map();
+    for (const edge of this.edges.values()) {
+      const source = rep.get(edge.source) ?? edge.source;
+      const target = rep.get(edge.target) ?? edge.target;
+      if (source === target) continue;
+      const key = `${source}|${target}|${edge.kind}`;
+      const existing = viewEdges.get(key);
+      if (existing) existing.count += 1;
+      else viewEdges.set(key, { source, target, kind: edge.kind, count: 1 });
+    }
+    return { viewNodes, viewEdges, rep };
+  }
+
+  /** Columns by signed distance from the root along the data flow; rows by group and step. */
+  layout(viewNodes, viewEdges, rootView) {
+    const rank = new Map([[rootView, 0]]);
+    const adjacency = new Map();
+    const link = (a, b, delta) => {
+      if (!adjacency.has(a)) adjacency.set(a, []);
+      adjacency.get(a).push([b, delta]);
+    };
+    for (const edge of viewEdges.values()) {
+      link(edge.source, edge.target, 1);
+      link(edge.target, edge.source, -1);
+    }
+    const queue = [rootView];
+    for (let i = 0; i < queue.length; i += 1) {
+      const current = queue[i];
+      for (const [next, delta] of adjacency.get(current) || []) {
+        if (!rank.has(next)) {
+          rank.set(next, rank.get(current) + delta);
+          queue.push(next);
+        }
+      }
+    }
+    const columns = new Map();
+    for (const id of viewNodes.keys()) {
+      const r = rank.get(id) ?? 0;
+      if (!columns.has(r)) columns.set(r, []);
+      columns.get(r).push(id);
+    }
+    const order = (id) => {
+      const { node } = viewNodes.get(id);
+      return [node.kind, node.model ?? node.dataset ?? "", node.run ?? "", node.step ?? node.number ?? 0, id];
+    };
+    const compare = (a, b) => {
+      const [x, y] = [order(a), order(b)];
+      for (let i = 0; i < x.length; i += 1) {
+        if (x[i] < y[i]) return -1;
+        if (x[i] > y[i]) return 1;
+      }
+      return 0;
+    };
+    const positions = new Map();
+    const ranks = [...columns.keys()].sort((a, b) => a - b);
+    // x of each rank: the root's column at 0, others pushed out by the sub-columns they need
+    const widths = new Map(ranks.map((r) => [r, Math.ceil(columns.get(r).length / ROWS_PER_COLUMN)]));
+    const start = new Map([[0, 0]]);
+    for (const r of ranks.filter((r) => r > 0)) {
+      start.set(r, start.get(r - 1) + ((widths.get(r - 1) || 1) - 1) * SUB_COLUMN_WIDTH + COLUMN_WIDTH);
+    }
+    for (const r of ranks.filter((r) => r < 0).reverse()) {
+      start.set(r, start.get(r + 1) - ((widths.get(r) || 1) - 1) * SUB_COLUMN_WIDTH - COLUMN_WIDTH);
+    }
+    for (const r of ranks) {
+      const ids = columns.get(r).sort(compare);
+      const rows = Math.min(ids.length, ROWS_PER_COLUMN);
+      ids.forEach((id, i) => {
+        const sub = Math.floor(i / ROWS_PER_COLUMN);
+        const row = i % ROWS_PER_COLUMN;
+        positions.set(id, { x: start.get(r) + sub * SUB_COLUMN_WIDTH, y: (row - (rows - 1) / 2) * ROW_HEIGHT });
+      });
+    }
+    return positions;
+  }
+
+  /** Bring Cytoscape in line with the view: add, update and remove elements in one batch. */
+  render() {
+    const { viewNodes, viewEdges, rep } = this.view();
+    this.rep = rep;
+    this.viewNodes = viewNodes;
+    const rootView = rep.get(this.root) ?? this.root;
+    const positions = this.layout(viewNodes, viewEdges, rootView);
+    const fast = viewEdges.size > FAST_EDGES;
+    const cy = this.cy;
+    cy.batch(() => {
+      const wantedIds = new Set([...viewNodes.keys()]);
+      for (const [key, edge] of viewEdges) wantedIds.add(`e:${key}`);
+      cy.elements().forEach((el) => {
+        if (!wantedIds.has(el.id())) el.remove();
+      });
+      const added = [];
+      for (const [id, { node, hidden }] of viewNodes) {
+        const more = hidden.up + hidden.down;
+        const label = `${nodeLabel(node)}${more ? `  +${more}` : ""}`;
+        const classes = [node.kind];
+        if (node.state === "deprecated") classes.push("deprecated");
+        if (more) classes.push("hidden-neighbours");
+        if (id === rootView) classes.push("root");
+        const existing = cy.getElementById(id);
+        if (existing.nonempty()) {
+          existing.data("label", label);
+          existing.classes(classes);
+          existing.position(positions.get(id));
+        } else {
+          added.push({ group: "nodes", data: { id, label }, classes, position: positions.get(id) });
+        }
+      }
+      for (const [key, edge] of viewEdges) {
+        const id = `e:${key}`;
+        const classes = [edge.kind];
+        if (fast) classes.push("fast");
+        const existing = cy.getElementById(id);
+        if (existing.nonempty()) existing.classes(classes);
+        else added.push({ group: "edges", data: { id, source: edge.source, target: edge.target }, classes });
+      }
+      cy.add(added);
+    });
+  }
+
+  /** Show everything (small graphs, magnified at most MAX_FIT_ZOOM) or the selection at 1:1. */
+  fit() {
+    const selected = this.selected ? this.cy.getElementById(this.selected) : null;
+    if (this.cy.nodes().length > FIT_ALL_MAX && selected && selected.nonempty()) {
+      this.cy.zoom(1);
+      this.cy.center(selected);
+      return;
+    }
+    this.cy.fit(undefined, 30);
+    if (this.cy.zoom() > MAX_FIT_ZOOM) {
+      this.cy.zoom(MAX_FIT_ZOOM);
+      this.cy.center();
+    }
+  }
+
+  zoomBy(factor) {
+    const extent = this.cy.extent();
+    this.cy.zoom({
+      level: this.cy.zoom() * factor,
+      position: { x: (extent.x1 + extent.x2) / 2, y: (extent.y1 + extent.y2) / 2 },
+    });
+  }
+
+  /** Select a view node (or "group:<key>" for the checkpoints of an opened cluster). */
+  select(viewId) {
+    let id = viewId;
+    if (id && id.startsWith("group:")) {
+      const key = id.slice("group:".length);
+      const first = [...this.nodes.values()].find((n) => n.kind === "checkpoint" && groupKey(n) === key);
+      id = first ? first.id : this.root;
+    }
+    if (id && !this.viewNodes.has(id) && this.rep.has(id)) id = this.rep.get(id);
+    this.selected = id;
+    this.cy.$(":selected").unselect();
+    const element = this.cy.getElementById(id);
+    if (element.nonempty()) element.select();
+    this.onSelect(this.describe(id));
+  }
+
+  /** What the side panel shows about a view node. */
+  describe(id) {
+    const entry = this.viewNodes.get(id);
+    if (!entry) return null;
+    const neighbours = [];
+    const seen = new Set();
+    for (const edge of this.cy.getElementById(id).connectedEdges()) {
+      const other = edge.source().id() === id ? edge.target().id() : edge.source().id();
+      if (seen.has(other)) continue;
+      seen.add(other);
+      const target = this.viewNodes.get(other);
+      if (target) {
+        neighbours.push({
+          id: other,
+          label: nodeLabel(target.node),
+          side: edge.source().id() === id ? "downstream" : "upstream",
+        });
+      }
+    }
+    neighbours.sort((a, b) => (a.side + a.label < b.side + b.label ? -1 : 1));
+    return {
+      id,
+      node: entry.node,
+      hidden: entry.hidden,
+      members: entry.members,
+      groupKey: entry.node.kind === "checkpoint" ? groupKey(entry.node) : null,
+      groupOpen: entry.node.kind === "checkpoint" && this.openGroups.has(groupKey(entry.node)),
+      expanded: this.expanded.has(id),
+      neighbours,
+      href: nodeHref(entry.node),
+    };
+  }
+
+  status() {
+    return {
+      loaded: this.nodes.size,
+      shown: this.cy.nodes().length,
+      edges: this.cy.edges().length,
+      truncated: Boolean(this.truncated),
+    };
+  }
+
+  /**
+   * Performance probe (docs/performance.md, bench/bench_ui.py): zoom and pan for `frames`
+   * animation frames and answer the time between frames, in milliseconds.
+   */
+  measureFrames(frames = 120) {
+    const cy = this.cy;
+    return new Promise((resolve) => {
+      const gaps = [];
+      let last = performance.now();
+      let i = 0;
+      const step = (now) => {
+        gaps.push(now - last);
+        last = now;
+        const phase = i % 40;
+        if (phase < 20) cy.zoom({ level: cy.zoom() * (phase < 10 ? 1.04 : 1 / 1.04), renderedPosition: { x: 300, y: 200 } });
+        else cy.panBy({ x: phase < 30 ? 12 : -12, y: phase < 30 ? 6 : -6 });
+        i += 1;
+        if (i < frames) requestAnimationFrame(step);
+        else resolve(gaps.slice(1));
+      };
+      requestAnimationFrame(step);
+    });
+  }
+}

@@ -1,0 +1,317 @@
+// Pages about training: models, runs and checkpoints; shard impact; the lineage graph.
+import { api, seg } from "./api.js";
+import { clear, count, errorBox, h, hash, json, link, table, when } from "./dom.js";
+import { LineageView, nodeLabel } from "./graph.js";
+
+const checkpointHref = (model, checkpoint) =>
+  `#/models/${encodeURIComponent(model)}/checkpoints/${encodeURIComponent(checkpoint)}`;
+const versionHref = (name) => `#/versions/${encodeURIComponent(name)}`;
+const MODEL_PAGE = 200;
+const graphHref = (kind, value) => `#/graph?${kind}=${encodeURIComponent(value)}`;
+
+function metrics(values) {
+  const entries = Object.entries(values || {});
+  if (!entries.length) return "—";
+  return entries.map(([k, v]) => `${k}=${typeof v === "number" ? Number(v.toPrecision(4)) : JSON.stringify(v)}`).join(" ");
+}
+
+// ------------------------------------------------------------------------- models
+
+export async function modelsPage(main, _args, query) {
+  const prefix = query.get("q") || "";
+  const models = await api("/models", { params: { prefix, limit: 200 } });
+  const input = h("input", { id: "model-search", type: "search", value: prefix, placeholder: "name prefix" });
+  clear(
+    main,
+    h("h1", {}, "Models"),
+    h(
+      "form",
+      {
+        class: "search",
+        role: "search",
+        onsubmit: (event) => {
+          event.preventDefault();
+          window.location.hash = `#/models?q=${encodeURIComponent(input.value.trim())}`;
+        },
+      },
+      h("label", { for: "model-search" }, "Search models"),
+      input,
+      h("button", { type: "submit" }, "Search"),
+    ),
+    h("p", {}, `${count(models.count)} models`),
+    table(
+      [
+        ["Model", (m) => link(`#/models/${encodeURIComponent(m.name)}`, m.name)],
+        ["Checkpoints", (m) => count(m.checkpoint_count)],
+        ["Latest", (m) => (m.latest_checkpoint ? link(checkpointHref(m.name, m.latest_checkpoint), m.latest_checkpoint) : "—")],
+        ["Created", (m) => when(m.created_at)],
+      ],
+      models.data,
+      { testid: "models" },
+    ),
+  );
+}
+
+export async function modelPage(main, [model], query) {
+  const offset = Number(query.get("offset") || 0);
+  const page = await api(`/models/${seg(model)}/checkpoints`, { params: { limit: MODEL_PAGE, offset } });
+  const runs = new Map();
+  for (const c of page.data) {
+    const run = c.run ?? "(no run)";
+    if (!runs.has(run)) runs.set(run, []);
+    runs.get(run).push(c);
+  }
+  clear(
+    main,
+    h("p", { class: "crumbs" }, link("#/models", "Models"), " / ", model),
+    h("h1", {}, model),
+    h("p", { class: "muted" }, `${count(page.count)} checkpoints; ${runs.size} run${runs.size === 1 ? "" : "s"} on this page (highest step first)`),
+    h(
+      "nav",
+      { class: "pager", "aria-label": "pages" },
+      offset > 0 ? link(`#/models/${encodeURIComponent(model)}?offset=${Math.max(0, offset - MODEL_PAGE)}`, "← previous") : null,
+      h("span", { class: "muted" }, ` ${page.count ? offset + 1 : 0}–${offset + page.data.length} of ${count(page.count)} `),
+      offset + MODEL_PAGE < page.count ? link(`#/models/${encodeURIComponent(model)}?offset=${offset + MODEL_PAGE}`, "next →") : null,
+    ),
+    [...runs].map(([run, checkpoints]) => [
+      h("h2", {}, `Run ${run}`),
+      table(
+        [
+          ["Checkpoint", (c) => link(checkpointHref(c.model, c.checkpoint), c.checkpoint)],
+          ["Step", (c) => count(c.step)],
+          ["Parent", (c) => (c.parent ? `${c.parent} (${c.parent_kind})` : "—")],
+          ["Data", (c) => c.data.map((d, i) => [i ? ", " : "", link(versionHref(d.version), d.version), ` (${d.role})`])],
+          ["Metrics", (c) => metrics(c.metrics)],
+          ["Exports", (c) => c.saved_models.map((s) => s.name).join(", ") || "—"],
+        ],
+        checkpoints,
+        { testid: `run-${run}` },
+      ),
+    ]),
+  );
+}
+
+export async function checkpointPage(main, [model, checkpoint]) {
+  const ref = `${model}/${checkpoint}`;
+  const lineage = await api(`/models/${seg(model)}/checkpoints/${seg(checkpoint)}/lineage`);
+  const c = lineage.checkpoint;
+  clear(
+    main,
+    h("p", { class: "crumbs" }, link("#/models", "Models"), " / ", link(`#/models/${encodeURIComponent(model)}`, model), " / ", checkpoint),
+    h("h1", { "data-testid": "checkpoint-ref" }, ref),
+    h(
+      "dl",
+      { class: "facts" },
+      [
+        ["Step", count(c.step)],
+        ["Run", c.run || "—"],
+        ["URI", c.uri ? h("code", {}, c.uri) : "—"],
+        ["Parent", c.parent ? [link(checkpointHref(...c.parent.split("/")), c.parent), ` (${c.parent_kind})`] : "—"],
+        ["Metrics", metrics(c.metrics)],
+        ["Created", `${when(c.created_at)} by ${c.created_by}`],
+      ].map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
+    ),
+    h("p", { class: "actions" }, link(graphHref("checkpoint", ref), "Lineage graph", { "data-testid": "graph-link" })),
+    h("h2", {}, "Exports (SavedModels)"),
+    c.saved_models.length
+      ? table([["Name", (s) => s.name], ["URI", (s) => h("code", {}, s.uri)]], c.saved_models, { testid: "exports" })
+      : h("p", { class: "muted" }, "None registered."),
+    h("h2", {}, "Which data trained it"),
+    h("p", { class: "muted" }, `The union along the parent chain (${lineage.chain.length} checkpoint${lineage.chain.length === 1 ? "" : "s"}).`),
+    table(
+      [
+        ["Version", (d) => link(versionHref(d.version), d.version)],
+        ["State", (d) => d.state],
+        ["Role", (d) => d.role],
+        ["Splits", (d) => d.splits.join(", ")],
+        ["Content digest", (d) => hash(d.content_digest)],
+        ["Used by", (d) => d.segments.map((s) => `${s.model}/${s.checkpoint}`).join(", ")],
+      ],
+      lineage.data,
+      { testid: "lineage-data" },
+    ),
+    h("h2", {}, "Chain"),
+    table(
+      [
+        ["Depth", (l) => l.depth],
+        ["Checkpoint", (l) => link(checkpointHref(l.model, l.checkpoint), `${l.model}/${l.checkpoint}`)],
+        ["Step", (l) => count(l.step)],
+        ["Link to next", (l) => l.parent_kind || "root"],
+      ],
+      lineage.chain,
+      { testid: "chain" },
+    ),
+    Object.keys(c.metadata || {}).length ? [h("h2", {}, "Metadata"), json(c.metadata)] : null,
+  );
+}
+
+// ------------------------------------------------------------------------- shard impact
+
+export async function impactPage(main, _args, query) {
+  const value = query.get("sha256") || query.get("uri") || "";
+  const input = h("input", { id: "shard", value, size: 70, placeholder: "s3://bucket/…/train-00003-of-00016.tfrecord or a sha256" });
+  clear(
+    main,
+    h("h1", {}, "Shard impact"),
+    h("p", {}, "This shard is bad — which checkpoints trained on it (directly, or restored / fine-tuned from one that did)?"),
+    h(
+      "form",
+      {
+        class: "search",
+        onsubmit: (event) => {
+          event.preventDefault();
+          const text = input.value.trim();
+          const key = text.includes("://") ? "uri" : "sha256";
+          window.location.hash = `#/impact?${key}=${encodeURIComponent(text)}`;
+        },
+      },
+      h("label", { for: "shard" }, "Shard URI or sha256"),
+      input,
+      h("button", { type: "submit" }, "Find checkpoints"),
+    ),
+  );
+  if (!value) return;
+  const params = query.get("sha256") ? { sha256: value } : { uri: value };
+  const answer = await api("/shards/consumers", { params: { ...params, limit: 1000 } });
+  main.append(
+    h("h2", {}, "Registrations of this shard"),
+    answer.shards && answer.shards.length
+      ? table(
+          [
+            ["Version", (s) => link(versionHref(s.version), s.version)],
+            ["Split / index", (s) => `${s.split} ${s.index}/${s.count}`],
+            ["URI", (s) => h("code", {}, s.uri)],
+          ],
+          answer.shards,
+          { testid: "impact-shards" },
+        )
+      : h("p", { class: "muted" }, "No version holds this shard."),
+    h("h2", {}, `Affected checkpoints: ${count(answer.count)}`),
+    h("p", {}, answer.models.map((m) => `${m.model}: ${count(m.checkpoints)} (${count(m.direct)} direct)`).join(" · ")),
+    table(
+      [
+        ["Checkpoint", (c) => link(checkpointHref(c.model, c.checkpoint), c.ref)],
+        ["Step", (c) => count(c.step)],
+        ["How", (c) => (c.direct ? `trained on its split (${c.splits.join(", ")})` : `from ${c.parent}`)],
+      ],
+      answer.data,
+      { testid: "impact-checkpoints" },
+    ),
+  );
+}
+
+// ------------------------------------------------------------------------- graph
+
+export async function graphPage(main, _args, query) {
+  const checkpoint = query.get("checkpoint");
+  const version = query.get("version");
+  const rootId = checkpoint ? `checkpoint:${checkpoint}` : version ? `version:${version}` : null;
+  if (!rootId) {
+    clear(main, h("h1", {}, "Lineage graph"), h("p", {}, "Open it from a version or a checkpoint page."));
+    return undefined;
+  }
+  const canvas = h("div", { class: "graph-canvas", "data-testid": "graph-canvas", role: "img", "aria-label": "lineage graph; the panel beside it lists the same nodes" });
+  const panel = h("aside", { class: "graph-panel", "data-testid": "graph-panel", "aria-live": "polite" });
+  const status = h("p", { class: "muted", "data-testid": "graph-status" });
+  let view = null;
+  const showStatus = () => {
+    const s = view.status();
+    status.textContent =
+      `${count(s.loaded)} nodes loaded, ${count(s.shown)} drawn, ${count(s.edges)} edges` +
+      (s.truncated ? " — the service stopped at its 5,000-node limit: some neighbours are missing" : "");
+  };
+  const act = async (work) => {
+    panel.setAttribute("aria-busy", "true");
+    try {
+      await work();
+    } catch (error) {
+      panel.prepend(errorBox(error));
+    } finally {
+      panel.removeAttribute("aria-busy");
+      showStatus();
+    }
+  };
+  const describe = (info) => {
+    if (!info) return clear(panel);
+    const { node, hidden } = info;
+    const more = hidden.up + hidden.down;
+    const buttons = [];
+    if (node.kind === "cluster") {
+      buttons.push(h("button", { type: "button", "data-testid": "open-cluster", onclick: () => act(() => view.activate(info.id)) }, `Show the ${info.members.length} checkpoints`));
+    } else {
+      buttons.push(
+        h(
+          "button",
+          { type: "button", "data-testid": "expand", disabled: more === 0 && info.expanded, onclick: () => act(() => view.expand(info.id)) },
+          more ? `Expand: ${more} more (${hidden.up} upstream, ${hidden.down} downstream)` : "Expand",
+        ),
+      );
+      if (info.href) buttons.push(link(info.href, `Open ${node.kind} page`, { class: "button", "data-testid": "open-page" }));
+      if (info.groupOpen) buttons.push(h("button", { type: "button", onclick: () => act(() => view.collapseGroup(info.groupKey)) }, "Collapse this run"));
+    }
+    const facts =
+      node.kind === "version"
+        ? [["Dataset", node.dataset], ["Number", `v${node.number}`], ["State", node.state], ["Content digest", hash(node.content_digest)]]
+        : node.kind === "checkpoint"
+          ? [["Model", node.model], ["Run", node.run || "—"], ["Step", count(node.step)], ["URI", node.uri ? h("code", {}, node.uri) : "—"]]
+          : [["Model", node.model], ["Run", node.run], ["Checkpoints", count(info.members.length)]];
+    clear(
+      panel,
+      h("h2", { "data-testid": "selected-node" }, nodeLabel(node)),
+      h("p", { class: "muted" }, node.kind),
+      h("dl", { class: "facts" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+      h("div", { class: "actions" }, buttons),
+      info.neighbours.length
+        ? [
+            h("h3", {}, "Neighbours drawn"),
+            h(
+              "ul",
+              { class: "neighbours", "data-testid": "neighbours" },
+              info.neighbours.slice(0, 200).map((n) =>
+                h("li", {}, h("button", { type: "button", class: "link-button", onclick: () => view.select(n.id) }, `${n.side === "upstream" ? "←" : "→"} ${n.label}`)),
+              ),
+            ),
+            info.neighbours.length > 200 ? h("p", { class: "muted" }, `and ${count(info.neighbours.length - 200)} more`) : null,
+          ]
+        : null,
+    );
+    return undefined;
+  };
+  const toolbar = h(
+    "div",
+    { class: "toolbar", role: "toolbar", "aria-label": "graph" },
+    h("button", { type: "button", onclick: () => view.fit() }, "Fit"),
+    h("button", { type: "button", "aria-label": "zoom in", onclick: () => view.zoomBy(1.4) }, "+"),
+    h("button", { type: "button", "aria-label": "zoom out", onclick: () => view.zoomBy(1 / 1.4) }, "−"),
+    h("button", { type: "button", "data-testid": "open-all", onclick: () => act(async () => view.openAllClusters()) }, "Open all clusters"),
+    h("button", { type: "button", "data-testid": "expand-selected", onclick: () => act(() => view.activate(view.selected)) }, "Expand selected (Enter)"),
+  );
+  clear(
+    main,
+    h("h1", {}, "Lineage: ", rootId.replace(/^[a-z]+:/, "")),
+    h("p", { class: "muted" }, "Data flows left to right: versions → checkpoints → checkpoints restored or fine-tuned from them. “+N” counts neighbours not loaded yet; double-click (or Enter) expands; runs with more than 20 checkpoints are drawn as one cluster."),
+    toolbar,
+    status,
+    h("div", { class: "graph-layout" }, canvas, panel),
+  );
+  view = new LineageView(canvas, { onSelect: describe });
+  window.recordkeeperGraph = view; // performance probe (bench/bench_ui.py) and debugging
+  canvas.tabIndex = 0;
+  canvas.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && view.selected) act(() => view.activate(view.selected));
+    else if (event.key === "+" || event.key === "=") view.zoomBy(1.25);
+    else if (event.key === "-") view.zoomBy(0.8);
+    else if (event.key.startsWith("Arrow")) {
+      const d = 60;
+      const delta = { ArrowLeft: [d, 0], ArrowRight: [-d, 0], ArrowUp: [0, d], ArrowDown: [0, -d] }[event.key];
+      view.cy.panBy({ x: delta[0], y: delta[1] });
+      event.preventDefault();
+    }
+  });
+  await act(() => view.open(rootId));
+  canvas.dataset.ready = "true";
+  return () => {
+    if (window.recordkeeperGraph === view) delete window.recordkeeperGraph;
+    view.destroy();
+  };
+}

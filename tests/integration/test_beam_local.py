@@ -1,0 +1,117 @@
+"""Beam transforms on local disk with the in-process DirectRunner (fast): several splits in one
+transform, identical content, an empty input, and publishing in place."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import apache_beam as beam
+import pytest
+
+import recordkeeper as rk
+from recordkeeper.beam import PublishExisting, ReadVersion, WriteVersionedTFRecords
+from tests.client._records import frame, sample_examples
+from tests.integration import _beam as tb
+from tests.integration.conftest import LiveService
+
+IN_PROCESS = ["--runner=DirectRunner"]
+
+
+def _records(version: rk.DatasetVersion, split: str) -> list[bytes]:
+    out: list[bytes] = []
+    for shard in version.splits[split].shards:
+        with open(shard.uri[len("file://") :], "rb") as fh:
+            out += rk.tfrecord.iter_records(fh, shard.compression)
+    return out
+
+
+def test_split_pairs_write_every_split_and_identical_content_keeps_the_version(
+    live_service: LiveService, tmp_path: Path
+) -> None:
+    client = live_service.client()
+    train, validation = sample_examples(90), sample_examples(30, 500)
+    pairs = [("train", r) for r in train] + [("validation", r) for r in validation]
+
+    def run(write: WriteVersionedTFRecords, out: str) -> dict:
+        with beam.Pipeline(options=tb.options(IN_PROCESS)) as p:
+            tb.write_json_lines(p | beam.Create(pairs) | write, tmp_path / out, out)
+        [emitted] = tb.read_lines(tmp_path / out)
+        return emitted
+
+    first = run(WriteVersionedTFRecords("coco", split=None, num_shards=3, client=client), "a")
+    version = client.resolve(first["name"])
+    assert sorted(version.splits) == ["train", "validation"]
+    assert Counter(_records(version, "train")) == Counter(train)
+    assert Counter(_records(version, "validation")) == Counter(validation)
+
+    # The same records again, one key per split: same shards in the same order → same content.
+    one = WriteVersionedTFRecords("coco", split=None, num_shards=1, client=client)
+    again = WriteVersionedTFRecords("coco", split=None, num_shards=1, client=client)
+    kept = run(one, "b")
+    second = run(again, "c")
+    assert again.staged is not None
+    assert second["name"] == kept["name"] != again.staged.name
+    assert client.versions("coco", state="abandoned")[0].name == again.staged.name
+    assert not list(Path(again.staged.storage_prefix[len("file://") :]).rglob("*.tfrecord"))
+
+
+def test_empty_input_commits_nothing(live_service: LiveService) -> None:
+    client = live_service.client()
+    write = WriteVersionedTFRecords("coco", client=client)
+    pipeline = beam.Pipeline(options=tb.options(IN_PROCESS))
+    _ = pipeline | beam.Create([]) | write
+    with pytest.raises(Exception, match="nothing was written"):
+        pipeline.run().wait_until_finish()
+    with pytest.raises(rk.VersionNotFound):
+        client.resolve("coco@latest")
+
+
+def test_publish_in_place_outside_the_allowed_roots_is_refused_before_staging(
+    live_service: LiveService, tmp_path: Path, data_dir: Path
+) -> None:
+    client = live_service.client()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "train-00000-of-00001.tfrecord").write_bytes(frame(sample_examples(5)))
+    with (
+        pytest.raises(rk.StorageRootNotAllowed),
+        beam.Pipeline(options=tb.options(IN_PROCESS)) as p,
+    ):
+        _ = p | PublishExisting(str(outside), name="coco", client=client)
+    assert not _has_dataset(client)  # refused before a version was staged
+
+    (data_dir / "train-00000-of-00001.tfrecord").write_bytes(frame(sample_examples(5)))
+    with beam.Pipeline(options=tb.options(IN_PROCESS)) as p:
+        _ = p | PublishExisting(str(data_dir), name="coco", client=client)
+    version = client.resolve("coco@latest")
+    assert version.record_count == 5 and version.verify(deep=True).ok
+
+
+def _has_dataset(client: rk.Client) -> bool:
+    return any(d.name == "coco" for d in client.datasets())
+
+
+def test_a_derived_version_records_the_pinned_version_it_read(
+    live_service: LiveService, tmp_path: Path
+) -> None:
+    client = live_service.client()
+    with client.writer("raw") as w:
+        for record in sample_examples(20):
+            w.write(record)
+    source = client.resolve("raw@latest")
+    read = ReadVersion("raw@latest", "train", client=client)
+    with beam.Pipeline(options=tb.options(IN_PROCESS)) as p:
+        records = p | read
+        _ = records | WriteVersionedTFRecords("clean", sources=[read], client=client)
+    derived = client.resolve("clean@latest")
+    assert derived.metadata["sources"] == [
+        {"version": source.name, "content_digest": source.content_digest, "split": "train"}
+    ]
+    assert Counter(_records(derived, "train")) == Counter(sample_examples(20))
+
+
+def test_a_source_read_later_in_the_pipeline_is_refused() -> None:
+    read = ReadVersion("raw@latest", "train")
+    with pytest.raises(rk.InvalidRequest, match="applied"), beam.Pipeline() as p:
+        _ = p | beam.Create([b"x"]) | WriteVersionedTFRecords("clean", sources=[read])
