@@ -1,8 +1,9 @@
 """The optional C fast paths (``recordkeeper._speedups``), or ``None``.
 
-Built from ``client/_speedups.c`` when a compiler is available at install time.  Set
-``RECORDKEEPER_PURE_PYTHON=1`` to use the pure-Python reference code instead.  Callers look up
-``_native.speedups`` at call time, so tests can switch implementations.
+Built from ``client/recordkeeper/_speedups.c`` when a compiler is available at install time.
+Set ``RECORDKEEPER_PURE_PYTHON`` on (``1``, ``true``, ``yes``, ``on``, in any case; see
+:func:`recordkeeper.core.flags.parse_flag`) to use the pure-Python reference code instead.
+Callers look up ``_native.speedups`` at call time, so tests can switch implementations.
 """
 
 from __future__ import annotations
@@ -11,9 +12,13 @@ import importlib
 import os
 from types import ModuleType
 
+from recordkeeper.core.flags import parse_flag
+
+PURE_PYTHON_ENV = "RECORDKEEPER_PURE_PYTHON"
+
 
 def _load() -> ModuleType | None:
-    if os.environ.get("RECORDKEEPER_PURE_PYTHON", "") in ("1", "true", "yes"):
+    if parse_flag(PURE_PYTHON_ENV, os.environ.get(PURE_PYTHON_ENV)):
         return None
     try:
         return importlib.import_module("recordkeeper._speedups")

@@ -349,21 +349,25 @@ static int kb_varint(keybuf_t *kb, uint64_t v) {
 #define SLOW 1 /* not for the fast path: let Python decide */
 #define NOMEM (-1)
 
-/* Read a varint at *pos (< stop); 0 on success, SLOW if malformed. */
+/* Read a varint at *pos (< stop); 0 on success, SLOW if Python must decide.
+ *
+ * The Python reader (recordkeeper.schema_inference._varint) is the specification: it reads at
+ * most ten bytes and keeps the varint's exact value, so a length prefix of 2**64 + n is longer
+ * than any record there and the record is malformed.  A uint64_t cannot hold such a value:
+ * rather than drop its high bits (and read a length of n), hand the record to Python.  The same
+ * rule serves varints whose value is ignored (unpacked int64s), which Python accepts. */
 static int rd_varint(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t stop, uint64_t *out) {
     uint64_t v = 0;
-    int shift = 0;
-    while (*pos < stop) {
+    for (int shift = 0; shift < 70 && *pos < stop; shift += 7) {
         unsigned char c = b[(*pos)++];
+        if (shift == 63 && (c & 0x7E)) return SLOW; /* bits at 2**64 and above */
         v |= (uint64_t)(c & 0x7F) << shift;
         if (c < 0x80) {
             *out = v;
             return 0;
         }
-        shift += 7;
-        if (shift >= 70) return SLOW;
     }
-    return SLOW;
+    return SLOW; /* a tenth byte with its continuation bit (Python: malformed), or the end */
 }
 
 /* A length-delimited payload whose length prefix is at *pos: sets [*start, *end). */
@@ -489,7 +493,7 @@ static int record_key(const unsigned char *b, Py_ssize_t len, keybuf_t *kb) {
         Py_ssize_t p = s;
         while (p < e) {
             if (b[p++] != 0x0A) return SLOW;
-            Py_ssize_t es, ee, ks, ke, vs, ve;
+            Py_ssize_t es, ee, ks = 0, ke = 0, vs = 0, ve = 0;
             if (rd_span(b, &p, e, &es, &ee)) return SLOW;
             if (map_entry(b, es, ee, &ks, &ke, &vs, &ve)) return SLOW;
             if (nseen == MAX_SEEN || seen_before(b, seen, nseen, scope, ks, ke)) return SLOW;

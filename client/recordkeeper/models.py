@@ -108,7 +108,8 @@ class ShardProblem:
     shard: Shard
     reason: Reason
     detail: str
-    offset: int | None = None
+    offset: int | None = None  # of the bad record in the uncompressed record stream
+    compressed_offset: int | None = None  # of the stored byte where decompression failed
 
     @property
     def uri(self) -> str:
@@ -126,6 +127,7 @@ class ShardProblem:
             "reason": self.reason,
             "detail": self.detail,
             "offset": self.offset,
+            "compressed_offset": self.compressed_offset,
         }
 
 

@@ -134,7 +134,8 @@ def scan_file(
     sink = open_write(dest, dest_options) if dest else None
     try:
         with storage_errors(shard.uri):
-            stats = scan_shard(ProgressReader(raw, advance, sink), compression)
+            reader = ProgressReader(raw, advance, sink)
+            stats = scan_shard(reader, compression, size=before.size)
         if sink is not None:
             with storage_errors(dest or ""):
                 sink.close()

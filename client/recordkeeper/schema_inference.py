@@ -599,7 +599,10 @@ class SchemaInferencer:
             self._totals.clear()
             return
         except _KindClash as clash:
-            self._clash = self._clash or (clash.key, clash.kinds)
+            # the first by name, not by arrival: the C and Python paths see records in
+            # different orders, and must name the same feature
+            found = (clash.key, clash.kinds)
+            self._clash = found if self._clash is None else min(self._clash, found, key=_first)
             return
         layout = self._layouts.learn(record, regions, signature)
         if layout is not None:
@@ -639,7 +642,9 @@ class SchemaInferencer:
             raise _conflict(*self._clash)
         self._fold()
         kinds: dict[tuple[int, str], str] = {}
-        for scope, key, kind in self._totals:
+        # in (scope, name) order, so that the feature named by a conflict does not depend on
+        # the order records were summarised in (C and Python paths differ there)
+        for scope, key, kind in sorted(self._totals, key=_scope_and_name):
             if kind is None:
                 continue
             seen = kinds.setdefault((scope, key), kind)
@@ -673,6 +678,14 @@ class SchemaInferencer:
             )
         features.sort(key=lambda f: (SCOPES.index(f.scope), f.name))
         return Schema(record_type=record_type, record_count=self._count, features=tuple(features))
+
+
+def _first(clash: tuple[str, set[str]]) -> str:
+    return clash[0]
+
+
+def _scope_and_name(total: tuple[int, str, str | None]) -> tuple[int, str, str]:
+    return total[0], total[1], total[2] or ""
 
 
 def _conflict(key: str, kinds: set[str]) -> SchemaConflict:

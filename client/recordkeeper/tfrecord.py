@@ -20,7 +20,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import io
 import os
+import stat
 import struct
 import sys
 import zlib
@@ -52,6 +54,7 @@ __all__ = [
     "normalize_compression",
     "record_bytes",
     "scan_shard",
+    "source_size",
 ]
 
 _MASK_DELTA = 0xA282EAD8
@@ -63,6 +66,10 @@ _STORE_BYTES = 8 << 20  # ... and hashed, compressed and written in batches of t
 _READ_SIZE = 8 << 20
 _WBITS = {"gzip": 31, "zlib": 15}  # zlib window bits selecting the container format
 _MEM_LEVEL = 9  # TensorFlow's: with the same zlib, gzip/zlib output matches its byte for byte
+_MAX_INFLATE_RATIO = 1032  # deflate's limit: a 258-byte match costs at least a 2-bit code
+_INFLATE_SLACK = 1 << 16  # output the inflater may still owe for input it has consumed
+_INFLATE_OUT = 8 << 20  # at most this much output per decompression step
+_LOCATE_STEP = 4096  # on a decompression error, the step is inflated again in pieces this big
 _ADD_16 = (16).__add__
 _ADD_4 = (4).__add__
 
@@ -454,27 +461,126 @@ def _stored_chunks(fileobj: BinarySource) -> Iterator[bytes]:
         yield chunk
 
 
+def source_size(fileobj: Any) -> int | None:
+    """How many bytes a binary source still holds from its current position, if it can tell
+    without reading: regular files (by their descriptor), fsspec files (their ``size``) and
+    ``io.BytesIO``.  Anything else (a pipe, a decompressing reader, a wrapper) gives None.
+    """
+    try:
+        here = fileobj.tell()
+    except (AttributeError, OSError, ValueError):
+        return None
+    if not isinstance(here, int):
+        return None
+    total: int | None = None
+    if isinstance(fileobj, io.BytesIO):
+        with fileobj.getbuffer() as view:
+            total = view.nbytes
+    elif isinstance(size := getattr(fileobj, "size", None), int) and not isinstance(size, bool):
+        total = size  # fsspec's AbstractBufferedFile
+    else:
+        try:
+            status = os.fstat(fileobj.fileno())
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+            return None
+        if stat.S_ISREG(status.st_mode):
+            total = status.st_size
+    return None if total is None else max(total - here, 0)
+
+
+class _InflateError(Exception):
+    """A stored stream that does not decompress: what decoded before the bad byte, and where."""
+
+    def __init__(self, decoded: bytes, offset: int, reason: str) -> None:
+        super().__init__(reason)
+        self.decoded = decoded
+        self.offset = offset  # of the first stored byte that does not decompress
+        self.reason = reason
+
+
 class _Inflater:
-    """Decompresses a stored stream chunk by chunk; gzip may hold several members."""
+    """Decompresses a stored stream chunk by chunk; gzip may hold several members.
+
+    Each chunk's output comes in pieces of at most ``_INFLATE_OUT`` bytes: a small chunk of a
+    very repetitive (or hostile) stream can inflate to gigabytes, which are never held at once.
+
+    zlib raises without returning what it decoded before an error, so on an error the failing
+    step is inflated again from a copy of the state before it, piece by piece and then byte by
+    byte: the :class:`_InflateError` carries every byte decoded before the bad one, and its
+    offset in the stored stream.  Only the error path pays for this (one state copy per step
+    otherwise).
+    """
 
     def __init__(self, compression: Compression) -> None:
         self._wbits = _WBITS[compression]
         self._compression = compression
         self._inflater = zlib.decompressobj(self._wbits)
         self.done = False  # the last member ended exactly at the end of the input so far
+        self.consumed = 0  # stored bytes inflated so far
+        self._member = (0, 0)  # the current member's stored offset, and its output so far
 
-    def __call__(self, data: bytes) -> bytes:
-        parts = []
+    def __call__(self, data: bytes) -> Iterator[bytes]:
+        """The output of ``data`` (the next stored bytes), in pieces."""
         while data:
-            parts.append(self._inflater.decompress(data))
-            self.done = self._inflater.eof
-            data = self._inflater.unused_data
-            if data:
-                if self._compression != "gzip":
-                    raise zlib.error("data after the end of the zlib stream")
-                self._inflater = zlib.decompressobj(self._wbits)
-                self.done = False
-        return b"".join(parts)
+            saved = self._save()
+            try:
+                out, data = self._step(data, _INFLATE_OUT)
+            except zlib.error:
+                self._restore(saved)
+                self._locate(data)  # raises _InflateError
+                return  # not reached: zlib fails the same however the input is split
+            if out:
+                yield out
+
+    def _save(self) -> tuple[Any, bool, int, tuple[int, int]]:
+        return self._inflater.copy(), self.done, self.consumed, self._member
+
+    def _restore(self, saved: tuple[Any, bool, int, tuple[int, int]]) -> None:
+        self._inflater, self.done, self.consumed, self._member = saved
+
+    def _step(self, data: bytes, limit: int) -> tuple[bytes, bytes]:
+        """Inflate the start of ``data`` into at most ``limit`` bytes (0: no limit); return
+        the output and the input left over."""
+        inflater = self._inflater
+        out = inflater.decompress(data, limit)
+        self._member = (self._member[0], self._member[1] + len(out))
+        self.done = inflater.eof
+        rest = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
+        self.consumed += len(data) - len(rest)
+        if rest and inflater.eof:  # another member follows (gzip), or garbage does
+            if self._compression != "gzip":
+                raise zlib.error("data after the end of the zlib stream")
+            self._inflater = zlib.decompressobj(self._wbits)
+            self._member = (self.consumed, 0)
+            self.done = False
+        elif rest and not out:
+            raise zlib.error("no progress")  # never seen; guards the loop
+        return out, rest
+
+    def _locate(self, data: bytes) -> None:
+        """Inflate ``data`` again in small pieces; raise :class:`_InflateError` at the bad byte
+        (or, for a gzip member whose header is refused, at the member's first byte)."""
+        parts = []
+        pos, step = 0, _LOCATE_STEP
+        while pos < len(data):
+            piece = data[pos : pos + step]
+            saved = self._save()
+            try:
+                while piece:
+                    out, piece = self._step(piece, 0)
+                    parts.append(out)
+            except zlib.error as exc:
+                if step == 1:
+                    at = self.consumed
+                    start, produced = self._member
+                    if produced == 0 and "header" in str(exc):
+                        at = min(at, start)
+                    raise _InflateError(b"".join(parts), at, str(exc)) from None
+                self._restore(saved)
+                step = 1
+                continue
+            pos += step
+        raise _InflateError(b"".join(parts), self.consumed, "zlib failed only on a whole chunk")
 
 
 class _Deframer:
@@ -498,6 +604,9 @@ class _Deframer:
         self._carry_len = 0
         self._lengths: dict[bytes, int] = {}  # 12 header bytes -> length, once checked
         self.error: CorruptShard | None = None  # the first bad frame, once found
+        # The greatest uncompressed offset the stream can reach, when the caller knows it: a
+        # frame claiming to end beyond it is corrupt, found before its bytes are gathered.
+        self.limit: int | None = None
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """The records completed by ``chunk`` (none unless ``copy``); on a bad frame, the good
@@ -508,6 +617,11 @@ class _Deframer:
             pos = self._split(chunk, pos, records)
             if pos < len(chunk):
                 self._carry, self._carry_len = [chunk[pos:]], len(chunk) - pos
+                if self._carry_len >= 12 and self.error is None:
+                    try:
+                        self._claim(chunk, pos, self.offset)
+                    except CorruptShard as exc:
+                        self.error = exc
         return records
 
     def _complete_carry(self, chunk: bytes, records: list[bytes]) -> int:
@@ -519,7 +633,7 @@ class _Deframer:
             self._carry, self._carry_len = [head], len(head)
             if len(head) < 12:
                 return taken
-        need = 16 + self._length(self._carry[0], 0, self.offset) - self._carry_len
+        need = 16 + self._claim(self._carry[0], 0, self.offset) - self._carry_len
         if len(chunk) - taken < need:
             self._carry.append(chunk[taken:])
             self._carry_len += len(chunk) - taken
@@ -541,6 +655,18 @@ class _Deframer:
             if len(self._lengths) > 1 << 16:
                 self._lengths.clear()
             self._lengths[header] = length
+        return length
+
+    def _claim(self, buf: bytes, pos: int, offset: int) -> int:
+        """:meth:`_length`, refusing a frame that would end beyond ``limit``."""
+        length = self._length(buf, pos, offset)
+        if self.limit is not None and offset + 16 + length > self.limit:
+            raise CorruptShard(
+                f"record at offset {offset} claims {length} data bytes, but the stream holds "
+                f"at most {max(self.limit - offset - 16, 0)} more after its header; the shard "
+                "is corrupt or truncated",
+                offset=offset,
+            )
         return length
 
     def _split(self, buf: bytes, pos: int, records: list[bytes]) -> int:
@@ -631,12 +757,12 @@ class _Deframer:
     def finish(self) -> None:
         """Raise CorruptShard if the stream ended inside a record."""
         if self._carry_len:
-            head = b"".join(self._carry)
-            if len(head) < 12:
-                detail = f"{len(head)} of its 12 header bytes"
+            head = self._carry[0]  # holds the whole header once there are 12 bytes
+            if self._carry_len < 12:
+                detail = f"{self._carry_len} of its 12 header bytes"
             else:
                 length = self._length(head, 0, self.offset)
-                detail = f"{len(head) - 12} of its {length} data bytes and 4 CRC bytes"
+                detail = f"{self._carry_len - 12} of its {length} data bytes and 4 CRC bytes"
             raise CorruptShard(
                 f"record at offset {self.offset} is truncated: the stream ends after {detail}",
                 offset=self.offset,
@@ -665,54 +791,94 @@ def _record_batches(
     compression: Compression,
     deframer: _Deframer,
     on_chunk: Callable[[bytes, bytes], None] | None = None,
+    size: int | None = None,
 ) -> Iterator[list[bytes]]:
     """Records of a stored stream given in chunks, in lists (one per chunk that ends some).
 
     ``on_chunk(stored, uncompressed)`` sees every chunk of the stored stream and, for a
-    compressed one, what it decompressed to (b"" for an uncompressed stream).
+    compressed one, what it decompressed to (b"" for an uncompressed stream); a chunk that
+    inflates to several pieces comes with the first, the others with b"".  ``size`` (the
+    stored bytes the chunks hold, if known) bounds what a frame may claim: the stream itself,
+    or for a compressed one what the stored bytes still to come can inflate to at most.
     """
     inflate = None if compression == "none" else _Inflater(compression)
     stored_any = False
+    fed = 0  # uncompressed bytes given to the deframer
     for stored in chunks:
         stored_any = True
-        data = stored
-        if inflate is not None:
+        pieces = iter((stored,)) if inflate is None else inflate(stored)
+        first = True
+        while True:
+            failure: _InflateError | None = None
             try:
-                data = inflate(stored)
-            except zlib.error as exc:
+                data = next(pieces)
+            except StopIteration:
+                break
+            except _InflateError as exc:
+                data, failure = exc.decoded, exc
+            fed += len(data)
+            if size is not None:
+                if inflate is None:
+                    deframer.limit = size
+                else:
+                    left = max(size - inflate.consumed, 0)
+                    deframer.limit = fed + left * _MAX_INFLATE_RATIO + _INFLATE_SLACK
+            if on_chunk is not None:
+                on_chunk(stored if first else b"", b"" if inflate is None else data)
+            first = False
+            records = deframer.feed(data)
+            if records:
+                yield records
+            if deframer.error is not None:
+                raise deframer.error
+            if failure is not None:
                 raise CorruptShard(
-                    f"the {compression} stream is corrupt ({exc}) in or after the record at "
-                    f"uncompressed offset {deframer.offset}",
+                    f"the {compression} stream is corrupt at compressed offset {failure.offset} "
+                    f"({failure.reason}), in or after the record at uncompressed offset "
+                    f"{deframer.offset}",
                     offset=deframer.offset,
-                ) from None
-        if on_chunk is not None:
-            on_chunk(stored, b"" if inflate is None else data)
-        records = deframer.feed(data)
-        if records:
-            yield records
-        if deframer.error is not None:
-            raise deframer.error
+                    compressed_offset=failure.offset,
+                )
+        if first and on_chunk is not None:  # stored bytes that inflated to nothing yet
+            on_chunk(stored, b"")
     if inflate is not None and stored_any and not inflate.done:
         raise CorruptShard(
-            f"the {compression} stream is truncated in or after the record at uncompressed "
-            f"offset {deframer.offset}",
+            f"the {compression} stream is truncated at compressed offset {inflate.consumed}, "
+            f"in or after the record at uncompressed offset {deframer.offset}",
             offset=deframer.offset,
+            compressed_offset=inflate.consumed,
         )
     deframer.finish()
 
 
 def iter_records(
-    fileobj: BinarySource, compression: str | None = None, *, verify_crc: bool = True
+    fileobj: BinarySource,
+    compression: str | None = None,
+    *,
+    verify_crc: bool = True,
+    size: int | None = None,
 ) -> Iterator[bytes]:
     """Yield the records of a TFRecord stream, checking each record's CRCs.
 
     A bad or truncated record raises :class:`~recordkeeper.errors.CorruptShard` whose
-    ``extra["offset"]`` is the record's byte offset in the uncompressed stream (records before
-    it have been yielded).  With ``verify_crc=False`` only the framing is checked.  A bad
-    ``compression`` raises :class:`~recordkeeper.errors.InvalidInput` at once.
+    ``extra["offset"]`` is the record's byte offset in the uncompressed stream; every record
+    before it has been yielded.  A compressed stream that does not decompress raises it too,
+    after the records decoded before the bad byte, with ``extra["compressed_offset"]`` (the
+    stored byte where decompression failed) beside ``offset``.  With ``verify_crc=False`` only
+    the framing is checked.  A bad ``compression`` raises
+    :class:`~recordkeeper.errors.InvalidInput` at once.
+
+    ``size`` is how many bytes ``fileobj`` still holds (by default what :func:`source_size`
+    finds out: regular files, fsspec files and ``io.BytesIO`` tell): a frame claiming more than
+    the stream can hold — for a GZIP/ZLIB stream, more than its remaining bytes can inflate to —
+    is refused as soon as its header is read, instead of gathering the rest of the stream
+    first.  Without a size such a frame is reported as truncated at the end of the stream.
     """
+    compression = normalize_compression(compression)
+    if size is None:
+        size = source_size(fileobj)
     batches = _record_batches(
-        _stored_chunks(fileobj), normalize_compression(compression), _Deframer(verify_crc)
+        _stored_chunks(fileobj), compression, _Deframer(verify_crc), size=size
     )
     return chain.from_iterable(batches)
 
@@ -722,20 +888,24 @@ def scan_shard(
     compression: str | None = None,
     *,
     infer_schema: bool = True,
+    size: int | None = None,
     stored_crc32c: bool = True,
     hash_in_background: bool = True,
 ) -> ShardStats:
     """Re-read a stored shard and return the :class:`ShardStats` a writer would have produced.
 
     Every record's CRCs are checked (a bad one raises
-    :class:`~recordkeeper.errors.CorruptShard` with its offset).  Use it for deep verification
-    (``infer_schema=False`` is faster) and to describe files written elsewhere.
+    :class:`~recordkeeper.errors.CorruptShard` with its offset, as :func:`iter_records` does,
+    ``size`` included).  Use it for deep verification (``infer_schema=False`` is faster) and to
+    describe files written elsewhere.
     ``stored_crc32c=False`` skips the CRC32C of the stored bytes (``crc32c`` is then ``""``):
     deep verification compares their sha256, which already covers every byte.
     ``hash_in_background=False`` hashes in the calling thread instead of a helper thread: for
     callers that already scan one shard per core (the helper would only compete for them).
     """
     compression = normalize_compression(compression)
+    if size is None:
+        size = source_size(fileobj)
     digests = _Digests(compression, crc=stored_crc32c)
     inferencer = SchemaInferencer() if infer_schema else None
     if inferencer is not None and _native.speedups is not None:
@@ -754,7 +924,8 @@ def scan_shard(
             digests.hash(stored, data)
 
     try:
-        for records in _record_batches(_stored_chunks(fileobj), compression, deframer, on_chunk):
+        chunks = _stored_chunks(fileobj)
+        for records in _record_batches(chunks, compression, deframer, on_chunk, size):
             if inferencer is not None:
                 inferencer.add_many(records)
     except BaseException:

@@ -198,7 +198,7 @@ def _deep_check(
     advance: Callable[[int], None] | None = None,
     hash_in_background: bool = True,
 ) -> tuple[ShardProblem | None, int]:
-    from recordkeeper.tfrecord import scan_shard
+    from recordkeeper.tfrecord import scan_shard, source_size
 
     try:
         raw = open_read(shard.uri, storage_options)
@@ -214,15 +214,19 @@ def _deep_check(
                     reader,
                     shard.compression,
                     infer_schema=False,
+                    size=source_size(raw),  # bounds what a corrupt frame header may claim
                     stored_crc32c=False,
                     hash_in_background=hash_in_background,
                 )
             except CorruptShard as exc:
-                offset = exc.extra.get("offset")
-                return (
-                    ShardProblem(shard, "corrupt", exc.detail, offset=offset),
-                    reader.count,
+                corrupt = ShardProblem(
+                    shard,
+                    "corrupt",
+                    exc.detail,
+                    offset=exc.extra.get("offset"),
+                    compressed_offset=exc.extra.get("compressed_offset"),
                 )
+                return corrupt, reader.count
     finally:
         reader.close()
     if stats.size != shard.size:

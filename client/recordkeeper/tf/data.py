@@ -10,18 +10,29 @@
 
 Either way the elements are serialized records (``tf.string`` scalars), ready for
 ``tf.io.parse_example(batch, version.feature_spec())``.
+
+A corrupt shard met while iterating raises :class:`~recordkeeper.errors.CorruptShard` naming
+the version, split, shard and offsets (``offset`` in the record stream, ``compressed_offset``
+for a GZIP/ZLIB stream that does not decompress) — not TensorFlow's ``DataLossError`` (which
+names no file) or ``UnknownError`` (wrapping the engine's error).  Python iteration of the
+returned dataset and of every dataset made from it (``.map()``, ``.batch()``, …) translates
+the error: from the engine's own error for shards read through fsspec, and by a deep check of
+the split's shards when TensorFlow's reader failed.  Code that iterates inside a
+``tf.function`` (Keras ``fit``) sees TensorFlow's error.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from recordkeeper.core.errors import CorruptShard
 from recordkeeper.storage import backend_of, open_read
 
 if TYPE_CHECKING:
-    from recordkeeper.models import DatasetVersion
+    from recordkeeper.models import DatasetVersion, Shard
 
 __all__ = ["read_shard_batches", "tf_dataset"]
 
@@ -35,7 +46,7 @@ def read_shard_batches(
     """Yield the records of one shard in lists of up to 256, read through fsspec."""
     from recordkeeper.tfrecord import iter_records
 
-    with open_read(uri, storage_options) as fh:
+    with open_read(uri, storage_options) as fh:  # seekable: claimed lengths are bounded
         batch: list[bytes] = []
         for record in iter_records(fh, compression):
             batch.append(bytes(record))
@@ -91,24 +102,29 @@ def tf_dataset(
     compressions = [s.compression for s in shards]
     cycle = num_parallel_reads or min(len(uris), 8)
     natives = [_native(u, dict(options or {})) for u in uris]
+    errors = _ShardErrors(version.name, split, shards, options)
     if all(n is not None for n in natives) and len(set(compressions)) == 1:
         files = tf.data.Dataset.from_tensor_slices([n for n in natives if n is not None])
         if shuffle_files:
             files = files.shuffle(len(uris), seed=seed, reshuffle_each_iteration=True)
         comp = _TF_COMPRESSION[compressions[0]]
-        return files.interleave(
+        dataset = files.interleave(
             lambda path: tf.data.TFRecordDataset(path, compression_type=comp),
             cycle_length=cycle,
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
         )
+        return _with_typed_errors(dataset, errors.translate)
 
     opts = dict(options or {})
 
     def generate(uri: Any, compression: Any) -> Iterator[list[bytes]]:
         text_uri = uri.decode() if isinstance(uri, bytes) else str(uri)
         text_comp = compression.decode() if isinstance(compression, bytes) else str(compression)
-        yield from read_shard_batches(text_uri, text_comp, opts)
+        try:
+            yield from read_shard_batches(text_uri, text_comp, opts)
+        except CorruptShard as exc:
+            raise errors.found_in(text_uri, exc) from None
 
     def read_one(uri: Any, compression: Any) -> Any:
         batches = tf.data.Dataset.from_generator(
@@ -121,9 +137,139 @@ def tf_dataset(
     files = tf.data.Dataset.from_tensor_slices((uris, compressions))
     if shuffle_files:
         files = files.shuffle(len(uris), seed=seed, reshuffle_each_iteration=True)
-    return files.interleave(
+    dataset = files.interleave(
         read_one,
         cycle_length=cycle,
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
+    return _with_typed_errors(dataset, errors.translate)
+
+
+class _ShardErrors:
+    """The corrupt shards met while reading one split, as :class:`CorruptShard` naming them."""
+
+    def __init__(
+        self,
+        version: str,
+        split: str,
+        shards: Sequence[Shard],
+        options: Mapping[str, Any] | None,
+    ) -> None:
+        self.version = version
+        self.split = split
+        self.shards = list(shards)
+        self.options = options
+        self.found: list[CorruptShard] = []  # from the fsspec readers, in this process
+
+    def named(self, shard: Shard, detail: str, offset: Any, compressed_offset: Any) -> CorruptShard:
+        where = f"offset {offset}" if offset is not None else "an unknown offset"
+        if compressed_offset is not None:
+            where += f" (compressed offset {compressed_offset})"
+        return CorruptShard(
+            f"{self.version}: shard {shard.name} of split {self.split!r} is corrupt at {where}: "
+            f"{detail} ({shard.uri})",
+            version=self.version,
+            split=self.split,
+            shard=shard.name,
+            uri=shard.uri,
+            offset=offset,
+            compressed_offset=compressed_offset,
+        )
+
+    def found_in(self, uri: str, exc: CorruptShard) -> CorruptShard:
+        """The engine's error while reading ``uri``, naming its shard; remembered."""
+        shard = next(s for s in self.shards if s.uri == uri)
+        error = self.named(
+            shard, exc.detail, exc.extra.get("offset"), exc.extra.get("compressed_offset")
+        )
+        self.found.append(error)
+        return error
+
+    def translate(self, exc: Exception) -> CorruptShard | None:
+        """The :class:`CorruptShard` behind TensorFlow's ``exc``, or None if it is not one."""
+        import tensorflow as tf
+
+        if self.found:  # the first error of this iteration; a later one starts afresh
+            error = self.found[0]
+            self.found.clear()
+            return error
+        if not isinstance(exc, tf.errors.DataLossError | tf.errors.UnknownError):
+            return None
+        # TensorFlow's own reader names no file: read the split's shards to find the bad one.
+        from recordkeeper.verify import verify_shards
+
+        report = verify_shards(self.shards, deep=True, storage_options=self.options, progress=False)
+        for problem in report.problems:
+            if problem.reason == "corrupt":
+                return self.named(
+                    problem.shard, problem.detail, problem.offset, problem.compressed_offset
+                )
+        return None
+
+
+_Translate = Callable[[Exception], CorruptShard | None]
+_TYPED: dict[str, type] = {}
+
+
+def _with_typed_errors(dataset: Any, translate: _Translate) -> Any:
+    """``dataset``, whose Python iteration (and that of datasets made from it) raises
+    :class:`CorruptShard` where TensorFlow would raise its own error for a corrupt shard."""
+    cls = _TYPED.get("dataset") or _typed_dataset_class()
+    return cls(dataset, translate)
+
+
+def _typed_dataset_class() -> type:
+    """An identity ``tf.data.Dataset`` translating errors (built once TensorFlow is loaded)."""
+    import tensorflow as tf
+    from tensorflow.python.data.ops import dataset_ops
+
+    class TypedErrors:
+        """Iterates ``inner``, raising the translation of TensorFlow's errors."""
+
+        def __init__(self, inner: Any, translate: _Translate) -> None:
+            self._inner = inner
+            self._translate = translate
+
+        def __iter__(self) -> Any:
+            return self
+
+        def __next__(self) -> Any:
+            try:
+                return next(self._inner)
+            except tf.errors.OpError as exc:
+                error = self._translate(exc)
+                if error is None:
+                    raise
+                raise error from exc
+
+        def __getattr__(self, name: str) -> Any:  # element_spec, get_next, ...
+            return getattr(self._inner, name)
+
+    class TypedErrorsDataset(dataset_ops.UnaryUnchangedStructureDataset):
+        """The same elements as ``input_dataset``; see :func:`_with_typed_errors`."""
+
+        def __init__(self, input_dataset: Any, translate: _Translate) -> None:
+            self._translate = translate
+            super().__init__(input_dataset, input_dataset._variant_tensor)
+
+        def __iter__(self) -> Any:
+            return TypedErrors(super().__iter__(), self._translate)
+
+    def keeps_translating(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            result = method(self, *args, **kwargs)
+            if isinstance(result, tf.data.Dataset) and not isinstance(result, TypedErrorsDataset):
+                return TypedErrorsDataset(result, self._translate)
+            return result
+
+        wrapper.__name__ = name
+        wrapper.__doc__ = method.__doc__
+        return wrapper
+
+    for name, attr in vars(dataset_ops.DatasetV2).items():
+        if name.startswith("_") or not inspect.isfunction(attr):
+            continue  # private, static, class methods and properties stay as they are
+        setattr(TypedErrorsDataset, name, keeps_translating(name, attr))
+    _TYPED["dataset"] = TypedErrorsDataset
+    return TypedErrorsDataset

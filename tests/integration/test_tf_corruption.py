@@ -1,0 +1,134 @@
+"""Read-time corruption through ``tf_dataset`` is typed and named (issue 9, point 6).
+
+Real TensorFlow, a real service over a socket, shards on local disk.  A shard is published
+intact and damaged afterwards; ``verify=None`` lets the pipeline meet the damage.
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import recordkeeper as rk
+from tests.client._records import frame, sample_examples
+from tests.integration.conftest import LiveService
+
+RECORDS = [sample_examples(40, i * 40) for i in range(3)]
+
+
+def gzip_with_a_bad_block(records: list[bytes], good: int) -> tuple[bytes, int]:
+    """A gzip stream of ``records`` whose deflate data breaks after the first ``good`` ones;
+    and the compressed offset of the break."""
+    compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+    first = compressor.compress(frame(records[:good])) + compressor.flush(zlib.Z_FULL_FLUSH)
+    rest = compressor.compress(frame(records[good:])) + compressor.flush()
+    return first + b"\xff" * 8 + rest, len(first)
+
+
+def publish(service: LiveService, raw: Path, layout: dict[str, bytes]) -> rk.DatasetVersion:
+    raw.mkdir(parents=True)
+    for name, data in layout.items():
+        (raw / name).write_bytes(data)
+    client = service.client()
+    return client.publish(rk.Dataset.from_directory(raw, name="damaged"), progress=False)
+
+
+def read_all(dataset: Any) -> list[bytes]:
+    return [t.numpy() for t in dataset]
+
+
+def test_a_corrupt_record_in_tensorflows_own_reader_names_the_shard(
+    live_service: LiveService, data_dir: Path, tensorflow: ModuleType
+) -> None:
+    layout = {f"train-{i:05d}-of-00003.tfrecord": frame(RECORDS[i]) for i in range(3)}
+    v = publish(live_service, data_dir / "raw", layout)
+    victim = data_dir / "raw" / "train-00001-of-00003.tfrecord"
+    data = bytearray(victim.read_bytes())
+    bad = 25
+    offset = len(frame(RECORDS[1][:bad]))
+    data[offset + 20] ^= 0x01  # inside the data of record 25
+    victim.write_bytes(bytes(data))
+
+    with pytest.raises(rk.CorruptShard) as err:
+        read_all(v.tf_dataset("train", verify=None, num_parallel_reads=1))
+    assert err.value.extra["shard"] == "train-00001-of-00003"
+    assert err.value.extra["offset"] == offset
+    assert "train-00001-of-00003" in err.value.detail and f"offset {offset}" in err.value.detail
+    # datasets made from it translate too
+    pipeline = v.tf_dataset("train", verify=None).map(tensorflow.strings.length).batch(7)
+    with pytest.raises(rk.CorruptShard) as again:
+        read_all(pipeline)
+    assert again.value.extra["shard"] == "train-00001-of-00003"
+    # deep verification reports the same offset
+    (problem,) = v.verify(deep=True).problems
+    assert (problem.shard.name, problem.reason, problem.offset) == (
+        "train-00001-of-00003",
+        "corrupt",
+        offset,
+    )
+
+
+def test_a_corrupt_gzip_shard_names_both_offsets(
+    live_service: LiveService, data_dir: Path, tensorflow: ModuleType
+) -> None:
+    layout = {
+        f"train-{i:05d}-of-00003.tfrecord.gz": zlib.compress(frame(RECORDS[i]), wbits=31)
+        for i in range(3)
+    }
+    v = publish(live_service, data_dir / "raw", layout)
+    broken, compressed_offset = gzip_with_a_bad_block(RECORDS[2], 30)
+    (data_dir / "raw" / "train-00002-of-00003.tfrecord.gz").write_bytes(broken)
+    offset = len(frame(RECORDS[2][:30]))
+
+    with pytest.raises(rk.CorruptShard) as err:
+        read_all(v.tf_dataset("train", verify=None, num_parallel_reads=1))
+    extra = err.value.extra
+    assert extra["shard"] == "train-00002-of-00003"
+    assert (extra["offset"], extra["compressed_offset"]) == (offset, compressed_offset)
+    assert f"compressed offset {compressed_offset}" in err.value.detail
+    (problem,) = v.verify(deep=True).problems
+    assert (problem.offset, problem.compressed_offset) == (offset, compressed_offset)
+    assert problem.offset != 0  # not "uncompressed offset 0" any more
+
+
+def test_a_mixed_compression_split_raises_corrupt_shard_not_unknown_error(
+    live_service: LiveService, data_dir: Path, tensorflow: ModuleType
+) -> None:
+    layout = {
+        "train-00000-of-00003.tfrecord": frame(RECORDS[0]),
+        "train-00001-of-00003.tfrecord.gz": zlib.compress(frame(RECORDS[1]), wbits=31),
+        "train-00002-of-00003.tfrecord.zz": zlib.compress(frame(RECORDS[2])),
+    }
+    v = publish(live_service, data_dir / "raw", layout)
+    assert {s.compression for s in v.splits["train"].shards} == {"none", "gzip", "zlib"}
+    broken, compressed_offset = gzip_with_a_bad_block(RECORDS[1], 12)
+    (data_dir / "raw" / "train-00001-of-00003.tfrecord.gz").write_bytes(broken)
+
+    got: list[bytes] = []
+    with pytest.raises(rk.CorruptShard) as err:
+        for tensor in v.tf_dataset("train", verify=None, num_parallel_reads=1):
+            got.append(tensor.numpy())
+    assert not isinstance(err.value, tensorflow.errors.OpError)
+    extra = err.value.extra
+    assert extra["shard"] == "train-00001-of-00003"
+    assert (extra["offset"], extra["compressed_offset"]) == (
+        len(frame(RECORDS[1][:12])),
+        compressed_offset,
+    )
+    assert got[: len(RECORDS[0])] == RECORDS[0]  # the shard before it was read through
+
+
+def test_an_intact_split_reads_as_before(
+    live_service: LiveService, data_dir: Path, tensorflow: ModuleType
+) -> None:
+    layout = {f"train-{i:05d}-of-00003.tfrecord": frame(RECORDS[i]) for i in range(3)}
+    v = publish(live_service, data_dir / "raw", layout)
+    dataset = v.tf_dataset("train", verify="deep", num_parallel_reads=1)
+    assert isinstance(dataset, tensorflow.data.Dataset)
+    assert read_all(dataset) == [r for shard in RECORDS for r in shard]
+    batches = read_all(dataset.batch(16).map(tensorflow.strings.length))
+    assert sum(len(b) for b in batches) == 120
