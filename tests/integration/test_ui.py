@@ -166,7 +166,7 @@ def test_dataset_to_version_to_shards_and_schema(scenario: Scenario, page: Any) 
     assert "person/boxes" in schema.inner_text()
     assert "float" in schema.locator("tr", has_text="person/boxes").inner_text()
     consumers = page.get_by_test_id("consumers")
-    assert "det/ckpt-200" in consumers.inner_text()
+    assert "det@r1/ckpt-200" in consumers.inner_text()  # the service names checkpoints in full
     shot(page, "version")
 
 
@@ -268,7 +268,7 @@ def test_shard_impact(scenario: Scenario, page: Any) -> None:
     checkpoints.wait_for()
     text = checkpoints.inner_text()
     # ckpt-100 trained on v1's train split; ckpt-200 and ft/ckpt-10 descend from it
-    assert "det/ckpt-100" in text and "det/ckpt-200" in text and "ft/ckpt-10" in text
+    assert "det@r1/ckpt-100" in text and "det@r1/ckpt-200" in text and "ft@ft1/ckpt-10" in text
     assert "sweep" not in text
 
 
@@ -360,7 +360,7 @@ def test_five_thousand_nodes_load_and_respond(
     )
     frames = page.evaluate("window.recordkeeperGraph.measureFrames(60)")
     assert len(frames) == 59  # every requested frame was drawn
-    page.evaluate("window.recordkeeperGraph.select('checkpoint:big/r49-98')")
+    page.evaluate("window.recordkeeperGraph.select('checkpoint:big@run49/r49-98')")
     assert page.get_by_test_id("selected-node").inner_text() == "big/r49-98"
     shot(page, "graph-5000")
     # the model's checkpoints come a page at a time
