@@ -191,15 +191,28 @@ def test_checkpoint_graph_expand_and_click_through(scenario: Scenario, page: Any
     page.set_viewport_size(WIDE)
     page.goto(scenario.service.url + "/")
     page.get_by_role("navigation", name="main").get_by_role("link", name="Models").click()
+    # a model's latest checkpoint comes as model@run/checkpoint; its link opens that checkpoint
+    latest = page.get_by_test_id("models").locator("tr", has_text="det").get_by_role("link").nth(1)
+    latest_ref = latest.inner_text()
+    assert latest_ref.startswith("det@")
+    latest.click()
+    assert page.get_by_test_id("checkpoint-ref").inner_text() == latest_ref
+    page.go_back()
     page.get_by_test_id("models").get_by_role("link", name="det", exact=True).click()
     run = page.get_by_test_id("run-r1")
     assert "loss=0.5" in run.locator("tr", has_text="ckpt-200").inner_text()
     assert page.get_by_test_id("run-sweep").locator("tbody tr").count() == 30
     run.get_by_role("link", name="ckpt-200", exact=True).click()
-    assert page.get_by_test_id("checkpoint-ref").inner_text() == "det/ckpt-200"
+    assert page.get_by_test_id("checkpoint-ref").inner_text() == "det@r1/ckpt-200"
     assert "ckpt-200_saved_modules/serving" in page.get_by_test_id("exports").inner_text()
     data = page.get_by_test_id("lineage-data").inner_text()
     assert scenario.v1 in data and scenario.v2 in data  # the union along the chain
+    # the parent and the chain are named in full (model@run/checkpoint) and their links open them
+    page.get_by_role("link", name="det@r1/ckpt-100").first.click()
+    assert page.get_by_test_id("checkpoint-ref").inner_text() == "det@r1/ckpt-100"
+    assert "run=r1" in page.url
+    page.go_back()
+    assert page.get_by_test_id("checkpoint-ref").inner_text() == "det@r1/ckpt-200"
     page.get_by_test_id("graph-link").click()
     panel = page.get_by_test_id("graph-panel")
     assert panel.get_by_test_id("selected-node").inner_text() == "det/ckpt-200"
