@@ -166,7 +166,7 @@ def test_dataset_to_version_to_shards_and_schema(scenario: Scenario, page: Any) 
     assert "person/boxes" in schema.inner_text()
     assert "float" in schema.locator("tr", has_text="person/boxes").inner_text()
     consumers = page.get_by_test_id("consumers")
-    assert "det/ckpt-200" in consumers.inner_text()
+    assert "det@r1/ckpt-200" in consumers.inner_text()  # the service names checkpoints in full
     shot(page, "version")
 
 
@@ -191,15 +191,28 @@ def test_checkpoint_graph_expand_and_click_through(scenario: Scenario, page: Any
     page.set_viewport_size(WIDE)
     page.goto(scenario.service.url + "/")
     page.get_by_role("navigation", name="main").get_by_role("link", name="Models").click()
+    # a model's latest checkpoint comes as model@run/checkpoint; its link opens that checkpoint
+    latest = page.get_by_test_id("models").locator("tr", has_text="det").get_by_role("link").nth(1)
+    latest_ref = latest.inner_text()
+    assert latest_ref.startswith("det@")
+    latest.click()
+    assert page.get_by_test_id("checkpoint-ref").inner_text() == latest_ref
+    page.go_back()
     page.get_by_test_id("models").get_by_role("link", name="det", exact=True).click()
     run = page.get_by_test_id("run-r1")
     assert "loss=0.5" in run.locator("tr", has_text="ckpt-200").inner_text()
     assert page.get_by_test_id("run-sweep").locator("tbody tr").count() == 30
     run.get_by_role("link", name="ckpt-200", exact=True).click()
-    assert page.get_by_test_id("checkpoint-ref").inner_text() == "det/ckpt-200"
+    assert page.get_by_test_id("checkpoint-ref").inner_text() == "det@r1/ckpt-200"
     assert "ckpt-200_saved_modules/serving" in page.get_by_test_id("exports").inner_text()
     data = page.get_by_test_id("lineage-data").inner_text()
     assert scenario.v1 in data and scenario.v2 in data  # the union along the chain
+    # the parent and the chain are named in full (model@run/checkpoint) and their links open them
+    page.get_by_role("link", name="det@r1/ckpt-100").first.click()
+    assert page.get_by_test_id("checkpoint-ref").inner_text() == "det@r1/ckpt-100"
+    assert "run=r1" in page.url
+    page.go_back()
+    assert page.get_by_test_id("checkpoint-ref").inner_text() == "det@r1/ckpt-200"
     page.get_by_test_id("graph-link").click()
     panel = page.get_by_test_id("graph-panel")
     assert panel.get_by_test_id("selected-node").inner_text() == "det/ckpt-200"
@@ -268,7 +281,7 @@ def test_shard_impact(scenario: Scenario, page: Any) -> None:
     checkpoints.wait_for()
     text = checkpoints.inner_text()
     # ckpt-100 trained on v1's train split; ckpt-200 and ft/ckpt-10 descend from it
-    assert "det/ckpt-100" in text and "det/ckpt-200" in text and "ft/ckpt-10" in text
+    assert "det@r1/ckpt-100" in text and "det@r1/ckpt-200" in text and "ft@ft1/ckpt-10" in text
     assert "sweep" not in text
 
 
@@ -360,7 +373,7 @@ def test_five_thousand_nodes_load_and_respond(
     )
     frames = page.evaluate("window.recordkeeperGraph.measureFrames(60)")
     assert len(frames) == 59  # every requested frame was drawn
-    page.evaluate("window.recordkeeperGraph.select('checkpoint:big/r49-98')")
+    page.evaluate("window.recordkeeperGraph.select('checkpoint:big@run49/r49-98')")
     assert page.get_by_test_id("selected-node").inner_text() == "big/r49-98"
     shot(page, "graph-5000")
     # the model's checkpoints come a page at a time

@@ -29,11 +29,28 @@ function apiParams(id) {
   throw new Error(`not a graph node: ${id}`);
 }
 
+/** The page of a checkpoint; `run` (null: none) keeps it unambiguous when several runs of
+ * the model have a checkpoint of that name. */
+export function checkpointHref(model, checkpoint, run) {
+  const path = `#/models/${encodeURIComponent(model)}/checkpoints/${encodeURIComponent(checkpoint)}`;
+  return run ? `${path}?run=${encodeURIComponent(run)}` : path;
+}
+
+/** `model@run/checkpoint` (or `model/checkpoint`) → its parts; run is null when absent. */
+export function splitCheckpointRef(ref) {
+  const slash = ref.indexOf("/");
+  const head = ref.slice(0, slash);
+  const at = head.indexOf("@");
+  return {
+    model: at < 0 ? head : head.slice(0, at),
+    run: at < 0 ? null : head.slice(at + 1),
+    checkpoint: ref.slice(slash + 1),
+  };
+}
+
 /** The page of a node (checkpoint or version) in this UI. */
 export function nodeHref(node) {
-  if (node.kind === "checkpoint") {
-    return `#/models/${encodeURIComponent(node.model)}/checkpoints/${encodeURIComponent(node.checkpoint)}`;
-  }
+  if (node.kind === "checkpoint") return checkpointHref(node.model, node.checkpoint, node.run);
   if (node.kind === "version") return `#/versions/${encodeURIComponent(node.name)}`;
   return null;
 }

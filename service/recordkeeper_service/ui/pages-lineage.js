@@ -1,10 +1,13 @@
 // Pages about training: models, runs and checkpoints; shard impact; the lineage graph.
 import { api, seg } from "./api.js";
 import { clear, count, errorBox, h, hash, json, link, table, when } from "./dom.js";
-import { LineageView, nodeLabel } from "./graph.js";
+import { LineageView, checkpointHref, nodeLabel, splitCheckpointRef } from "./graph.js";
 
-const checkpointHref = (model, checkpoint) =>
-  `#/models/${encodeURIComponent(model)}/checkpoints/${encodeURIComponent(checkpoint)}`;
+/** The page of a checkpoint named in full by the service (`model@run/checkpoint`). */
+const refHref = (ref) => {
+  const { model, run, checkpoint } = splitCheckpointRef(ref);
+  return checkpointHref(model, checkpoint, run);
+};
 const versionHref = (name) => `#/versions/${encodeURIComponent(name)}`;
 const MODEL_PAGE = 200;
 const graphHref = (kind, value) => `#/graph?${kind}=${encodeURIComponent(value)}`;
@@ -43,7 +46,7 @@ export async function modelsPage(main, _args, query) {
       [
         ["Model", (m) => link(`#/models/${encodeURIComponent(m.name)}`, m.name)],
         ["Checkpoints", (m) => count(m.checkpoint_count)],
-        ["Latest", (m) => (m.latest_checkpoint ? link(checkpointHref(m.name, m.latest_checkpoint), m.latest_checkpoint) : "—")],
+        ["Latest", (m) => (m.latest_checkpoint ? link(refHref(m.latest_checkpoint), m.latest_checkpoint) : "—")],
         ["Created", (m) => when(m.created_at)],
       ],
       models.data,
@@ -77,7 +80,7 @@ export async function modelPage(main, [model], query) {
       h("h2", {}, `Run ${run}`),
       table(
         [
-          ["Checkpoint", (c) => link(checkpointHref(c.model, c.checkpoint), c.checkpoint)],
+          ["Checkpoint", (c) => link(checkpointHref(c.model, c.checkpoint, c.run), c.checkpoint)],
           ["Step", (c) => count(c.step)],
           ["Parent", (c) => (c.parent ? `${c.parent} (${c.parent_kind})` : "—")],
           ["Data", (c) => c.data.map((d, i) => [i ? ", " : "", link(versionHref(d.version), d.version), ` (${d.role})`])],
@@ -91,10 +94,11 @@ export async function modelPage(main, [model], query) {
   );
 }
 
-export async function checkpointPage(main, [model, checkpoint]) {
-  const ref = `${model}/${checkpoint}`;
-  const lineage = await api(`/models/${seg(model)}/checkpoints/${seg(checkpoint)}/lineage`);
+export async function checkpointPage(main, [model, checkpoint], query) {
+  const run = query.get("run"); // absent: the service finds the one run with this checkpoint
+  const lineage = await api(`/models/${seg(model)}/checkpoints/${seg(checkpoint)}/lineage`, { params: run ? { run } : {} });
   const c = lineage.checkpoint;
+  const ref = c.ref; // model@run/checkpoint
   clear(
     main,
     h("p", { class: "crumbs" }, link("#/models", "Models"), " / ", link(`#/models/${encodeURIComponent(model)}`, model), " / ", checkpoint),
@@ -106,7 +110,7 @@ export async function checkpointPage(main, [model, checkpoint]) {
         ["Step", count(c.step)],
         ["Run", c.run || "—"],
         ["URI", c.uri ? h("code", {}, c.uri) : "—"],
-        ["Parent", c.parent ? [link(checkpointHref(...c.parent.split("/")), c.parent), ` (${c.parent_kind})`] : "—"],
+        ["Parent", c.parent ? [link(refHref(c.parent), c.parent), ` (${c.parent_kind})`] : "—"],
         ["Metrics", metrics(c.metrics)],
         ["Created", `${when(c.created_at)} by ${c.created_by}`],
       ].map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
@@ -134,7 +138,7 @@ export async function checkpointPage(main, [model, checkpoint]) {
     table(
       [
         ["Depth", (l) => l.depth],
-        ["Checkpoint", (l) => link(checkpointHref(l.model, l.checkpoint), `${l.model}/${l.checkpoint}`)],
+        ["Checkpoint", (l) => link(checkpointHref(l.model, l.checkpoint, l.run), l.ref)],
         ["Step", (l) => count(l.step)],
         ["Link to next", (l) => l.parent_kind || "root"],
       ],
@@ -190,7 +194,7 @@ export async function impactPage(main, _args, query) {
     h("p", {}, answer.models.map((m) => `${m.model}: ${count(m.checkpoints)} (${count(m.direct)} direct)`).join(" · ")),
     table(
       [
-        ["Checkpoint", (c) => link(checkpointHref(c.model, c.checkpoint), c.ref)],
+        ["Checkpoint", (c) => link(checkpointHref(c.model, c.checkpoint, c.run), c.ref)],
         ["Step", (c) => count(c.step)],
         ["How", (c) => (c.direct ? `trained on its split (${c.splits.join(", ")})` : `from ${c.parent}`)],
       ],
