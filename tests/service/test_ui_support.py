@@ -63,7 +63,9 @@ def test_diff_of_two_versions(client: TestClient) -> None:
     v1 = stage(client, "coco")
     prefix = v1["storage_prefix"]
     assert register(client, v1["name"], shards(prefix, 2)).status_code == 200
-    assert commit(client, v1["name"]).status_code == 200
+    committed = commit(client, v1["name"])
+    assert committed.status_code == 200
+    v1_name = committed.json()["name"]  # the rk1 name comes at commit, not at stage
     v2 = stage(client, "coco")
     wider = example_schema(features=("label", "person"))
     bodies = [
@@ -74,9 +76,11 @@ def test_diff_of_two_versions(client: TestClient) -> None:
     bodies[0]["records_sha256"] = shards(prefix, 2)[0]["records_sha256"]
     bodies[0]["count"] = 3
     assert register(client, v2["name"], bodies).status_code == 200
-    assert commit(client, v2["name"]).status_code == 200
+    committed = commit(client, v2["name"])
+    assert committed.status_code == 200
+    v2_name = committed.json()["name"]
     diff: dict[str, Any] = ok(client.get(f"{API}/versions/coco@v1/diff/coco@latest"))
-    assert diff["old"] == v1["name"] and diff["new"] == v2["name"]
+    assert diff["old"] == v1_name and diff["new"] == v2_name
     assert diff["same_content"] is False
     assert diff["shards"]["unchanged"] == 1
     assert [(c["split"], c["index"]) for c in diff["shards"]["changed"]] == [("train", 1)]
@@ -101,13 +105,13 @@ def test_graph_nodes_count_their_neighbours(client: TestClient) -> None:
     graph = ok(client.get(f"{API}/lineage/graph", params={"checkpoint": "det/ckpt-3", "depth": 1}))
     counts = {n["id"]: (n["upstream_count"], n["downstream_count"]) for n in graph["nodes"]}
     assert counts == {
-        "checkpoint:det/ckpt-3": (2, 1),  # parent ckpt-2 and v1 (train and eval: one node)
-        "checkpoint:det/ckpt-2": (2, 1),
-        "checkpoint:det/ckpt-4": (2, 1),  # ckpt-3 and v2; ft/ckpt-1 below
+        "checkpoint:det@r1/ckpt-3": (2, 1),  # parent ckpt-2 and v1 (train and eval: one node)
+        "checkpoint:det@r1/ckpt-2": (2, 1),
+        "checkpoint:det@r1/ckpt-4": (2, 1),  # ckpt-3 and v2; ft/ckpt-1 below
         f"version:{names['v1']}": (0, 3),  # ckpt-1, -2, -3
     }
     ft = ok(client.get(f"{API}/lineage/graph", params={"checkpoint": "ft/ckpt-1", "depth": 1}))
-    node = next(n for n in ft["nodes"] if n["id"] == "checkpoint:ft/ckpt-1")
+    node = next(n for n in ft["nodes"] if n["id"] == "checkpoint:ft@ft-run/ckpt-1")
     assert node["run"] == "ft-run" and node["model"] == "ft"
     assert (node["upstream_count"], node["downstream_count"]) == (2, 0)
     v2 = next(n for n in ft["nodes"] if n["kind"] == "version")
