@@ -503,9 +503,7 @@ def test_check_model_compares_recorded_serving_inputs_with_schemas(client: TestC
         ("x", "missing_feature", "error"),
         ("tags", "missing_feature", "warning"),
     }
-    on_other = {
-        (p["feature"], p["problem"]) for p in by_version[other_name, "asked"]["problems"]
-    }
+    on_other = {(p["feature"], p["problem"]) for p in by_version[other_name, "asked"]["problems"]}
     assert on_other == {
         ("label", "dtype_mismatch"),  # float values, parsed as int64
         ("x", "shape_mismatch"),  # one value per record, parsed with shape [3]
