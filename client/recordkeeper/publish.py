@@ -56,7 +56,14 @@ if TYPE_CHECKING:
     from recordkeeper.registry import Registry
     from recordkeeper.tfrecord import ShardStats
 
-__all__ = ["check_allowed", "detect_file_compression", "publish", "scan_bytes", "scan_file"]
+__all__ = [
+    "check_allowed",
+    "copy_target",
+    "detect_file_compression",
+    "publish",
+    "scan_bytes",
+    "scan_file",
+]
 
 
 class _Prefixed:
@@ -245,6 +252,19 @@ def check_allowed(uris: list[str], allowed_roots: list[str]) -> None:
         )
 
 
+def copy_target(info: Mapping[str, Any], uris: list[str], copy_to: str | bool | None) -> str | None:
+    """Where publishing puts the shards at ``uris``, given the service's ``/info``: None to
+    register them in place (each must lie in an allowed root, else
+    :class:`StorageRootNotAllowed` before anything is read), or the root to copy them under
+    (``copy_to=True``: the service's storage root)."""
+    if copy_to is True:
+        return str(info["storage_root"])
+    if copy_to is None or copy_to is False:
+        check_allowed(uris, list(info.get("allowed_roots") or []))
+        return None
+    return to_uri(copy_to)
+
+
 #: shards up to this size, published in place from S3, are read whole in one request
 SMALL_SHARD_BYTES = 2**20
 _SMALL_BATCH_BYTES = 32 * 2**20  # read this much (at most) while the previous batch is scanned
@@ -332,15 +352,7 @@ def publish(
     shards = dataset.shards
     if not shards:
         raise InvalidShard(f"dataset {dataset.name!r} has no shards")
-    info = registry.info()
-    if copy_to is True:
-        copy_to = str(info["storage_root"])
-    elif copy_to is False:
-        copy_to = None
-    if copy_to is None:
-        check_allowed([s.uri for s in shards], list(info.get("allowed_roots") or []))
-    else:
-        copy_to = to_uri(copy_to)
+    copy_to = copy_target(registry.info(), [s.uri for s in shards], copy_to)
     url_to_fs(shards[0].uri, options)  # create the filesystem once, outside the threads
     # Small S3 shards published in place are read whole, one request each (see _read_small).
     small = _small_s3_shards(shards, options) if copy_to is None else {}

@@ -34,8 +34,8 @@ from recordkeeper.core.errors import InvalidShard
 from recordkeeper.core.splits import shard_file_name
 from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
 from recordkeeper.models import DatasetVersion
-from recordkeeper.publish import check_allowed, detect_file_compression, scan_file
-from recordkeeper.storage import join_uri, to_uri
+from recordkeeper.publish import copy_target, detect_file_compression, scan_file
+from recordkeeper.storage import join_uri
 
 __all__ = ["PublishExisting"]
 
@@ -141,16 +141,7 @@ class PublishExisting(beam.PTransform):
         shards = dataset.shards
         if not shards:
             raise InvalidShard(f"dataset {dataset.name!r} has no shards")
-        copy_to = self.copy_to
-        info = client.info()
-        if copy_to is True:
-            copy_to = str(info["storage_root"])
-        elif copy_to is False:
-            copy_to = None
-        if copy_to is None:
-            check_allowed([s.uri for s in shards], list(info.get("allowed_roots") or []))
-        else:
-            copy_to = to_uri(copy_to)
+        copy_to = copy_target(client.info(), [s.uri for s in shards], self.copy_to)
         if self.staged is None:
             self.staged = client.stage(dataset.name, desc=self.desc, date=self.date, root=copy_to)
         prefix = self.staged.storage_prefix if copy_to is not None else None
