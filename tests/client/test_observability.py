@@ -107,5 +107,5 @@ def test_the_cli_prints_the_request_id_of_a_service_error(
     http.event_hooks["request"].append(lambda request: sent.append(request.headers["X-Request-ID"]))
     monkeypatch.setattr(common, "Client", lambda *a, **k: rk.Client(http_client=http))
     result = CliRunner().invoke(app, ["show", "coco@latest"])
-    assert result.exit_code == 1
+    assert result.exit_code == common.ExitCode.NOT_FOUND
     assert result.output.strip().endswith(f"[version_not_found] (request id {sent[-1]})")

@@ -480,7 +480,9 @@ def test_check_model_compares_recorded_serving_inputs_with_schemas(client: TestC
         other["storage_prefix"], 1, schema=example_schema(kind="float", features=("label", "x"))
     )
     assert register(client, other["name"], bodies).status_code == 200
-    assert commit(client, other["name"]).status_code == 200
+    committed = commit(client, other["name"])
+    assert committed.status_code == 200
+    other_name = committed.json()["name"]  # the rk1 name comes at commit (`…_v2`)
     inputs = [
         {"name": "label", "kind": "dense", "dtype": "int64", "shape": [], "has_default": False},
         {"name": "x", "kind": "dense", "dtype": "float32", "shape": [3]},
@@ -492,7 +494,7 @@ def test_check_model_compares_recorded_serving_inputs_with_schemas(client: TestC
     answer = ok(client.get(route, params={"data": ["coco@v2"]}))
     assert answer["checkpoint"] == "det@r1/ckpt-1" and answer["ok"] is False
     by_version = {(c["version"], c["role"]): c for c in answer["checks"]}
-    assert set(by_version) == {(trained, "train"), (other["name"], "asked")}
+    assert set(by_version) == {(trained, "train"), (other_name, "asked")}
     on_trained = {
         (p["feature"], p["problem"], p["severity"])
         for p in by_version[trained, "train"]["problems"]
@@ -501,9 +503,7 @@ def test_check_model_compares_recorded_serving_inputs_with_schemas(client: TestC
         ("x", "missing_feature", "error"),
         ("tags", "missing_feature", "warning"),
     }
-    on_other = {
-        (p["feature"], p["problem"]) for p in by_version[other["name"], "asked"]["problems"]
-    }
+    on_other = {(p["feature"], p["problem"]) for p in by_version[other_name, "asked"]["problems"]}
     assert on_other == {
         ("label", "dtype_mismatch"),  # float values, parsed as int64
         ("x", "shape_mismatch"),  # one value per record, parsed with shape [3]

@@ -32,8 +32,9 @@ def _two_splits(client: TestClient, content: str = "") -> tuple[str, list[dict[s
         prefix, 3, split="validation", content=content
     )
     register(client, version["name"], bodies)
-    assert commit(client, version["name"]).status_code == 200
-    return version["name"], bodies
+    committed = commit(client, version["name"])
+    assert committed.status_code == 200
+    return committed.json()["name"], bodies  # the committed name, not the staged one
 
 
 def test_pages_walk_every_shard_once_in_order(client: TestClient) -> None:

@@ -101,13 +101,13 @@ def test_graph_nodes_count_their_neighbours(client: TestClient) -> None:
     graph = ok(client.get(f"{API}/lineage/graph", params={"checkpoint": "det/ckpt-3", "depth": 1}))
     counts = {n["id"]: (n["upstream_count"], n["downstream_count"]) for n in graph["nodes"]}
     assert counts == {
-        "checkpoint:det/ckpt-3": (2, 1),  # parent ckpt-2 and v1 (train and eval: one node)
-        "checkpoint:det/ckpt-2": (2, 1),
-        "checkpoint:det/ckpt-4": (2, 1),  # ckpt-3 and v2; ft/ckpt-1 below
+        "checkpoint:det@r1/ckpt-3": (2, 1),  # parent ckpt-2 and v1 (train and eval: one node)
+        "checkpoint:det@r1/ckpt-2": (2, 1),
+        "checkpoint:det@r1/ckpt-4": (2, 1),  # ckpt-3 and v2; ft/ckpt-1 below
         f"version:{names['v1']}": (0, 3),  # ckpt-1, -2, -3
     }
     ft = ok(client.get(f"{API}/lineage/graph", params={"checkpoint": "ft/ckpt-1", "depth": 1}))
-    node = next(n for n in ft["nodes"] if n["id"] == "checkpoint:ft/ckpt-1")
+    node = next(n for n in ft["nodes"] if n["id"] == "checkpoint:ft@ft-run/ckpt-1")
     assert node["run"] == "ft-run" and node["model"] == "ft"
     assert (node["upstream_count"], node["downstream_count"]) == (2, 0)
     v2 = next(n for n in ft["nodes"] if n["kind"] == "version")
