@@ -144,7 +144,7 @@ export class LineageView {
     this.cy.destroy();
   }
 
-  /** Load one hop around `id` ("checkpoint:m/c" or "version:name") and make it the root. */
+  /** Load one hop around `id` ("checkpoint:model@run/ckpt" or "version:name") and make it the root. */
   async open(id) {
     this.root = null;
     const answer = await this.fetchAround(id);
