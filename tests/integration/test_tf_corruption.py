@@ -132,3 +132,31 @@ def test_an_intact_split_reads_as_before(
     assert read_all(dataset) == [r for shard in RECORDS for r in shard]
     batches = read_all(dataset.batch(16).map(tensorflow.strings.length))
     assert sum(len(b) for b in batches) == 120
+
+
+@pytest.mark.parametrize("compressions", [("", "", ""), ("", ".gz", "")])
+def test_keras_fit_trains_on_the_typed_dataset(
+    live_service: LiveService, data_dir: Path, tensorflow: ModuleType, compressions: tuple[str, ...]
+) -> None:
+    """Keras takes the dataset's iterator as TensorFlow's own: ``fit`` sees every batch, on
+    TensorFlow's reader (one compression) and on the fsspec reader (mixed)."""
+    import gzip
+
+    tf = tensorflow
+    layout = {
+        f"train-{i:05d}-of-00003.tfrecord{suffix}": (
+            gzip.compress(frame(RECORDS[i])) if suffix else frame(RECORDS[i])
+        )
+        for i, suffix in enumerate(compressions)
+    }
+    v = publish(live_service, data_dir / "raw", layout)
+    lengths = v.tf_dataset("train").map(lambda r: (tf.cast(tf.strings.length(r), tf.float32),))
+    pairs = lengths.map(lambda x: (tf.reshape(x, [1]), tf.reshape(x, [1]))).batch(8)
+    model = tf.keras.Sequential([tf.keras.Input(shape=(1,)), tf.keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    seen: list[int] = []
+    count = tf.keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: seen.append(1))
+    history = model.fit(pairs, epochs=2, verbose=0, callbacks=[count])
+    assert len(history.history["loss"]) == 2
+    records = sum(len(shard) for shard in RECORDS)
+    assert len(seen) >= 2 * (records // 8)  # every full batch of both epochs was trained on

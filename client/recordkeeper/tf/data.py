@@ -222,29 +222,25 @@ def _with_typed_errors(dataset: Any, translate: _Translate) -> Any:
 def _typed_dataset_class() -> type:
     """An identity ``tf.data.Dataset`` translating errors (built once TensorFlow is loaded)."""
     import tensorflow as tf
-    from tensorflow.python.data.ops import dataset_ops
+    from tensorflow.python.data.ops import dataset_ops, iterator_ops
 
-    class TypedErrors:
-        """Iterates ``inner``, raising the translation of TensorFlow's errors."""
+    class TypedErrors(iterator_ops.OwnedIterator):
+        """An iterator raising the translation of TensorFlow's errors.  A real
+        ``OwnedIterator``, so Keras and ``tf.function`` take it as TensorFlow's own (inside a
+        traced function it is TensorFlow's: there the error stays TensorFlow's)."""
 
-        def __init__(self, inner: Any, translate: _Translate) -> None:
-            self._inner = inner
+        def __init__(self, dataset: Any, translate: _Translate) -> None:
             self._translate = translate
-
-        def __iter__(self) -> Any:
-            return self
+            super().__init__(dataset=dataset)
 
         def __next__(self) -> Any:
             try:
-                return next(self._inner)
+                return super().__next__()
             except tf.errors.OpError as exc:
                 error = self._translate(exc)
                 if error is None:
                     raise
                 raise error from exc
-
-        def __getattr__(self, name: str) -> Any:  # element_spec, get_next, ...
-            return getattr(self._inner, name)
 
     class TypedErrorsDataset(dataset_ops.UnaryUnchangedStructureDataset):
         """The same elements as ``input_dataset``; see :func:`_with_typed_errors`."""
@@ -254,7 +250,9 @@ def _typed_dataset_class() -> type:
             super().__init__(input_dataset, input_dataset._variant_tensor)
 
         def __iter__(self) -> Any:
-            return TypedErrors(super().__iter__(), self._translate)
+            if tf.executing_eagerly() or tf.inside_function():
+                return TypedErrors(self, self._translate)
+            return super().__iter__()  # graph mode: TensorFlow says why it cannot
 
     def keeps_translating(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
