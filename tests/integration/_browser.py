@@ -69,9 +69,11 @@ def chromium_path() -> str:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_path: str) -> Iterator[Any]:
-    """A headless Chromium for the session."""
+    """A headless Chromium for one test module.  Not for the session: Playwright's sync API
+    keeps an event loop running in the main thread while it is started, and later tests that
+    call ``asyncio.run`` (tests/service/test_fastpath.py) must not find one."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

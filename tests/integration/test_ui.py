@@ -188,6 +188,8 @@ def test_compare_two_versions(scenario: Scenario, page: Any) -> None:
 
 
 def test_checkpoint_graph_expand_and_click_through(scenario: Scenario, page: Any) -> None:
+    from playwright.sync_api import expect  # here: without playwright the fixture skips or fails
+
     page.set_viewport_size(WIDE)
     page.goto(scenario.service.url + "/")
     page.get_by_role("navigation", name="main").get_by_role("link", name="Models").click()
@@ -196,23 +198,29 @@ def test_checkpoint_graph_expand_and_click_through(scenario: Scenario, page: Any
     latest_ref = latest.inner_text()
     assert latest_ref.startswith("det@")
     latest.click()
-    assert page.get_by_test_id("checkpoint-ref").inner_text() == latest_ref
+    expect(page.get_by_test_id("checkpoint-ref")).to_have_text(latest_ref)  # waits for the page
     page.go_back()
     page.get_by_test_id("models").get_by_role("link", name="det", exact=True).click()
     run = page.get_by_test_id("run-r1")
     assert "loss=0.5" in run.locator("tr", has_text="ckpt-200").inner_text()
     assert page.get_by_test_id("run-sweep").locator("tbody tr").count() == 30
     run.get_by_role("link", name="ckpt-200", exact=True).click()
-    assert page.get_by_test_id("checkpoint-ref").inner_text() == "det@r1/ckpt-200"
+    expect(page.get_by_test_id("checkpoint-ref")).to_have_text(
+        "det@r1/ckpt-200"
+    )  # waits for the page
     assert "ckpt-200_saved_modules/serving" in page.get_by_test_id("exports").inner_text()
     data = page.get_by_test_id("lineage-data").inner_text()
     assert scenario.v1 in data and scenario.v2 in data  # the union along the chain
     # the parent and the chain are named in full (model@run/checkpoint) and their links open them
     page.get_by_role("link", name="det@r1/ckpt-100").first.click()
-    assert page.get_by_test_id("checkpoint-ref").inner_text() == "det@r1/ckpt-100"
+    expect(page.get_by_test_id("checkpoint-ref")).to_have_text(
+        "det@r1/ckpt-100"
+    )  # waits for the page
     assert "run=r1" in page.url
     page.go_back()
-    assert page.get_by_test_id("checkpoint-ref").inner_text() == "det@r1/ckpt-200"
+    expect(page.get_by_test_id("checkpoint-ref")).to_have_text(
+        "det@r1/ckpt-200"
+    )  # waits for the page
     page.get_by_test_id("graph-link").click()
     panel = page.get_by_test_id("graph-panel")
     assert panel.get_by_test_id("selected-node").inner_text() == "det/ckpt-200"
