@@ -15,9 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import apache_beam as beam
+
 from recordkeeper.client import Client
 
-__all__ = ["ServiceConfig"]
+__all__ = ["ServiceConfig", "ServiceDoFn"]
 
 
 @dataclass(frozen=True)
@@ -59,3 +61,26 @@ class ServiceConfig:
             timeout=self.timeout,
             storage_options=dict(self.storage_options),
         )
+
+
+class ServiceDoFn(beam.DoFn):
+    """A DoFn that talks to the service: its worker's client is built in ``setup`` from
+    ``config`` and closed in ``teardown`` (:meth:`worker_client` while the DoFn runs).  A method,
+    not a property: Beam reads every attribute of a DoFn when the transform is built."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        super().__init__()
+        self._config = config
+        self._client: Client | None = None
+
+    def worker_client(self) -> Client:
+        """This worker's client (built in ``setup``)."""
+        assert self._client is not None, "used before DoFn.setup"
+        return self._client
+
+    def setup(self) -> None:
+        self._client = self._config.client()
+
+    def teardown(self) -> None:
+        if self._client is not None:
+            self._client.close()

@@ -28,7 +28,7 @@ from typing import Any
 import apache_beam as beam
 
 from recordkeeper.beam._commit import check_stored, commit_version, remove_quietly, version_output
-from recordkeeper.beam._service import ServiceConfig
+from recordkeeper.beam._service import ServiceConfig, ServiceDoFn
 from recordkeeper.client import Client
 from recordkeeper.core.errors import InvalidShard
 from recordkeeper.core.splits import shard_file_name
@@ -59,28 +59,21 @@ class _ScanFile(beam.DoFn):
         yield scan_file(shard, self._options, dest=dest, dest_options=self._options)
 
 
-class _Commit(beam.DoFn):
+class _Commit(ServiceDoFn):
     def __init__(self, staged: str, copies: bool, config: ServiceConfig, force_new: bool) -> None:
+        super().__init__(config)
         self._staged = staged
         self._copies = copies
-        self._config = config
         self._force_new = force_new
-        self._client: Client | None = None
-
-    def setup(self) -> None:
-        self._client = self._config.client()
-
-    def teardown(self) -> None:
-        if self._client is not None:
-            self._client.close()
 
     def process(self, registrations: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        assert self._client is not None
         options = dict(self._config.storage_options)
         ordered = sorted(registrations, key=lambda r: (r["split"], r["index"]))
         if self._copies:
             check_stored(ordered, options)
-        version = commit_version(self._client, self._staged, ordered, force_new=self._force_new)
+        version = commit_version(
+            self.worker_client(), self._staged, ordered, force_new=self._force_new
+        )
         if self._copies and not version.was_staged_as(self._staged):  # the copies are orphans
             remove_quietly([r["uri"] for r in ordered], options)
         yield version_output(version)

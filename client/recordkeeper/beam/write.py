@@ -55,7 +55,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from recordkeeper.beam._commit import check_stored, commit_version, remove_quietly, version_output
-from recordkeeper.beam._service import ServiceConfig
+from recordkeeper.beam._service import ServiceConfig, ServiceDoFn
 from recordkeeper.beam.read import ReadVersion
 from recordkeeper.client import Client
 from recordkeeper.core.errors import InvalidRequest, InvalidShard, StorageError
@@ -204,28 +204,19 @@ def _close(
     return pipe, WrittenShard(split, key, part, uri, stats)
 
 
-class _CommitVersion(beam.DoFn):
+class _CommitVersion(ServiceDoFn):
     """The barrier's one list of :class:`WrittenShard` → the committed version (once)."""
 
     def __init__(
         self, staged: str, prefix: str, compression: str, config: ServiceConfig, force_new: bool
     ) -> None:
+        super().__init__(config)
         self._staged = staged
         self._prefix = prefix
         self._suffix = compression_suffix(compression)
-        self._config = config
         self._force_new = force_new
-        self._client: Client | None = None
-
-    def setup(self) -> None:
-        self._client = self._config.client()
-
-    def teardown(self) -> None:
-        if self._client is not None:
-            self._client.close()
 
     def process(self, written: list[WrittenShard]) -> Iterator[dict[str, Any]]:
-        assert self._client is not None
         options = dict(self._config.storage_options)
         if not written:
             raise InvalidShard(
@@ -259,7 +250,7 @@ class _CommitVersion(beam.DoFn):
             registrations = list(pool.map(finalize, places))
         check_stored(registrations, options)
         version = commit_version(
-            self._client, self._staged, registrations, force_new=self._force_new
+            self.worker_client(), self._staged, registrations, force_new=self._force_new
         )
         self._remove_leftovers(options)
         if not version.was_staged_as(self._staged):  # identical content was kept: orphans
