@@ -145,7 +145,10 @@ def test_dataset_to_version_to_shards_and_schema(scenario: Scenario, page: Any) 
     # records per split arrive with one request per row
     page.get_by_test_id("versions").locator("ul.splits").first.wait_for()
     row = versions.locator("tr", has_text=scenario.v2)
-    assert "train" in row.inner_text() and "90" in row.inner_text()
+    from playwright.sync_api import expect  # waits: the records per split load after the row
+
+    expect(row).to_contain_text("train")
+    assert "90" in row.inner_text()
     aliases = page.get_by_test_id("aliases")
     assert scenario.v2 in aliases.locator("tr", has_text="prod").inner_text()
     aliases.locator("tr", has_text="prod").get_by_role("button", name="show history").click()
