@@ -25,6 +25,8 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
+import email.utils
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ __all__ = [
     "list_files",
     "open_read",
     "open_write",
+    "parse_timestamp",
     "remove",
     "rename",
     "s3_head_request",
@@ -113,7 +116,51 @@ def url_to_fs(uri: str, storage_options: Mapping[str, Any] | None = None) -> tup
             raise StorageError(
                 f"no filesystem for {uri}: {exc}{hint}", uri=uri, reason="error"
             ) from None
+        if backend == "s3":
+            _fast_s3_timestamps(fs)
     return fs, path
+
+
+def _fast_s3_timestamps(fs: Any) -> None:
+    """Have botocore parse the timestamps of ``fs``'s answers with :func:`parse_timestamp`.
+
+    Every S3 answer carries timestamps (``Last-Modified`` of each ``GET``/``HEAD``, one per
+    object of a listing) that botocore parses with ``dateutil`` by default: ~0.1 ms each, a
+    sixth of the client CPU of a small ``GET`` (issue 12).  botocore lets a session choose the
+    parser (``response_parser_factory.set_parser_defaults``); s3fs creates its session on first
+    use, so this creates it now (no request is sent).  Once per filesystem instance.
+    """
+    if getattr(fs, "_recordkeeper_timestamps", False) or getattr(fs, "asynchronous", False):
+        return
+    if getattr(fs, "session", None) is None and hasattr(fs, "set_session"):
+        import fsspec.asyn
+
+        fsspec.asyn.sync(fs.loop, fs.set_session)
+    session = getattr(fs, "session", None)
+    if session is not None and hasattr(session, "get_component"):
+        factory = session.get_component("response_parser_factory")
+        factory.set_parser_defaults(timestamp_parser=parse_timestamp)
+    fs._recordkeeper_timestamps = True
+
+
+def parse_timestamp(value: Any) -> Any:
+    """A timestamp of an S3 answer as botocore's default parser gives it (an aware
+    ``datetime``), taking the two forms S3 uses — RFC 1123 headers and ISO 8601 listings —
+    without ``dateutil``; anything else (or a time without a zone) goes to botocore's parser."""
+    if isinstance(value, str):
+        try:
+            parsed = (
+                email.utils.parsedate_to_datetime(value)
+                if "," in value
+                else datetime.datetime.fromisoformat(value)
+            )
+        except (TypeError, ValueError, IndexError):
+            parsed = None
+        if parsed is not None and parsed.tzinfo is not None:
+            return parsed
+    from botocore.utils import parse_timestamp as botocore_parse_timestamp
+
+    return botocore_parse_timestamp(value)
 
 
 #: botocore's own retries, when the caller sets none: one attempt per s3fs try.  s3fs already

@@ -229,3 +229,23 @@ def test_stat_many_equals_stat_object(s3_bucket: str, s3_server: Any, opts: dict
     assert results[:3] == [stat_object(u, opts) for u in uris]
     missing = results[3]
     assert isinstance(missing, rk.StorageError) and missing.extra["reason"] == "missing"
+
+
+def test_s3_timestamps_are_parsed_without_dateutil(s3_server: Any, s3_bucket: str) -> None:
+    """Every answer of a filesystem from url_to_fs (HEAD, GET, listing) has its timestamps
+    parsed by storage.parse_timestamp (timezone.utc), not by dateutil (its tzutc)."""
+    import datetime
+
+    from recordkeeper.storage import url_to_fs
+
+    uri = f"{s3_bucket}/ts/train-00000-of-00001.tfrecord"
+    _put(s3_server, uri, frame(sample_examples(2)))
+    fs, path = url_to_fs(uri, s3_server.storage_options)
+    fs.invalidate_cache()
+    head = fs.info(path)
+    listed = fs.ls(path.rsplit("/", 1)[0], detail=True)
+    for stamp in (head["LastModified"], listed[0]["LastModified"]):
+        assert isinstance(stamp, datetime.datetime)
+        assert stamp.tzinfo is datetime.UTC
+    (got,) = object_batches.read_small_many([uri], s3_server.storage_options)
+    assert not isinstance(got, Exception)
