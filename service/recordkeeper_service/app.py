@@ -30,7 +30,14 @@ from recordkeeper_service.limits import RequestGate
 from recordkeeper_service.metrics import ServiceMetrics
 from recordkeeper_service.observe import RequestObserver
 from recordkeeper_service.repository import Repository
-from recordkeeper_service.routes import api_docs, api_router, probe_router, ui_router
+from recordkeeper_service.routes import (
+    API_PREFIX,
+    api_docs,
+    api_router,
+    probe_router,
+    ui_router,
+    versions,
+)
 from recordkeeper_service.routes import metrics as metrics_routes
 from recordkeeper_service.settings import Settings
 from recordkeeper_service.startup import check_startup
@@ -110,6 +117,8 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         max_small_body_bytes=settings.max_small_body_bytes,
     )
     install_observability(app, settings, metrics)
+    # The hot read path first: GET /api/v1/versions/{ref} in its common forms (routes/versions.py)
+    app.router.routes.append(versions.hot_resolve_route(API_PREFIX))
     app.include_router(api_router)
     app.include_router(probe_router)
     app.include_router(ui_router)

@@ -8,12 +8,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl
 
 import orjson
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import Field, TypeAdapter
+from starlette.routing import Match, Route
+from starlette.types import Scope
 
-from recordkeeper_service.deps import Limit, Offset, Reader, RepositoryDep, Writer
+from recordkeeper_service.deps import Limit, Offset, Reader, RepositoryDep, Writer, get_principal
+from recordkeeper_service.repository import Repository
 from recordkeeper_service.routes.common import (
     AUTHENTICATED,
     NOT_MODIFIED,
@@ -32,11 +36,14 @@ from recordkeeper_service.routes.shards import ShardOut
 __all__ = [
     "CommitIn",
     "DeprecateIn",
+    "HotResolveRoute",
     "SplitCountsOut",
     "SplitOut",
     "StageIn",
     "VersionOut",
     "VersionSplitsOut",
+    "hot_resolve_route",
+    "resolve_response",
     "router",
     "version_etag",
 ]
@@ -208,6 +215,17 @@ async def get_version(
     A published version's answer carries an ``ETag``; sent back in ``If-None-Match``, it makes
     the service answer ``304`` while the reference still designates that version in that state.
     """
+    return await resolve_response(repository, ref, shards, expect_digest, if_none_match)
+
+
+async def resolve_response(
+    repository: Repository,
+    ref: str,
+    shards: bool,
+    expect_digest: str | None,
+    if_none_match: str | None,
+) -> Response:
+    """The answer to ``GET /versions/{ref}`` (the declared route and :class:`HotResolveRoute`)."""
     record = await repository.versions.resolve_async(
         ref, shards=shards, expect_digest=expect_digest
     )
@@ -231,6 +249,78 @@ async def get_version(
     return Response(
         data, media_type="application/json", headers={"ETag": etag, "Cache-Control": "no-cache"}
     )
+
+
+#: The query parameters of ``GET /versions/{ref}`` and the values the hot route takes itself.
+_HOT_QUERY = {"shards": {"true": True, "false": False}, "expect_digest": None}
+
+
+class HotResolveRoute(Route):
+    """``GET /api/v1/versions/{ref}`` in its common forms, without FastAPI's per-request
+    dependency and parameter machinery (issue 12: resolving ``coco@latest`` is the request the
+    service answers most, and that machinery was ~45 % of its CPU).
+
+    It is matched before the declared route (:func:`get_version`, which stays the one in the
+    OpenAPI document) and takes only requests whose answer it gives exactly as that route
+    would: a ``GET`` without a body, whose query holds ``shards=true|false`` and
+    ``expect_digest=…`` at most once each and nothing else.  Anything else — another spelling
+    of a boolean, an unknown or repeated parameter, ``HEAD`` — falls through to the declared
+    route, so validation errors keep their one source.  Authentication, the answer and its
+    errors are the declared route's own functions (:data:`~recordkeeper_service.deps.get_principal`,
+    :func:`resolve_response`, the app's error handlers).
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, self._endpoint, methods=["GET"], include_in_schema=False)
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope.get("type") != "http" or scope.get("method") != "GET":
+            return Match.NONE, {}
+        query = scope.get("query_string", b"")
+        if query and _hot_query(query) is None:
+            return Match.NONE, {}
+        for name, value in scope.get("headers", ()):
+            if name in (b"content-length", b"transfer-encoding") and value not in (b"0",):
+                return Match.NONE, {}
+        return super().matches(scope)
+
+    @staticmethod
+    async def _endpoint(request: Request) -> Response:
+        principal = await get_principal(request)
+        principal.require("read")
+        params = _hot_query(request.scope.get("query_string", b"")) or {}
+        return await resolve_response(
+            request.app.state.repository,
+            request.path_params["ref"],
+            params.get("shards", True),
+            params.get("expect_digest"),
+            request.headers.get("if-none-match"),
+        )
+
+
+def _hot_query(query: bytes) -> dict[str, Any] | None:
+    """The hot route's parameters from a query string, or None when it must not take it."""
+    try:
+        pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        return None
+    found: dict[str, Any] = {}
+    for name, value in pairs:
+        if name not in _HOT_QUERY or name in found:
+            return None
+        choices = _HOT_QUERY[name]
+        if choices is None:
+            found[name] = value
+        elif value in choices:
+            found[name] = choices[value]
+        else:
+            return None
+    return found
+
+
+def hot_resolve_route(prefix: str) -> HotResolveRoute:
+    """The hot route for ``{prefix}/versions/{ref}`` (install it before the API router)."""
+    return HotResolveRoute(f"{prefix}/versions/{{ref}}")
 
 
 @router.post(
