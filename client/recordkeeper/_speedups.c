@@ -26,8 +26,9 @@
  *       The TFRecord framing (length, masked CRCs) of a list of bytes records, joined, built
  *       without the GIL: what TFRecordWriter writes.
  *
- *   crc32c(data, value=0) -> int      (plain CRC32C, for tests of this module; three
- *       interleaved lanes with SSE4.2, see crc_hw3)
+ *   crc32c(data, value=0, impl=0) -> int      (plain CRC32C, for tests of this module; three
+ *       interleaved lanes with SSE4.2 joined by PCLMULQDQ, see crc_clmul; `impl` picks one
+ *       implementation, see CRC_AUTO)
  *
  * The pure-Python implementations remain the reference; the tests run both.
  */
@@ -38,13 +39,15 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
+#include <wmmintrin.h>
 #define RK_HAVE_SSE42 1
 #endif
 
 /* ------------------------------------------------------------------ CRC32C */
 
 static uint32_t crc_table[8][256];
-static int use_hw = 0;
+static int use_hw = 0;    /* SSE4.2's crc32 instruction */
+static int use_clmul = 0; /* ... and PCLMULQDQ to join lanes of any length (crc_clmul) */
 
 static void crc_init(void) {
     for (uint32_t i = 0; i < 256; i++) {
@@ -58,6 +61,7 @@ static void crc_init(void) {
 #ifdef RK_HAVE_SSE42
     __builtin_cpu_init();
     use_hw = __builtin_cpu_supports("sse4.2") != 0;
+    use_clmul = use_hw && __builtin_cpu_supports("pclmul") != 0;
 #endif
 }
 
@@ -171,10 +175,106 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw3(uint32_t crc, const un
 }
 #endif
 
-static uint32_t crc32c(uint32_t crc, const unsigned char *p, size_t n) {
 #ifdef RK_HAVE_SSE42
-    if (use_hw) return n >= 3 * RK_CRC3_SHORT ? crc_hw3(crc, p, n) : crc_hw(crc, p, n);
+/* Three lanes of any length, joined by carry-less multiplication.  The table lanes above have
+ * fixed lengths, so a record of about a kilobyte ran its last third (the run below 384 bytes)
+ * on one chain; here the three lanes share each buffer (up to 3 x 4096 bytes at a time).
+ *
+ * Reflected CRC32C with raw registers: _mm_crc32_u64(0, v) = v(x) * x^32 mod P, and the 64-bit
+ * carry-less product of two 32-bit registers a, b represents x * a(x) * b(x).  So the register
+ * after n zero bytes starting from c, zeros_n(c) = c(x) * x^(8n) mod P, is
+ * _mm_crc32_u64(0, clmul(c, K)) with K = x^(8n - 33) mod P: one table entry per lane length
+ * (in 8-byte words), computed at import.  tests/client/test_crc_lanes.py checks every length
+ * from 0 to 5000 bytes and more against the crc32c package. */
+#define RK_CLMUL_BLOCK 512 /* words per lane for long buffers: blocks of 3 x 4096 bytes */
+#define RK_CLMUL_MIN 64    /* bytes; shorter runs take one chain (crc_hw) */
+static uint32_t clmul_k[2 * RK_CLMUL_BLOCK + 1]; /* [w]: K for a shift by w words */
+
+static uint32_t times_x(uint32_t v) { return (v >> 1) ^ (0x82F63B78u & (0u - (v & 1u))); }
+
+static void clmul_init(void) {
+    uint32_t k = 0x80000000u; /* 1 (reflected: x^0 is the top bit) */
+    for (int i = 0; i < 31; i++) k = times_x(k);
+    clmul_k[0] = 0; /* unused: no lane is empty */
+    for (int w = 1; w <= 2 * RK_CLMUL_BLOCK; w++) {
+        clmul_k[w] = k; /* x^(64w - 33) */
+        for (int i = 0; i < 64; i++) k = times_x(k);
+    }
+}
+
+/* zeros_{8w}(c): the register c followed by w zero words. */
+__attribute__((target("sse4.2,pclmul"))) static inline uint64_t clmul_shift(uint64_t c, size_t w) {
+    __m128i product = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)(uint32_t)c),
+                                           _mm_cvtsi32_si128((int)clmul_k[w]), 0);
+    return _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(product));
+}
+
+/* The register after a words at p (from c0), a words at p + 8a and b >= a words at p + 16a:
+ * three chains side by side, the last one b - a words longer. */
+__attribute__((target("sse4.2,pclmul"))) static inline uint64_t clmul_lanes(
+    uint64_t c0, const unsigned char *p, size_t a, size_t b) {
+    const unsigned char *p1 = p + 8 * a, *p2 = p + 16 * a;
+    uint64_t c1 = 0, c2 = 0, w0, w1, w2;
+    for (size_t i = 0; i < 8 * a; i += 8) {
+        memcpy(&w0, p + i, 8);
+        memcpy(&w1, p1 + i, 8);
+        memcpy(&w2, p2 + i, 8);
+        c0 = _mm_crc32_u64(c0, w0);
+        c1 = _mm_crc32_u64(c1, w1);
+        c2 = _mm_crc32_u64(c2, w2);
+    }
+    for (size_t i = 8 * a; i < 8 * b; i += 8) {
+        memcpy(&w2, p2 + i, 8);
+        c2 = _mm_crc32_u64(c2, w2);
+    }
+    return clmul_shift(c0, a + b) ^ clmul_shift(c1, b) ^ c2;
+}
+
+__attribute__((target("sse4.2,pclmul"))) static uint32_t crc_clmul(uint32_t crc,
+                                                                    const unsigned char *p,
+                                                                    size_t n) {
+    uint64_t c = (uint32_t)~crc;
+    if (n & 4) { /* the n % 8 bytes first, in at most three steps */
+        uint32_t v;
+        memcpy(&v, p, 4);
+        c = _mm_crc32_u32((uint32_t)c, v);
+        p += 4;
+    }
+    if (n & 2) {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        c = _mm_crc32_u16((uint32_t)c, v);
+        p += 2;
+    }
+    if (n & 1) c = _mm_crc32_u8((uint32_t)c, *p++);
+    size_t words = n >> 3;
+    while (words >= 3 * RK_CLMUL_BLOCK) {
+        c = clmul_lanes(c, p, RK_CLMUL_BLOCK, RK_CLMUL_BLOCK);
+        p += 24 * RK_CLMUL_BLOCK;
+        words -= 3 * RK_CLMUL_BLOCK;
+    }
+    if (words >= RK_CLMUL_MIN / 8) {
+        size_t a = words / 3;
+        c = clmul_lanes(c, p, a, words - 2 * a);
+    } else {
+        for (; words; words--, p += 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            c = _mm_crc32_u64(c, w);
+        }
+    }
+    return ~(uint32_t)c;
+}
 #endif
+
+/* The implementations, for crc32c(impl=...) in tests; 0 picks the fastest this CPU has. */
+#define CRC_AUTO 0
+#define CRC_SOFTWARE 1
+#define CRC_HW 2
+#define CRC_HW_TABLE_LANES 3
+#define CRC_HW_CLMUL_LANES 4
+
+static uint32_t crc_software(uint32_t crc, const unsigned char *p, size_t n) {
 #if PY_LITTLE_ENDIAN
     return crc_sw(crc, p, n);
 #else
@@ -182,6 +282,38 @@ static uint32_t crc32c(uint32_t crc, const unsigned char *p, size_t n) {
     while (n--) crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
     return ~crc;
 #endif
+}
+
+static uint32_t crc32c(uint32_t crc, const unsigned char *p, size_t n) {
+#ifdef RK_HAVE_SSE42
+    if (use_clmul) return n >= RK_CLMUL_MIN ? crc_clmul(crc, p, n) : crc_hw(crc, p, n);
+    if (use_hw) return n >= 3 * RK_CRC3_SHORT ? crc_hw3(crc, p, n) : crc_hw(crc, p, n);
+#endif
+    return crc_software(crc, p, n);
+}
+
+/* 1 if implementation `impl` runs on this CPU. */
+static int crc_available(int impl) {
+    switch (impl) {
+    case CRC_AUTO:
+    case CRC_SOFTWARE: return 1;
+    case CRC_HW:
+    case CRC_HW_TABLE_LANES: return use_hw;
+    case CRC_HW_CLMUL_LANES: return use_clmul;
+    default: return 0;
+    }
+}
+
+static uint32_t crc32c_with(int impl, uint32_t crc, const unsigned char *p, size_t n) {
+    switch (impl) {
+    case CRC_SOFTWARE: return crc_software(crc, p, n);
+#ifdef RK_HAVE_SSE42
+    case CRC_HW: return crc_hw(crc, p, n);
+    case CRC_HW_TABLE_LANES: return crc_hw3(crc, p, n);
+    case CRC_HW_CLMUL_LANES: return crc_clmul(crc, p, n);
+#endif
+    default: return crc32c(crc, p, n);
+    }
 }
 
 static uint32_t masked(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
@@ -812,8 +944,14 @@ static PyObject *py_frame(PyObject *self, PyObject *arg) {
 static PyObject *py_crc32c(PyObject *self, PyObject *args) {
     Py_buffer view;
     unsigned int value = 0;
-    if (!PyArg_ParseTuple(args, "y*|I", &view, &value)) return NULL;
-    uint32_t crc = crc32c(value, view.buf, (size_t)view.len);
+    int impl = CRC_AUTO;
+    if (!PyArg_ParseTuple(args, "y*|Ii", &view, &value, &impl)) return NULL;
+    if (!crc_available(impl)) {
+        PyBuffer_Release(&view);
+        PyErr_Format(PyExc_ValueError, "CRC32C implementation %d is not available here", impl);
+        return NULL;
+    }
+    uint32_t crc = crc32c_with(impl, value, view.buf, (size_t)view.len);
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLong(crc);
 }
@@ -823,7 +961,9 @@ static PyMethodDef methods[] = {
     {"structure_keys", py_structure_keys, METH_O, "Structure keys of Example records."},
     {"deframe_keys", py_deframe_keys, METH_VARARGS,
      "deframe() that counts structure keys instead of returning records."},
-    {"crc32c", py_crc32c, METH_VARARGS, "CRC32C of a bytes-like object."},
+    {"crc32c", py_crc32c, METH_VARARGS,
+     "CRC32C of a bytes-like object; impl (tests): 1 software, 2 SSE4.2 one lane, 3 table lanes,"
+     " 4 PCLMULQDQ lanes, 0 (default) the fastest available."},
     {"frame", py_frame, METH_O, "The TFRecord framing of a list of bytes records, joined."},
     {NULL, NULL, 0, NULL},
 };
@@ -834,9 +974,11 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     crc_init();
 #ifdef RK_HAVE_SSE42
     crc3_init();
+    clmul_init();
 #endif
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "hardware_crc", use_hw) < 0) {
+    if (m != NULL && (PyModule_AddIntConstant(m, "hardware_crc", use_hw) < 0 ||
+                      PyModule_AddIntConstant(m, "clmul_crc", use_clmul) < 0)) {
         Py_DECREF(m);
         return NULL;
     }
