@@ -103,9 +103,21 @@ class ProgressReader:
         return data
 
     def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
+        """Read into ``buffer`` (with ``raw.readinto`` when it has one: no copy)."""
+        readinto = getattr(self._raw, "readinto", None)
+        if readinto is None:
+            data = self.read(len(buffer))
+            buffer[: len(data)] = data
+            return len(data)
+        n: int = readinto(buffer) or 0
+        if n:
+            if self._sink is not None:
+                with memoryview(buffer) as view:
+                    self._sink.write(view[:n])
+            self.count += n
+            if self._advance is not None:
+                self._advance(n)
+        return n
 
     def readable(self) -> bool:
         return True

@@ -64,6 +64,7 @@ _U32LE = struct.Struct("<I")
 _BATCH_BYTES = 1 << 20  # records are framed and parsed in batches of about this size ...
 _STORE_BYTES = 8 << 20  # ... and hashed, compressed and written in batches of this size
 _READ_SIZE = 8 << 20
+_READ_INTO_SIZE = 1 << 20  # scan_shard's reused buffer: stays in cache for the hash and the CRCs
 _WBITS = {"gzip": 31, "zlib": 15}  # zlib window bits selecting the container format
 _MEM_LEVEL = 9  # TensorFlow's: with the same zlib, gzip/zlib output matches its byte for byte
 _MAX_INFLATE_RATIO = 1032  # deflate's limit: a 258-byte match costs at least a 2-bit code
@@ -190,18 +191,18 @@ class _Digests:
         self.crc: int | None = 0 if crc else None  # None: not computed
         self.size = 0
 
-    def add(self, stored: bytes, records: bytes = b"") -> None:
+    def add(self, stored: bytes | memoryview, records: bytes | memoryview = b"") -> None:
         """Account for stored bytes and for the uncompressed bytes they hold (if compressed)."""
         self.measure(stored)
         self.hash(stored, records)
 
-    def measure(self, stored: bytes) -> None:
+    def measure(self, stored: bytes | memoryview) -> None:
         """The cheap part of :meth:`add`: CRC32C (14 GB/s) and size."""
         if self.crc is not None:
             self.crc = crc32c(stored, self.crc)
         self.size += len(stored)
 
-    def hash(self, stored: bytes, records: bytes = b"") -> None:
+    def hash(self, stored: bytes | memoryview, records: bytes | memoryview = b"") -> None:
         """The expensive part of :meth:`add`: sha256 (a single C call per digest)."""
         self.stored.update(stored)
         if records and self.records is not self.stored:
@@ -461,6 +462,19 @@ def _stored_chunks(fileobj: BinarySource) -> Iterator[bytes]:
         yield chunk
 
 
+def _chunks_into(readinto: Callable[[memoryview], int | None]) -> Iterator[memoryview]:
+    """The stream read by ``readinto`` into one reused buffer, as views of it.
+
+    Each view is valid only until the next one is asked for: whoever takes one must be done
+    with it (hashed, checked, anything kept copied) by then.  A buffer of about a megabyte is
+    still in the CPU's cache when the hash and the record CRCs read it, where fresh 8 MiB
+    ``bytes`` from ``read`` cost page faults and three trips to memory.
+    """
+    view = memoryview(bytearray(_READ_INTO_SIZE))
+    while n := readinto(view):
+        yield view[:n]
+
+
 def source_size(fileobj: Any) -> int | None:
     """How many bytes a binary source still holds from its current position, if it can tell
     without reading: regular files (by their descriptor), fsspec files (their ``size``) and
@@ -519,7 +533,7 @@ class _Inflater:
         self.consumed = 0  # stored bytes inflated so far
         self._member = (0, 0)  # the current member's stored offset, and its output so far
 
-    def __call__(self, data: bytes) -> Iterator[bytes]:
+    def __call__(self, data: bytes | memoryview) -> Iterator[bytes]:
         """The output of ``data`` (the next stored bytes), in pieces."""
         while data:
             saved = self._save()
@@ -538,7 +552,7 @@ class _Inflater:
     def _restore(self, saved: tuple[Any, bool, int, tuple[int, int]]) -> None:
         self._inflater, self.done, self.consumed, self._member = saved
 
-    def _step(self, data: bytes, limit: int) -> tuple[bytes, bytes]:
+    def _step(self, data: bytes | memoryview, limit: int) -> tuple[bytes, bytes]:
         """Inflate the start of ``data`` into at most ``limit`` bytes (0: no limit); return
         the output and the input left over."""
         inflater = self._inflater
@@ -557,7 +571,7 @@ class _Inflater:
             raise zlib.error("no progress")  # never seen; guards the loop
         return out, rest
 
-    def _locate(self, data: bytes) -> None:
+    def _locate(self, data: bytes | memoryview) -> None:
         """Inflate ``data`` again in small pieces; raise :class:`_InflateError` at the bad byte
         (or, for a gzip member whose header is refused, at the member's first byte)."""
         parts = []
@@ -608,15 +622,17 @@ class _Deframer:
         # frame claiming to end beyond it is corrupt, found before its bytes are gathered.
         self.limit: int | None = None
 
-    def feed(self, chunk: bytes) -> list[bytes]:
+    def feed(self, chunk: bytes | memoryview) -> list[bytes]:
         """The records completed by ``chunk`` (none unless ``copy``); on a bad frame, the good
-        ones before it, and ``error`` is set: the caller raises it once it has used those."""
+        ones before it, and ``error`` is set: the caller raises it once it has used those.
+
+        ``chunk`` may be a view of a buffer the caller reuses: nothing keeps it after the call."""
         records: list[bytes] = []
         pos = self._complete_carry(chunk, records) if self._carry else 0
         if pos < len(chunk) and self.error is None:
             pos = self._split(chunk, pos, records)
-            if pos < len(chunk):
-                self._carry, self._carry_len = [chunk[pos:]], len(chunk) - pos
+            if pos < len(chunk):  # a copy: the chunk may be a view of a reused buffer
+                self._carry, self._carry_len = [bytes(chunk[pos:])], len(chunk) - pos
                 if self._carry_len >= 12 and self.error is None:
                     try:
                         self._claim(chunk, pos, self.offset)
@@ -624,7 +640,7 @@ class _Deframer:
                         self.error = exc
         return records
 
-    def _complete_carry(self, chunk: bytes, records: list[bytes]) -> int:
+    def _complete_carry(self, chunk: bytes | memoryview, records: list[bytes]) -> int:
         """Finish the carried frame from the start of ``chunk``; return how much it took."""
         taken = 0
         if self._carry_len < 12:  # first gather the header in one piece
@@ -635,7 +651,7 @@ class _Deframer:
                 return taken
         need = 16 + self._claim(self._carry[0], 0, self.offset) - self._carry_len
         if len(chunk) - taken < need:
-            self._carry.append(chunk[taken:])
+            self._carry.append(bytes(chunk[taken:]))
             self._carry_len += len(chunk) - taken
             return len(chunk)
         frame = b"".join([*self._carry, chunk[taken : taken + need]])
@@ -643,9 +659,9 @@ class _Deframer:
         self._split(frame, 0, records)
         return taken + need
 
-    def _length(self, buf: bytes, pos: int, offset: int) -> int:
+    def _length(self, buf: bytes | memoryview, pos: int, offset: int) -> int:
         """The length in the frame header at ``pos``, after checking its CRC."""
-        header = buf[pos : pos + 12]
+        header = bytes(buf[pos : pos + 12])  # a dict key (a memoryview is not one)
         length = self._lengths.get(header)
         if length is None:
             length, length_crc = _HEADER.unpack_from(header)
@@ -657,7 +673,7 @@ class _Deframer:
             self._lengths[header] = length
         return length
 
-    def _claim(self, buf: bytes, pos: int, offset: int) -> int:
+    def _claim(self, buf: bytes | memoryview, pos: int, offset: int) -> int:
         """:meth:`_length`, refusing a frame that would end beyond ``limit``."""
         length = self._length(buf, pos, offset)
         if self.limit is not None and offset + 16 + length > self.limit:
@@ -669,7 +685,7 @@ class _Deframer:
             )
         return length
 
-    def _split(self, buf: bytes, pos: int, records: list[bytes]) -> int:
+    def _split(self, buf: bytes | memoryview, pos: int, records: list[bytes]) -> int:
         """Check the complete frames of ``buf`` from ``pos``, append their records (if
         ``copy``) and return where the rest starts.
 
@@ -679,6 +695,8 @@ class _Deframer:
         base = self.offset - pos  # uncompressed offset of buf[0]
         if _native.speedups is not None:
             return self._split_natively(buf, pos, base, records)
+        if not isinstance(buf, bytes):  # a view: header slices become dict keys, records bytes
+            buf = bytes(buf)
         ends: list[int] = []  # where each record's data ends (its CRC follows)
         lengths = self._lengths
         first_start = pos + 12
@@ -732,7 +750,9 @@ class _Deframer:
         self.offset = base + pos
         return pos
 
-    def _split_natively(self, buf: bytes, pos: int, base: int, records: list[bytes]) -> int:
+    def _split_natively(
+        self, buf: bytes | memoryview, pos: int, base: int, records: list[bytes]
+    ) -> int:
         """:meth:`_split` in C (``recordkeeper._speedups.deframe``): same results and errors."""
         speedups = _native.speedups
         assert speedups is not None
@@ -787,10 +807,10 @@ def _data_crc_error(offset: int, size: int, stored: int, computed: int) -> Corru
 
 
 def _record_batches(
-    chunks: Iterable[bytes],
+    chunks: Iterable[bytes] | Iterable[memoryview],
     compression: Compression,
     deframer: _Deframer,
-    on_chunk: Callable[[bytes, bytes], None] | None = None,
+    on_chunk: Callable[[bytes | memoryview, bytes | memoryview], None] | None = None,
     size: int | None = None,
 ) -> Iterator[list[bytes]]:
     """Records of a stored stream given in chunks, in lists (one per chunk that ends some).
@@ -902,6 +922,8 @@ def scan_shard(
     deep verification compares their sha256, which already covers every byte.
     ``hash_in_background=False`` hashes in the calling thread instead of a helper thread: for
     callers that already scan one shard per core (the helper would only compete for them).
+    Then an uncompressed source with ``readinto`` (local files, fsspec files) is read into one
+    reused buffer instead of a new ``bytes`` object per chunk.
     """
     compression = normalize_compression(compression)
     if size is None:
@@ -916,7 +938,7 @@ def scan_shard(
         deframer = _Deframer(verify_crc=True, copy=infer_schema)  # records only for inference
     worker = _Worker()
 
-    def on_chunk(stored: bytes, data: bytes) -> None:
+    def on_chunk(stored: bytes | memoryview, data: bytes | memoryview) -> None:
         digests.measure(stored)  # in this thread: the CRC releases the GIL, which lets
         if hash_in_background:  # the worker pick up its next job
             worker.submit(digests.hash, stored, data)
@@ -924,7 +946,13 @@ def scan_shard(
             digests.hash(stored, data)
 
     try:
-        chunks = _stored_chunks(fileobj)
+        readinto = getattr(fileobj, "readinto", None)
+        chunks: Iterator[bytes] | Iterator[memoryview]
+        # the hash is done with a chunk before the next is read, unless it is in the background
+        if callable(readinto) and compression == "none" and not hash_in_background:
+            chunks = _chunks_into(readinto)
+        else:
+            chunks = _stored_chunks(fileobj)
         for records in _record_batches(chunks, compression, deframer, on_chunk, size):
             if inferencer is not None:
                 inferencer.add_many(records)
