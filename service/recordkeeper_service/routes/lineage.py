@@ -423,7 +423,7 @@ def get_checkpoint(
 @router.get(
     "/models/{model}/checkpoints/{checkpoint}/lineage",
     response_model=LineageOut,
-    response_model_exclude_unset=True,
+    response_model_exclude_unset=True,  # what the kept rendering does (tests/service/test_openapi)
     responses={**NOT_MODIFIED, **errors(400, 404, 409)},
 )
 def checkpoint_lineage(
@@ -447,7 +447,8 @@ def checkpoint_lineage(
         return not_modified(etag)
     rendered = lineage.rendered.get(head.key)
     if rendered is None:
-        # Rendered through the declared response model once per (checkpoint, epoch).
+        # Rendered through the declared response model once per (checkpoint, epoch); `created`
+        # is only in the answer to a PUT (unset here, so left out).
         body = lineage.lineage_from(head).to_json()
         rendered = _LINEAGE.dump_json(_LINEAGE.validate_python(body), exclude_unset=True)
         lineage.rendered.put(head.key, rendered)
