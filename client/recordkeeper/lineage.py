@@ -312,15 +312,35 @@ class Lineage:
 
     ``chain`` starts at the checkpoint itself and ends at the root (a checkpoint without a
     parent); each link says how it relates to the next (``restored_from``/``initialized_from``).
+
+    A lineage read from an answer (:meth:`from_dict`) builds ``data`` on first access: a long
+    chain's answer holds ~1,000 entries, which ``versions``, ``chain`` and ``checkpoint`` do not
+    need.  Equality, ``repr`` and :func:`dataclasses.replace` see ``data`` as a plain field.
     """
 
     checkpoint: CheckpointInfo
     chain: tuple[dict[str, Any], ...]
     data: tuple[LineageEntry, ...]
 
+    if not TYPE_CHECKING:  # (type checkers see ``data`` as the field it is)
+
+        def __getattr__(self, name: str) -> Any:
+            # Called only for attributes not set on the instance: ``data`` of a lineage made by
+            # from_dict, until first read.
+            pending = self.__dict__.get("_data_json") if name == "data" else None
+            if pending is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            built = tuple(LineageEntry.from_json(e) for e in pending)
+            object.__setattr__(self, "data", built)
+            object.__setattr__(self, "_data_json", None)
+            return built
+
     @property
     def versions(self) -> list[str]:
         """Distinct version names, oldest use first."""
+        answered = self.__dict__.get("_versions")
+        if answered is not None:
+            return list(answered)
         return list(dict.fromkeys(e.version for e in self.data))
 
     def for_role(self, role: str) -> list[LineageEntry]:
@@ -328,11 +348,15 @@ class Lineage:
 
     @classmethod
     def from_dict(cls, body: Mapping[str, Any]) -> Lineage:
-        return cls(
-            checkpoint=CheckpointInfo.from_dict(body["checkpoint"]),
-            chain=tuple(dict(link) for link in body.get("chain") or ()),
-            data=tuple(LineageEntry.from_json(e) for e in body.get("data") or ()),
-        )
+        """A lineage from the service's answer; ``data`` is built on first access."""
+        lineage = object.__new__(cls)
+        setattr_ = object.__setattr__
+        setattr_(lineage, "checkpoint", CheckpointInfo.from_dict(body["checkpoint"]))
+        setattr_(lineage, "chain", tuple(dict(link) for link in body.get("chain") or ()))
+        setattr_(lineage, "_data_json", list(body.get("data") or ()))
+        versions = body.get("versions")
+        setattr_(lineage, "_versions", None if versions is None else tuple(versions))
+        return lineage
 
 
 @dataclass(frozen=True)

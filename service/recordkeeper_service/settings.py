@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from recordkeeper.core.roots import UriError, as_root
 
 __all__ = [
+    "DEFAULT_LINEAGE_CACHE_BYTES",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_SMALL_BODY_BYTES",
     "DEFAULT_VERSION_CACHE_BYTES",
@@ -37,6 +38,8 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_SMALL_BODY_BYTES = 1024 * 1024
 #: Per worker: the cache of committed versions (approximate bytes of its records).
 DEFAULT_VERSION_CACHE_BYTES = 128 * 1024 * 1024
+#: Per worker: rendered upstream lineage answers (~330-400 KB each over a 100-checkpoint chain).
+DEFAULT_LINEAGE_CACHE_BYTES = 128 * 1024 * 1024
 
 
 def user_data_dir() -> Path:
@@ -101,6 +104,11 @@ class Settings(BaseSettings):
         default=DEFAULT_VERSION_CACHE_BYTES,
         ge=0,
         description="Approximate memory, per worker, of the cache of committed versions.",
+    )
+    lineage_cache_bytes: int = Field(
+        default=DEFAULT_LINEAGE_CACHE_BYTES,
+        ge=0,
+        description="Memory, per worker, of the rendered upstream lineage answers kept.",
     )
     db_pool_size: int = Field(default=5, ge=1, le=1000)
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"

@@ -51,6 +51,76 @@ def test_normalize_data_forms() -> None:
             normalize_data(bad)
 
 
+def _answer(entries: int) -> dict[str, Any]:
+    """An upstream answer as the service gives it: ``entries`` versions used by one segment."""
+    segment = {
+        "model": "det",
+        "run": "r1",
+        "checkpoint": "ckpt-1",
+        "ref": "det@r1/ckpt-1",
+        "state": "present",
+        "step": 1,
+        "depth": 0,
+        "splits": ["train"],
+    }
+    data = [
+        {
+            "version": f"coco_20231015_v{i}",
+            "dataset": "coco",
+            "number": i,
+            "content_digest": None,
+            "state": "committed",
+            "role": "train",
+            "splits": ["train"],
+            "segments": [segment],
+        }
+        for i in range(1, entries + 1)
+    ]
+    return {
+        "checkpoint": {"model": "det", "checkpoint": "ckpt-1", "run": "r1", "state": "present"},
+        "chain": [{k: segment[k] for k in ("model", "run", "checkpoint", "ref", "state")}],
+        "data": data,
+        "versions": [e["version"] for e in data],
+    }
+
+
+def test_lineage_builds_its_entries_on_first_access(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from recordkeeper.core.lineage import LineageEntry
+
+    built: list[str] = []
+    real = LineageEntry.from_json
+
+    def counting(body: Any) -> LineageEntry:
+        built.append(body["version"])
+        return real(body)
+
+    monkeypatch.setattr(LineageEntry, "from_json", counting)
+    body = _answer(3)
+    lineage = rk.Lineage.from_dict(body)
+    # what needs no entries builds none: versions come from the answer
+    assert lineage.versions == ["coco_20231015_v1", "coco_20231015_v2", "coco_20231015_v3"]
+    assert lineage.checkpoint.ref == rk.CheckpointRef("det", "ckpt-1", "r1")
+    assert [link["ref"] for link in lineage.chain] == ["det@r1/ckpt-1"]
+    assert built == []
+    assert [e.number for e in lineage.data] == [1, 2, 3]
+    assert lineage.data[0].segments[0].ref == rk.CheckpointRef("det", "ckpt-1", "r1")
+    assert len(built) == 3
+    assert lineage.for_role("train") == list(lineage.data) and len(built) == 3  # built once
+    # a plain frozen dataclass to its users: equality, repr, replace, versions from data
+    eager = rk.Lineage(lineage.checkpoint, lineage.chain, lineage.data)
+    assert eager == lineage == rk.Lineage.from_dict(body)
+    assert rk.Lineage.from_dict(body) == eager  # compared before its first access
+    assert "coco_20231015_v2" in repr(rk.Lineage.from_dict(body))
+    fewer = dataclasses.replace(rk.Lineage.from_dict(body), data=lineage.data[:1])
+    assert fewer.versions == ["coco_20231015_v1"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        lineage.data = ()  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        lineage.nothing  # type: ignore[attr-defined]  # noqa: B018
+
+
 def test_register_lineage_consumers_graph(client: rk.Client) -> None:
     v1 = publish(client, "first")
     for k in (1, 2):

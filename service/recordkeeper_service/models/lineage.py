@@ -1,4 +1,4 @@
-"""Lineage tables: ``models``, ``runs``, ``checkpoints``, ``checkpoint_data``.
+"""Lineage tables: ``models``, ``runs``, ``checkpoints``, ``checkpoint_data``, ``lineage_epoch``.
 
 A checkpoint belongs to a model and a run; ``(model, run, name)`` identifies it (model names
 are reused across reruns and sweeps, so ``ckpt-N`` alone does not).  A run is named
@@ -19,6 +19,11 @@ Indexes serve the two hot queries (see ``bench/bench_lineage.py``):
   primary key, whose leading column is ``checkpoint_id``;
 * downstream: ``ix_checkpoint_data_version_id_checkpoint_id`` (edges of one version, index-only)
   and ``ix_checkpoints_parent_id_id`` (walk down to descendants, index-only).
+
+A registered checkpoint's upstream answer never changes except for the *states* it shows (a
+checkpoint marked deleted, a version deprecated).  ``lineage_epoch`` is one counter row bumped in
+the same transaction as every such change, so a rendered answer tagged with the epoch it was
+computed at stays valid while the epoch does (see ``repository.lineage.epoch``).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from sqlalchemy import (
     CheckConstraint,
     ForeignKey,
     Index,
+    Integer,
     String,
     Text,
     UniqueConstraint,
@@ -41,7 +47,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from recordkeeper.core.lineage import CHECKPOINT_STATES, PARENT_KINDS, ROLES
 from recordkeeper_service.models import Base, BigId, utcnow
 
-__all__ = ["Checkpoint", "CheckpointData", "Model", "Run"]
+__all__ = ["Checkpoint", "CheckpointData", "LineageEpoch", "Model", "Run"]
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -132,3 +138,13 @@ class CheckpointData(Base):
     version_id: Mapped[int] = mapped_column(ForeignKey("versions.id"), primary_key=True)
     split: Mapped[str] = mapped_column(String(64), primary_key=True)
     role: Mapped[str] = mapped_column(String(8), primary_key=True)
+
+
+class LineageEpoch(Base):
+    """One row (``id = 1``): a counter bumped whenever a lineage answer's states may change."""
+
+    __tablename__ = "lineage_epoch"
+    __table_args__ = (CheckConstraint("id = 1", name="one_row"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    value: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")

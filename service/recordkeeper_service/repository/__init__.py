@@ -17,7 +17,7 @@ module             resource
 ``events``         audit log (written by every state change)
 ``tokens``         API tokens (hashes only)
 ``resolve``        the reference grammar → a version row (session level)
-``cache``          committed versions by id (immutable parts), per process
+``cache``          committed versions by id (immutable parts), rendered answers, per process
 ``fastpath``       the resolve query on asyncio psycopg (PostgreSQL hot path)
 ``gc``             garbage-collection candidates, marking storage collected
 ``verifications``  failed verifications reported by clients (audit event, metrics)
@@ -40,7 +40,7 @@ from recordkeeper_service.repository.diff import DiffRepository
 from recordkeeper_service.repository.events import EventRepository
 from recordkeeper_service.repository.fastpath import AsyncPostgresReader
 from recordkeeper_service.repository.gc import GcRepository
-from recordkeeper_service.repository.lineage import LineageRepository
+from recordkeeper_service.repository.lineage import DEFAULT_LINEAGE_CACHE_BYTES, LineageRepository
 from recordkeeper_service.repository.schemas import SchemaRepository
 from recordkeeper_service.repository.shards import ShardRepository
 from recordkeeper_service.repository.tokens import TokenRepository
@@ -60,6 +60,7 @@ class Repository:
         allowed_roots: AllowedRoots,
         storage_root: str,
         version_cache_bytes: int = DEFAULT_CACHE_BYTES,
+        lineage_cache_bytes: int = DEFAULT_LINEAGE_CACHE_BYTES,
         metrics: ServiceMetrics | None = None,
     ) -> None:
         """``metrics``: where commits and shard registrations are counted (none: not counted)."""
@@ -81,7 +82,7 @@ class Repository:
         self.events = EventRepository(db)
         self.tokens = TokenRepository(db)
         self.gc = GcRepository(db)
-        self.lineage = LineageRepository(db)
+        self.lineage = LineageRepository(db, cache_bytes=lineage_cache_bytes)
         self.verifications = VerificationRepository(db, metrics=metrics)
 
     def migration_status(self) -> migrate.MigrationStatus:

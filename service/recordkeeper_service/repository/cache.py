@@ -97,10 +97,13 @@ class VersionCache:
 
 
 class RenderedPages:
-    """Rendered answers about published versions (shard pages; they never change), by key.
+    """Rendered answers that never change under their key, by key: answers about published
+    versions (shard pages, version answers) and upstream lineage answers (keyed by checkpoint
+    and lineage epoch).
 
     Least recently used first out, bounded by total bytes; an answer larger than a quarter of
-    the budget is not kept.  Per worker process, like :class:`VersionCache`.
+    the budget is not kept (so ``max_bytes=0`` keeps none).  Per worker process, like
+    :class:`VersionCache`.
     """
 
     def __init__(self, max_bytes: int = 32 * 2**20) -> None:

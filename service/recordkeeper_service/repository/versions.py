@@ -50,6 +50,7 @@ from recordkeeper_service.repository.common import (
 )
 from recordkeeper_service.repository.datasets import ensure_dataset
 from recordkeeper_service.repository.fastpath import HOT_COLUMNS, AsyncPostgresReader
+from recordkeeper_service.repository.lineage.epoch import bump_epoch
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use
 from recordkeeper_service.repository.resolve import (
     AnySelect,
@@ -452,6 +453,7 @@ class VersionRepository:
                 row.state = "deprecated"
                 row.deprecated_at = m.utcnow()
                 row.deprecated_reason = reason
+                bump_epoch(session)  # lineage answers show the version's state
                 record_event(
                     session,
                     actor,

@@ -17,6 +17,10 @@ A checkpoint is ``(model, run, checkpoint)``; the routes that read one take ``?r
 it they answer when exactly one run has that checkpoint, else ``409 ambiguous_checkpoint``
 listing the candidates.
 
+An upstream answer changes only when a state it shows changes (the lineage epoch, see
+``repository.lineage.epoch``): it is rendered once per (checkpoint, epoch), kept per process,
+and carries an ``ETag`` (``If-None-Match`` → ``304``).
+
 As everywhere, request models check JSON *types* only (wrong types → ``422 invalid_request``);
 names, roles, splits and references are checked by the repository so that bad input gets its
 precise code (``invalid_checkpoint``, ``invalid_reference``, ...).
@@ -27,19 +31,29 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response
-from pydantic import Field
+from pydantic import Field, TypeAdapter
 
 from recordkeeper.core.limits import MAX_INT64
 from recordkeeper.core.lineage import CHECKPOINT_STATES, PARENT_KINDS, ROLES, CheckpointRef
 from recordkeeper_service.deps import Limit, Offset, Reader, RepositoryDep, Writer
-from recordkeeper_service.repository.lineage import MAX_GRAPH_DEPTH, CheckpointInput, DataInput
+from recordkeeper_service.repository.lineage import (
+    MAX_GRAPH_DEPTH,
+    CheckpointInput,
+    DataInput,
+    LineageHead,
+)
 from recordkeeper_service.routes.common import (
     AUTHENTICATED,
+    NOT_MODIFIED,
+    IfNoneMatch,
     InModel,
     JsonObject,
     ListOut,
     OutModel,
+    entity_tag,
     errors,
+    etag_matches,
+    not_modified,
 )
 
 __all__ = [
@@ -61,6 +75,7 @@ __all__ = [
     "ModelOut",
     "SavedModelIn",
     "SegmentOut",
+    "lineage_etag",
     "router",
 ]
 
@@ -285,6 +300,18 @@ class GraphOut(OutModel):
     truncated: bool
 
 
+_LINEAGE: TypeAdapter[LineageOut] = TypeAdapter(LineageOut)
+
+
+def lineage_etag(head: LineageHead) -> str:
+    """The ``ETag`` of a checkpoint's upstream answer: its key (checkpoint, lineage epoch).
+
+    Weak: the answer is the same JSON value for every way of naming the checkpoint, not
+    necessarily the same bytes across service releases.
+    """
+    return entity_tag(*head.key, weak=True)
+
+
 router = APIRouter(tags=["lineage"], responses=AUTHENTICATED)
 
 #: Consumers answers may be long (every checkpoint below a version); pages go up to 10,000.
@@ -396,14 +423,40 @@ def get_checkpoint(
 @router.get(
     "/models/{model}/checkpoints/{checkpoint}/lineage",
     response_model=LineageOut,
-    response_model_exclude_unset=True,
-    responses=errors(400, 404, 409),
+    response_model_exclude_unset=True,  # what the kept rendering does (tests/service/test_openapi)
+    responses={**NOT_MODIFIED, **errors(400, 404, 409)},
 )
 def checkpoint_lineage(
-    model: str, checkpoint: str, repository: RepositoryDep, _who: Reader, run: RunQuery = None
-) -> dict[str, Any]:
-    """Which data trained the checkpoint: the union along its complete parent chain."""
-    return repository.lineage.lineage(_ref(model, checkpoint, run)).to_json()
+    model: str,
+    checkpoint: str,
+    repository: RepositoryDep,
+    _who: Reader,
+    run: RunQuery = None,
+    if_none_match: IfNoneMatch = None,
+) -> Response:
+    """Which data trained the checkpoint: the union along its complete parent chain.
+
+    The answer carries an ``ETag``; sent back in ``If-None-Match``, it makes the service answer
+    ``304`` while the reference designates the same checkpoint and no state the answer shows
+    (a checkpoint deleted, a version deprecated) has changed since.
+    """
+    lineage = repository.lineage
+    head = lineage.lineage_head(_ref(model, checkpoint, run))  # one query: the ref and the epoch
+    etag = lineage_etag(head)
+    if etag_matches(if_none_match, etag):
+        return not_modified(etag)
+    rendered = lineage.rendered.get(head.key)
+    if rendered is None:
+        # Rendered through the declared response model once per (checkpoint, epoch); `created`
+        # is only in the answer to a PUT (unset here, so left out).
+        body = lineage.lineage_from(head).to_json()
+        rendered = _LINEAGE.dump_json(_LINEAGE.validate_python(body), exclude_unset=True)
+        lineage.rendered.put(head.key, rendered)
+    return Response(
+        rendered,
+        media_type="application/json",
+        headers={"ETag": etag, "Cache-Control": "no-cache"},
+    )
 
 
 @router.get(

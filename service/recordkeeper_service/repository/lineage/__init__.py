@@ -2,15 +2,17 @@
 
 Routes reach :class:`LineageRepository` as ``Repository.lineage``; the registry's own
 repositories call :func:`ensure_not_in_use` (session level) before deprecating or deleting a
-version.  The package: :mod:`.queries` (SQL), :mod:`.assemble` (rows to records), :mod:`.graph`
-(the bounded graph walk), :mod:`.guard` (``version_in_use``), :mod:`.records` (the results).
+version, and :func:`bump_epoch` when they change a state a lineage answer shows.  The package:
+:mod:`.queries` (SQL), :mod:`.assemble` (rows to records), :mod:`.graph` (the bounded graph
+walk), :mod:`.guard` (``version_in_use``), :mod:`.epoch` (the lineage epoch), :mod:`.records`
+(the results).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -48,6 +50,7 @@ from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page
 from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
+from recordkeeper_service.repository.cache import RenderedPages
 from recordkeeper_service.repository.common import (
     ensure_renderable,
     insert_ignoring_conflicts,
@@ -61,6 +64,7 @@ from recordkeeper_service.repository.lineage.assemble import (
     lineage_record,
     refs_of,
 )
+from recordkeeper_service.repository.lineage.epoch import bump_epoch
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, versions_in_use
 from recordkeeper_service.repository.lineage.records import (
     CheckpointRecord,
@@ -74,11 +78,14 @@ from recordkeeper_service.repository.lineage.records import (
 from recordkeeper_service.repository.resolve import find_version
 
 __all__ = [
+    "DEFAULT_LINEAGE_CACHE_BYTES",
     "MAX_GRAPH_DEPTH",
     "MAX_GRAPH_NODES",
     "CheckpointInput",
     "DataInput",
+    "LineageHead",
     "LineageRepository",
+    "bump_epoch",
     "default_splits",
     "ensure_not_in_use",
     "versions_in_use",
@@ -86,6 +93,9 @@ __all__ = [
 
 MAX_GRAPH_DEPTH = 25
 MAX_GRAPH_NODES = 5000
+#: Default budget of :attr:`LineageRepository.rendered` (``RECORDKEEPER_LINEAGE_CACHE_BYTES``):
+#: an upstream answer over a 100-checkpoint chain with ~950 versions renders to ~330-400 KB.
+DEFAULT_LINEAGE_CACHE_BYTES = 128 * 2**20
 
 
 @dataclass(frozen=True)
@@ -125,12 +135,41 @@ def default_splits(role: str, available: Sequence[str]) -> tuple[str, ...]:
 # -- session-level helpers -----------------------------------------------------------------
 
 
+class LineageHead(NamedTuple):
+    """A resolved checkpoint and the lineage epoch read in the same statement.
+
+    ``key`` is what the checkpoint's upstream answer depends on: it stays the same answer while
+    the epoch does (see :mod:`.epoch`).  The row's ``created_at`` is part of it so that a
+    database emptied and refilled under a running service (ids and epoch restarting) does not
+    find another checkpoint's answer.
+    """
+
+    row: queries.CheckpointRow
+    epoch: int
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return ("lineage", self.row.id, str(self.row.created_at), self.epoch)
+
+
 def _checkpoint_row(
     session: Session, ref: CheckpointRef, *, what: str = ""
 ) -> queries.CheckpointRow:
     """The checkpoint ``ref`` names: exact with a run; without one, the only run's checkpoint
     of that name, else :class:`AmbiguousCheckpoint` listing every candidate."""
     rows = queries.checkpoints_by_name(session, ref.model, ref.checkpoint, ref.run)
+    return _only_checkpoint(session, ref, rows, what=what)
+
+
+def _only_checkpoint(
+    session: Session,
+    ref: CheckpointRef,
+    rows: Sequence[queries.CheckpointRow],
+    *,
+    what: str = "",
+) -> queries.CheckpointRow:
+    """The one of ``rows`` (the checkpoints named like ``ref``), else the error
+    :func:`_checkpoint_row` explains."""
     if len(rows) == 1:
         return rows[0]
     prefix = f"{what} " if what else ""
@@ -262,8 +301,11 @@ def _differences(
 class LineageRepository:
     """Models, runs, checkpoints and lineage queries over one :class:`Database`."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, cache_bytes: int = DEFAULT_LINEAGE_CACHE_BYTES) -> None:
         self._db = db
+        #: Rendered upstream answers by :attr:`LineageHead.key`, per process (the route renders
+        #: through its response model once per key; ``cache_bytes=0`` keeps none).
+        self.rendered = RenderedPages(max_bytes=cache_bytes)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -390,6 +432,7 @@ class LineageRepository:
                 .where(table_of(Checkpoint).c.id == row.id)
                 .values(state="deleted", deleted_at=when, deleted_reason=reason)
             )
+            bump_epoch(session)  # every lineage answer showing it changes
             record_event(
                 session,
                 actor,
@@ -503,6 +546,25 @@ class LineageRepository:
             start = _checkpoint_row(session, parsed)
             rows = queries.upstream_rows(session, start.id)
         return lineage_record(start, rows)
+
+    def lineage_head(self, ref: str | CheckpointRef) -> LineageHead:
+        """Resolve ``ref`` (the rules of :meth:`get`) and read the lineage epoch, in one
+        statement: all a held answer needs (:attr:`LineageHead.key`)."""
+        parsed = parse_checkpoint_ref(ref)
+        with self._db.transaction(write=False) as session:
+            rows, epoch = queries.checkpoints_by_name_at_epoch(
+                session, parsed.model, parsed.checkpoint, parsed.run
+            )
+            row = _only_checkpoint(session, parsed, rows)
+            assert epoch is not None  # read with the row
+            return LineageHead(row, epoch)
+
+    def lineage_from(self, head: LineageHead) -> LineageRecord:
+        """The upstream answer of ``head``'s checkpoint, computed now: at least as new as
+        ``head.epoch`` (a state change committed since shows; its key is then merely older)."""
+        with self._db.transaction(write=False) as session:
+            rows = queries.upstream_rows(session, head.row.id)
+        return lineage_record(head.row, rows)
 
     def consumers(self, version_ref: str, *, transitive: bool = True) -> ConsumersRecord:
         """Checkpoints trained on the version ``version_ref`` (an alias is resolved now)."""

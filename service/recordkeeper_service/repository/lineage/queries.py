@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from recordkeeper_service import models as m
 from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
+from recordkeeper_service.repository.lineage.epoch import epoch_column
 
 __all__ = [
     "ChainRow",
@@ -40,6 +41,7 @@ __all__ = [
     "DescendantRow",
     "checkpoint_rows",
     "checkpoints_by_name",
+    "checkpoints_by_name_at_epoch",
     "descendants",
     "direct_consumers",
     "in_use",
@@ -179,6 +181,32 @@ def checkpoints_by_name(
         return sorted((CheckpointRow._make(r) for r in rows), key=lambda r: r.run)
     rows = _conn(session).execute(_by_run_and_name_stmt(), {**params, "run": run}).all()
     return [CheckpointRow._make(r) for r in rows]
+
+
+@functools.cache
+def _at_epoch_stmts() -> tuple[Select[Any], Select[Any]]:
+    """:func:`_by_name_stmt` and :func:`_by_run_and_name_stmt` with the lineage epoch."""
+    return (
+        _by_name_stmt().add_columns(epoch_column()),
+        _by_run_and_name_stmt().add_columns(epoch_column()),
+    )
+
+
+def checkpoints_by_name_at_epoch(
+    session: Session, model: str, checkpoint: str, run: str | None = None
+) -> tuple[list[CheckpointRow], int | None]:
+    """:func:`checkpoints_by_name` and, read by the same statement, the lineage epoch (None
+    when no checkpoint matched)."""
+    by_name, by_run = _at_epoch_stmts()
+    params = {"model": model, "checkpoint": checkpoint}
+    if run is None:
+        rows = _conn(session).execute(by_name, params).all()
+    else:
+        rows = _conn(session).execute(by_run, {**params, "run": run}).all()
+    if not rows:
+        return [], None
+    found = sorted((CheckpointRow._make(r[:-1]) for r in rows), key=lambda r: r.run)
+    return found, int(rows[0][-1])
 
 
 def checkpoint_rows(session: Session, ids: Iterable[int]) -> list[CheckpointRow]:

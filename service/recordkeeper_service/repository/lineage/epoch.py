@@ -1,0 +1,63 @@
+"""The lineage epoch: one counter bumped by every change a lineage answer can show.
+
+A registered checkpoint's upstream (its chain, the data of every segment) never changes: a
+parent is fixed at registration and re-registering with different lineage is a conflict.  What
+an answer shows that *can* change is states:
+
+* a checkpoint marked deleted (``state``, ``deleted_at``, ``deleted_reason`` of the checkpoint
+  and of its chain links and segments) — :meth:`LineageRepository.mark_deleted`;
+* a version deprecated (``state`` of a data entry) — :meth:`VersionRepository.deprecate`.
+
+(Nothing else writes what an answer shows: only staged versions are abandoned or renamed at
+commit, and staged versions never train checkpoints; datasets, models and runs are not renamed.)
+
+Each of those calls :func:`bump_epoch` in its own transaction, so "answer computed at epoch E"
+stays true until a later epoch commits.  Readers read the epoch *with* the checkpoint's
+resolution (:func:`epoch_column`, in the same statement) and tag an answer computed afterwards
+with it: a change that commits in between makes the answer newer than its tag, never older.
+
+The row may be missing (a database emptied with ``TRUNCATE``): it then reads as 0 and the next
+bump recreates it.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from recordkeeper_service.models.lineage import LineageEpoch
+from recordkeeper_service.repository.common import table_of
+
+__all__ = ["bump_epoch", "epoch_column", "read_epoch"]
+
+_epoch = table_of(LineageEpoch)
+_ROW = 1
+
+
+@functools.cache
+def epoch_column() -> ColumnElement[Any]:
+    """The current epoch as a scalar subquery, to add to the select that resolves a checkpoint."""
+    value = select(_epoch.c.value).where(_epoch.c.id == _ROW).scalar_subquery()
+    return func.coalesce(value, 0).label("lineage_epoch")
+
+
+def read_epoch(session: Session) -> int:
+    """The current epoch (0 when the row is missing)."""
+    return int(session.scalar(select(epoch_column())) or 0)
+
+
+def bump_epoch(session: Session) -> None:
+    """Advance the epoch in the current transaction: call it from every write that changes a
+    state a lineage answer shows (the row lock it takes is held until the commit)."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    stmt = (
+        insert(_epoch)
+        .values(id=_ROW, value=1)
+        .on_conflict_do_update(index_elements=[_epoch.c.id], set_={"value": _epoch.c.value + 1})
+    )
+    session.execute(stmt)
