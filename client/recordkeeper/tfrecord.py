@@ -63,6 +63,10 @@ _HEADER = struct.Struct("<QI")
 _U32LE = struct.Struct("<I")
 _BATCH_BYTES = 1 << 20  # records are framed and parsed in batches of about this size ...
 _STORE_BYTES = 8 << 20  # ... and hashed, compressed and written in batches of this size
+_FIRST_BUFFER = 64 << 10  # a shard's first framing buffer; each new one doubles, to _STORE_BYTES
+# Sinks whose write() copies (or writes out) the bytes before returning: the framing buffers
+# handed to them are reused.  Others may keep what they were given; they get fresh buffers.
+_COPYING_SINKS = (io.BufferedWriter, io.BufferedRandom, io.FileIO, io.BytesIO)
 _READ_SIZE = 8 << 20
 _WBITS = {"gzip": 31, "zlib": 15}  # zlib window bits selecting the container format
 _MEM_LEVEL = 9  # TensorFlow's: with the same zlib, gzip/zlib output matches its byte for byte
@@ -100,6 +104,9 @@ def _lane_constants(n: int) -> tuple[int, int, int, int]:
         return int.from_bytes(array("Q", [value]).tobytes() * n, sys.byteorder)
 
     return lanes((1 << 17) - 1), lanes(_U32 ^ ((1 << 17) - 1)), lanes(_MASK_DELTA), lanes(_U32)
+
+
+Bytes = bytes | bytearray | memoryview  # what the writer hashes and hands to its sink
 
 
 class _Headers(dict[int, bytes]):
@@ -190,18 +197,18 @@ class _Digests:
         self.crc: int | None = 0 if crc else None  # None: not computed
         self.size = 0
 
-    def add(self, stored: bytes, records: bytes = b"") -> None:
+    def add(self, stored: Bytes, records: Bytes = b"") -> None:
         """Account for stored bytes and for the uncompressed bytes they hold (if compressed)."""
         self.measure(stored)
         self.hash(stored, records)
 
-    def measure(self, stored: bytes) -> None:
+    def measure(self, stored: Bytes) -> None:
         """The cheap part of :meth:`add`: CRC32C (14 GB/s) and size."""
         if self.crc is not None:
             self.crc = crc32c(stored, self.crc)
         self.size += len(stored)
 
-    def hash(self, stored: bytes, records: bytes = b"") -> None:
+    def hash(self, stored: Bytes, records: Bytes = b"") -> None:
         """The expensive part of :meth:`add`: sha256 (a single C call per digest)."""
         self.stored.update(stored)
         if records and self.records is not self.stored:
@@ -269,9 +276,14 @@ class _Worker:
 
 
 class BinarySink(Protocol):
-    """What :class:`TFRecordWriter` writes to: a binary file, an upload pipe, …"""
+    """What :class:`TFRecordWriter` writes to: a binary file, an upload pipe, …
 
-    def write(self, data: bytes, /) -> int: ...
+    ``write()`` may be given a ``memoryview``.  A sink that copies (or writes out) what it is
+    given before ``write()`` returns may say so with a class attribute ``copies_writes = True``
+    (regular files and ``io.BytesIO`` are known to): the writer then reuses its buffers.
+    """
+
+    def write(self, data: Bytes, /) -> int: ...
 
     def flush(self) -> None: ...
 
@@ -320,13 +332,23 @@ class TFRecordWriter:
                 compression_level, zlib.DEFLATED, _WBITS[self.compression], _MEM_LEVEL
             )
         )
-        self._digests = _Digests(self.compression)
+        # Uncompressed, the stored bytes are the framed ones: their CRC32C is computed where
+        # they are framed (in C, while each frame is in the cache), not by the worker.
+        self._crc: int | None = 0 if self.compression == "none" else None
+        self._digests = _Digests(self.compression, crc=self._crc is None)
         self._inferencer = SchemaInferencer() if infer_schema else None
         self._headers = _Headers()
         self._batch: list[bytes] = []
         self._batch_bytes = 0
-        self._framed: list[bytes] = []
+        self._framed: list[bytes] = []  # the pure-Python path's framed batches
         self._framed_bytes = 0
+        self._buffer: bytearray | None = None  # the C path frames into reused buffers
+        self._used = 0
+        self._capacity = _FIRST_BUFFER // 2
+        self._free: list[bytearray] = []  # buffers the worker is done with
+        self._reuse = type(self._file) in _COPYING_SINKS or (
+            getattr(self._file, "copies_writes", False) is True
+        )
         self._count = 0
         self._worker = _Worker()
         self._stats: ShardStats | None = None
@@ -363,21 +385,79 @@ class TFRecordWriter:
     def _flush_batch(self) -> None:
         batch = self._batch
         self._batch = []
+        size = self._batch_bytes + 16 * len(batch)  # framed
         self._batch_bytes = 0
         self._count += len(batch)
         speedups = _native.speedups
-        if speedups is not None:  # framing and CRCs in C, without the GIL
-            framed = speedups.frame(batch)
-        else:
+        inferencer = self._inferencer
+        if speedups is None:
             headers = map(self._headers.__getitem__, map(len, batch))
             footers = map(_U32LE.pack, _masked_all(list(map(crc32c, batch))))
             framed = b"".join(chain.from_iterable(zip(headers, batch, footers, strict=True)))
-        self._framed.append(framed)
-        self._framed_bytes += len(framed)
-        if self._framed_bytes >= _STORE_BYTES:
-            self._store_framed()
-        if self._inferencer is not None:
-            self._inferencer.add_many(batch)
+            if self._crc is not None:
+                self._crc = crc32c(framed, self._crc)
+            self._framed.append(framed)
+            self._framed_bytes += len(framed)
+            if self._framed_bytes >= _STORE_BYTES:
+                self._store_framed()
+            if inferencer is not None:
+                inferencer.add_many(batch)
+            return
+        if size > _STORE_BYTES:  # bigger than a buffer: framed on its own, after the buffered
+            self._store_buffer()
+            framed = speedups.frame(batch)
+            if self._crc is not None:
+                self._crc = crc32c(framed, self._crc)
+            self._worker.submit(self._store, [framed])
+            if inferencer is not None:
+                inferencer.add_many(batch)
+            return
+        # Framing, CRCs and the records' structure keys in one pass in C, without the GIL,
+        # into a buffer of ~8 MiB that the worker hashes and writes with few calls (each of
+        # which must take the GIL back from this thread when it returns).
+        if self._buffer is not None and self._used + size > len(self._buffer):
+            self._store_buffer()
+        if self._buffer is None:
+            self._buffer = self._new_buffer(size)
+        self._used, crc, summary, slow = speedups.frame_into(
+            batch, self._buffer, self._used, inferencer is not None, self._crc or 0
+        )
+        if self._crc is not None:
+            self._crc = crc
+        if inferencer is not None:
+            inferencer.add_summary(
+                {key: (batch[first], n) for key, (first, n) in summary.items()},
+                [batch[i] for i in slow],
+                count=len(batch),
+            )
+
+    def _new_buffer(self, size: int) -> bytearray:
+        """A framing buffer with room for ``size`` bytes: one the worker is done with, or a new
+        one (twice the last new one's size, up to ``_STORE_BYTES``: small shards stay small)."""
+        while self._free:
+            buffer = self._free.pop()
+            if len(buffer) >= size:
+                return buffer
+        self._capacity = min(_STORE_BYTES, max(size, 2 * self._capacity))
+        return bytearray(self._capacity)
+
+    def _store_buffer(self) -> None:
+        """Hand the framing buffer to the worker."""
+        buffer, used = self._buffer, self._used
+        self._buffer, self._used = None, 0
+        if buffer is not None and used:
+            self._worker.submit(self._store_from, buffer, used)
+
+    def _store_from(self, buffer: bytearray, used: int) -> None:
+        """On the worker: store the first ``used`` bytes of a framing buffer, and give the
+        buffer back for reuse when the sink does not keep what it is given."""
+        if not self._reuse:
+            del buffer[used:]
+            self._store([buffer])
+            return
+        with memoryview(buffer) as whole, whole[:used] as view:
+            self._store([view])
+        self._free.append(buffer)
 
     def _store_framed(self) -> None:
         framed = self._framed
@@ -385,9 +465,9 @@ class TFRecordWriter:
         self._framed_bytes = 0
         self._worker.submit(self._store, framed)
 
-    def _store(self, pieces: list[bytes]) -> None:
-        """On the worker: hash, compress and write framed records (~1 MiB pieces, not joined:
-        joining would copy every byte once more)."""
+    def _store(self, pieces: list[Bytes]) -> None:
+        """On the worker: hash, compress and write framed records (~1-8 MiB pieces, not
+        joined: joining would copy every byte once more)."""
         for framed in pieces:
             stored = framed if self._compressor is None else self._compressor.compress(framed)
             self._digests.add(stored, framed)
@@ -409,6 +489,7 @@ class TFRecordWriter:
         try:
             if self._batch:
                 self._flush_batch()
+            self._store_buffer()
             self._store_framed()
             self._worker.submit(self._finish)
             self._worker.close()
@@ -416,6 +497,8 @@ class TFRecordWriter:
             if self._owned is not None:
                 self._owned.close()
         schema = None if self._inferencer is None else self._inferencer.result()
+        if self._crc is not None:
+            self._digests.crc = self._crc
         self._stats = self._digests.stats(self._count, schema)
         return self._stats
 

@@ -122,6 +122,8 @@ def parse_size(value: int | str) -> int:
 class _UploadPipe:
     """A write-only file object whose bytes a background thread streams to storage."""
 
+    copies_writes = True  # write() queues a copy: the TFRecordWriter may reuse its buffers
+
     def __init__(self, uri: str, storage_options: Mapping[str, Any] | None) -> None:
         self.uri = uri
         self._options = storage_options
@@ -220,6 +222,8 @@ class _LocalSink:
     """:class:`_UploadPipe`'s interface for a local file, written directly by the
     TFRecordWriter's hashing thread: a write to the page cache costs less than handing the
     bytes to one more thread."""
+
+    copies_writes = True  # a regular file's write() copies: the TFRecordWriter reuses buffers
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
