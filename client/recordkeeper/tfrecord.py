@@ -382,6 +382,20 @@ class TFRecordWriter:
         if self._batch_bytes >= _BATCH_BYTES:
             self._flush_batch()
 
+    def _write_batch(self, batch: list[bytes], nbytes: int) -> None:
+        """Frame a batch now: ``bytes`` records (not checked: internal) whose lengths sum to
+        ``nbytes``.
+
+        For callers that collect their own batches (:class:`~recordkeeper.writer.VersionWriter`
+        hands over ~1 MiB at a time): no pass over the records to check or measure them.
+        """
+        if self._batch:
+            self._batch += batch
+            self._batch_bytes += nbytes
+        else:
+            self._batch, self._batch_bytes = batch, nbytes
+        self._flush_batch()
+
     def _flush_batch(self) -> None:
         batch = self._batch
         self._batch = []

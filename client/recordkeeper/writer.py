@@ -355,15 +355,25 @@ class _OpenShard:
     ``write()`` only appends to ``batch`` and counts down ``room`` (framed bytes until the
     batch is handed over: at most ``_BATCH_BYTES``, and never past the shard's size limit), so
     the per-record work is a few operations and the TFRecordWriter gets one call per batch.
+    ``given`` is what ``room`` was when the batch began: the batch holds ``given - room``
+    framed bytes.
     """
 
-    __slots__ = ("batch", "room", "shard", "tfw")
+    __slots__ = ("batch", "given", "room", "shard", "tfw")
 
     def __init__(self, shard: _Shard, tfw: Any, room: int) -> None:
         self.shard = shard
         self.tfw = tfw
         self.batch: list[bytes] = []
-        self.room = room
+        self.room = self.given = room
+
+    def hand_over(self) -> int:
+        """Give the batch to the TFRecordWriter; returns its framed size."""
+        batch, self.batch = self.batch, []
+        framed = self.given - self.room
+        self.shard.framed_bytes += framed
+        self.tfw._write_batch(batch, framed - 16 * len(batch))
+        return framed
 
 
 class VersionWriter:
@@ -444,7 +454,9 @@ class VersionWriter:
             from recordkeeper.tfrecord import record_bytes  # not at import: rk stays light
 
             data = record_bytes(record)
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # not `with`: two bound methods and a call through a tuple less
+        try:
             current = self._open.get(split)
             if current is None:
                 current = self._start_shard(split)  # raises once the writer is closed
@@ -452,6 +464,8 @@ class VersionWriter:
             current.room -= len(data) + 16
             if current.room <= 0:
                 self._hand_over(split, current)
+        finally:
+            lock.release()
 
     @property
     def record_count(self) -> int:
@@ -464,10 +478,8 @@ class VersionWriter:
     def _hand_over(self, split: str, current: _OpenShard) -> None:
         """Give the collected records to the shard's TFRecordWriter; close the shard when it
         has reached ``shard_size``."""
-        batch, current.batch = current.batch, []
+        current.hand_over()
         shard = current.shard
-        shard.framed_bytes += sum(map(len, batch)) + 16 * len(batch)
-        current.tfw.write_many(batch)
         # Uncompressed, the framed size is the stored size: the batch ends exactly at the
         # record reaching shard_size.  Compressed, only the bytes the compressor has emitted
         # are known (never more than the framed bytes, so that check comes first): the shard
@@ -475,7 +487,9 @@ class VersionWriter:
         if shard_is_full(self.compression, shard.framed_bytes, shard.pipe.size, self.shard_size):
             self._close_shard(split)
             return
-        current.room = min(_BATCH_BYTES, max(1, self.shard_size - shard.framed_bytes))
+        current.room = current.given = min(
+            _BATCH_BYTES, max(1, self.shard_size - shard.framed_bytes)
+        )
 
     def close(self) -> DatasetVersion:
         """Finish every shard, register them and commit; returns the committed version."""
@@ -551,9 +565,7 @@ class VersionWriter:
         current = self._open.pop(split)
         shard, tfw = current.shard, current.tfw
         if current.batch:
-            shard.framed_bytes += sum(map(len, current.batch)) + 16 * len(current.batch)
-            tfw.write_many(current.batch)
-            current.batch = []
+            current.hand_over()
         shard.stats = tfw.close()
         self._closed_records += shard.stats.record_count
         shard.pipe.finish()
