@@ -404,7 +404,9 @@ class TFRecordWriter:
         self._count += len(batch)
         speedups = _native.speedups
         inferencer = self._inferencer
+        # (the two paths keep their framed bytes apart: what the other holds is stored first)
         if speedups is None:
+            self._store_buffer()
             headers = map(self._headers.__getitem__, map(len, batch))
             footers = map(_U32LE.pack, _masked_all(list(map(crc32c, batch))))
             framed = b"".join(chain.from_iterable(zip(headers, batch, footers, strict=True)))
@@ -417,6 +419,8 @@ class TFRecordWriter:
             if inferencer is not None:
                 inferencer.add_many(batch)
             return
+        if self._framed:
+            self._store_framed()
         if size > _STORE_BYTES:  # bigger than a buffer: framed on its own, after the buffered
             self._store_buffer()
             framed = speedups.frame(batch)
