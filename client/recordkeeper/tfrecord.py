@@ -64,6 +64,7 @@ _U32LE = struct.Struct("<I")
 _BATCH_BYTES = 1 << 20  # records are framed and parsed in batches of about this size ...
 _STORE_BYTES = 8 << 20  # ... and hashed, compressed and written in batches of this size
 _FIRST_BUFFER = 64 << 10  # a shard's first framing buffer; each new one doubles, to _STORE_BYTES
+_FILE_WRITE = 256 << 10  # local files are written in write() calls of at most this size
 # Sinks whose write() copies (or writes out) the bytes before returning: the framing buffers
 # handed to them are reused.  Others may keep what they were given; they get fresh buffers.
 _COPYING_SINKS = (io.BufferedWriter, io.BufferedRandom, io.FileIO, io.BytesIO)
@@ -107,6 +108,28 @@ def _lane_constants(n: int) -> tuple[int, int, int, int]:
 
 
 Bytes = bytes | bytearray | memoryview  # what the writer hashes and hands to its sink
+
+
+def write_fd(fd: int, data: Bytes) -> None:
+    """Write all of ``data`` to a file descriptor in ``write()`` calls of at most 256 KiB.
+
+    Linux sizes a file's page-cache folios by the write: a write of 2 MiB or more asks for
+    2 MiB folios.  On a VM that hands free memory back to its host (virtio-balloon free page
+    reporting: free 2 MiB blocks are reported), such folios come from memory the host must
+    fault in again: 200 MB written in 2-8 MiB calls took 0.5-0.8 s of CPU here, in 64-512 KiB
+    calls ~0.06 s.  Smaller folios come from memory that stayed with the guest.  The pieces
+    cost a few hundred syscalls per 100 MB elsewhere.  With the C extension the loop runs
+    without the GIL.
+    """
+    speedups = _native.speedups
+    write_chunks = None if speedups is None else getattr(speedups, "write_chunks", None)
+    if write_chunks is not None:
+        write_chunks(fd, data, _FILE_WRITE)
+        return
+    with memoryview(data) as whole, whole.cast("B") as view:
+        done = 0
+        while done < len(view):
+            done += os.write(fd, view[done : done + _FILE_WRITE])
 
 
 class _Headers(dict[int, bytes]):
@@ -321,8 +344,10 @@ class TFRecordWriter:
         self.compression = normalize_compression(compression)
         self._file: BinarySink
         self._owned: IO[bytes] | None = None
+        self._fd: int | None = None  # a file of its own is written through its descriptor
         if isinstance(fileobj, str | os.PathLike):
-            self._file = self._owned = open(fileobj, "wb")  # noqa: SIM115 - closed by close()
+            self._file = self._owned = open(fileobj, "wb", buffering=0)  # noqa: SIM115 - closed by close()
+            self._fd = self._owned.fileno()
         else:
             self._file = fileobj
         self._compressor = (
@@ -490,14 +515,20 @@ class TFRecordWriter:
             stored = framed if self._compressor is None else self._compressor.compress(framed)
             self._digests.add(stored, framed)
             if stored:
-                self._file.write(stored)
+                self._write(stored)
+
+    def _write(self, stored: Bytes) -> None:
+        if self._fd is not None:
+            write_fd(self._fd, stored)
+        else:
+            self._file.write(stored)
 
     def _finish(self) -> None:
         """On the worker: end the compressed stream and flush the file."""
         if self._compressor is not None:
             stored = self._compressor.flush()
             self._digests.add(stored)
-            self._file.write(stored)
+            self._write(stored)
         self._file.flush()
 
     def close(self) -> ShardStats:

@@ -221,21 +221,26 @@ class _Aborted(Exception):
 class _LocalSink:
     """:class:`_UploadPipe`'s interface for a local file, written directly by the
     TFRecordWriter's hashing thread: a write to the page cache costs less than handing the
-    bytes to one more thread."""
+    bytes to one more thread.  Written through its descriptor in pieces
+    (:func:`recordkeeper.tfrecord.write_fd`); nothing is buffered in the file object."""
 
-    copies_writes = True  # a regular file's write() copies: the TFRecordWriter reuses buffers
+    copies_writes = True  # write() copies into the page cache: the TFRecordWriter reuses buffers
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
         self.size = 0
         with storage_errors(uri):
             self._file = open_write(uri, None)
+            self._fd = self._file.fileno()
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
+        from recordkeeper.tfrecord import write_fd  # loaded with the TFRecordWriter already
+
         with storage_errors(self.uri):
-            self._file.write(data)
-        self.size += len(data)
-        return len(data)
+            write_fd(self._fd, data)
+        n = memoryview(data).nbytes
+        self.size += n
+        return n
 
     def flush(self) -> None:
         """Nothing to do: the file is flushed when it is closed."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
 import random
 import zlib
 from pathlib import Path
@@ -310,6 +311,35 @@ def test_the_writer_infers_the_schema_of_alike_and_different_records() -> None:
     for records in ([two, bad], [one, *[two] * 10, bad, two]):
         _, stats = write(records)
         assert stats.schema is not None and stats.schema.record_type == "opaque"
+
+
+def test_local_files_are_written_in_pieces_of_at_most_256_kib(
+    tmp_path: Path, implementation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """write_fd: every byte, in write() calls small enough to keep page-cache folios small
+    (the sizes are observable on the pure-Python path)."""
+    sizes: list[int] = []
+    real_write = os.write
+
+    def write(fd: int, data: memoryview) -> int:
+        sizes.append(len(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    data = random.Random(5).randbytes(5 * tfrecord._FILE_WRITE + 123)
+    path = tmp_path / "x.bin"
+    with open(path, "wb", buffering=0) as f:
+        tfrecord.write_fd(f.fileno(), bytearray(data))
+        tfrecord.write_fd(f.fileno(), memoryview(data)[7:100])
+    assert path.read_bytes() == data + data[7:100]
+    if implementation == "python":
+        assert sizes and max(sizes) <= tfrecord._FILE_WRITE and sum(sizes) == len(data) + 93
+    read_only = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(OSError):
+            tfrecord.write_fd(read_only, b"x")
+    finally:
+        os.close(read_only)
 
 
 def test_writer_rejects_what_is_not_a_record() -> None:
