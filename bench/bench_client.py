@@ -19,10 +19,12 @@ Everything runs through the public client against the real service under uvicorn
    resolved before).
 5. **writer**: 200k ~1 KiB Examples to local disk through ``client.writer`` (hashing and
    schema inference included) vs ``tf.io.TFRecordWriter`` writing the same serialized records
-   (skipped when TensorFlow is missing).
+   (skipped when TensorFlow is missing); ``--writer-keep`` keeps every round's files (see
+   :func:`bench_writer`).
 
     .venv/bin/python bench/bench_client.py [--only local|s3|writer ...] [--rounds 5]
                                            [--skip-s3] [--skip-tf] [--shards 16] [--shard-mib 64]
+                                           [--writer-keep]
 
 Every figure is the median of ``--rounds`` runs, alternating with its peer.
 """
@@ -37,6 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -321,7 +324,31 @@ def bench_s3(work: Path, rounds: int, n: int = 1000) -> None:
         srv.stop()
 
 
-def bench_writer(work: Path, rounds: int, n: int = 200_000) -> None:
+def _timed(fn: Callable[[], str]) -> tuple[float, float, str]:
+    """Wall and CPU seconds (every thread of this process) of ``fn()``, and what it wrote.
+
+    Nothing is written back to disk during the call that an earlier round left dirty:
+    ``os.sync()`` runs first (untimed)."""
+    os.sync()
+    start, cpu = time.perf_counter(), time.process_time()
+    written = fn()
+    return time.perf_counter() - start, time.process_time() - cpu, written
+
+
+def bench_writer(work: Path, rounds: int, n: int = 200_000, keep: bool = False) -> None:
+    """``client.writer`` vs ``tf.io.TFRecordWriter``, the same records to the same disk.
+
+    Fair to both sides: one untimed warm-up round each (TensorFlow's first writer initialises
+    its runtime; ours opens the first connection); then ``rounds`` rounds, alternating which
+    side goes first; ``os.sync()`` runs before each timed write (neither pays for writing back
+    the other's bytes); neither side fsyncs. Each side's output (205 MB) is deleted right after
+    it is timed, so both write into memory just freed by the other, or with ``keep``
+    (``--writer-keep``) every file stays, so both write into memory not used before, as when a
+    new dataset is written. On this VM the two differ a lot: memory the guest has not touched
+    recently is slow to fault in (free pages are reported to the host after ~2 s), ~0.4-0.6 s
+    of CPU more per 200 MB. Before, this benchmark kept our files and deleted TensorFlow's,
+    and the first TensorFlow round included its initialisation.
+    """
     try:
         import tensorflow as tf
     except ImportError:
@@ -335,31 +362,56 @@ def bench_writer(work: Path, rounds: int, n: int = 200_000) -> None:
         allowed_roots=[store.as_uri()],
         database_url=f"sqlite:///{work / 'wregistry.db'}",
     )
+
+    def with_tf() -> str:
+        path = str(work / f"tf-{time.monotonic_ns()}.tfrecord")
+        with tf.io.TFRecordWriter(path) as w:
+            for rec in records:
+                w.write(rec)
+        return path
+
+    def with_rk() -> str:
+        with client.writer("wbench", shard_size="256MB", force_new=True) as rw:
+            for rec in records:
+                rw.write(rec)
+        return rw.version.storage_prefix
+
+    def remove(written: str, after_round: bool = True) -> None:
+        if keep and after_round:
+            return
+        path = written[len("file://") :] if written.startswith("file://") else written
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+
     try:
         client = svc.client()
-        tf_times, rk_times, tf_cpu, rk_cpu = [], [], [], []
+        for fn in (with_tf, with_rk):  # warm-up, untimed
+            remove(fn(), after_round=False)
+        times: dict[str, list[float]] = {"tf": [], "rk": []}
+        cpu: dict[str, list[float]] = {"tf": [], "rk": []}
+        outputs: list[str] = []
         for rnd in range(rounds):
-            path = str(work / f"tf-{rnd}.tfrecord")
-            start, cpu = time.perf_counter(), time.process_time()
-            with tf.io.TFRecordWriter(path) as w:
-                for rec in records:
-                    w.write(rec)
-            tf_times.append(time.perf_counter() - start)
-            tf_cpu.append(time.process_time() - cpu)
-            os.remove(path)
-            start, cpu = time.perf_counter(), time.process_time()
-            with client.writer("wbench", shard_size="256MB", force_new=True) as rw:
-                for rec in records:
-                    rw.write(rec)
-            rk_times.append(time.perf_counter() - start)
-            rk_cpu.append(time.process_time() - cpu)
-        tf_s, rk_s = statistics.median(tf_times), statistics.median(rk_times)
+            order = [("tf", with_tf), ("rk", with_rk)]
+            for side, fn in order if rnd % 2 == 0 else order[::-1]:
+                wall, cpu_s, written = _timed(fn)
+                remove(written)
+                outputs.append(written)
+                times[side].append(wall)
+                cpu[side].append(cpu_s)
+        med = statistics.median
+        tf_s, rk_s = med(times["tf"]), med(times["rk"])
+        paired = med(r / t for r, t in zip(times["rk"], times["tf"], strict=True))
+        for written in outputs if keep else ():
+            remove(written, after_round=False)
         print(
-            f"\n[writer] {n} records of ~{len(records[0])} B: client.writer median {rk_s:.3f} s "
+            f"\n[writer{', files kept' if keep else ''}] {n} records of ~{len(records[0])} B: "
+            f"client.writer median {rk_s:.3f} s "
             f"(hashes, schema, register, commit) vs tf.io.TFRecordWriter {tf_s:.3f} s: "
-            f"ratio {rk_s / tf_s:.2f}x; runs {_runs(rk_times)} vs {_runs(tf_times)}; CPU seconds"
-            f" (all threads, the in-process service's included) {statistics.median(rk_cpu):.2f}"
-            f" vs {statistics.median(tf_cpu):.2f}"
+            f"ratio {rk_s / tf_s:.2f}x (median of the rounds' ratios {paired:.2f}x); runs "
+            f"{_runs(times['rk'])} vs {_runs(times['tf'])}; CPU seconds (all threads, the "
+            f"in-process service's included) {med(cpu['rk']):.2f} vs {med(cpu['tf']):.2f}"
         )
     finally:
         svc.stop()
@@ -378,6 +430,11 @@ def main() -> None:
     )
     parser.add_argument("--skip-s3", action="store_true")
     parser.add_argument("--skip-tf", action="store_true")
+    parser.add_argument(
+        "--writer-keep",
+        action="store_true",
+        help="writer: keep every round's files (both sides write into fresh memory)",
+    )
     parser.add_argument(
         "--only-resolve", action="store_true", help="only the 10,000-shard resolve (row 4)"
     )
@@ -407,7 +464,7 @@ def main() -> None:
         if "s3" in parts:
             bench_s3(work, args.rounds)
         if "writer" in parts:
-            bench_writer(work, args.rounds)
+            bench_writer(work, args.rounds, keep=args.writer_keep)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

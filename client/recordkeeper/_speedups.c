@@ -26,6 +26,16 @@
  *       The TFRecord framing (length, masked CRCs) of a list of bytes records, joined, built
  *       without the GIL: what TFRecordWriter writes.
  *
+ *   frame_into(records, out, offset, keys, crc) -> (end, crc, summary | None, slow | None)
+ *       frame() written into the writable buffer `out` at `offset` (TFRecordWriter reuses a
+ *       few buffers), the CRC32C of what was written (continuing `crc`), and when `keys` also
+ *       structure_keys() of the same records, in one pass without the GIL (each record is in
+ *       the cache once for all three).
+ *
+ *   write_chunks(fd, data, chunk) -> None      (POSIX)
+ *       All of `data` to the file descriptor in write() calls of at most `chunk` bytes, without
+ *       the GIL: TFRecordWriter's local files (see tfrecord.write_fd for why the pieces).
+ *
  *   crc32c(data, value=0, impl=0) -> int      (plain CRC32C, for tests of this module; three
  *       interleaved lanes with SSE4.2 joined by PCLMULQDQ, see crc_clmul; `impl` picks one
  *       implementation, see CRC_AUTO)
@@ -34,8 +44,13 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#ifndef _WIN32
+#include <unistd.h>
+#define RK_HAVE_WRITE 1
+#endif
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
@@ -514,10 +529,38 @@ static int rd_span(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t stop, Py_
     return 0;
 }
 
+/* The value regions of a record, as record_key() parses it: the bytes its key does not depend
+ * on (bytes values, packed and unpacked floats) and those it depends on only through their high
+ * bits (packed int64s: a varint ends at a byte without it).  Every other byte (tags, lengths,
+ * feature names, unpacked int64 varints) is structure.  Two records of the same length whose
+ * structure bytes are equal and whose packed int64 bytes have the same high bits parse alike
+ * step by step, so they have the same key and are both on the fast path or both not. */
+#define MAX_REGIONS 64
+typedef struct {
+    Py_ssize_t start, end;
+    int high_bits; /* compare only bit 7 of each byte */
+} region_t;
+
+typedef struct {
+    region_t r[MAX_REGIONS];
+    int n, overflow;
+} regions_t;
+
+static void add_region(regions_t *rg, Py_ssize_t start, Py_ssize_t end, int high_bits) {
+    if (rg == NULL || start == end) return;
+    if (rg->n == MAX_REGIONS) {
+        rg->overflow = 1;
+        return;
+    }
+    rg->r[rg->n].start = start, rg->r[rg->n].end = end, rg->r[rg->n].high_bits = high_bits;
+    rg->n++;
+}
+
 /* Count the values of a Feature message [pos, stop); exactly one list field allowed.
- * Sets *kind to the Feature tag (0x0A bytes, 0x12 float, 0x1A int64). */
+ * Sets *kind to the Feature tag (0x0A bytes, 0x12 float, 0x1A int64); notes the value regions
+ * in `rg` (if not NULL). */
 static int feature_values(const unsigned char *b, Py_ssize_t pos, Py_ssize_t stop, int *kind,
-                          uint64_t *count) {
+                          uint64_t *count, regions_t *rg) {
     if (pos >= stop) return SLOW; /* no list set: absent (Python handles) */
     int tag = b[pos++];
     if (tag != 0x0A && tag != 0x12 && tag != 0x1A) return SLOW;
@@ -531,6 +574,7 @@ static int feature_values(const unsigned char *b, Py_ssize_t pos, Py_ssize_t sto
         if (t == 0x0A) {
             Py_ssize_t vs, ve;
             if (rd_span(b, &p, e, &vs, &ve)) return SLOW;
+            add_region(rg, vs, ve, tag == 0x1A);
             if (tag == 0x0A) {
                 n += 1;
             } else if (tag == 0x12) {
@@ -550,6 +594,7 @@ static int feature_values(const unsigned char *b, Py_ssize_t pos, Py_ssize_t sto
             }
         } else if (t == 0x0D && tag == 0x12) {
             if (e - p < 4) return SLOW;
+            add_region(rg, p, p + 4, 0);
             p += 4;
             n++;
         } else if (t == 0x08 && tag == 0x1A) {
@@ -608,9 +653,10 @@ static int seen_before(const unsigned char *b, seen_t *seen, int nseen, int scop
 
 #define MAX_SEEN 256
 
-static int record_key(const unsigned char *b, Py_ssize_t len, keybuf_t *kb) {
+static int record_key(const unsigned char *b, Py_ssize_t len, keybuf_t *kb, regions_t *rg) {
     seen_t seen[MAX_SEEN];
     int nseen = 0, sequence = 0;
+    if (rg != NULL) rg->n = 0, rg->overflow = 0;
     kb->len = 0;
     unsigned char flag = 'E';
     if (kb_put(kb, &flag, 1)) return NOMEM;
@@ -635,7 +681,7 @@ static int record_key(const unsigned char *b, Py_ssize_t len, keybuf_t *kb) {
             if (!scope) {
                 int kind;
                 uint64_t count;
-                if (feature_values(b, vs, ve, &kind, &count)) return SLOW;
+                if (feature_values(b, vs, ve, &kind, &count, rg)) return SLOW;
                 head[1] = (unsigned char)kind;
                 if (kb_put(kb, head, 2) || kb_varint(kb, (uint64_t)(ke - ks)) ||
                     kb_put(kb, b + ks, (size_t)(ke - ks)) || kb_varint(kb, count))
@@ -650,7 +696,7 @@ static int record_key(const unsigned char *b, Py_ssize_t len, keybuf_t *kb) {
                     if (rd_span(b, &q, ve, &fs, &fe)) return SLOW;
                     int step_kind;
                     uint64_t count;
-                    if (feature_values(b, fs, fe, &step_kind, &count)) return SLOW;
+                    if (feature_values(b, fs, fe, &step_kind, &count, rg)) return SLOW;
                     if (kind && step_kind != kind) return SLOW;
                     kind = step_kind;
                     steps++;
@@ -688,7 +734,7 @@ static PyObject *py_structure_keys(PyObject *self, PyObject *arg) {
             goto done;
         }
         int rc = record_key((const unsigned char *)PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item),
-                            &kb);
+                            &kb, NULL);
         if (rc == NOMEM) {
             PyErr_NoMemory();
             goto done;
@@ -772,10 +818,18 @@ static int table_grow(table_t *t) {
     return 0;
 }
 
+static int table_add_hashed(table_t *t, const keybuf_t *k, uint64_t h, Py_ssize_t start,
+                            Py_ssize_t end);
+
 /* Count one record with key `k` (found at [start, end) of the buffer). */
 static int table_add(table_t *t, const keybuf_t *k, Py_ssize_t start, Py_ssize_t end) {
+    return table_add_hashed(t, k, fnv1a(k->p, k->len), start, end);
+}
+
+/* table_add() with the key's hash already known. */
+static int table_add_hashed(table_t *t, const keybuf_t *k, uint64_t h, Py_ssize_t start,
+                            Py_ssize_t end) {
     if ((t->used + 1) * 2 > t->cap && table_grow(t) < 0) return -1;
-    uint64_t h = fnv1a(k->p, k->len);
     size_t j = h & (t->cap - 1);
     while (t->slots[j].count) {
         slot_t *s = &t->slots[j];
@@ -823,7 +877,7 @@ static PyObject *py_deframe_keys(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     while (!oom && next_frame(buf, len, pos, verify, &data, &err) == FRAME_OK) {
         Py_ssize_t start = data.start, stop = data.end;
-        int rc = record_key(buf + start, stop - start, &kb);
+        int rc = record_key(buf + start, stop - start, &kb, NULL);
         if (rc == NOMEM) {
             oom = 1;
         } else if (rc == SLOW) {
@@ -941,6 +995,225 @@ static PyObject *py_frame(PyObject *self, PyObject *arg) {
     return out;
 }
 
+/* frame_into(records, out, offset, keys, crc) -> (end, crc, summary | None, slow | None)
+ * frame() written into the writable buffer `out` from `offset` (it must have room: the caller
+ * reuses its buffers instead of allocating a new object per batch); the CRC32C of the bytes
+ * written, continuing `crc`; and, when `keys`, structure_keys() of the same records computed in
+ * the same pass, all without the GIL: the summary as structure_keys() answers it
+ * ({key: [first_index, count]} in order of first appearance, and the indexes of the records
+ * outside the fast path). */
+/* Whether record `b` has the layout of the template record `t` (same length `len`), whose value
+ * regions are `rg` (see regions_t): then it has the template's key. */
+static int same_layout(const unsigned char *b, const unsigned char *t, Py_ssize_t len,
+                       const regions_t *rg) {
+    Py_ssize_t pos = 0;
+    for (int i = 0; i < rg->n; i++) {
+        const region_t *r = &rg->r[i];
+        if (r->start < pos || r->end > len) return 0; /* not expected: regions come in order */
+        if (memcmp(b + pos, t + pos, (size_t)(r->start - pos))) return 0;
+        if (r->high_bits)
+            for (Py_ssize_t j = r->start; j < r->end; j++)
+                if ((b[j] ^ t[j]) & 0x80) return 0;
+        pos = r->end;
+    }
+    return memcmp(b + pos, t + pos, (size_t)(len - pos)) == 0;
+}
+
+static int first_index_order(const void *a, const void *b) {
+    Py_ssize_t x = (*(const slot_t *const *)a)->first_start;
+    Py_ssize_t y = (*(const slot_t *const *)b)->first_start;
+    return (x > y) - (x < y);
+}
+
+static PyObject *py_frame_into(PyObject *self, PyObject *args) {
+    PyObject *arg;
+    Py_buffer out;
+    Py_ssize_t offset;
+    int keys;
+    unsigned int crc_in;
+    if (!PyArg_ParseTuple(args, "Ow*npI", &arg, &out, &offset, &keys, &crc_in)) return NULL;
+    PyObject *records = PySequence_Tuple(arg), *result = NULL, *summary = NULL, *slow_list = NULL;
+    table_t table = {NULL, 0, 0, NULL, 0, 0};
+    keybuf_t kb = {NULL, 0, 256}, tkb = {NULL, 0, 256}; /* a record's key, the template's */
+    Py_ssize_t slow_cap = 16, slow_n = 0, *slow = NULL;
+    slot_t **order = NULL;
+    /* The last record parsed is the template: a record with its layout has its key, found
+     * by comparing its structure bytes instead of parsing it (records of a dataset usually
+     * share a few layouts). */
+    regions_t *rg = NULL, *trg = NULL;
+    const unsigned char *tmpl = NULL;
+    Py_ssize_t tmpl_len = 0;
+    uint64_t thash = 0;
+    if (records == NULL) goto done;
+    Py_ssize_t n = PyTuple_GET_SIZE(records), total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(records, i);
+        if (!PyBytes_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "record %zd is %.80s, not bytes", i,
+                         Py_TYPE(item)->tp_name);
+            goto done;
+        }
+        Py_ssize_t size = PyBytes_GET_SIZE(item);
+        if (size > PY_SSIZE_T_MAX - 16 - total) {
+            PyErr_SetString(PyExc_OverflowError, "records too large to frame at once");
+            goto done;
+        }
+        total += size + 16;
+    }
+    if (offset < 0 || offset > out.len || total > out.len - offset) {
+        PyErr_Format(PyExc_ValueError, "%zd framed bytes do not fit at offset %zd of %zd", total,
+                     offset, out.len);
+        goto done;
+    }
+    if (keys) {
+        kb.p = PyMem_RawMalloc(kb.cap);
+        tkb.p = PyMem_RawMalloc(tkb.cap);
+        rg = PyMem_RawMalloc(sizeof(regions_t));
+        trg = PyMem_RawMalloc(sizeof(regions_t));
+        slow = PyMem_RawMalloc(slow_cap * sizeof(Py_ssize_t));
+        if (kb.p == NULL || tkb.p == NULL || rg == NULL || trg == NULL || slow == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    int oom = 0;
+    unsigned char *dst = (unsigned char *)out.buf + offset;
+    uint32_t crc = crc_in;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(records, i);
+        const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(item);
+        Py_ssize_t len = PyBytes_GET_SIZE(item);
+        uint64_t size = (uint64_t)len;
+        for (int b = 0; b < 8; b++) dst[b] = (unsigned char)(size >> (8 * b));
+        put_le32(dst + 8, masked(crc32c(0, dst, 8)));
+        memcpy(dst + 12, data, (size_t)size);
+        put_le32(dst + 12 + size, masked(crc32c(0, data, (size_t)size)));
+        dst += 16 + size;
+        if (!keys || oom) continue;
+        if (tmpl != NULL && len == tmpl_len && same_layout(data, tmpl, len, trg)) {
+            if (table_add_hashed(&table, &tkb, thash, i, i) < 0) oom = 1;
+            continue;
+        }
+        int rc = record_key(data, len, &kb, rg);
+        if (rc == NOMEM) {
+            oom = 1;
+        } else if (rc == SLOW) {
+            if (slow_n == slow_cap) {
+                Py_ssize_t *bigger = PyMem_RawRealloc(slow, 2 * slow_cap * sizeof(Py_ssize_t));
+                if (bigger == NULL) {
+                    oom = 1;
+                    continue;
+                }
+                slow = bigger, slow_cap *= 2;
+            }
+            slow[slow_n++] = i;
+        } else {
+            uint64_t h = fnv1a(kb.p, kb.len);
+            if (table_add_hashed(&table, &kb, h, i, i) < 0) {
+                oom = 1;
+            } else if (!rg->overflow) { /* this record becomes the template */
+                keybuf_t k = tkb;
+                regions_t *r = trg;
+                tkb = kb, kb = k, trg = rg, rg = r;
+                tmpl = data, tmpl_len = len, thash = h;
+            }
+        }
+    }
+    /* one call over the batch (~1 MiB, still in the cache): the long lanes of crc_hw3 */
+    crc = crc32c(crc, (unsigned char *)out.buf + offset, (size_t)total);
+    Py_END_ALLOW_THREADS
+    if (oom) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (!keys) {
+        result = Py_BuildValue("(nkOO)", offset + total, (unsigned long)crc, Py_None, Py_None);
+        goto done;
+    }
+    order = PyMem_RawMalloc((table.used ? table.used : 1) * sizeof(slot_t *));
+    summary = PyDict_New();
+    slow_list = PyList_New(slow_n);
+    if (order == NULL || summary == NULL || slow_list == NULL) {
+        if (order == NULL) PyErr_NoMemory();
+        goto done;
+    }
+    size_t used = 0;
+    for (size_t i = 0; i < table.cap; i++)
+        if (table.slots[i].count) order[used++] = &table.slots[i];
+    qsort(order, used, sizeof(slot_t *), first_index_order);
+    for (size_t i = 0; i < used; i++) {
+        slot_t *s = order[i];
+        PyObject *key = PyBytes_FromStringAndSize((const char *)table.arena + s->key_off,
+                                                  (Py_ssize_t)s->key_len);
+        PyObject *entry = key == NULL ? NULL : Py_BuildValue("[nn]", s->first_start, s->count);
+        if (entry == NULL || PyDict_SetItem(summary, key, entry) < 0) {
+            Py_XDECREF(key);
+            Py_XDECREF(entry);
+            goto done;
+        }
+        Py_DECREF(key);
+        Py_DECREF(entry);
+    }
+    for (Py_ssize_t i = 0; i < slow_n; i++) {
+        PyObject *index = PyLong_FromSsize_t(slow[i]);
+        if (index == NULL) goto done;
+        PyList_SET_ITEM(slow_list, i, index);
+    }
+    result = Py_BuildValue("(nkOO)", offset + total, (unsigned long)crc, summary, slow_list);
+done:
+    Py_XDECREF(records);
+    Py_XDECREF(summary);
+    Py_XDECREF(slow_list);
+    PyMem_RawFree(order);
+    PyMem_RawFree(table.slots);
+    PyMem_RawFree(table.arena);
+    PyMem_RawFree(kb.p);
+    PyMem_RawFree(tkb.p);
+    PyMem_RawFree(rg);
+    PyMem_RawFree(trg);
+    PyMem_RawFree(slow);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+#ifdef RK_HAVE_WRITE
+/* write_chunks(fd, data, chunk) -> None: all of `data` to a file descriptor in write() calls of
+ * at most `chunk` bytes, without the GIL (short writes continue, EINTR is retried). */
+static PyObject *py_write_chunks(PyObject *self, PyObject *args) {
+    int fd;
+    Py_buffer view;
+    Py_ssize_t chunk;
+    if (!PyArg_ParseTuple(args, "iy*n", &fd, &view, &chunk)) return NULL;
+    if (chunk <= 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "chunk must be positive");
+        return NULL;
+    }
+    const char *p = view.buf;
+    Py_ssize_t left = view.len;
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (left > 0) {
+        ssize_t n = write(fd, p, (size_t)(left < chunk ? left : chunk));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            err = n < 0 ? errno : EIO;
+            break;
+        }
+        p += n;
+        left -= n;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (err) {
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+#endif
+
 static PyObject *py_crc32c(PyObject *self, PyObject *args) {
     Py_buffer view;
     unsigned int value = 0;
@@ -965,6 +1238,12 @@ static PyMethodDef methods[] = {
      "CRC32C of a bytes-like object; impl (tests): 1 software, 2 SSE4.2 one lane, 3 table lanes,"
      " 4 PCLMULQDQ lanes, 0 (default) the fastest available."},
     {"frame", py_frame, METH_O, "The TFRecord framing of a list of bytes records, joined."},
+#ifdef RK_HAVE_WRITE
+    {"write_chunks", py_write_chunks, METH_VARARGS,
+     "Write a buffer to a file descriptor in pieces of at most `chunk` bytes, without the GIL."},
+#endif
+    {"frame_into", py_frame_into, METH_VARARGS,
+     "frame() into a writable buffer at an offset, with structure_keys() of the records."},
     {NULL, NULL, 0, NULL},
 };
 

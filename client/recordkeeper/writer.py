@@ -122,6 +122,8 @@ def parse_size(value: int | str) -> int:
 class _UploadPipe:
     """A write-only file object whose bytes a background thread streams to storage."""
 
+    copies_writes = True  # write() queues a copy: the TFRecordWriter may reuse its buffers
+
     def __init__(self, uri: str, storage_options: Mapping[str, Any] | None) -> None:
         self.uri = uri
         self._options = storage_options
@@ -219,19 +221,26 @@ class _Aborted(Exception):
 class _LocalSink:
     """:class:`_UploadPipe`'s interface for a local file, written directly by the
     TFRecordWriter's hashing thread: a write to the page cache costs less than handing the
-    bytes to one more thread."""
+    bytes to one more thread.  Written through its descriptor in pieces
+    (:func:`recordkeeper.tfrecord.write_fd`); nothing is buffered in the file object."""
+
+    copies_writes = True  # write() copies into the page cache: the TFRecordWriter reuses buffers
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
         self.size = 0
         with storage_errors(uri):
             self._file = open_write(uri, None)
+            self._fd = self._file.fileno()
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
+        from recordkeeper.tfrecord import write_fd  # loaded with the TFRecordWriter already
+
         with storage_errors(self.uri):
-            self._file.write(data)
-        self.size += len(data)
-        return len(data)
+            write_fd(self._fd, data)
+        n = memoryview(data).nbytes
+        self.size += n
+        return n
 
     def flush(self) -> None:
         """Nothing to do: the file is flushed when it is closed."""
@@ -351,15 +360,25 @@ class _OpenShard:
     ``write()`` only appends to ``batch`` and counts down ``room`` (framed bytes until the
     batch is handed over: at most ``_BATCH_BYTES``, and never past the shard's size limit), so
     the per-record work is a few operations and the TFRecordWriter gets one call per batch.
+    ``given`` is what ``room`` was when the batch began: the batch holds ``given - room``
+    framed bytes.
     """
 
-    __slots__ = ("batch", "room", "shard", "tfw")
+    __slots__ = ("batch", "given", "room", "shard", "tfw")
 
     def __init__(self, shard: _Shard, tfw: Any, room: int) -> None:
         self.shard = shard
         self.tfw = tfw
         self.batch: list[bytes] = []
-        self.room = room
+        self.room = self.given = room
+
+    def hand_over(self) -> int:
+        """Give the batch to the TFRecordWriter; returns its framed size."""
+        batch, self.batch = self.batch, []
+        framed = self.given - self.room
+        self.shard.framed_bytes += framed
+        self.tfw._write_batch(batch, framed - 16 * len(batch))
+        return framed
 
 
 class VersionWriter:
@@ -440,7 +459,9 @@ class VersionWriter:
             from recordkeeper.tfrecord import record_bytes  # not at import: rk stays light
 
             data = record_bytes(record)
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # not `with`: two bound methods and a call through a tuple less
+        try:
             current = self._open.get(split)
             if current is None:
                 current = self._start_shard(split)  # raises once the writer is closed
@@ -448,6 +469,8 @@ class VersionWriter:
             current.room -= len(data) + 16
             if current.room <= 0:
                 self._hand_over(split, current)
+        finally:
+            lock.release()
 
     @property
     def record_count(self) -> int:
@@ -460,10 +483,8 @@ class VersionWriter:
     def _hand_over(self, split: str, current: _OpenShard) -> None:
         """Give the collected records to the shard's TFRecordWriter; close the shard when it
         has reached ``shard_size``."""
-        batch, current.batch = current.batch, []
+        current.hand_over()
         shard = current.shard
-        shard.framed_bytes += sum(map(len, batch)) + 16 * len(batch)
-        current.tfw.write_many(batch)
         # Uncompressed, the framed size is the stored size: the batch ends exactly at the
         # record reaching shard_size.  Compressed, only the bytes the compressor has emitted
         # are known (never more than the framed bytes, so that check comes first): the shard
@@ -471,7 +492,9 @@ class VersionWriter:
         if shard_is_full(self.compression, shard.framed_bytes, shard.pipe.size, self.shard_size):
             self._close_shard(split)
             return
-        current.room = min(_BATCH_BYTES, max(1, self.shard_size - shard.framed_bytes))
+        current.room = current.given = min(
+            _BATCH_BYTES, max(1, self.shard_size - shard.framed_bytes)
+        )
 
     def close(self) -> DatasetVersion:
         """Finish every shard, register them and commit; returns the committed version."""
@@ -547,9 +570,7 @@ class VersionWriter:
         current = self._open.pop(split)
         shard, tfw = current.shard, current.tfw
         if current.batch:
-            shard.framed_bytes += sum(map(len, current.batch)) + 16 * len(current.batch)
-            tfw.write_many(current.batch)
-            current.batch = []
+            current.hand_over()
         shard.stats = tfw.close()
         self._closed_records += shard.stats.record_count
         shard.pipe.finish()

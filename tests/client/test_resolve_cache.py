@@ -196,3 +196,32 @@ def test_collect_splits_joins_pages_with_different_prefixes() -> None:
     assert splits["train"].uris == ["s3://a/x/0", "s3://a/x/1", "s3://b/y/2", "s3://b/y/3"]
     assert [s.index for s in splits["train"].shards] == [0, 1, 2, 3]
     assert splits["train"].record_count == 8
+
+
+def test_the_writer_gets_its_version_as_resolve_gives_it_with_one_request_less(
+    client: tuple[rk.Client, Recorder],
+) -> None:
+    """After the commit only the shards are fetched: the commit's answer is the version as
+    resolving its name answers it (but the shards). An identical version kept instead of the
+    new one is resolved as before."""
+    from tests.client._records import sample_examples
+
+    rk_client, recorder = client
+    records = sample_examples(20)
+    with rk_client.writer("coco", shard_size=1000) as w:
+        for record in records:
+            w.write(record)
+    paths = [path for path, _ in recorder.take()]
+    commit = next(i for i, path in enumerate(paths) if path.endswith("/commit"))
+    assert [p.rsplit("/", 1)[-1] for p in paths[commit:]] == ["commit", "shards"]
+    assert w.version.shard_count > 1
+    resolved = rk_client.resolve(w.version.name)
+    assert w.version == resolved and w.version.ref == resolved.ref == w.version.name
+    assert w.version.metadata == resolved.metadata and w.version.created_at == resolved.created_at
+
+    with pytest.warns(rk.DuplicateWarning), rk_client.writer("coco", shard_size=1000) as again:
+        for record in records:
+            again.write(record)
+    paths = [path for path, _ in recorder.take()]
+    assert paths[-2].endswith("/commit") and paths[-1].endswith(f"/versions/{w.version.name}")
+    assert again.version == resolved

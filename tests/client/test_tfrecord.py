@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
 import random
 import zlib
 from pathlib import Path
@@ -57,12 +58,12 @@ def write(records: list[bytes], compression: str = "none") -> tuple[bytes, Shard
 
 def framed(records: list[bytes]) -> bytes:
     """Reference framing, written out from the format's definition."""
-    out = b""
+    out = bytearray()
     for record in records:
         length = len(record).to_bytes(8, "little")
         out += length + masked_crc32c(length).to_bytes(4, "little")
         out += record + masked_crc32c(record).to_bytes(4, "little")
-    return out
+    return bytes(out)
 
 
 def offsets(records: list[bytes]) -> list[int]:
@@ -242,6 +243,105 @@ def test_writer_finishes_the_file_before_reporting_a_schema_conflict(tmp_path: P
     assert path.read_bytes() == framed([as_int, as_float])
 
 
+class KeepingSink:
+    """A sink that keeps the very objects it is given (as some file objects do)."""
+
+    def __init__(self) -> None:
+        self.kept: list[object] = []
+
+    def write(self, data: bytes) -> int:
+        self.kept.append(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def value(self) -> bytes:
+        return b"".join(bytes(piece) for piece in self.kept)  # type: ignore[call-overload]
+
+
+class CopyingSink(KeepingSink):
+    """A sink that copies what it is given, and says so: the writer reuses its buffers."""
+
+    copies_writes = True
+
+    def write(self, data: bytes) -> int:
+        self.kept.append(bytes(data))
+        return len(data)
+
+
+@pytest.mark.parametrize("sink", [KeepingSink, CopyingSink, io.BytesIO])
+def test_the_writer_reuses_buffers_only_when_the_sink_copies(sink: type) -> None:
+    """~20 MiB in ~4 KiB records: many framing buffers, each filled again once the worker has
+    stored it, except for a sink that may keep what it was given."""
+    rng = random.Random(7)
+    records = [rng.randbytes(rng.randint(3000, 5000)) for _ in range(5000)]
+    out = sink()
+    with TFRecordWriter(out) as writer:
+        for i in range(0, len(records), 700):
+            writer.write_many(records[i : i + 700])
+    data = out.getvalue() if isinstance(out, io.BytesIO) else out.value()
+    assert data == framed(records)
+    assert writer.stats.crc32c == f"{crc32c.crc32c(data):08x}"
+    assert writer.stats.sha256 == hashlib.sha256(data).hexdigest()
+
+
+def test_the_writer_infers_the_schema_of_alike_and_different_records() -> None:
+    """Records sharing a layout (values differ, packed int64 varints of other lengths) and
+    others: the writer's schema is infer_schema()'s."""
+
+    def example(values: bytes, name: bytes = b"n") -> bytes:
+        feature = b"\x1a" + bytes([len(values) + 2]) + b"\x0a" + bytes([len(values)]) + values
+        entry = b"\x0a" + bytes([len(name)]) + name + b"\x12" + bytes([len(feature)]) + feature
+        body = b"\x0a" + bytes([len(entry)]) + entry
+        return b"\x0a" + bytes([len(body)]) + body
+
+    # b"\x01\x01" holds two values, b"\x81\x01" and b"\xff\x7f" one, b"\x01\x81" none (malformed):
+    # same lengths, same bytes but for the varints' high bits
+    one, two, bad = example(b"\x81\x01"), example(b"\x01\x01"), example(b"\x01\x81")
+    cases = [
+        ({"n": (1, 2)}, [one, *[two] * 500, example(b"\xff\x7f")]),
+        ({"n": (2, 2)}, [two, example(b"\x05\x06"), example(b"\x7f\x7f")]),
+        ({"n": (1, 3), "m": (2, 2)}, [example(b"\x01\x01", b"m"), one, example(b"\x01\x02\x03")]),
+    ]
+    for counts, records in cases:
+        _, stats = write(records)
+        assert stats.schema == infer_schema(records)
+        assert {f.name: (f.min_count, f.max_count) for f in stats.schema.features} == counts
+    for records in ([two, bad], [one, *[two] * 10, bad, two]):
+        _, stats = write(records)
+        assert stats.schema is not None and stats.schema.record_type == "opaque"
+
+
+def test_local_files_are_written_in_pieces_of_at_most_256_kib(
+    tmp_path: Path, implementation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """write_fd: every byte, in write() calls small enough to keep page-cache folios small
+    (the sizes are observable on the pure-Python path)."""
+    sizes: list[int] = []
+    real_write = os.write
+
+    def write(fd: int, data: memoryview) -> int:
+        sizes.append(len(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    data = random.Random(5).randbytes(5 * tfrecord._FILE_WRITE + 123)
+    path = tmp_path / "x.bin"
+    with open(path, "wb", buffering=0) as f:
+        tfrecord.write_fd(f.fileno(), bytearray(data))
+        tfrecord.write_fd(f.fileno(), memoryview(data)[7:100])
+    assert path.read_bytes() == data + data[7:100]
+    if implementation == "python":
+        assert sizes and max(sizes) <= tfrecord._FILE_WRITE and sum(sizes) == len(data) + 93
+    read_only = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(OSError):
+            tfrecord.write_fd(read_only, b"x")
+    finally:
+        os.close(read_only)
+
+
 def test_writer_rejects_what_is_not_a_record() -> None:
     with pytest.raises(InvalidInput):
         TFRecordWriter(io.BytesIO()).write("text")
@@ -383,3 +483,23 @@ def test_compression_names() -> None:
         normalize_compression("snappy")
     with pytest.raises(InvalidInput):
         iter_records(io.BytesIO(), "snappy")  # at once, not on the first next()
+
+
+def test_switching_implementations_midway_keeps_the_order(implementation: str) -> None:
+    """The C path frames into buffers, the Python path into a list: a writer that sees both
+    (tests switch _native.speedups) stores every byte in order."""
+    from recordkeeper import _native
+
+    records = some_records(60, seed=3)
+    out = io.BytesIO()
+    saved = _native.speedups
+    writer = TFRecordWriter(out)
+    for i, record in enumerate(records):
+        if i % 9 == 0:  # the other implementation every nine records
+            _native.speedups = None if _native.speedups is not None else saved
+        writer.write_many([record] * 3)
+    _native.speedups = saved
+    stats = writer.close()
+    expected = framed([r for r in records for _ in range(3)])
+    assert out.getvalue() == expected
+    assert stats.crc32c == f"{crc32c.crc32c(expected):08x}"

@@ -11,7 +11,17 @@ from hypothesis import strategies as st
 
 from recordkeeper.schema_inference import _KindClash, _Malformed, _parse
 
-from ._harness import RECORD, SPEEDUPS, frame_header, framed, fuzz_settings, mutated
+from ._harness import (
+    RECORD,
+    SPEEDUPS,
+    entry,
+    field,
+    frame_header,
+    framed,
+    fuzz_settings,
+    mutated,
+    record_sets,
+)
 from .regressions import OVERLONG_LENGTH
 
 DIRECT = fuzz_settings(scale=2)
@@ -95,3 +105,61 @@ def test_equal_structure_keys_mean_equal_summaries(records: list[bytes]) -> None
         except (_Malformed, _KindClash) as exc:
             raise AssertionError(f"C gave a key to a record Python refuses: {record!r}") from exc
         assert by_key.setdefault(key, signature) == signature, record
+
+
+def _ints(packed: bytes) -> bytes:
+    """An Example with one packed int64 list: its varints' high bits make its value count."""
+    return field(0x0A, entry("n", field(0x1A, field(0x0A, packed))))
+
+
+@st.composite
+def alike(draw: st.DrawFn) -> list[bytes]:
+    """Records sharing a layout: one template with single bytes changed (a value, a length, a
+    tag or a name; the varint bits of packed int64s included), as a dataset's records are."""
+    records = draw(record_sets())
+    if not records:
+        return records
+    template = records[0]
+    out = [template]
+    for _ in range(draw(st.integers(0, 8))):
+        record = bytearray(draw(st.sampled_from(out)))
+        if record:
+            at = draw(st.integers(0, len(record) - 1))
+            record[at] ^= draw(st.sampled_from([0x80, 0x01, 0x7F, 0xFF]))
+        out.append(bytes(record))
+    return out + records[1:]
+
+
+@DIRECT
+@given(
+    records=st.one_of(alike(), st.lists(mutated(RECORD), max_size=10)),
+    offset=st.integers(0, 40),
+    crc=st.integers(0, (1 << 32) - 1),
+)
+@example(records=[b"\x0a\x02\x81\x01"], offset=0, crc=0)
+@example(records=[_ints(b"\x01\x01"), _ints(b"\x81\x01"), _ints(b"\x01\x81")], offset=0, crc=0)
+@example(records=[_ints(b"\x81\x01"), _ints(b"\x01\x01"), _ints(b"\x02\x01")], offset=1, crc=7)
+def test_frame_into_is_frame_and_structure_keys(
+    records: list[bytes], offset: int, crc: int
+) -> None:
+    """frame_into writes what frame() builds, answers its CRC32C, and (with keys) the summary
+    structure_keys() gives, in the same order: the layout shortcut never changes a key."""
+    assert SPEEDUPS is not None
+    from crc32c import crc32c
+
+    expected = SPEEDUPS.frame(records)
+    buf = bytearray(b"\xee" * (offset + len(expected) + 3))
+    end, crc_out, summary, slow = SPEEDUPS.frame_into(records, buf, offset, True, crc)
+    assert end == offset + len(expected)
+    assert bytes(buf[offset:end]) == expected
+    assert buf[:offset] == b"\xee" * offset and buf[end:] == b"\xee" * 3
+    assert crc_out == crc32c(expected, crc)
+    want_summary, want_slow = SPEEDUPS.structure_keys(records)
+    assert list(summary.items()) == list(want_summary.items())
+    assert slow == want_slow
+    assert SPEEDUPS.frame_into(records, buf, offset, False, crc) == (end, crc_out, None, None)
+    if expected:
+        with pytest.raises(ValueError):
+            SPEEDUPS.frame_into(records, buf, len(buf) - len(expected) + 1, True, crc)
+    with pytest.raises(ValueError):
+        SPEEDUPS.frame_into(records, buf, -1, True, crc)
