@@ -19,7 +19,7 @@ from recordkeeper.core.digests import parse_digest
 from recordkeeper.core.errors import InvalidReference, RecordkeeperError
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.naming import validate_dataset_name
-from recordkeeper.core.refs import parse_reference, validate_alias_name
+from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference, validate_alias_name
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.diff import VersionDiff, diff_versions
@@ -427,7 +427,7 @@ class Registry:
                 # (tests/client/test_resolve_cache.py): only they are fetched, one round trip
                 # less than resolve().
                 body = {**data, "ref": committed.name}
-                published = body.get("state") in ("committed", "deprecated")
+                published = body.get("state") in PUBLISHED_STATES
                 committed = self.version(body, splits=self._splits(body, cacheable=published))
             else:  # another version was kept: resolved as it is now
                 committed = self.resolve(committed.name)

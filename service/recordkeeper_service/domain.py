@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from recordkeeper.core import shards as core_shards
+from recordkeeper.core.refs import PUBLISHED_STATES
 from recordkeeper.core.shard_columns import to_columns
 
 __all__ = [
@@ -33,9 +34,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-#: States that resolution by number or alias can see; a version in them never changes its shards.
-PUBLISHED_STATES = ("committed", "deprecated")
 
 
 def iso_timestamp(value: datetime.datetime | None) -> str | None:

@@ -36,6 +36,7 @@ from recordkeeper.core.naming import (
 __all__ = [
     "LATEST",
     "MIN_DIGEST_PREFIX",
+    "PUBLISHED_STATES",
     "RefKind",
     "Reference",
     "parse_reference",
@@ -43,6 +44,9 @@ __all__ = [
 ]
 
 LATEST = "latest"
+#: States that resolution by number or alias can see; a version in them never changes its shards
+#: (the service gives such a version's answer an ETag, and clients may keep its shards).
+PUBLISHED_STATES = ("committed", "deprecated")
 _ALIAS_RE = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 _NUMBER_RE = re.compile(r"v?([0-9]+)")
 
