@@ -40,12 +40,13 @@ from recordkeeper_service.repository.diff import DiffRepository
 from recordkeeper_service.repository.events import EventRepository
 from recordkeeper_service.repository.fastpath import AsyncPostgresReader
 from recordkeeper_service.repository.gc import GcRepository
-from recordkeeper_service.repository.lineage import DEFAULT_LINEAGE_CACHE_BYTES, LineageRepository
+from recordkeeper_service.repository.lineage import LineageRepository
 from recordkeeper_service.repository.schemas import SchemaRepository
 from recordkeeper_service.repository.shards import ShardRepository
 from recordkeeper_service.repository.tokens import TokenRepository
 from recordkeeper_service.repository.verifications import VerificationRepository
 from recordkeeper_service.repository.versions import VersionRepository
+from recordkeeper_service.settings import DEFAULT_LINEAGE_CACHE_BYTES
 
 __all__ = ["Repository"]
 

@@ -76,9 +76,9 @@ from recordkeeper_service.repository.lineage.records import (
     ModelRecord,
 )
 from recordkeeper_service.repository.resolve import find_version
+from recordkeeper_service.settings import DEFAULT_LINEAGE_CACHE_BYTES
 
 __all__ = [
-    "DEFAULT_LINEAGE_CACHE_BYTES",
     "MAX_GRAPH_DEPTH",
     "MAX_GRAPH_NODES",
     "CheckpointInput",
@@ -93,9 +93,6 @@ __all__ = [
 
 MAX_GRAPH_DEPTH = 25
 MAX_GRAPH_NODES = 5000
-#: Default budget of :attr:`LineageRepository.rendered` (``RECORDKEEPER_LINEAGE_CACHE_BYTES``):
-#: an upstream answer over a 100-checkpoint chain with ~950 versions renders to ~330-400 KB.
-DEFAULT_LINEAGE_CACHE_BYTES = 128 * 2**20
 
 
 @dataclass(frozen=True)

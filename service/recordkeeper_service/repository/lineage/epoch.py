@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 from recordkeeper_service.models.lineage import LineageEpoch
 from recordkeeper_service.repository.common import table_of
 
-__all__ = ["bump_epoch", "epoch_column", "read_epoch"]
+__all__ = ["bump_epoch", "epoch_column"]
 
 _epoch = table_of(LineageEpoch)
 _ROW = 1
@@ -43,11 +43,6 @@ def epoch_column() -> ColumnElement[Any]:
     """The current epoch as a scalar subquery, to add to the select that resolves a checkpoint."""
     value = select(_epoch.c.value).where(_epoch.c.id == _ROW).scalar_subquery()
     return func.coalesce(value, 0).label("lineage_epoch")
-
-
-def read_epoch(session: Session) -> int:
-    """The current epoch (0 when the row is missing)."""
-    return int(session.scalar(select(epoch_column())) or 0)
 
 
 def bump_epoch(session: Session) -> None:

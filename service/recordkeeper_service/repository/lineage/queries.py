@@ -27,7 +27,7 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, and_, bindparam, or_, select, text
+from sqlalchemy import Row, Select, and_, bindparam, or_, select, text
 from sqlalchemy.orm import Session
 
 from recordkeeper_service import models as m
@@ -175,12 +175,8 @@ def checkpoints_by_name(
 ) -> list[CheckpointRow]:
     """Checkpoints named ``checkpoint`` of ``model`` in ``run`` (at most one), or in any run
     (``run=None``; one per run, ordered by run name), with their model and run names."""
-    params = {"model": model, "checkpoint": checkpoint}
-    if run is None:
-        rows = _conn(session).execute(_by_name_stmt(), params).all()
-        return sorted((CheckpointRow._make(r) for r in rows), key=lambda r: r.run)
-    rows = _conn(session).execute(_by_run_and_name_stmt(), {**params, "run": run}).all()
-    return [CheckpointRow._make(r) for r in rows]
+    rows = _named(session, (_by_name_stmt(), _by_run_and_name_stmt()), model, checkpoint, run)
+    return sorted((CheckpointRow._make(r) for r in rows), key=lambda r: r.run)
 
 
 @functools.cache
@@ -197,16 +193,26 @@ def checkpoints_by_name_at_epoch(
 ) -> tuple[list[CheckpointRow], int | None]:
     """:func:`checkpoints_by_name` and, read by the same statement, the lineage epoch (None
     when no checkpoint matched)."""
-    by_name, by_run = _at_epoch_stmts()
-    params = {"model": model, "checkpoint": checkpoint}
-    if run is None:
-        rows = _conn(session).execute(by_name, params).all()
-    else:
-        rows = _conn(session).execute(by_run, {**params, "run": run}).all()
+    rows = _named(session, _at_epoch_stmts(), model, checkpoint, run)
     if not rows:
         return [], None
     found = sorted((CheckpointRow._make(r[:-1]) for r in rows), key=lambda r: r.run)
     return found, int(rows[0][-1])
+
+
+def _named(
+    session: Session,
+    statements: tuple[Select[Any], Select[Any]],
+    model: str,
+    checkpoint: str,
+    run: str | None,
+) -> Sequence[Row[Any]]:
+    """Rows of the (by name, by run and name) ``statements`` for one checkpoint name."""
+    by_name, by_run = statements
+    params = {"model": model, "checkpoint": checkpoint}
+    if run is None:
+        return _conn(session).execute(by_name, params).all()
+    return _conn(session).execute(by_run, {**params, "run": run}).all()
 
 
 def checkpoint_rows(session: Session, ids: Iterable[int]) -> list[CheckpointRow]:
