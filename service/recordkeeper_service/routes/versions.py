@@ -253,6 +253,8 @@ async def resolve_response(
 
 #: The query parameters of ``GET /versions/{ref}`` and the values the hot route takes itself.
 _HOT_QUERY = {"shards": {"true": True, "false": False}, "expect_digest": None}
+#: Where a matched request's parsed query waits for the endpoint (in the ASGI scope).
+_HOT_PARAMS = "recordkeeper.hot_query"
 
 
 class HotResolveRoute(Route):
@@ -276,19 +278,22 @@ class HotResolveRoute(Route):
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope.get("type") != "http" or scope.get("method") != "GET":
             return Match.NONE, {}
-        query = scope.get("query_string", b"")
-        if query and _hot_query(query) is None:
+        params = _hot_query(scope.get("query_string", b""))
+        if params is None:
             return Match.NONE, {}
         for name, value in scope.get("headers", ()):
-            if name in (b"content-length", b"transfer-encoding") and value not in (b"0",):
+            if name in (b"content-length", b"transfer-encoding") and value != b"0":
                 return Match.NONE, {}
-        return super().matches(scope)
+        match, child = super().matches(scope)
+        if match is Match.FULL:
+            child[_HOT_PARAMS] = params  # the endpoint's query, parsed once
+        return match, child
 
     @staticmethod
     async def _endpoint(request: Request) -> Response:
         principal = await get_principal(request)
         principal.require("read")
-        params = _hot_query(request.scope.get("query_string", b"")) or {}
+        params: dict[str, Any] = request.scope[_HOT_PARAMS]
         return await resolve_response(
             request.app.state.repository,
             request.path_params["ref"],
@@ -300,6 +305,8 @@ class HotResolveRoute(Route):
 
 def _hot_query(query: bytes) -> dict[str, Any] | None:
     """The hot route's parameters from a query string, or None when it must not take it."""
+    if not query:
+        return {}
     try:
         pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True, strict_parsing=True)
     except ValueError:
