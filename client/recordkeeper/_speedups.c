@@ -950,30 +950,47 @@ static void put_le32(unsigned char *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
+/* The bytes the framing of `records` (a tuple) takes, or -1 with an exception set (a record
+ * that is not bytes; more than a Py_ssize_t holds). */
+static Py_ssize_t framed_size(PyObject *records) {
+    Py_ssize_t n = PyTuple_GET_SIZE(records), total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(records, i);
+        if (!PyBytes_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "record %zd is %.80s, not bytes", i,
+                         Py_TYPE(item)->tp_name);
+            return -1;
+        }
+        Py_ssize_t size = PyBytes_GET_SIZE(item);
+        if (size > PY_SSIZE_T_MAX - 16 - total) {
+            PyErr_SetString(PyExc_OverflowError, "records too large to frame at once");
+            return -1;
+        }
+        total += size + 16;
+    }
+    return total;
+}
+
+/* The TFRecord frame of one record at `dst`: its length (8 bytes, little-endian), the masked
+ * CRC32C of the length, the data, the masked CRC32C of the data.  Returns where the frame ends.
+ * Needs no GIL. */
+static unsigned char *frame_record(unsigned char *dst, const unsigned char *data, Py_ssize_t len) {
+    uint64_t size = (uint64_t)len;
+    for (int b = 0; b < 8; b++) dst[b] = (unsigned char)(size >> (8 * b));
+    put_le32(dst + 8, masked(crc32c(0, dst, 8)));
+    memcpy(dst + 12, data, (size_t)size);
+    put_le32(dst + 12 + size, masked(crc32c(0, data, (size_t)size)));
+    return dst + 16 + size;
+}
+
 /* frame(records) -> bytes: the TFRecord framing of every record of a list of bytes, joined.
  * The list is copied to a tuple first (it owns the records while the GIL is released). */
 static PyObject *py_frame(PyObject *self, PyObject *arg) {
     PyObject *records = PySequence_Tuple(arg);
     if (records == NULL) return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(records);
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GET_ITEM(records, i);
-        if (!PyBytes_Check(item)) {
-            PyErr_Format(PyExc_TypeError, "record %zd is %.80s, not bytes", i,
-                         Py_TYPE(item)->tp_name);
-            Py_DECREF(records);
-            return NULL;
-        }
-        Py_ssize_t size = PyBytes_GET_SIZE(item);
-        if (size > PY_SSIZE_T_MAX - 16 - total) {
-            PyErr_SetString(PyExc_OverflowError, "records too large to frame at once");
-            Py_DECREF(records);
-            return NULL;
-        }
-        total += size + 16;
-    }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    Py_ssize_t total = framed_size(records);
+    PyObject *out = total < 0 ? NULL : PyBytes_FromStringAndSize(NULL, total);
     if (out == NULL) {
         Py_DECREF(records);
         return NULL;
@@ -982,26 +999,14 @@ static PyObject *py_frame(PyObject *self, PyObject *arg) {
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyTuple_GET_ITEM(records, i);
-        const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(item);
-        uint64_t size = (uint64_t)PyBytes_GET_SIZE(item);
-        for (int b = 0; b < 8; b++) dst[b] = (unsigned char)(size >> (8 * b));
-        put_le32(dst + 8, masked(crc32c(0, dst, 8)));
-        memcpy(dst + 12, data, (size_t)size);
-        put_le32(dst + 12 + size, masked(crc32c(0, data, (size_t)size)));
-        dst += 16 + size;
+        dst = frame_record(dst, (const unsigned char *)PyBytes_AS_STRING(item),
+                           PyBytes_GET_SIZE(item));
     }
     Py_END_ALLOW_THREADS
     Py_DECREF(records);
     return out;
 }
 
-/* frame_into(records, out, offset, keys, crc) -> (end, crc, summary | None, slow | None)
- * frame() written into the writable buffer `out` from `offset` (it must have room: the caller
- * reuses its buffers instead of allocating a new object per batch); the CRC32C of the bytes
- * written, continuing `crc`; and, when `keys`, structure_keys() of the same records computed in
- * the same pass, all without the GIL: the summary as structure_keys() answers it
- * ({key: [first_index, count]} in order of first appearance, and the indexes of the records
- * outside the fast path). */
 /* Whether record `b` has the layout of the template record `t` (same length `len`), whose value
  * regions are `rg` (see regions_t): then it has the template's key. */
 static int same_layout(const unsigned char *b, const unsigned char *t, Py_ssize_t len,
@@ -1025,6 +1030,13 @@ static int first_index_order(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* frame_into(records, out, offset, keys, crc) -> (end, crc, summary | None, slow | None)
+ * frame() written into the writable buffer `out` from `offset` (it must have room: the caller
+ * reuses its buffers instead of allocating a new object per batch); the CRC32C of the bytes
+ * written, continuing `crc`; and, when `keys`, structure_keys() of the same records computed in
+ * the same pass, all without the GIL: the summary as structure_keys() answers it
+ * ({key: [first_index, count]} in order of first appearance, and the indexes of the records
+ * outside the fast path). */
 static PyObject *py_frame_into(PyObject *self, PyObject *args) {
     PyObject *arg;
     Py_buffer out;
@@ -1045,21 +1057,8 @@ static PyObject *py_frame_into(PyObject *self, PyObject *args) {
     Py_ssize_t tmpl_len = 0;
     uint64_t thash = 0;
     if (records == NULL) goto done;
-    Py_ssize_t n = PyTuple_GET_SIZE(records), total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GET_ITEM(records, i);
-        if (!PyBytes_Check(item)) {
-            PyErr_Format(PyExc_TypeError, "record %zd is %.80s, not bytes", i,
-                         Py_TYPE(item)->tp_name);
-            goto done;
-        }
-        Py_ssize_t size = PyBytes_GET_SIZE(item);
-        if (size > PY_SSIZE_T_MAX - 16 - total) {
-            PyErr_SetString(PyExc_OverflowError, "records too large to frame at once");
-            goto done;
-        }
-        total += size + 16;
-    }
+    Py_ssize_t n = PyTuple_GET_SIZE(records), total = framed_size(records);
+    if (total < 0) goto done;
     if (offset < 0 || offset > out.len || total > out.len - offset) {
         PyErr_Format(PyExc_ValueError, "%zd framed bytes do not fit at offset %zd of %zd", total,
                      offset, out.len);
@@ -1084,12 +1083,7 @@ static PyObject *py_frame_into(PyObject *self, PyObject *args) {
         PyObject *item = PyTuple_GET_ITEM(records, i);
         const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(item);
         Py_ssize_t len = PyBytes_GET_SIZE(item);
-        uint64_t size = (uint64_t)len;
-        for (int b = 0; b < 8; b++) dst[b] = (unsigned char)(size >> (8 * b));
-        put_le32(dst + 8, masked(crc32c(0, dst, 8)));
-        memcpy(dst + 12, data, (size_t)size);
-        put_le32(dst + 12 + size, masked(crc32c(0, data, (size_t)size)));
-        dst += 16 + size;
+        dst = frame_record(dst, data, len);
         if (!keys || oom) continue;
         if (tmpl != NULL && len == tmpl_len && same_layout(data, tmpl, len, trg)) {
             if (table_add_hashed(&table, &tkb, thash, i, i) < 0) oom = 1;
