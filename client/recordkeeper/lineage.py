@@ -17,18 +17,19 @@ that segment consumed.  "Which data trained X" is the union of segments along X'
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from recordkeeper.core.digests import DIGEST_PREFIX, digest_hex
-from recordkeeper.core.errors import InvalidCheckpoint, InvalidReference
+from recordkeeper.core.errors import InvalidCheckpoint, InvalidReference, ServerError
 from recordkeeper.core.lineage import (
     CheckpointRef,
     Consumer,
     LineageEntry,
     ParentKind,
     Segment,
+    entries_from_columns,
     parse_checkpoint_ref,
     run_of,
     validate_checkpoint_name,
@@ -330,7 +331,7 @@ class Lineage:
             pending = self.__dict__.get("_data_json") if name == "data" else None
             if pending is None:
                 raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-            built = tuple(LineageEntry.from_json(e) for e in pending)
+            built = _entries(self.chain, pending)
             object.__setattr__(self, "data", built)
             object.__setattr__(self, "_data_json", None)
             return built
@@ -348,15 +349,30 @@ class Lineage:
 
     @classmethod
     def from_dict(cls, body: Mapping[str, Any]) -> Lineage:
-        """A lineage from the service's answer; ``data`` is built on first access."""
+        """A lineage from the service's answer (either form); ``data`` is built on first access."""
         lineage = object.__new__(cls)
         setattr_ = object.__setattr__
         setattr_(lineage, "checkpoint", CheckpointInfo.from_dict(body["checkpoint"]))
         setattr_(lineage, "chain", tuple(dict(link) for link in body.get("chain") or ()))
-        setattr_(lineage, "_data_json", list(body.get("data") or ()))
+        compact = body.get("compact")
+        setattr_(
+            lineage,
+            "_data_json",
+            compact["columns"] if compact is not None else list(body.get("data") or ()),
+        )
         versions = body.get("versions")
         setattr_(lineage, "_versions", None if versions is None else tuple(versions))
         return lineage
+
+
+def _entries(chain: Sequence[Mapping[str, Any]], pending: Any) -> tuple[LineageEntry, ...]:
+    """The entries of an answer: its ``data`` list, or the compact form's ``columns``."""
+    if isinstance(pending, Mapping):
+        try:
+            return entries_from_columns([Segment.from_json(link) for link in chain], pending)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ServerError(f"the service answered a malformed compact lineage: {exc}") from None
+    return tuple(LineageEntry.from_json(e) for e in pending)
 
 
 @dataclass(frozen=True)
@@ -672,16 +688,19 @@ def models(
 
 
 def lineage(http: HttpCore, ref: str | CheckpointRef) -> Lineage:
-    """Which data trained ``model/ckpt``: the complete union along its parent chain."""
-    return Lineage.from_dict(lineage_json(http, ref))
+    """Which data trained ``model/ckpt``: the complete union along its parent chain.
+
+    Asked in the compact form (entries as columns: a third of the bytes of a long chain's
+    answer, and no per-entry objects until ``data`` is read)."""
+    return Lineage.from_dict(lineage_json(http, ref, form="compact"))
 
 
-def lineage_json(http: HttpCore, ref: str | CheckpointRef) -> dict[str, Any]:
-    """The service's lineage answer for ``model/ckpt`` as JSON (what ``lineage --json`` prints)."""
+def lineage_json(http: HttpCore, ref: str | CheckpointRef, *, form: str = "full") -> dict[str, Any]:
+    """The service's lineage answer for ``model/ckpt`` as JSON (what ``lineage --json`` prints);
+    ``form="compact"`` gives the entries as columns (docs/rest-api.md)."""
     parsed = parse_checkpoint_ref(ref)
-    answer: dict[str, Any] = http.api(
-        "GET", _checkpoint_path(parsed) + "/lineage", params=_run_params(parsed)
-    )
+    params = {**_run_params(parsed), **({"form": form} if form != "full" else {})}
+    answer: dict[str, Any] = http.api("GET", _checkpoint_path(parsed) + "/lineage", params=params)
     return answer
 
 

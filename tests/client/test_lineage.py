@@ -121,6 +121,27 @@ def test_lineage_builds_its_entries_on_first_access(monkeypatch: pytest.MonkeyPa
         lineage.nothing  # type: ignore[attr-defined]  # noqa: B018
 
 
+def test_malformed_compact_answers_are_server_errors() -> None:
+    body = _answer(2)
+    columns = {
+        "version": ["coco_20231015_v1"],
+        "dataset": ["coco"],
+        "number": [1],
+        "content_digest": [None],
+        "state": ["committed"],
+        "role": ["train"],
+        "uses": [[5, "train"]],  # no chain link at depth 5
+    }
+    chain = [{**link, "depth": 0, "step": 1} for link in body["chain"]]
+    packed = {**body, "chain": chain, "data": None, "compact": {"columns": columns}}
+    lineage = rk.Lineage.from_dict(packed)
+    assert lineage.versions == ["coco_20231015_v1", "coco_20231015_v2"]  # from the answer
+    with pytest.raises(rk.ServerError, match=r"malformed compact lineage.*depth 5"):
+        lineage.data  # noqa: B018
+    columns["uses"] = [[0, "train"]]
+    assert rk.Lineage.from_dict(packed).data[0].segments[0].ref.checkpoint == "ckpt-1"
+
+
 def test_register_lineage_consumers_graph(client: rk.Client) -> None:
     v1 = publish(client, "first")
     for k in (1, 2):
@@ -163,7 +184,10 @@ def test_register_lineage_consumers_graph(client: rk.Client) -> None:
         parent="det/ckpt-2",
         saved_models={"serving": "file:///models/det/ckpt-3_saved_modules/serving"},
     )
-    lineage = client.lineage("det/ckpt-3")
+    lineage = client.lineage("det/ckpt-3")  # asked in the compact form
+    assert lineage == rk.Lineage.from_dict(client.lineage_json("det/ckpt-3"))  # the full form
+    packed = client.lineage_json("det/ckpt-3", form="compact")
+    assert packed["data"] is None and set(packed["compact"]["columns"]) >= {"version", "uses"}
     assert lineage.versions == [v1.name, v2.name]
     assert [e.role for e in lineage.for_role("eval")] == ["eval"]
     train_v1 = next(e for e in lineage.data if e.version == v1.name and e.role == "train")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from recordkeeper.core.errors import InvalidCheckpoint
 from recordkeeper.core.limits import MAX_CHECKPOINT_NAME_LENGTH, MAX_MODEL_NAME_LENGTH
 from recordkeeper.core.lineage import (
     DEFAULT_RUN,
+    LINEAGE_COLUMNS,
     PARENT_KINDS,
     ROLES,
     CheckpointRef,
@@ -16,6 +19,7 @@ from recordkeeper.core.lineage import (
     Segment,
     ambiguous_checkpoint_message,
     checkpoint_directory,
+    entries_from_columns,
     parse_checkpoint_ref,
     parse_deleted_at,
     run_for_directory,
@@ -121,3 +125,68 @@ def test_lineage_entry_round_trips_through_json() -> None:
     ]
     assert LineageEntry.from_json(entry.to_json()) == entry
     assert seg.ref == CheckpointRef("det", "ckpt-1", "r1")
+
+
+def _links(depth: int) -> list[Segment]:
+    return [
+        Segment("det", f"ckpt-{depth - d}", 1000 * (depth - d), d, (), "r1", "present")
+        for d in range(depth)
+    ]
+
+
+def test_entries_from_columns() -> None:
+    links = _links(3)
+    columns = {
+        "version": ["coco_20231015_v1", "coco_20231015_v1", "coco_20231016_v2"],
+        "dataset": ["coco", "coco", "coco"],
+        "number": [1, 1, 2],
+        "content_digest": ["sha256:" + "a" * 64, "sha256:" + "a" * 64, None],
+        "state": ["deprecated", "deprecated", "committed"],
+        "role": ["eval", "train", "train"],
+        # v1 train: two splits at depth 2, one at depth 0; v2: one use
+        "uses": [[2, "test"], [2, "train", 2, "validation", 0, "train"], [1, "train"]],
+    }
+    eval_v1, train_v1, train_v2 = entries_from_columns(links, columns)
+    assert eval_v1 == LineageEntry(
+        "coco_20231015_v1",
+        "coco",
+        1,
+        "sha256:" + "a" * 64,
+        "deprecated",
+        "eval",
+        ("test",),
+        (links[2]._replace(splits=("test",)),),
+    )
+    assert train_v1.splits == ("train", "validation")
+    assert train_v1.segments == (
+        links[2]._replace(splits=("train", "validation")),
+        links[0]._replace(splits=("train",)),
+    )
+    assert train_v2.segments[0].ref == CheckpointRef("det", "ckpt-2", "r1")
+    assert train_v2.content_digest is None and train_v2.number == 2
+    assert entries_from_columns(links, {name: [] for name in LINEAGE_COLUMNS}) == ()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"uses": [[3, "train"]]}, "depth 3: not in the chain"),
+        ({"uses": [[-1, "train"]]}, "depth -1: not in the chain"),
+        ({"uses": [[0, "train", 1]]}, "not \\[depth, split\\] pairs"),
+        ({"role": []}, "different lengths"),
+    ],
+)
+def test_malformed_columns_are_refused(change: dict[str, Any], message: str) -> None:
+    columns: dict[str, Any] = {
+        "version": ["coco_20231015_v1"],
+        "dataset": ["coco"],
+        "number": [1],
+        "content_digest": [None],
+        "state": ["committed"],
+        "role": ["train"],
+        "uses": [[0, "train"]],
+    }
+    with pytest.raises(ValueError, match=message):
+        entries_from_columns(_links(2), {**columns, **change})
+    with pytest.raises(ValueError, match="without the column 'uses'"):
+        entries_from_columns(_links(2), {k: v for k, v in columns.items() if k != "uses"})

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.service._helpers import API, error, publish
@@ -120,18 +121,40 @@ def test_errors_keep_their_codes_when_answers_are_kept(client: TestClient) -> No
     error(lineage(client, "det@a b/ckpt-1"), 400, "invalid_checkpoint")
 
 
-def test_kept_answer_is_the_response_model_rendering(client: TestClient) -> None:
+@pytest.mark.parametrize("form", ["full", "compact"])
+def test_kept_answer_is_the_response_model_rendering(client: TestClient, form: str) -> None:
+    """The route renders a record's JSON without building LineageOut: the bytes must be those
+    of the model's own rendering, for every kind of answer (states, runs, parents, exports,
+    metrics, several splits)."""
+    from pydantic import TypeAdapter
+
     from recordkeeper_service.routes.lineage import LineageOut
 
-    _history(client)
-    served = lineage(client, "ft/ckpt-1")
-    record = client.app.state.repository.lineage.lineage("ft/ckpt-1")  # type: ignore[attr-defined]
-    expected = LineageOut.model_validate(record.to_json()).model_dump(
-        mode="json", exclude_unset=True
+    model = TypeAdapter(LineageOut)
+    names = _history(client)
+    ok(
+        put(
+            client,
+            "det@r1/ckpt-5",
+            parent="det@r1/ckpt-4",
+            data=[{"version": names["v1"], "splits": ["train", "validation"]}],
+            metrics={"loss": 0.1, "big": 1e16, "tiny": 1e-7, "nested": {"a": [1, 2.5, None]}},
+            metadata={"note": "ünïcode ✓", "flag": True},
+        ),
+        201,
     )
-    assert ok(served) == expected
-    assert "created" not in expected["checkpoint"]  # only in the answer to a PUT
-    assert lineage(client, "ft/ckpt-1").content == served.content
+    ok(client.put(f"{API}/models/det/checkpoints/ckpt-2/deletion", json={"run": "r1"}))
+    client.post(f"{API}/versions/{names['v2']}/deprecate", json={"reason": "x", "force": True})
+    repository = client.app.state.repository.lineage  # type: ignore[attr-defined]
+    params = {"form": form}
+    for ref in ("det/ckpt-1", "det/ckpt-2", "det/ckpt-5", "ft/ckpt-1"):
+        model_name, checkpoint = ref.split("/")
+        served = client.get(LINEAGE.format(model=model_name, checkpoint=checkpoint), params=params)
+        body = repository.lineage(ref).to_json(compact=form == "compact")
+        assert served.content == model.dump_json(model.validate_python(body), exclude_unset=True)
+        assert "created" not in ok(served)["checkpoint"]  # only in the answer to a PUT
+        again = client.get(LINEAGE.format(model=model_name, checkpoint=checkpoint), params=params)
+        assert again.content == served.content
 
 
 def test_no_answers_are_kept_with_a_zero_budget(make_client: Callable[..., TestClient]) -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_RUN",
     "DELETED_BY_MANAGER",
     "DELETED_FILES_MISSING",
+    "LINEAGE_COLUMNS",
     "PARENT_KINDS",
     "ROLES",
     "CheckpointRef",
@@ -52,6 +53,7 @@ __all__ = [
     "Segment",
     "ambiguous_checkpoint_message",
     "checkpoint_directory",
+    "entries_from_columns",
     "parse_checkpoint_ref",
     "parse_deleted_at",
     "run_for_directory",
@@ -372,6 +374,62 @@ class LineageEntry(NamedTuple):
             _strings(body.get("splits")),
             tuple(Segment.from_json(s) for s in body.get("segments") or ()),
         )
+
+
+#: The arrays of an upstream answer's compact form (``GET …/lineage?form=compact``), in entry
+#: order: the :class:`LineageEntry` fields but ``splits`` and ``segments``, and ``uses``: per
+#: entry a flat list ``[depth, split, depth, split, …]``, one pair per split a chain link used
+#: the entry's version with (deepest first, then by split); the entry's ``splits`` are the
+#: distinct splits of its pairs.
+LINEAGE_COLUMNS = ("version", "dataset", "number", "content_digest", "state", "role", "uses")
+
+
+def entries_from_columns(
+    links: Sequence[Segment], columns: Mapping[str, Sequence[Any]]
+) -> tuple[LineageEntry, ...]:
+    """The entries of an upstream answer's compact form (:data:`LINEAGE_COLUMNS`).
+
+    ``links`` are the answer's chain as segments without splits, ``links[d]`` the link at
+    depth ``d``; the pairs of ``uses`` at depth ``d`` become that link with their splits.  A
+    malformed form (arrays of different lengths, odd pairs, a depth outside the chain) raises
+    :class:`ValueError`.
+    """
+    try:
+        arrays = [columns[name] for name in LINEAGE_COLUMNS]
+    except KeyError as exc:
+        raise ValueError(f"compact lineage without the column {exc.args[0]!r}") from None
+    if len({len(a) for a in arrays}) > 1:
+        raise ValueError("compact lineage columns of different lengths")
+    made: dict[tuple[int, tuple[str, ...]], Segment] = {}
+
+    def segment(depth: int, splits: tuple[str, ...]) -> Segment:
+        found = made.get((depth, splits))
+        if found is None:
+            if not 0 <= depth < len(links):
+                raise ValueError(f"compact lineage use at depth {depth}: not in the chain")
+            found = made[(depth, splits)] = links[depth]._replace(splits=splits)
+        return found
+
+    def segments(uses: Sequence[Any]) -> tuple[Segment, ...]:
+        if len(uses) % 2:
+            raise ValueError("compact lineage uses are not [depth, split] pairs")
+        if len(uses) == 2:
+            return (segment(int(uses[0]), (str(uses[1]),)),)
+        by_depth: dict[int, list[str]] = {}
+        for depth, split in zip(uses[::2], uses[1::2], strict=True):
+            by_depth.setdefault(int(depth), []).append(str(split))
+        return tuple(segment(d, tuple(splits)) for d, splits in by_depth.items())
+
+    entries = []
+    for version, dataset, number, digest, state, role, uses in zip(*arrays, strict=True):
+        used = segments(uses)
+        splits = (
+            used[0].splits if len(used) == 1 else tuple(sorted({s for u in used for s in u.splits}))
+        )
+        entries.append(
+            LineageEntry(version, dataset, int(number), digest, state, role, splits, used)
+        )
+    return tuple(entries)
 
 
 class Consumer(NamedTuple):

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Connection, func, select, update
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.digests import digest_hex
@@ -65,6 +65,7 @@ from recordkeeper_service.repository.lineage.assemble import (
     refs_of,
 )
 from recordkeeper_service.repository.lineage.epoch import bump_epoch
+from recordkeeper_service.repository.lineage.facts import VersionFactsCache
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, versions_in_use
 from recordkeeper_service.repository.lineage.records import (
     CheckpointRecord,
@@ -150,7 +151,7 @@ class LineageHead(NamedTuple):
 
 
 def _checkpoint_row(
-    session: Session, ref: CheckpointRef, *, what: str = ""
+    session: queries.Reader, ref: CheckpointRef, *, what: str = ""
 ) -> queries.CheckpointRow:
     """The checkpoint ``ref`` names: exact with a run; without one, the only run's checkpoint
     of that name, else :class:`AmbiguousCheckpoint` listing every candidate."""
@@ -159,7 +160,7 @@ def _checkpoint_row(
 
 
 def _only_checkpoint(
-    session: Session,
+    session: queries.Reader,
     ref: CheckpointRef,
     rows: Sequence[queries.CheckpointRow],
     *,
@@ -303,6 +304,8 @@ class LineageRepository:
         #: Rendered upstream answers by :attr:`LineageHead.key`, per process (the route renders
         #: through its response model once per key; ``cache_bytes=0`` keeps none).
         self.rendered = RenderedPages(max_bytes=cache_bytes)
+        #: What upstream answers show of each version besides its state (fixed once committed)
+        self.version_facts = VersionFactsCache()
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -539,29 +542,37 @@ class LineageRepository:
     def lineage(self, ref: str | CheckpointRef) -> LineageRecord:
         """Which data trained ``ref``: the union along its complete parent chain."""
         parsed = parse_checkpoint_ref(ref)
-        with self._db.transaction(write=False) as session:
-            start = _checkpoint_row(session, parsed)
-            rows = queries.upstream_rows(session, start.id)
-        return lineage_record(start, rows)
+        return self._db.read(lambda conn: self._upstream(conn, _checkpoint_row(conn, parsed)))
 
     def lineage_head(self, ref: str | CheckpointRef) -> LineageHead:
         """Resolve ``ref`` (the rules of :meth:`get`) and read the lineage epoch, in one
         statement: all a held answer needs (:attr:`LineageHead.key`)."""
         parsed = parse_checkpoint_ref(ref)
-        with self._db.transaction(write=False) as session:
+
+        def head(conn: Connection) -> LineageHead:
             rows, epoch = queries.checkpoints_by_name_at_epoch(
-                session, parsed.model, parsed.checkpoint, parsed.run
+                conn, parsed.model, parsed.checkpoint, parsed.run
             )
-            row = _only_checkpoint(session, parsed, rows)
+            row = _only_checkpoint(conn, parsed, rows)
             assert epoch is not None  # read with the row
             return LineageHead(row, epoch)
+
+        return self._db.read(head)
 
     def lineage_from(self, head: LineageHead) -> LineageRecord:
         """The upstream answer of ``head``'s checkpoint, computed now: at least as new as
         ``head.epoch`` (a state change committed since shows; its key is then merely older)."""
-        with self._db.transaction(write=False) as session:
-            rows = queries.upstream_rows(session, head.row.id)
-        return lineage_record(head.row, rows)
+        return self._db.read(lambda conn: self._upstream(conn, head.row))
+
+    def _upstream(self, conn: Connection, start: queries.CheckpointRow) -> LineageRecord:
+        """The upstream walk is one statement (one snapshot); the facts it shows of versions
+        besides their states never change, so no transaction spans the two reads."""
+        upstream = queries.upstream_rows(conn, start.id)
+        facts = self.version_facts.lookup(
+            {edge[1] for edge in upstream.edges},
+            lambda missing: queries.version_facts(conn, missing),
+        )
+        return lineage_record(start, upstream, facts)
 
     def consumers(self, version_ref: str, *, transitive: bool = True) -> ConsumersRecord:
         """Checkpoints trained on the version ``version_ref`` (an alias is resolved now)."""
@@ -644,13 +655,12 @@ class LineageRepository:
                     "export with inputs (recordkeeper.tf reads them from saved_model.pb)"
                 )
             targets: dict[tuple[int, str], m.Version] = {}
-            for chain_row in queries.upstream_rows(session, row.id):
-                if chain_row.version_id is not None and chain_row.role is not None:
-                    key = (chain_row.version_id, chain_row.role)
-                    if key not in targets:
-                        version = session.get(m.Version, chain_row.version_id)
-                        assert version is not None  # a foreign key
-                        targets[key] = version
+            for _, version_id, _, role, _ in queries.upstream_rows(session, row.id).edges:
+                key = (version_id, role)
+                if key not in targets:
+                    version = session.get(m.Version, version_id)
+                    assert version is not None  # a foreign key
+                    targets[key] = version
             for text in data:
                 version = find_version(session, parse_reference(text))
                 targets.setdefault((version.id, "asked"), version)

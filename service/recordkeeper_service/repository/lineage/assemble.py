@@ -8,13 +8,14 @@ and builds each record once.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from recordkeeper.core.lineage import CheckpointRef, Consumer, LineageEntry, Segment
+from recordkeeper.core.lineage import CheckpointRef, Consumer
 from recordkeeper_service.repository.lineage import queries
+from recordkeeper_service.repository.lineage.queries import VersionFacts
 from recordkeeper_service.repository.lineage.records import (
     ChainLinkRecord,
     CheckpointRecord,
@@ -40,10 +41,6 @@ def _group_data(
         )
         for ckpt_id, entries in grouped.items()
     }
-
-
-def _sorted(items: set[str]) -> tuple[str, ...]:
-    return tuple(items) if len(items) == 1 else tuple(sorted(items))
 
 
 def refs_of(session: Session, ids: Iterable[int]) -> dict[int, CheckpointRef]:
@@ -94,111 +91,91 @@ def checkpoint_records(
     ]
 
 
-def lineage_record(start: queries.CheckpointRow, rows: Sequence[queries.ChainRow]) -> LineageRecord:
-    """Order the chain from ``start`` up to its root and group edges per (version, role)."""
-    nodes: dict[int, queries.ChainRow] = {}
-    for r in rows:
-        nodes.setdefault(r.checkpoint_id, r)
+def lineage_record(
+    start: queries.CheckpointRow,
+    upstream: queries.Upstream,
+    facts: Mapping[int, queries.VersionFacts],
+) -> LineageRecord:
+    """Order the chain from ``start`` up to its root and group edges per (version, role).
+
+    The entries come out as the compact form's columns (:class:`LineageRecord`), ordered by
+    first use (the deepest segment first), then version name and role; each entry's segments
+    deepest first.  ``facts`` holds what is shown of each version besides its state.
+    """
+    nodes = {r.checkpoint_id: r for r in upstream.checkpoints}
     depth_of: dict[int, int] = {}
     chain: list[ChainLinkRecord] = []
     current: int | None = start.id
     while current is not None and current in nodes and current not in depth_of:
         node = nodes[current]
-        depth = len(chain)
-        depth_of[current] = depth
+        depth_of[current] = len(chain)
         chain.append(
             ChainLinkRecord(
                 node.model,
                 node.checkpoint,
                 node.step,
                 node.uri,
-                depth,
+                len(chain),
                 node.parent_kind,
                 node.run,
                 node.checkpoint_state,
             )
         )
         current = node.parent_id
-    # (version id, role) → [first row, splits, {checkpoint id: splits}, oldest depth]
+    # (version id, role) → [deepest depth, version state, [depth, split, depth, split, …]]: one
+    # pair per edge (most versions are used once, by one split); the walk reached every edge's
+    # checkpoint
     entries: dict[tuple[int, str], list[Any]] = {}
     own: list[tuple[int, str, str, str | None, str, str]] = []
-    start_id = start.id
-    for r in rows:
-        version_id = r.version_id
-        if version_id is None:
-            continue
-        # checkpoint_data and its version and dataset (foreign keys): all set when version_id is
-        version, dataset, role, split = r.version, r.dataset, r.role, r.split
-        assert version is not None and dataset is not None
-        assert role is not None and split is not None
-        cid = r.checkpoint_id
-        depth = depth_of.get(cid, -1)
-        key = (version_id, role)
-        entry = entries.get(key)
-        if entry is None:
-            entries[key] = [r, {split}, {cid: {split}}, depth]
-        else:
-            entry[1].add(split)
-            seg = entry[2].get(cid)
-            if seg is None:
-                entry[2][cid] = {split}
-            else:
-                seg.add(split)
-            if depth > entry[3]:
-                entry[3] = depth
-        if cid == start_id:
-            own.append((cid, version, dataset, r.content_digest, role, split))
-    segment_cache: dict[tuple[int, tuple[str, ...]], Segment] = {}
-
-    def segment(cid: int, splits: set[str]) -> Segment:
-        names = _sorted(splits)
-        found = segment_cache.get((cid, names))
+    for checkpoint_id, version_id, split, role, state in upstream.edges:
+        depth = depth_of[checkpoint_id]
+        found = entries.get((version_id, role))
         if found is None:
-            node = nodes[cid]
-            found = Segment(
-                node.model,
-                node.checkpoint,
-                node.step,
-                depth_of.get(cid, -1),
-                names,
-                node.run,
-                node.checkpoint_state,
-            )
-            segment_cache[(cid, names)] = found
-        return found
-
-    data = []
-    for first, splits, segments, _ in sorted(
-        entries.values(), key=lambda e: (-e[3], e[0].version, e[0].role)
-    ):
-        if len(segments) == 1:
-            ((cid, seg_splits),) = segments.items()
-            segs: tuple[Segment, ...] = (segment(cid, seg_splits),)
+            entries[(version_id, role)] = [depth, state, [depth, split]]
         else:
-            segs = tuple(
-                segment(cid, seg_splits)
-                for cid, seg_splits in sorted(
-                    segments.items(), key=lambda item: -depth_of.get(item[0], -1)
-                )
-            )
-        data.append(
-            LineageEntry(
-                first.version,
-                first.dataset,
-                first.number or 0,
-                first.content_digest,
-                first.state,
-                first.role,
-                _sorted(splits),
-                segs,
-            )
-        )
+            found[2] += (depth, split)
+            if depth > found[0]:
+                found[0] = depth
+        if depth == 0:
+            f = facts[version_id]
+            own.append((start.id, f.version, f.dataset, f.content_digest, role, split))
+    # first use (deepest) first, then version name and role (one entry per name and role):
+    # sorted by name within each depth (~10 entries a depth on a long chain)
+    by_depth: dict[int, list[tuple[str, str, VersionFacts, list[Any]]]] = {}
+    for (version_id, role), entry in entries.items():
+        f = facts[version_id]
+        by_depth.setdefault(entry[0], []).append((f.version, role, f, entry))
+    ordered = []
+    for depth in sorted(by_depth, reverse=True):
+        ordered += sorted(by_depth[depth], key=_name_and_role)
+    columns: dict[str, list[Any]] = {
+        "version": [version for version, _, _, _ in ordered],
+        "dataset": [f.dataset for _, _, f, _ in ordered],
+        "number": [f.number for _, _, f, _ in ordered],
+        "content_digest": [f.content_digest for _, _, f, _ in ordered],
+        "state": [entry[1] for _, _, _, entry in ordered],
+        "role": [role for _, role, _, _ in ordered],
+        "uses": [
+            entry[2] if len(entry[2]) == 2 else _deepest_first(entry[2])
+            for _, _, _, entry in ordered
+        ],
+    }
     parent = None
     if start.parent_id in nodes:
         p = nodes[start.parent_id]
         parent = str(CheckpointRef(p.model, p.checkpoint, p.run))
     record = _record(start, parent, _group_data(own).get(start.id, ()))
-    return LineageRecord(checkpoint=record, chain=tuple(chain), data=tuple(data))
+    return LineageRecord(checkpoint=record, chain=tuple(chain), columns=columns)
+
+
+def _name_and_role(item: tuple[str, str, Any, Any]) -> tuple[str, str]:
+    return item[0], item[1]
+
+
+def _deepest_first(uses: list[Any]) -> list[Any]:
+    """``[depth, split, …]`` pairs, deepest first, then by split."""
+    pairs = sorted(zip(uses[::2], uses[1::2], strict=True), key=lambda p: (-p[0], p[1]))
+    return [x for pair in pairs for x in pair]
 
 
 def consumer_records(

@@ -12,9 +12,16 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, NamedTuple
 
-from recordkeeper.core.lineage import CheckpointRef, Consumer, LineageEntry
+from recordkeeper.core.lineage import (
+    CheckpointRef,
+    Consumer,
+    LineageEntry,
+    Segment,
+    entries_from_columns,
+)
 from recordkeeper.core.model_inputs import InputProblem, has_errors
 from recordkeeper_service.domain import iso_timestamp
 
@@ -135,25 +142,43 @@ class ChainLinkRecord(NamedTuple):
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LineageRecord:
-    """Which data trained a checkpoint: the complete chain and every (version, role) on it."""
+    """Which data trained a checkpoint: the complete chain and every (version, role) on it.
+
+    The entries are kept as the compact form's ``columns`` (one list per field, segments as
+    ``[depth, split, …]`` pairs into ``chain``: ``recordkeeper.core.lineage.LINEAGE_COLUMNS``),
+    which is how they are assembled and what ``form=compact`` answers; :attr:`data` builds the
+    entries.
+    """
 
     checkpoint: CheckpointRecord
     chain: tuple[ChainLinkRecord, ...]
-    data: tuple[LineageEntry, ...]
+    columns: Mapping[str, list[Any]]
+
+    @cached_property
+    def data(self) -> tuple[LineageEntry, ...]:
+        links = [
+            Segment(link.model, link.checkpoint, link.step, link.depth, (), link.run, link.state)
+            for link in self.chain
+        ]
+        return entries_from_columns(links, self.columns)
 
     @property
     def versions(self) -> list[str]:
-        return list(dict.fromkeys(e.version for e in self.data))
+        return list(dict.fromkeys(self.columns["version"]))
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def to_json(self, *, compact: bool = False) -> dict[str, Any]:
+        """The answer of ``GET …/lineage``: entries in ``data``, or (``compact``) as columns."""
+        body = {
             "checkpoint": self.checkpoint.to_json(),
             "chain": [link.to_json() for link in self.chain],
-            "data": [e.to_json() for e in self.data],
+            "data": None if compact else [e.to_json() for e in self.data],
             "versions": self.versions,
         }
+        if compact:
+            body["compact"] = {"columns": dict(self.columns)}
+        return body
 
 
 @dataclass(frozen=True, slots=True)
