@@ -23,9 +23,12 @@ Peer measured in the same run: the same upstream answer assembled hop by hop (on
 parent plus one per segment), as a client walking ``parent`` links or an ORM lazy-load would.
 
 Unless ``--skip-http``, the same questions through ``recordkeeper.Client`` against the service
-under uvicorn on the same database: the upstream answer of each checkpoint asked twice — the
-*first request* (the service computes and renders it, then keeps it keyed by checkpoint and
-lineage epoch) and *asked again* (an answer the service holds: nothing changed in between).
+on the same database, twice: ``recordkeeper serve`` (one worker) in its own process, as it is
+deployed, then uvicorn on a thread of the bench's process (client and service then share one
+interpreter lock: the conservative figure).  The upstream answer of each checkpoint is asked
+twice — the *first request* (the service computes and renders it, then keeps it keyed by
+checkpoint and lineage epoch) and *asked again* (an answer the service holds: nothing changed
+in between).
 
     .venv/bin/python bench/bench_lineage.py [--url postgresql://postgres@127.0.0.1:5432/test]
         [--rounds 3] [--models 1000] [--chain 100] [--versions 10000] [--per-segment 10]
@@ -35,6 +38,7 @@ lineage epoch) and *asked again* (an answer the service holds: nothing changed i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gc
 import json
@@ -42,6 +46,7 @@ import os
 import random
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -242,17 +247,35 @@ def hop_by_hop(db: Database, ref: tuple[int, int]) -> set[int]:
 
 
 def _over_http(
-    url: str, tips: list[str], versions: list[str], args: argparse.Namespace
+    url: str,
+    tips: list[str],
+    versions: list[str],
+    args: argparse.Namespace,
+    *,
+    own_process: bool,
 ) -> dict[str, Any]:
     """The same upstream and downstream questions through ``recordkeeper.Client`` against the
-    service under uvicorn (a real socket) on the same database."""
+    service on the same database over a real socket: ``recordkeeper serve`` (one worker) in its
+    own process as it is deployed, or (``own_process=False``) uvicorn on a thread of this
+    process, where client and service share one interpreter lock."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench_service import serve
+
+    import recordkeeper as rk
     from tests.integration.conftest import start_live_service
 
     store = Path(args.graph_file or "/tmp").parent.as_uri()
-    service = start_live_service(storage_root=store, allowed_roots=[store], database_url=url)
-    try:
-        client = service.client()
+    with contextlib.ExitStack() as stack:
+        if own_process:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            client = rk.Client(stack.enter_context(serve(url, 1, workdir)).url)
+        else:
+            service = start_live_service(
+                storage_root=store, allowed_roots=[store], database_url=url
+            )
+            stack.callback(service.stop)
+            client = service.client()
+        stack.callback(client.close)
         # Warm the connection and the code paths on checkpoints outside the timed set (ckpt-1
         # of the same models: a chain of one), so that every timed first request is one the
         # service has not answered before.
@@ -266,10 +289,8 @@ def _over_http(
         down, down_r = timed(
             lambda v: client.consumers(v, transitive=False), versions, lambda r: len(r.checkpoints)
         )
-        client.close()
-    finally:
-        service.stop()
     return {
+        "service": "recordkeeper serve, 1 worker" if own_process else "in the bench's process",
         "upstream_first": {
             **summary(first),
             "distinct_versions_mean": round(statistics.mean(first_r), 1),
@@ -359,7 +380,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         "transitive_p50_ms": summary(tr)["p50_ms"],
                     }
                 )
-            http = _over_http(url, tips, versions, args) if not args.skip_http else None
+            http = (
+                {
+                    "own_process": _over_http(url, tips, versions, args, own_process=True),
+                    "in_process": _over_http(url, tips, versions, args, own_process=False),
+                }
+                if not args.skip_http
+                else None
+            )
             peer_inputs = [(int(t.split("/")[0].removeprefix("model")), args.chain) for t in tips]
             peer_n = min(n, args.peer_queries)
             peer_t, peer_r = timed(lambda r: hop_by_hop(db, r), peer_inputs[:peer_n], len)
@@ -404,22 +432,13 @@ def print_table(result: dict[str, Any]) -> None:
     rows = [
         ("upstream: lineage(model/ckpt-100), complete chain", result["upstream"]),
         *(
-            [
-                (
-                    "HTTP + client: client.lineage(model/ckpt-100), first request",
-                    result["http_client"]["upstream_first"],
-                ),
-                (
-                    "HTTP + client: client.lineage(model/ckpt-100), asked again",
-                    result["http_client"]["upstream_again"],
-                ),
-                (
-                    "HTTP + client: client.consumers(version, transitive=False)",
-                    result["http_client"]["downstream_direct"],
-                ),
-            ]
-            if result.get("http_client")
-            else []
+            (f"HTTP + client ({http['service']}): {label}", http[key])
+            for http in (result.get("http_client") or {}).values()
+            for label, key in (
+                ("client.lineage(model/ckpt-100), first request", "upstream_first"),
+                ("client.lineage(model/ckpt-100), asked again", "upstream_again"),
+                ("client.consumers(version, transitive=False)", "downstream_direct"),
+            )
         ),
         *(
             [

@@ -4,12 +4,13 @@ rendering; and the per-process facts of versions it is assembled from."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi.testclient import TestClient
 
 from recordkeeper.core.lineage import Segment, entries_from_columns
-from recordkeeper_service.repository.lineage.facts import VersionFactsCache
+from recordkeeper_service.repository.lineage.facts import VersionsShownCache
 from recordkeeper_service.repository.lineage.queries import VersionFacts
 from tests.service._helpers import API, error, publish
 from tests.service.test_lineage import _history, ok, put
@@ -121,7 +122,7 @@ def test_answers_do_not_depend_on_the_facts_kept(client: TestClient) -> None:
     names = _history(client)
     repository = client.app.state.repository.lineage  # type: ignore[attr-defined]
     first = repository.lineage("ft/ckpt-1").to_json(compact=True)
-    assert len(repository.version_facts) == 2  # v1 and v2, read once
+    assert len(repository.versions_shown) == 2  # v1 and v2, read once
     assert repository.lineage("ft/ckpt-1").to_json(compact=True) == first
     # a deprecation shows though the facts stay kept: the state is read with the walk
     client.post(f"{API}/versions/{names['v1']}/deprecate", json={"reason": "x", "force": True})
@@ -129,25 +130,54 @@ def test_answers_do_not_depend_on_the_facts_kept(client: TestClient) -> None:
     states = dict(zip(after["version"], after["state"], strict=True))
     assert states == {names["v1"]: "deprecated", names["v2"]: "committed"}
     publish(client, "coco", content="c")  # an unrelated version: nothing to read for it
-    assert len(repository.version_facts) == 2
+    assert len(repository.versions_shown) == 2
 
 
-def test_version_facts_cache() -> None:
-    loads: list[set[int]] = []
-
-    def load(ids: set[int]) -> dict[int, VersionFacts]:
+def _loader(
+    loads: list[set[int]], state: str = "committed"
+) -> Callable[[set[int]], dict[int, tuple[VersionFacts, str]]]:
+    def load(ids: set[int]) -> dict[int, tuple[VersionFacts, str]]:
         loads.append(set(ids))
-        return {i: VersionFacts(f"ds_20231015_v{i}", "ds", i, None) for i in ids}
+        return {i: (VersionFacts(f"ds_20231015_v{i}", "ds", i, None), state) for i in ids}
 
-    cache = VersionFactsCache(max_versions=3)
-    assert cache.lookup([1, 2], load) == load({1, 2}) and loads == [{1, 2}, {1, 2}]
-    loads.clear()
-    assert set(cache.lookup([2, 3], load)) == {2, 3} and loads == [{3}]
-    assert len(cache) == 3
-    cache.lookup([4], load)  # full: starts again with what it just read
-    assert len(cache) == 1 and loads[-1] == {4}
-    assert set(cache.lookup([1, 2, 3, 4, 5], load)) == {1, 2, 3, 4, 5}
-    assert len(cache) == 1  # more than it may keep at once: kept nothing more
-    none = VersionFactsCache(max_versions=0)
-    none.lookup([1], load)
+    return load
+
+
+def test_versions_shown_cache_keeps_facts_and_states_of_one_epoch() -> None:
+    loads: list[set[int]] = []
+    cache = VersionsShownCache(max_versions=3)
+    facts, states = cache.lookup([1, 2], 7, _loader(loads))
+    assert facts[2] == VersionFacts("ds_20231015_v2", "ds", 2, None)
+    assert states == {1: "committed", 2: "committed"} and loads == [{1, 2}]
+    assert cache.lookup([2, 1], 7, _loader(loads))[1] == states and loads == [{1, 2}]
+    assert set(cache.lookup([2, 3], 7, _loader(loads))[0]) == {2, 3} and loads[-1] == {3}
+    # a newer epoch: every state is read again (a version may have been deprecated)
+    facts, states = cache.lookup([1, 2], 8, _loader(loads, "deprecated"))
+    assert loads[-1] == {1, 2} and states == {1: "deprecated", 2: "deprecated"}
+    # a request still at the older epoch reads for itself and keeps nothing
+    assert cache.lookup([1], 7, _loader(loads))[1] == {1: "committed"} and loads[-1] == {1}
+    assert cache.lookup([1, 2], 8, _loader(loads))[1] == states and loads[-1] == {1}
+    # full: starts again with what it just read; more than it may keep: keeps none of it
+    assert len(cache) == 2
+    cache.lookup([4, 5], 8, _loader(loads))
+    assert len(cache) == 2 and loads[-1] == {4, 5}
+    cache.lookup(range(1, 7), 8, _loader(loads))
+    assert len(cache) == 2 and loads[-1] == {1, 2, 3, 6}
+    none = VersionsShownCache(max_versions=0)
+    none.lookup([1], 8, _loader(loads))
     assert len(none) == 0
+
+
+def test_states_read_for_an_older_epoch_are_not_kept_for_a_newer_one() -> None:
+    """A request at epoch 7 reads states; before it keeps them, another request reads epoch 8
+    (a deprecation committed in between): the older states must not be kept for 8."""
+    loads: list[set[int]] = []
+    cache = VersionsShownCache()
+
+    def slow_load(ids: set[int]) -> dict[int, tuple[VersionFacts, str]]:
+        cache.lookup(ids, 8, _loader(loads, "deprecated"))  # the other request, meanwhile
+        return _loader(loads)(ids)
+
+    assert cache.lookup([1], 7, slow_load)[1] == {1: "committed"}
+    loads.clear()
+    assert cache.lookup([1], 8, _loader(loads))[1] == {1: "deprecated"} and loads == []

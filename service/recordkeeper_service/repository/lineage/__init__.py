@@ -65,7 +65,7 @@ from recordkeeper_service.repository.lineage.assemble import (
     refs_of,
 )
 from recordkeeper_service.repository.lineage.epoch import bump_epoch
-from recordkeeper_service.repository.lineage.facts import VersionFactsCache
+from recordkeeper_service.repository.lineage.facts import VersionsShownCache
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, versions_in_use
 from recordkeeper_service.repository.lineage.records import (
     CheckpointRecord,
@@ -304,8 +304,8 @@ class LineageRepository:
         #: Rendered upstream answers by :attr:`LineageHead.key`, per process (the route renders
         #: through its response model once per key; ``cache_bytes=0`` keeps none).
         self.rendered = RenderedPages(max_bytes=cache_bytes)
-        #: What upstream answers show of each version besides its state (fixed once committed)
-        self.version_facts = VersionFactsCache()
+        #: What upstream answers show of each version (facts kept, states per lineage epoch)
+        self.versions_shown = VersionsShownCache()
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -542,37 +542,37 @@ class LineageRepository:
     def lineage(self, ref: str | CheckpointRef) -> LineageRecord:
         """Which data trained ``ref``: the union along its complete parent chain."""
         parsed = parse_checkpoint_ref(ref)
-        return self._db.read(lambda conn: self._upstream(conn, _checkpoint_row(conn, parsed)))
+        return self._db.read(lambda conn: self._upstream(conn, self._head(conn, parsed)))
 
     def lineage_head(self, ref: str | CheckpointRef) -> LineageHead:
         """Resolve ``ref`` (the rules of :meth:`get`) and read the lineage epoch, in one
         statement: all a held answer needs (:attr:`LineageHead.key`)."""
         parsed = parse_checkpoint_ref(ref)
-
-        def head(conn: Connection) -> LineageHead:
-            rows, epoch = queries.checkpoints_by_name_at_epoch(
-                conn, parsed.model, parsed.checkpoint, parsed.run
-            )
-            row = _only_checkpoint(conn, parsed, rows)
-            assert epoch is not None  # read with the row
-            return LineageHead(row, epoch)
-
-        return self._db.read(head)
+        return self._db.read(lambda conn: self._head(conn, parsed))
 
     def lineage_from(self, head: LineageHead) -> LineageRecord:
         """The upstream answer of ``head``'s checkpoint, computed now: at least as new as
         ``head.epoch`` (a state change committed since shows; its key is then merely older)."""
-        return self._db.read(lambda conn: self._upstream(conn, head.row))
+        return self._db.read(lambda conn: self._upstream(conn, head))
 
-    def _upstream(self, conn: Connection, start: queries.CheckpointRow) -> LineageRecord:
-        """The upstream walk is one statement (one snapshot); the facts it shows of versions
-        besides their states never change, so no transaction spans the two reads."""
-        upstream = queries.upstream_rows(conn, start.id)
-        facts = self.version_facts.lookup(
+    @staticmethod
+    def _head(conn: Connection, ref: CheckpointRef) -> LineageHead:
+        rows, epoch = queries.checkpoints_by_name_at_epoch(conn, ref.model, ref.checkpoint, ref.run)
+        row = _only_checkpoint(conn, ref, rows)
+        assert epoch is not None  # read with the row
+        return LineageHead(row, epoch)
+
+    def _upstream(self, conn: Connection, head: LineageHead) -> LineageRecord:
+        """The walk is one statement (one snapshot); what the answer shows of versions comes
+        from :attr:`versions_shown` (states read after ``head.epoch`` was), so no transaction
+        spans the reads."""
+        upstream = queries.upstream_rows(conn, head.row.id)
+        facts, states = self.versions_shown.lookup(
             {edge[1] for edge in upstream.edges},
-            lambda missing: queries.version_facts(conn, missing),
+            head.epoch,
+            lambda missing: queries.versions_shown(conn, missing),
         )
-        return lineage_record(start, upstream, facts)
+        return lineage_record(head.row, upstream, facts, states)
 
     def consumers(self, version_ref: str, *, transitive: bool = True) -> ConsumersRecord:
         """Checkpoints trained on the version ``version_ref`` (an alias is resolved now)."""
@@ -655,7 +655,7 @@ class LineageRepository:
                     "export with inputs (recordkeeper.tf reads them from saved_model.pb)"
                 )
             targets: dict[tuple[int, str], m.Version] = {}
-            for _, version_id, _, role, _ in queries.upstream_rows(session, row.id).edges:
+            for _, version_id, _, role in queries.upstream_rows(session, row.id).edges:
                 key = (version_id, role)
                 if key not in targets:
                     version = session.get(m.Version, version_id)

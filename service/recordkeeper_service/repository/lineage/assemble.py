@@ -15,7 +15,6 @@ from sqlalchemy.orm import Session
 
 from recordkeeper.core.lineage import CheckpointRef, Consumer
 from recordkeeper_service.repository.lineage import queries
-from recordkeeper_service.repository.lineage.queries import VersionFacts
 from recordkeeper_service.repository.lineage.records import (
     ChainLinkRecord,
     CheckpointRecord,
@@ -95,12 +94,13 @@ def lineage_record(
     start: queries.CheckpointRow,
     upstream: queries.Upstream,
     facts: Mapping[int, queries.VersionFacts],
+    states: Mapping[int, str],
 ) -> LineageRecord:
     """Order the chain from ``start`` up to its root and group edges per (version, role).
 
     The entries come out as the compact form's columns (:class:`LineageRecord`), ordered by
     first use (the deepest segment first), then version name and role; each entry's segments
-    deepest first.  ``facts`` holds what is shown of each version besides its state.
+    deepest first.  ``facts`` and ``states`` hold what is shown of each version.
     """
     nodes = {r.checkpoint_id: r for r in upstream.checkpoints}
     depth_of: dict[int, int] = {}
@@ -122,18 +122,17 @@ def lineage_record(
             )
         )
         current = node.parent_id
-    # (version id, role) → [deepest depth, version state, [depth, split, depth, split, …]]: one
-    # pair per edge (most versions are used once, by one split); the walk reached every edge's
-    # checkpoint
+    # (version id, role) → [deepest depth, [depth, split, depth, split, …]]: one pair per edge
+    # (most versions are used once, by one split); the walk reached every edge's checkpoint
     entries: dict[tuple[int, str], list[Any]] = {}
     own: list[tuple[int, str, str, str | None, str, str]] = []
-    for checkpoint_id, version_id, split, role, state in upstream.edges:
+    for checkpoint_id, version_id, split, role in upstream.edges:
         depth = depth_of[checkpoint_id]
         found = entries.get((version_id, role))
         if found is None:
-            entries[(version_id, role)] = [depth, state, [depth, split]]
+            entries[(version_id, role)] = [depth, [depth, split]]
         else:
-            found[2] += (depth, split)
+            found[1] += (depth, split)
             if depth > found[0]:
                 found[0] = depth
         if depth == 0:
@@ -141,22 +140,23 @@ def lineage_record(
             own.append((start.id, f.version, f.dataset, f.content_digest, role, split))
     # first use (deepest) first, then version name and role (one entry per name and role):
     # sorted by name within each depth (~10 entries a depth on a long chain)
-    by_depth: dict[int, list[tuple[str, str, VersionFacts, list[Any]]]] = {}
+    by_depth: dict[int, list[tuple[str, str, int, list[Any]]]] = {}
     for (version_id, role), entry in entries.items():
-        f = facts[version_id]
-        by_depth.setdefault(entry[0], []).append((f.version, role, f, entry))
+        name = facts[version_id].version
+        by_depth.setdefault(entry[0], []).append((name, role, version_id, entry))
     ordered = []
     for depth in sorted(by_depth, reverse=True):
         ordered += sorted(by_depth[depth], key=_name_and_role)
+    shown = [facts[version_id] for _, _, version_id, _ in ordered]
     columns: dict[str, list[Any]] = {
-        "version": [version for version, _, _, _ in ordered],
-        "dataset": [f.dataset for _, _, f, _ in ordered],
-        "number": [f.number for _, _, f, _ in ordered],
-        "content_digest": [f.content_digest for _, _, f, _ in ordered],
-        "state": [entry[1] for _, _, _, entry in ordered],
+        "version": [f.version for f in shown],
+        "dataset": [f.dataset for f in shown],
+        "number": [f.number for f in shown],
+        "content_digest": [f.content_digest for f in shown],
+        "state": [states[version_id] for _, _, version_id, _ in ordered],
         "role": [role for _, role, _, _ in ordered],
         "uses": [
-            entry[2] if len(entry[2]) == 2 else _deepest_first(entry[2])
+            entry[1] if len(entry[1]) == 2 else _deepest_first(entry[1])
             for _, _, _, entry in ordered
         ],
     }

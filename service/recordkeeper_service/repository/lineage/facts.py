@@ -1,63 +1,78 @@
-"""What upstream answers show of each version, kept per process: :class:`VersionFactsCache`.
+"""What upstream answers show of each version, kept per process: :class:`VersionsShownCache`.
 
 An upstream answer shows, for each version along the chain, its name, dataset, number, content
-digest and state.  Only versions that were committed train checkpoints, and of a committed
-version everything but the state is fixed (names are not reused; datasets are not renamed).  So
-those four facts are kept by version id with no invalidation, and the state is read with the
-upstream walk itself (:func:`~.queries.upstream_rows`).  Looking the facts up costs PostgreSQL
-~1,000 index probes per long chain, about half of the walk's time; a running service soon holds
-the facts of the versions its checkpoints trained on.
+digest and state.  Looking them up costs PostgreSQL ~1,000 index probes for a long chain, as
+much again as the walk itself; a running service soon holds the versions its checkpoints
+trained on.  So they are kept by version id, in two parts:
 
-Bounded by a number of versions: when full, it starts again empty (the facts are cheap to
-read again, and a plain dict keeps each look-up fast).
+* the **facts** (name, dataset, number, digest): only committed versions train checkpoints, and
+  of a committed version these are fixed (names are not reused, datasets are not renamed) —
+  kept with no invalidation;
+* the **states**: a version's state changes only with a bump of the lineage epoch
+  (:mod:`.epoch`), which a request reads with its checkpoint.  States are kept for one epoch: a
+  request at a newer epoch starts them again, one at an older epoch neither reads nor keeps
+  them, and what is read for epoch E is kept only while the kept states are still those of E.
+  So an answer tagged E shows states read after E was, as the uncached walk would.
+
+Bounded by a number of versions: when full, both start again empty (they are cheap to read
+again, and plain dicts keep each look-up fast).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Mapping
 
 from recordkeeper_service.repository.lineage.queries import VersionFacts
 
-__all__ = ["DEFAULT_MAX_VERSIONS", "VersionFactsCache"]
+__all__ = ["DEFAULT_MAX_VERSIONS", "VersionsShownCache"]
 
-#: ~420 bytes each (measured with tracemalloc: four strings and an int in a tuple, a dict slot):
-#: ~21 MB when full
+#: ~520 bytes each (measured with tracemalloc: four strings and an int in a tuple, two dict
+#: slots): ~26 MB when full
 DEFAULT_MAX_VERSIONS = 50_000
 
+#: ``load(ids)``: the facts and current state of each of ``ids`` (a query)
+Loader = Callable[[set[int]], dict[int, tuple[VersionFacts, str]]]
 
-class VersionFactsCache:
-    """``version id → VersionFacts``, filled on demand; safe across threads."""
+
+class VersionsShownCache:
+    """``version id → VersionFacts`` and (per lineage epoch) ``→ state``; safe across threads."""
 
     def __init__(self, max_versions: int = DEFAULT_MAX_VERSIONS) -> None:
         self._max = max(0, max_versions)
         self._facts: dict[int, VersionFacts] = {}
+        self._states: dict[int, str] = {}
+        self._epoch = -1
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._facts)
 
     def lookup(
-        self,
-        ids: Iterable[int],
-        load: Callable[[set[int]], dict[int, VersionFacts]],
-    ) -> dict[int, VersionFacts]:
-        """The facts of ``ids``: those kept, and ``load(missing ids)`` for the rest (kept)."""
-        kept = self._facts
-        found: dict[int, VersionFacts] = {}
-        missing: set[int] = set()
-        for vid in ids:
-            facts = kept.get(vid)
-            if facts is None:
-                missing.add(vid)
-            else:
-                found[vid] = facts
-        if missing:
-            loaded = load(missing)
-            found.update(loaded)
-            if len(loaded) <= self._max:
-                with self._lock:
-                    if len(self._facts) + len(loaded) > self._max:
-                        self._facts = {}
-                    self._facts.update(loaded)
-        return found
+        self, ids: Collection[int], epoch: int, load: Loader
+    ) -> tuple[Mapping[int, VersionFacts], Mapping[int, str]]:
+        """Facts and states of ``ids`` as of lineage epoch ``epoch`` (or newer): those kept,
+        and ``load(the others)``, which are kept in turn (the mappings may be the kept ones)."""
+        with self._lock:
+            if epoch > self._epoch:
+                self._states, self._epoch = {}, epoch
+            current = epoch == self._epoch
+            kept_facts, kept_states = self._facts, self._states if current else {}
+        # a state is kept only with its facts: every id with a state has both
+        missing = {vid for vid in ids if vid not in kept_states}
+        if not missing:
+            return kept_facts, kept_states
+        facts = {vid: kept_facts[vid] for vid in ids if vid not in missing}
+        states = {vid: kept_states[vid] for vid in facts}
+        loaded = load(missing)
+        for vid, (fact, state) in loaded.items():
+            facts[vid], states[vid] = fact, state
+        if len(loaded) <= self._max:
+            with self._lock:
+                if len(self._facts) + len(loaded) > self._max:
+                    self._facts, self._states = {}, {}
+                for vid, (fact, state) in loaded.items():
+                    self._facts[vid] = fact
+                    if self._epoch == epoch:
+                        self._states[vid] = state
+        return facts, states

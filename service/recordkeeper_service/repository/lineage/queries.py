@@ -6,9 +6,8 @@ commit.  Both walks are recursive CTEs that work on SQLite and PostgreSQL alike:
 * **upstream** from one checkpoint: ``chain(id, parent_id)`` starts at the checkpoint and follows
   ``parent_id`` with no hop limit.  ``UNION`` (not ``UNION ALL``) is the cycle guard: a row seen
   before is not queued again, so even a corrupted cyclic chain terminates.  The chain is then
-  joined to ``checkpoint_data`` and each version's ``state`` in the same statement; what else
-  an answer shows of a version never changes once committed (:func:`version_facts`, which the
-  repository keeps per process).
+  joined to ``checkpoint_data`` in the same statement; what an answer shows of each version
+  (:func:`versions_shown`) the repository keeps per process (``.facts``).
 * **downstream** from a set of checkpoints: ``below(id)`` follows children through
   ``ix_checkpoints_parent_id_id``, ``UNION`` again guarding against cycles.
 
@@ -66,7 +65,7 @@ __all__ = [
     "in_use",
     "segment_data_rows",
     "upstream_rows",
-    "version_facts",
+    "versions_shown",
 ]
 
 _ck = Checkpoint.__table__
@@ -112,10 +111,10 @@ class ChainRow(NamedTuple):
     checkpoint_state: str
 
 
-#: One ``checkpoint_data`` row of a walked checkpoint's segment, with the version's state
-#: (what else an answer shows of a version: :class:`VersionFacts`): ``(checkpoint id, version
-#: id, split, role, version state)``.  A plain tuple: a long chain has ~1,000.
-Edge = tuple[int, int, str, str, str]
+#: One ``checkpoint_data`` row of a walked checkpoint's segment: ``(checkpoint id, version id,
+#: split, role)``.  A plain tuple: a long chain has ~1,000.  What the answer shows of the
+#: version comes from :func:`versions_shown`.
+Edge = tuple[int, int, str, str]
 
 
 class Upstream(NamedTuple):
@@ -326,7 +325,7 @@ def _upstream_stmt() -> CompoundSelect[Any]:
             _cd.c.version_id,
             _cd.c.split,
             _cd.c.role,
-            _v.c.state,
+            null(),
             null(),
             null(),
             null(),
@@ -334,29 +333,28 @@ def _upstream_stmt() -> CompoundSelect[Any]:
         )
         .select_from(chain)
         .join(_cd, _cd.c.checkpoint_id == chain.c.id)
-        .join(_v, _v.c.id == _cd.c.version_id)
     )
     return union_all(checkpoints, edges)
 
 
 @functools.cache
-def _version_facts_stmt() -> Select[Any]:
+def _versions_shown_stmt() -> Select[Any]:
     return (
-        select(_v.c.id, _v.c.name, _ds.c.name, _v.c.number, _v.c.content_digest)
+        select(_v.c.id, _v.c.name, _ds.c.name, _v.c.number, _v.c.content_digest, _v.c.state)
         .join(_ds, _ds.c.id == _v.c.dataset_id)
         .where(_v.c.id.in_(bindparam("ids", expanding=True)))
     )
 
 
-def version_facts(session: Reader, ids: Iterable[int]) -> dict[int, VersionFacts]:
-    """:class:`VersionFacts` of the versions ``ids``, by id."""
+def versions_shown(session: Reader, ids: Iterable[int]) -> dict[int, tuple[VersionFacts, str]]:
+    """What upstream answers show of the versions ``ids``: their facts and current state."""
     wanted = sorted(set(ids))
     if not wanted:
         return {}
-    rows = _conn(session).execute(_version_facts_stmt(), {"ids": wanted})
+    rows = _conn(session).execute(_versions_shown_stmt(), {"ids": wanted})
     return {
-        vid: VersionFacts(name, dataset, number or 0, digest)
-        for vid, name, dataset, number, digest in rows
+        vid: (VersionFacts(name, dataset, number or 0, digest), state)
+        for vid, name, dataset, number, digest, state in rows
     }
 
 
@@ -368,7 +366,7 @@ def upstream_rows(session: Reader, checkpoint_id: int) -> Upstream:
     rows = _conn(session).execute(_upstream_stmt(), {"start": checkpoint_id}).all()
     return Upstream(
         [ChainRow._make(r[1:]) for r in rows if not r[0]],
-        [r[1:6] for r in rows if r[0]],
+        [r[1:5] for r in rows if r[0]],
     )
 
 
