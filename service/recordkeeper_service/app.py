@@ -15,6 +15,7 @@ CDN (:func:`install_api_docs`).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -152,6 +153,24 @@ def install_api_docs(app: FastAPI) -> None:
     api_docs.install(app)
 
 
+#: The collector's youngest-generation threshold in a worker process (CPython's default: 700)
+WORKER_GC_THRESHOLD = 20_000
+
+
 def app_from_env() -> FastAPI:
-    """Factory for ``uvicorn --factory``: settings from ``RECORDKEEPER_*`` variables."""
-    return create_app(Settings())
+    """Factory for ``uvicorn --factory``: settings from ``RECORDKEEPER_*`` variables.
+
+    Called once in each worker process, which then serves requests until it exits: the
+    objects made so far (modules, the app) are moved out of the collector's sight
+    (``gc.freeze``), and the youngest generation is collected after 20,000 net allocations
+    instead of 700.  A request that builds a few thousand objects at once (a long chain's
+    lineage, a page of 10,000 shards) otherwise set off ~5 young collections each, and every
+    ~50 requests a full one over the ~200,000 objects of the loaded service (~0.1 s): the
+    objects of a request are freed by reference counting when it ends, so the collector only
+    ever needs to find cycles, which the higher threshold still does.
+    """
+    app = create_app(Settings())
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(WORKER_GC_THRESHOLD, older, oldest)
+    return app

@@ -75,3 +75,22 @@ def test_a_configured_metrics_directory_starts_empty(
         assert directory == str(tmp_path)
         assert not (tmp_path / "counter_123.db").exists()
     assert (tmp_path / "keep.txt").exists() and tmp_path.exists()
+
+
+def test_a_worker_tunes_the_collector_once_its_app_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+
+    from recordkeeper_service import app as app_module
+
+    built: list[Settings] = []
+    monkeypatch.setattr(app_module, "create_app", lambda settings: built.append(settings) or "app")
+    threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
+    try:
+        assert app_module.app_from_env() == "app" and len(built) == 1
+        assert gc.get_threshold() == (app_module.WORKER_GC_THRESHOLD, *threshold[1:])
+        assert gc.get_freeze_count() > frozen  # what the worker loaded is out of sight
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
