@@ -15,6 +15,7 @@ from recordkeeper.lineage import DataUse, normalize_data
 from recordkeeper.lineage_queue import RegistrationQueue, RegistrationRejected
 from tests.client import _lineage_app
 from tests.client._lineage_app import Switch, publish
+from tests.core.test_lineage import one_entry_columns
 
 # Fixtures shared with test_lineage_cli.py.
 app_http = _lineage_app.app_http
@@ -123,15 +124,7 @@ def test_lineage_builds_its_entries_on_first_access(monkeypatch: pytest.MonkeyPa
 
 def test_malformed_compact_answers_are_server_errors() -> None:
     body = _answer(2)
-    columns = {
-        "version": ["coco_20231015_v1"],
-        "dataset": ["coco"],
-        "number": [1],
-        "content_digest": [None],
-        "state": ["committed"],
-        "role": ["train"],
-        "uses": [[5, "train"]],  # no chain link at depth 5
-    }
+    columns = one_entry_columns([5, "train"])  # no chain link at depth 5
     chain = [{**link, "depth": 0, "step": 1} for link in body["chain"]]
     packed = {**body, "chain": chain, "data": None, "compact": {"columns": columns}}
     lineage = rk.Lineage.from_dict(packed)

@@ -127,6 +127,19 @@ def test_lineage_entry_round_trips_through_json() -> None:
     assert seg.ref == CheckpointRef("det", "ckpt-1", "r1")
 
 
+def one_entry_columns(uses: list[Any]) -> dict[str, Any]:
+    """The compact columns of one entry (coco v1 in role train) with these ``uses``."""
+    return {
+        "version": ["coco_20231015_v1"],
+        "dataset": ["coco"],
+        "number": [1],
+        "content_digest": [None],
+        "state": ["committed"],
+        "role": ["train"],
+        "uses": [uses],
+    }
+
+
 def _links(depth: int) -> list[Segment]:
     return [
         Segment("det", f"ckpt-{depth - d}", 1000 * (depth - d), d, (), "r1", "present")
@@ -177,15 +190,7 @@ def test_entries_from_columns() -> None:
     ],
 )
 def test_malformed_columns_are_refused(change: dict[str, Any], message: str) -> None:
-    columns: dict[str, Any] = {
-        "version": ["coco_20231015_v1"],
-        "dataset": ["coco"],
-        "number": [1],
-        "content_digest": [None],
-        "state": ["committed"],
-        "role": ["train"],
-        "uses": [[0, "train"]],
-    }
+    columns = one_entry_columns([0, "train"])
     with pytest.raises(ValueError, match=message):
         entries_from_columns(_links(2), {**columns, **change})
     with pytest.raises(ValueError, match="without the column 'uses'"):
