@@ -234,6 +234,12 @@ def test_lineage_upstream(big_database: Database, lineage: LineageRepository) ->
         lambda: lineage.lineage("model7/ckpt-100"),
         must_use={"pk_checkpoints", "pk_checkpoint_data"},
     )
+    # a worker that has not seen these versions yet reads what the answer shows of them
+    check(
+        big_database,
+        lambda: LineageRepository(big_database).lineage("model8/ckpt-100"),
+        must_use={"pk_checkpoints", "pk_checkpoint_data", "pk_versions"},
+    )
 
 
 def test_consumers_direct_and_transitive(
