@@ -345,6 +345,17 @@ static uint32_t le32(const unsigned char *p) {
 
 /* ------------------------------------------------------------------ deframe */
 
+/* Make room for one more element in `*items` (`*cap` of `size` bytes, `n` in use): doubles the
+ * array when full.  Returns -1 (array untouched) when memory runs out.  Callable without the
+ * GIL (PyMem_Raw*). */
+static int room_for_one(void **items, Py_ssize_t *cap, Py_ssize_t n, size_t size) {
+    if (n < *cap) return 0;
+    void *bigger = PyMem_RawRealloc(*items, 2 * (size_t)*cap * size);
+    if (bigger == NULL) return -1;
+    *items = bigger, *cap *= 2;
+    return 0;
+}
+
 typedef struct {
     Py_ssize_t start, end;
 } span_t;
@@ -419,13 +430,9 @@ static PyObject *py_deframe(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     while (next_frame(buf, len, pos, verify, &data, &err) == FRAME_OK) {
         if (copy) {
-            if (count == cap) {
-                span_t *bigger = PyMem_RawRealloc(spans, 2 * cap * sizeof(span_t));
-                if (bigger == NULL) {
-                    oom = 1;
-                    break;
-                }
-                spans = bigger, cap *= 2;
+            if (room_for_one((void **)&spans, &cap, count, sizeof *spans) < 0) {
+                oom = 1;
+                break;
             }
             spans[count] = data;
         }
@@ -881,13 +888,9 @@ static PyObject *py_deframe_keys(PyObject *self, PyObject *args) {
         if (rc == NOMEM) {
             oom = 1;
         } else if (rc == SLOW) {
-            if (slow_n == slow_cap) {
-                span_t *bigger = PyMem_RawRealloc(slow, 2 * slow_cap * sizeof(span_t));
-                if (bigger == NULL) {
-                    oom = 1;
-                    break;
-                }
-                slow = bigger, slow_cap *= 2;
+            if (room_for_one((void **)&slow, &slow_cap, slow_n, sizeof *slow) < 0) {
+                oom = 1;
+                break;
             }
             slow[slow_n].start = start, slow[slow_n].end = stop, slow_n++;
         } else if (table_add(&table, &kb, start, stop) < 0) {
@@ -1093,13 +1096,9 @@ static PyObject *py_frame_into(PyObject *self, PyObject *args) {
         if (rc == NOMEM) {
             oom = 1;
         } else if (rc == SLOW) {
-            if (slow_n == slow_cap) {
-                Py_ssize_t *bigger = PyMem_RawRealloc(slow, 2 * slow_cap * sizeof(Py_ssize_t));
-                if (bigger == NULL) {
-                    oom = 1;
-                    continue;
-                }
-                slow = bigger, slow_cap *= 2;
+            if (room_for_one((void **)&slow, &slow_cap, slow_n, sizeof *slow) < 0) {
+                oom = 1;
+                continue;
             }
             slow[slow_n++] = i;
         } else {
