@@ -18,8 +18,8 @@ it they answer when exactly one run has that checkpoint, else ``409 ambiguous_ch
 listing the candidates.
 
 An upstream answer changes only when a state it shows changes (the lineage epoch, see
-``repository.lineage.epoch``): it is rendered once per (checkpoint, epoch), kept per process,
-and carries an ``ETag`` (``If-None-Match`` → ``304``).
+``repository.lineage.epoch``): it is rendered once per (checkpoint, epoch, form), kept per
+process, and carries an ``ETag`` (``If-None-Match`` → ``304``).
 
 As everywhere, request models check JSON *types* only (wrong types → ``422 invalid_request``);
 names, roles, splits and references are checked by the repository so that bad input gets its
@@ -475,7 +475,7 @@ def checkpoint_lineage(
         Literal["full", "compact"],
         Query(
             description="`full`: `data` lists the entries; `compact`: `compact.columns` holds "
-            "them as one array per field, segments as `[depth, splits]` into `chain`"
+            "them as one array per field, segments as `[depth, split, …]` pairs into `chain`"
         ),
     ] = "full",
     if_none_match: IfNoneMatch = None,

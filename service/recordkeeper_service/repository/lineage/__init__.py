@@ -301,8 +301,8 @@ class LineageRepository:
 
     def __init__(self, db: Database, *, cache_bytes: int = DEFAULT_LINEAGE_CACHE_BYTES) -> None:
         self._db = db
-        #: Rendered upstream answers by :attr:`LineageHead.key`, per process (the route renders
-        #: through its response model once per key; ``cache_bytes=0`` keeps none).
+        #: Rendered upstream answers by :attr:`LineageHead.key` and form, per process (the route
+        #: renders each once; ``cache_bytes=0`` keeps none).
         self.rendered = RenderedPages(max_bytes=cache_bytes)
         #: What upstream answers show of each version (facts kept, states per lineage epoch)
         self.versions_shown = VersionsShownCache()
