@@ -690,7 +690,7 @@ def models(
 def lineage(http: HttpCore, ref: str | CheckpointRef) -> Lineage:
     """Which data trained ``model/ckpt``: the complete union along its parent chain.
 
-    Asked in the compact form (entries as columns: a third of the bytes of a long chain's
+    Asked in the compact form (entries as columns: less than half the bytes of a long chain's
     answer, and no per-entry objects until ``data`` is read)."""
     return Lineage.from_dict(lineage_json(http, ref, form="compact"))
 
