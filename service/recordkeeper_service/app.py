@@ -27,6 +27,7 @@ from recordkeeper.core.version import __version__
 from recordkeeper_service.auth import Authenticator
 from recordkeeper_service.db import Database
 from recordkeeper_service.handlers import install_error_handlers
+from recordkeeper_service.head import HeadAsGet
 from recordkeeper_service.limits import RequestGate
 from recordkeeper_service.metrics import ServiceMetrics
 from recordkeeper_service.observe import RequestObserver
@@ -118,6 +119,8 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         max_body_bytes=settings.max_body_bytes,
         max_small_body_bytes=settings.max_small_body_bytes,
     )
+    # HEAD as GET without the body, inside the request log and metrics (they record HEAD)
+    app.add_middleware(HeadAsGet)
     install_observability(app, settings, metrics)
     # The hot read path first: GET /api/v1/versions/{ref} in its common forms (routes/versions.py)
     app.router.routes.append(versions.hot_resolve_route(API_PREFIX))

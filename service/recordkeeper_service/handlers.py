@@ -14,7 +14,7 @@ Every error response carries the ``X-Error-Code`` header, and the request's id i
 (``request_id``) and the ``X-Request-ID`` header; every 503 a ``Retry-After`` and a
 generic detail (the database's own error text, which may name hosts, users or paths, goes to the
 service log only — callers may not even be authenticated).  A 405 lists in ``Allow`` every
-method the path answers.
+method the path answers (``HEAD`` wherever ``GET``: see :mod:`.head`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from starlette.responses import Response
 from starlette.routing import Match
 
 from recordkeeper.core.errors import RecordkeeperError, code_for_status
+from recordkeeper_service.head import request_method
 from recordkeeper_service.request_ids import REQUEST_ID_KEY, current_request_id
 from recordkeeper_service.responses import JSON
 
@@ -98,6 +99,8 @@ def allowed_methods(request: Request) -> list[str]:
     for route in iter_route_contexts(request.app.routes):
         if route.methods and route.matches(scope)[0] is not Match.NONE:
             methods.update(route.methods)
+    if "GET" in methods:
+        methods.add("HEAD")  # answered as GET without the body (head.py)
     return sorted(methods)
 
 
@@ -142,9 +145,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         )
     code = code_for_status(exc.status_code)
     if exc.status_code == 404:
-        detail = f"no such route: {request.method} {request.url.path}"
+        detail = f"no such route: {request_method(request)} {request.url.path}"
     elif exc.status_code == 405:
-        detail = f"{request.method} is not allowed on {request.url.path}"
+        detail = f"{request_method(request)} is not allowed on {request.url.path}"
     else:
         detail = str(exc.detail)
     response = error_json(exc.status_code, code, detail)

@@ -158,12 +158,12 @@ def test_trailing_slash_is_not_redirected(serve: Callable[..., str]) -> None:
 def test_405_lists_every_allowed_method(serve: Callable[..., str]) -> None:
     url = serve()
     cases = {
-        f"{API}/datasets": "GET, POST",
-        f"{API}/tokens": "GET, POST",
-        f"{API}/datasets/coco/versions": "GET, POST",
+        f"{API}/datasets": "GET, HEAD, POST",
+        f"{API}/tokens": "GET, HEAD, POST",
+        f"{API}/datasets/coco/versions": "GET, HEAD, POST",
         f"{API}/datasets/coco/aliases/prod": "DELETE, PUT",
-        f"{API}/models/m/checkpoints/c": "GET, PUT",
-        "/healthz": "GET",
+        f"{API}/models/m/checkpoints/c": "GET, HEAD, PUT",
+        "/healthz": "GET, HEAD",
     }
     for path, allow in cases.items():
         response = httpx.request("PATCH", f"{url}{path}")
@@ -173,6 +173,17 @@ def test_405_lists_every_allowed_method(serve: Callable[..., str]) -> None:
         for method in allow.split(", "):  # every method listed really answers (not 405)
             body = {} if method in ("POST", "PUT") else None
             assert httpx.request(method, f"{url}{path}", json=body).status_code != 405
+
+
+def test_head_over_a_real_socket(serve: Callable[..., str]) -> None:
+    """``curl -I``: uvicorn sends the GET's status and headers and no body (head.py)."""
+    url = serve()
+    for path in (f"{API}/datasets", "/healthz", f"{API}/versions/nosuch@latest"):
+        get, head = httpx.get(f"{url}{path}"), httpx.head(f"{url}{path}")
+        assert head.status_code == get.status_code, path
+        assert head.content == b"", path
+        assert head.headers["content-length"] == get.headers["content-length"], path
+        assert head.headers.get("x-error-code") == get.headers.get("x-error-code"), path
 
 
 def test_openapi_describes_every_extra_error_field(serve: Callable[..., str]) -> None:

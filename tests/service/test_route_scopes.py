@@ -137,11 +137,16 @@ def _tokens(database_url: str) -> dict[str, str]:
     return secrets
 
 
+def concrete_path(template: str) -> str:
+    """A route's path template with :data:`PATH_VALUES` filled in."""
+    # a converter in a template (`{asset:path}`) is not a format spec: drop it first
+    return re.sub(r"\{(\w+):\w+\}", r"{\1}", template).format(**PATH_VALUES)
+
+
 def _call(
     client: TestClient, method: str, template: str, headers: dict[str, str]
 ) -> tuple[int, dict[str, Any] | None]:
-    # a converter in a template (`{asset:path}`) is not a format spec: drop it first
-    path = re.sub(r"\{(\w+):\w+\}", r"{\1}", template).format(**PATH_VALUES)
+    path = concrete_path(template)
     body = {} if method in ("POST", "PUT") else None
     response = client.request(method, path, json=body, headers=headers)
     if response.status_code < 400:
