@@ -159,7 +159,8 @@ class Authenticator:
                 return ANONYMOUS
             raise AuthenticationRequired(
                 "this service requires a token: send 'Authorization: Bearer <token>' "
-                "(create one with `recordkeeper token create`)"
+                "(an admin creates one with `recordkeeper token create` where the service "
+                "runs; the client reads it from RECORDKEEPER_TOKEN)"
                 + (
                     "; requests relayed by a proxy are never served without one"
                     if self.open_access

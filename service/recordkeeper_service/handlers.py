@@ -11,7 +11,8 @@ anything else                      ``500 internal_error``; logged, no traceback 
 =================================  ==============================================
 
 Every error response carries the ``X-Error-Code`` header, and the request's id in the body
-(``request_id``) and the ``X-Request-ID`` header; every 503 a ``Retry-After`` and a
+(``request_id``) and the ``X-Request-ID`` header; every 401 a ``WWW-Authenticate: Bearer``
+challenge; every 503 a ``Retry-After`` and a
 generic detail (the database's own error text, which may name hosts, users or paths, goes to the
 service log only — callers may not even be authenticated).  A 405 lists in ``Allow`` every
 method the path answers (``HEAD`` wherever ``GET``: see :mod:`.head`).
@@ -36,6 +37,7 @@ from recordkeeper_service.responses import JSON
 
 __all__ = [
     "MAX_LISTED_ERRORS",
+    "AUTHENTICATE_CHALLENGE",
     "RETRY_AFTER_SECONDS",
     "UNAVAILABLE_DETAIL",
     "allowed_methods",
@@ -49,6 +51,8 @@ MAX_LISTED_ERRORS = 50
 MAX_DETAIL_LENGTH = 1000
 #: ``Retry-After`` on every 503: the outages seen (database restart, failover) last seconds.
 RETRY_AFTER_SECONDS = 2
+#: The challenge every 401 carries (RFC 9110 §11.6.1: a 401 must name how to authenticate).
+AUTHENTICATE_CHALLENGE = 'Bearer realm="recordkeeper"'
 #: What a 503 ``service_unavailable`` tells the caller; the real cause is logged.
 UNAVAILABLE_DETAIL = (
     "the registry database is unavailable; retry later (the service log has the cause)"
@@ -63,7 +67,8 @@ def error_json(
 
     A detail longer than :data:`MAX_DETAIL_LENGTH` (it may quote the offending input) is cut.
     ``service_unavailable`` always gets :data:`UNAVAILABLE_DETAIL` (whoever builds the response:
-    a route, a handler or a middleware), every 503 a ``Retry-After``.
+    a route, a handler or a middleware), every 503 a ``Retry-After``, every 401 a
+    ``WWW-Authenticate`` challenge.
     """
     if code == "service_unavailable":
         detail = UNAVAILABLE_DETAIL
@@ -72,6 +77,8 @@ def error_json(
     headers = {"X-Error-Code": code}
     if status == 503:
         headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    elif status == 401:
+        headers["WWW-Authenticate"] = AUTHENTICATE_CHALLENGE
     body = {"code": code, "detail": detail, **extra}
     request_id = request_id or current_request_id()
     if request_id is not None:

@@ -134,4 +134,6 @@ def error(response: Response, status: int, code: str) -> dict[str, Any]:
     assert body["code"] == code, body
     assert isinstance(body["detail"], str) and body["detail"], body
     assert "Traceback" not in response.text
+    if status == 401:  # RFC 9110: a 401 names how to authenticate
+        assert response.headers["www-authenticate"] == 'Bearer realm="recordkeeper"'
     return body

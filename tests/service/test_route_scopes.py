@@ -154,6 +154,8 @@ def _call(
     payload = response.json()
     ErrorOut.model_validate(payload)  # every error body is what the OpenAPI document says
     assert response.headers["X-Error-Code"] == payload["code"]
+    if response.status_code == 401:
+        assert response.headers["WWW-Authenticate"].startswith("Bearer "), path
     return response.status_code, payload
 
 
