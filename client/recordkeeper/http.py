@@ -30,11 +30,12 @@ import random
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import orjson
 
 from recordkeeper.core.errors import (
+    InvalidRequest,
     RecordkeeperError,
     ServerError,
     ServiceUnavailable,
@@ -69,6 +70,23 @@ def quote_segment(value: str) -> str:
     return quote(value, safe="")
 
 
+def _service_url(url: str) -> str:
+    """``url`` without a trailing slash, if it is an ``http(s)://host[:port][/path]`` URL;
+    anything else is a configuration mistake, refused before any request (not retried)."""
+    parts = urlsplit(url.strip())
+    if parts.scheme in ("http", "https") and parts.hostname and not parts.query:
+        try:
+            parts.port  # noqa: B018 - a port out of range or not a number raises ValueError
+        except ValueError:
+            pass
+        else:
+            return url.strip().rstrip("/")
+    raise InvalidRequest(
+        f"the service URL {url!r} is not an http(s) URL such as {DEFAULT_URL} "
+        "(set RECORDKEEPER_URL; CLI: --url; Python: Client(url))"
+    )
+
+
 class HttpCore:
     """Sends requests to one service with retries and typed errors.
 
@@ -87,7 +105,7 @@ class HttpCore:
         backoff: float = 0.25,
         max_backoff: float = 8.0,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = _service_url(base_url)
         self.token = token
         self.retries = retries
         self.backoff = backoff
@@ -206,8 +224,8 @@ class HttpCore:
                     continue
                 raise ServiceUnavailable(
                     f"cannot reach the recordkeeper service at {self.base_url} "
-                    f"({type(exc).__name__}: {exc or 'no answer'}); is it running? "
-                    "Set RECORDKEEPER_URL or pass url= to Client",
+                    f"({type(exc).__name__}: {exc or 'no answer'}); is it running there? "
+                    "The URL comes from RECORDKEEPER_URL (CLI: --url; Python: Client(url))",
                     url=self.base_url,
                     request_id=request_id,
                 ) from None

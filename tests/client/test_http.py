@@ -110,6 +110,34 @@ def test_real_refused_port_names_the_url() -> None:
         client.datasets()
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "127.0.0.1:8080",
+        "localhost:8080",
+        "ftp://h",
+        "http://",
+        "http://h:99999",
+        "http://h:x",
+        "http://h/?a=1",
+        "",
+    ],
+)
+def test_a_malformed_service_url_is_refused_before_any_request(url: str) -> None:
+    with pytest.raises(rk.InvalidRequest, match="not an http\\(s\\) URL"):
+        rk.Client(url or " ")
+
+
+def test_cli_names_a_malformed_url_at_once() -> None:
+    from typer.testing import CliRunner
+
+    from recordkeeper.cli import app
+
+    result = CliRunner().invoke(app, ["--url", "127.0.0.1:8080", "ls"])
+    assert result.exit_code == 1, result.output
+    assert "[invalid_request]" in result.output and "request id" not in result.output
+
+
 def test_non_json_success_is_a_clear_error() -> None:
     core, _ = _core(lambda r, n: httpx.Response(200, text="<html>"))
     with pytest.raises(rk.ServerError, match="not JSON"):

@@ -142,3 +142,6 @@ def test_cli_publish_copy_into_the_service_storage_root(
     published = json.loads(done.stdout)
     assert published["storage_prefix"].startswith(live_service.storage_root.rstrip("/") + "/")
     assert published["record_count"] == 5
+    missing = runner.invoke(app, [*base[:3], str(tmp_path / "nope"), "--name", "x", "--copy"])
+    assert missing.exit_code == 3, missing.output  # not found (docs/cli.md)
+    assert "not found" in missing.output and "[storage_error]" in missing.output

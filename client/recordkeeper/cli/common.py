@@ -32,6 +32,7 @@ from recordkeeper.core.errors import (
     RecordkeeperError,
     ServiceUnavailable,
     StaleLock,
+    StorageError,
     StorageRootNotAllowed,
     VersionDeprecated,
 )
@@ -116,6 +117,8 @@ def exit_code_for(error: BaseException) -> ExitCode:
     for cls, code in _EXIT_CODES:
         if isinstance(error, cls):
             return code
+    if isinstance(error, StorageError) and error.extra.get("reason") == "missing":
+        return ExitCode.NOT_FOUND  # a local file or an object that does not exist
     return ExitCode.ERROR
 
 

@@ -202,6 +202,9 @@ def test_arrange_global_options() -> None:
         (errors.InvalidReference("x"), ExitCode.ERROR),
         (errors.ServerError("x"), ExitCode.ERROR),
         (errors.StorageError("x"), ExitCode.ERROR),
+        (errors.StorageError("x", reason="denied"), ExitCode.ERROR),
+        (errors.StorageError("x", reason="missing"), ExitCode.NOT_FOUND),  # a local file too
+        (errors.CorruptShard("x", reason="missing"), ExitCode.VERIFICATION_FAILED),
     ],
 )
 def test_exit_statuses(recorder: type[_Recorder], error: Exception, status: ExitCode) -> None:
