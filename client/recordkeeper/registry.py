@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Unpack
 from recordkeeper.core.digests import parse_digest
 from recordkeeper.core.errors import InvalidReference, RecordkeeperError
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
-from recordkeeper.core.naming import validate_dataset_name
+from recordkeeper.core.naming import format_date, validate_dataset_name
 from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference, validate_alias_name
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
@@ -481,4 +481,4 @@ def _date_param(value: str | datetime.date | None) -> str | None:
         return None
     if isinstance(value, str):
         return value
-    return value.strftime("%Y%m%d")
+    return format_date(value)

@@ -59,7 +59,9 @@ def test_run_refs_and_derived_runs() -> None:
     )
     assert "det@a/ckpt-1, det@b/ckpt-1" in message and "model@run/checkpoint" in message
     assert parse_deleted_at("2026-11-30T12:00:00Z").isoformat() == "2026-11-30T12:00:00+00:00"
-    for bad_time in ("yesterday", "2026-11-30T12:00:00", 5):
+    assert parse_deleted_at("0001-01-01T00:00:00Z").year == 1
+    outside_utc = ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59.999999-00:01")
+    for bad_time in ("yesterday", "2026-11-30T12:00:00", 5, *outside_utc):
         with pytest.raises(InvalidCheckpoint):
             parse_deleted_at(bad_time)
 

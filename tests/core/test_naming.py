@@ -79,6 +79,11 @@ def test_format_round_trips_and_validates() -> None:
         format_version_name("coco", D, 1, "Add Person")
     with pytest.raises(InvalidName):
         format_version_name("Coco", D, 1)
+    # four digits of year whatever the year: the name parses back
+    early = datetime.date(1, 1, 1)
+    assert format_version_name("coco", early, 2) == "coco_00010101_v2"
+    assert parse_version_name("coco_00010101_v2").date == early
+    assert parse_staged_name(format_staged_name("coco", early, 3)).date == early
 
 
 @pytest.mark.parametrize("name", ["coco", "mr_brain", "open-images", "c3", "a"])

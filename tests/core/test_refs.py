@@ -50,6 +50,8 @@ def test_fields() -> None:
         ("@v3", "non-empty"),
         ("Coco@v3", "lowercase"),
         ("coco@v0", "start at 1"),
+        ("coco@v01", "no leading zeros .write coco@v1."),
+        ("coco@007", "no leading zeros"),
         ("coco@sha256:9f2c", "12 to 64 hex digits, got 4"),
         ("coco@sha256:" + "a" * 65, "12 to 64 hex digits, got 65"),
         ("coco@sha256:9F2C4E1A7B3D", "lowercase hex"),

@@ -140,6 +140,9 @@ def test_default_and_explicit_splits(client: TestClient) -> None:
         put(client, "m/c2", data=[{"version": v, "splits": ["nope"]}]), 400, "invalid_checkpoint"
     )
     assert "nope" in body["detail"] and "validation" in body["detail"]
+    # an empty list used to register the entry with no split at all (silently dropped)
+    body = error(put(client, "m/c3", data=[{"version": v, "splits": []}]), 400, "invalid_checkpoint")
+    assert "splits is empty" in body["detail"]
 
 
 @pytest.mark.parametrize(
@@ -441,6 +444,9 @@ def test_runs_tell_apart_checkpoints_of_one_model_name(client: TestClient) -> No
 def test_deleted_checkpoints_keep_their_lineage(client: TestClient) -> None:
     names = _history(client)
     route = f"{API}/models/det/checkpoints/ckpt-2/deletion"
+    for outside_utc in ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"):
+        body = {"run": "r1", "deleted_at": outside_utc}
+        error(client.put(route, json=body), 400, "invalid_checkpoint")  # was a 500
     when = "2026-11-30T12:00:00Z"
     deleted = ok(client.put(route, json={"run": "r1", "reason": "max_to_keep", "deleted_at": when}))
     assert deleted["state"] == "deleted" and deleted["deleted_reason"] == "max_to_keep"

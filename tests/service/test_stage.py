@@ -32,6 +32,15 @@ def test_stage_defaults_to_today_and_accepts_iso_dates(client: TestClient) -> No
     assert stage(client, date="2024-02-29")["name"] == "coco_20240229_staged2"
 
 
+def test_a_year_before_1000_keeps_four_digits(client: TestClient) -> None:
+    staged = stage(client, date="00010101")
+    assert staged["name"] == "coco_00010101_staged1"  # was coco_10101_staged1: unaddressable
+    assert "/coco_00010101_staged1/" in str(staged["storage_prefix"])
+    committed = _committed(client, staged, "early")
+    assert committed["name"] == "coco_00010101_v1"
+    assert client.get(f"{API}/versions/coco_00010101_v1").json()["date"] == "0001-01-01"
+
+
 def _committed(client: TestClient, staged: dict[str, object], content: str) -> dict[str, object]:
     prefix = str(staged["storage_prefix"])
     assert register(client, str(staged["name"]), shards(prefix, 1, content=content)).is_success

@@ -41,6 +41,7 @@ __all__ = [
     "MAX_VERSION_NUMBER",
     "StagedName",
     "VersionName",
+    "format_date",
     "format_staged_name",
     "format_version_name",
     "is_staged_name",
@@ -170,6 +171,12 @@ def parse_date(text: str) -> datetime.date:
         raise InvalidDate(f"date {quoted(text)} is not a calendar date: {exc}") from None
 
 
+def format_date(date: datetime.date) -> str:
+    """``YYYYMMDD`` with four digits of year, whatever the year (``strftime('%Y')`` writes
+    year 1 as ``1``, which no parser of these names would read back)."""
+    return f"{date.year:04d}{date.month:02d}{date.day:02d}"
+
+
 def format_version_name(
     dataset: str, date: datetime.date, number: int, desc: str | None = None
 ) -> str:
@@ -178,7 +185,7 @@ def format_version_name(
     validate_desc(desc)
     if not isinstance(number, int) or isinstance(number, bool) or number < 1:
         raise InvalidVersionName(f"version number must be a positive integer, got {quoted(number)}")
-    name = f"{dataset}_{date:%Y%m%d}_v{number}"
+    name = f"{dataset}_{format_date(date)}_v{number}"
     return f"{name}_{desc}" if desc else name
 
 
@@ -227,7 +234,7 @@ def format_staged_name(
     validate_desc(desc)
     if not isinstance(stage, int) or isinstance(stage, bool) or stage < 1:
         raise InvalidVersionName(f"staging number must be a positive integer, got {quoted(stage)}")
-    name = f"{dataset}_{date:%Y%m%d}_staged{stage}"
+    name = f"{dataset}_{format_date(date)}_staged{stage}"
     return f"{name}_{desc}" if desc else name
 
 

@@ -158,6 +158,11 @@ def parse_reference(text: str) -> Reference:
             )
         if value < 1:
             raise InvalidReference(f"reference {quoted(text)}: version numbers start at 1")
+        if number[1].startswith("0"):  # as in names: v1 has one spelling
+            raise InvalidReference(
+                f"reference {quoted(text)}: a version number has no leading zeros "
+                f"(write {dataset}@v{value})"
+            )
         return Reference(dataset=dataset, kind=RefKind.NUMBER, number=value)
     try:
         alias = validate_alias_name(selector)

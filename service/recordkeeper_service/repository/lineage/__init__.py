@@ -251,6 +251,11 @@ def _resolve_data(
         available = _split_names(session, row.id)
         if entry.splits is None:
             splits = default_splits(entry.role, available)
+        elif not entry.splits:
+            raise InvalidCheckpoint(
+                f"{where}: splits is empty; name the splits used, or leave it out for the "
+                "default (the split named like the role, else every split)"
+            )
         else:
             missing = [s for s in entry.splits if s not in available]
             if missing:
