@@ -143,6 +143,28 @@ def test_requests_from_a_trusted_proxy_need_a_token(serve: Callable[..., str]) -
     assert httpx.get(f"{url}/healthz").status_code == 200  # probes stay open
 
 
+def test_a_page_of_another_site_cannot_act_as_the_local_admin(serve: Callable[..., str]) -> None:
+    """auth=auto, loopback: what a browser sends for a page of another site (a cross-site
+    form or fetch; a page of a name rebound to 127.0.0.1) gets 401; the service's own pages
+    and programs are served (tests/integration/test_ui.py drives the UI in Chromium)."""
+    url = serve()
+    host = url.removeprefix("http://")
+    new_token = {"name": "intruder", "scope": "admin"}
+    for headers in (
+        {"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"},
+        {"Origin": "null"},
+        {"Host": "attacker.example", "Origin": "http://attacker.example"},  # DNS rebinding
+        {"Host": "attacker.example", "Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors"},
+    ):
+        minted = httpx.post(f"{url}{API}/tokens", json=new_token, headers=headers)
+        assert minted.status_code == 401, (headers, minted.text)
+        assert "other sites" in minted.json()["detail"]
+        assert minted.headers["WWW-Authenticate"].startswith("Bearer")
+    own = {"Origin": f"http://{host}", "Sec-Fetch-Site": "same-origin"}
+    assert httpx.get(f"{url}{API}/tokens", headers=own).json()["count"] == 0  # nothing minted
+    assert httpx.get(f"{url}{API}/info").json()["auth"] == "open"
+
+
 # -- failure 7: HTTP details ---------------------------------------------------------------------
 
 

@@ -155,8 +155,88 @@ def test_proxied_requests(headers: list[tuple[bytes, bytes]], peer: str, proxied
     )
     scope = {"type": "http", "headers": headers, "client": (peer, 5000)}
     assert authenticator.proxied(scope) is proxied
+    refusal = authenticator.open_access_refusal(scope)
     if proxied:
         with pytest.raises(AuthenticationRequired, match="relayed by a proxy"):
-            authenticator.authenticate(None, proxied=True)
+            authenticator.authenticate(None, refusal=refusal)
     else:
-        assert authenticator.authenticate(None, proxied=False).name == "anonymous"
+        assert authenticator.authenticate(None, refusal=refusal).name == "anonymous"
+
+
+OWN = [(b"host", b"127.0.0.1:8080")]
+
+
+@pytest.mark.parametrize(
+    ("headers", "foreign"),
+    [
+        ([], None),  # a program (client, curl): no browser headers
+        ([(b"host", b"anything.example")], None),  # a program may name any host
+        ([*OWN, (b"sec-fetch-site", b"same-origin"), (b"origin", b"http://127.0.0.1:8080")], None),
+        ([*OWN, (b"sec-fetch-site", b"none"), (b"sec-fetch-mode", b"navigate")], None),
+        ([(b"host", b"localhost:8080"), (b"origin", b"http://localhost:8080")], None),
+        ([(b"host", b"[::1]:8080"), (b"origin", b"http://[::1]:8080")], None),
+        ([(b"host", b"ui.localhost:8080"), (b"sec-fetch-site", b"same-origin")], None),
+        ([*OWN, (b"origin", b"http://evil.example")], "another origin"),
+        ([*OWN, (b"origin", b"null")], "another origin"),
+        ([*OWN, (b"origin", b"http://127.0.0.1:9999")], "another origin"),
+        ([*OWN, (b"sec-fetch-site", b"cross-site")], "another site"),
+        ([*OWN, (b"sec-fetch-site", b"same-site")], "another site"),
+        # DNS rebinding: the browser thinks the page and the service are one origin
+        (
+            [
+                (b"host", b"attacker.example:8080"),
+                (b"origin", b"http://attacker.example:8080"),
+                (b"sec-fetch-site", b"same-origin"),
+            ],
+            "not a loopback name",
+        ),
+        ([(b"host", b"127.0.0.1.evil.example"), (b"sec-fetch-mode", b"cors")], "not a loopback"),
+    ],
+)
+def test_pages_of_other_sites_are_never_open(
+    headers: list[tuple[bytes, bytes]], foreign: str | None
+) -> None:
+    from recordkeeper.core.errors import AuthenticationRequired
+    from recordkeeper_service.auth import Authenticator, foreign_page
+
+    scope = {"type": "http", "scheme": "http", "headers": headers, "client": ("127.0.0.1", 1)}
+    found = foreign_page(scope)
+    assert (found is None) if foreign is None else (foreign in str(found)), found
+    authenticator = Authenticator(None, open_access=True)  # type: ignore[arg-type]
+    refusal = authenticator.open_access_refusal(scope)
+    if foreign is None:
+        assert authenticator.authenticate(None, refusal=refusal).name == "anonymous"
+    else:
+        with pytest.raises(AuthenticationRequired, match="pages of other sites"):
+            authenticator.authenticate(None, refusal=refusal)
+
+
+def test_a_cross_site_form_cannot_act_as_the_local_admin(client: TestClient) -> None:
+    """auth=auto on loopback: a page of another site posting to the service gets 401 and
+    changes nothing; the service's own pages (same origin) and programs are served."""
+    from tests.service._helpers import stage
+
+    staged = stage(client, "coco")["name"]
+    abandon = f"{API}/versions/{staged}/abandon"
+    cross = {
+        "host": "127.0.0.1:8080",
+        "origin": "http://evil.example",
+        "sec-fetch-site": "cross-site",
+    }
+    error(client.post(abandon, headers=cross), 401, "unauthorized")
+    rebound = {"host": "evil.example:8080", "origin": "http://evil.example:8080"}
+    body = error(
+        client.post(f"{API}/tokens", json={"name": "x", "scope": "admin"}, headers=rebound),
+        401,
+        "unauthorized",
+    )
+    assert "not a loopback name" in body["detail"]
+    assert client.get(f"{API}/versions/{staged}").json()["state"] == "staged"
+    info = client.get(f"{API}/info", headers={"host": "127.0.0.1:8080", "origin": "null"})
+    assert info.status_code == 401
+    own = {
+        "host": "127.0.0.1:8080",
+        "origin": "http://127.0.0.1:8080",
+        "sec-fetch-site": "same-origin",
+    }
+    assert client.post(abandon, headers=own).status_code == 200

@@ -141,7 +141,9 @@ def test_default_and_explicit_splits(client: TestClient) -> None:
     )
     assert "nope" in body["detail"] and "validation" in body["detail"]
     # an empty list used to register the entry with no split at all (silently dropped)
-    body = error(put(client, "m/c3", data=[{"version": v, "splits": []}]), 400, "invalid_checkpoint")
+    body = error(
+        put(client, "m/c3", data=[{"version": v, "splits": []}]), 400, "invalid_checkpoint"
+    )
     assert "splits is empty" in body["detail"]
 
 

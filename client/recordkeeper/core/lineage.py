@@ -223,9 +223,7 @@ def parse_deleted_at(text: object) -> datetime.datetime:
     try:
         return value.astimezone(datetime.UTC)
     except OverflowError:  # 0001-01-01T00:00+14:00 is before year 1 in UTC
-        raise InvalidCheckpoint(
-            f"deleted_at {text!r} is outside the years 1-9999 in UTC"
-        ) from None
+        raise InvalidCheckpoint(f"deleted_at {text!r} is outside the years 1-9999 in UTC") from None
 
 
 def validate_parent_kind(kind: object) -> str:

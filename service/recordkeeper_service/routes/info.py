@@ -33,10 +33,10 @@ router = APIRouter(tags=["info"], responses=AUTHENTICATED)
 @router.get("/info", response_model=InfoOut)
 async def get_info(request: Request, settings: SettingsDep, _who: Reader) -> dict[str, Any]:
     """Service version, naming convention, storage roots and auth mode (for this request:
-    ``token`` when it came through a proxy, see docs/security.md)."""
-    open_access = settings.open_access and not request.app.state.authenticator.proxied(
-        request.scope
-    )
+    ``token`` when it came through a proxy or from another site's page, see
+    docs/security.md)."""
+    refusal = request.app.state.authenticator.open_access_refusal(request.scope)
+    open_access = settings.open_access and refusal is None
     return {
         "version": __version__,
         "naming_convention": CONVENTION,
