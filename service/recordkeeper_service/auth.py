@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from starlette.concurrency import run_in_threadpool
 
 from recordkeeper.core.errors import AuthenticationRequired, PermissionDenied
-from recordkeeper_service.repository.tokens import TokenRepository
+from recordkeeper_service.repository.tokens import ANONYMOUS_ACTOR, TokenRepository
 
 __all__ = [
     "ANONYMOUS",
@@ -83,7 +83,7 @@ class Principal:
         return self
 
 
-ANONYMOUS = Principal(name="anonymous", scope="admin")
+ANONYMOUS = Principal(name=ANONYMOUS_ACTOR, scope="admin")
 
 
 #: Request headers (lower case, as in the ASGI scope) that a proxy adds; any of them means the
@@ -214,11 +214,10 @@ class Authenticator:
         no token costs no I/O.
         """
         refusal = self.open_access_refusal(scope) if self.open_access else None
-        header = None
-        for name, value in scope.get("headers", ()):
-            if name == b"authorization":
-                header = value.decode("latin-1")
-                break
+        given = [value for name, value in scope.get("headers", ()) if name == b"authorization"]
+        if len(given) > 1:  # which one would a proxy or a log have believed?
+            raise AuthenticationRequired("send one Authorization header, not several")
+        header = given[0].decode("latin-1") if given else None
         if not header:
             return self.authenticate(None, refusal=refusal)
         return await run_in_threadpool(self.authenticate, header, refusal=refusal)

@@ -240,3 +240,19 @@ def test_a_cross_site_form_cannot_act_as_the_local_admin(client: TestClient) -> 
         "sec-fetch-site": "same-origin",
     }
     assert client.post(abandon, headers=own).status_code == 200
+
+
+def test_one_authorization_header_and_no_token_named_anonymous(
+    make_client: Callable[..., TestClient], database_url: str
+) -> None:
+    secret = make_token(database_url, "admin")
+    client = make_client(auth="required")
+    twice = [("authorization", f"Bearer {secret}"), ("authorization", "Bearer rk_other")]
+    body = error(client.get(f"{API}/datasets", headers=twice), 401, "unauthorized")
+    assert "one Authorization header" in body["detail"]
+    assert client.get(f"{API}/datasets", headers=bearer(secret)).status_code == 200
+    reserved = {"name": "anonymous", "scope": "read"}
+    body = error(
+        client.post(f"{API}/tokens", json=reserved, headers=bearer(secret)), 422, "invalid_request"
+    )
+    assert "reserved" in body["detail"]

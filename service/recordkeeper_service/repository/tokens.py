@@ -20,9 +20,11 @@ from recordkeeper_service.domain import Page, TokenRecord
 from recordkeeper_service.repository import convert
 from recordkeeper_service.repository.common import record_event
 
-__all__ = ["TOKEN_PREFIX", "TokenRepository", "hash_secret", "new_secret"]
+__all__ = ["ANONYMOUS_ACTOR", "TOKEN_PREFIX", "TokenRepository", "hash_secret", "new_secret"]
 
 TOKEN_PREFIX = "rk_"
+#: The actor of requests served without a token (open access): no token may take the name.
+ANONYMOUS_ACTOR = "anonymous"
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 _LAST_USED_RESOLUTION = datetime.timedelta(seconds=60)
 
@@ -52,6 +54,10 @@ class TokenRepository:
         if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
             raise InvalidRequest(
                 f"token name {name!r} is invalid: 1-64 letters, digits, '_', '.', '@', '-'"
+            )
+        if name == ANONYMOUS_ACTOR:
+            raise InvalidRequest(
+                f"token name {name!r} is reserved: audit events name requests without a token so"
             )
         if scope not in m.SCOPES:
             raise InvalidRequest(f"scope must be one of {', '.join(m.SCOPES)}, got {scope!r}")
