@@ -8,7 +8,7 @@ mapped folder is ``migrations/`` (the Alembic environment), shipped as
 
 from __future__ import annotations
 
-from setuptools import Extension, find_packages, setup
+from setuptools import Extension, find_namespace_packages, find_packages, setup
 
 SOURCE_ROOTS = ("client", "service")
 MAPPED = {"recordkeeper_service.migrations": "migrations"}
@@ -18,8 +18,11 @@ def discover() -> tuple[list[str], dict[str, str]]:
     """Every package under the source roots and the mapped folders, with its directory."""
     package_dir: dict[str, str] = {}
     for root in SOURCE_ROOTS:
-        for name in find_packages(root):
-            package_dir[name] = f"{root}/{name.replace('.', '/')}"
+        # data folders (the web UI, the API docs' assets) too: setuptools warns about data in a
+        # folder that is not a listed package
+        for name in find_namespace_packages(root, exclude=["*__pycache__*"]):
+            if all(part.isidentifier() for part in name.split(".")):
+                package_dir[name] = f"{root}/{name.replace('.', '/')}"
     for package, folder in MAPPED.items():
         package_dir[package] = folder
         for sub in find_packages(folder):
