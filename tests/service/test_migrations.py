@@ -14,6 +14,7 @@ from recordkeeper_service import migrate
 from recordkeeper_service.app import create_app
 from recordkeeper_service.db import Database
 from recordkeeper_service.models import Base
+from recordkeeper_service.repository.lineage import CheckpointInput, LineageRepository
 from recordkeeper_service.settings import Settings
 from recordkeeper_service.startup import StartupError
 
@@ -79,6 +80,24 @@ def test_downgrade_to_base_and_back(empty_db: Database) -> None:
         command.downgrade(config, "base")
     assert migrate.current_revision(empty_db) is None
     assert migrate.upgrade(empty_db).at_head
+
+
+def test_downgrade_refuses_what_the_older_schema_cannot_hold(empty_db: Database) -> None:
+    """Below 1ccf43ccea4c a checkpoint name is unique per model: a name in two runs makes the
+    downgrade stop with a message naming it, before changing anything."""
+    migrate.upgrade(empty_db)
+    head = migrate.current_revision(empty_db)
+    lineage = LineageRepository(empty_db)
+    for run in ("r1", "r2"):
+        lineage.register("det", "ckpt-1", CheckpointInput(run=run), actor="t")
+    config = migrate.alembic_config(empty_db)
+    with (
+        pytest.raises(RuntimeError, match=r"det/ckpt-1 \(2 runs\)"),
+        empty_db.engine.begin() as conn,
+    ):
+        config.attributes["connection"] = conn
+        command.downgrade(config, "000576a38782")
+    assert migrate.current_revision(empty_db) == head  # nothing was changed
 
 
 def test_models_cover_the_registry_tables() -> None:
