@@ -1,7 +1,7 @@
 """A version's totals stay 64-bit: shards that would overflow them are refused up front.
 
 Each shard's ``size`` and ``record_count`` is at most 2^63-1, but the service adds them up (the
-version's ``size`` and ``record_count``, each split's). A
+version's ``size`` and ``record_count``, each split's, the merged schema's counts). A
 registration that would take any of those sums past 2^63-1 is ``400 invalid_shard`` before
 anything is written, on both backends, so nothing stored can make a later read fail.
 """
@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from recordkeeper.core.limits import MAX_INT64
-from tests.service._helpers import API, commit, error, register, shard, stage
+from tests.service._helpers import API, commit, error, example_schema, register, shard, stage
 
 HUGE = {"size": MAX_INT64, "record_count": MAX_INT64, "schema": None}
 
@@ -98,3 +98,28 @@ def test_a_second_request_over_the_limit_is_refused(client: TestClient) -> None:
     assert abandoned.status_code == 200, abandoned.text
     assert abandoned.json()["state"] == "abandoned"
     _check_readable(client, versions[1]["name"])
+
+
+def test_merged_schema_counts_stay_within_the_limit(client: TestClient) -> None:
+    """The merged schema sums each shard schema's counts: a shard's schema may not count more
+    records than the shard holds, nor a feature in more records than the schema counts."""
+    staged = stage(client, "coco")
+    prefix = staged["storage_prefix"]
+    too_many = shard(prefix, 0, 2, records=10, schema=example_schema(MAX_INT64))
+    body = error(register(client, staged["name"], [too_many]), 400, "invalid_shard")
+    assert body["shard"] == 0 and "record_count" in body["detail"]
+    present = example_schema(10)
+    present["features"][0]["present_count"] = 11
+    too_present = shard(prefix, 0, 2, records=10, schema=present)
+    body = error(register(client, staged["name"], [too_present]), 400, "invalid_shard")
+    assert body["shard"] == 0 and "present_count" in body["detail"]
+
+    bodies = [shard(prefix, i, 2, records=MAX_INT64 // 2) for i in range(2)]
+    assert register(client, staged["name"], bodies).status_code == 200
+    committed = commit(client, staged["name"])
+    assert committed.status_code == 200, committed.text
+    schema = client.get(f"{API}/versions/{committed.json()['name']}/schema")
+    assert schema.status_code == 200, schema.text
+    merged = schema.json()["schema"]
+    assert merged["record_count"] == committed.json()["record_count"] <= MAX_INT64
+    assert merged["features"][0]["present_count"] <= MAX_INT64

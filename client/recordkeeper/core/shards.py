@@ -302,7 +302,8 @@ def check_totals(stored: Mapping[str, int], added: Iterable[tuple[int, ShardReco
     ``stored`` holds the version's totals (:data:`SUMMED_FIELDS`) over the shards registered
     so far, ``added`` the new shards with their position in the request.  A split's total is
     part of its version's (sizes and counts are non-negative), so the version's bound is also
-    every split's.
+    every split's, and a merged schema's counts (bounded by the records: see
+    :func:`recordkeeper.core.schema.check_shard_schema`) are bounded with it.
 
     Raises:
         InvalidShard: naming the first shard that takes a total past the limit.
