@@ -8,12 +8,17 @@ anything is written, on both backends, so nothing stored can make a later read f
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
+from recordkeeper.core.errors import ServiceUnavailable
 from recordkeeper.core.limits import MAX_INT64
+from recordkeeper_service.db import Database
 from tests.service._helpers import API, commit, error, example_schema, register, shard, stage
 
 HUGE = {"size": MAX_INT64, "record_count": MAX_INT64, "schema": None}
@@ -123,3 +128,30 @@ def test_merged_schema_counts_stay_within_the_limit(client: TestClient) -> None:
     merged = schema.json()["schema"]
     assert merged["record_count"] == committed.json()["record_count"] <= MAX_INT64
     assert merged["features"][0]["present_count"] <= MAX_INT64
+
+
+def test_a_database_arithmetic_error_is_not_an_outage(
+    database_url: str, backend: str, tmp_path: Path
+) -> None:
+    """SQLite's "integer overflow" (from SUM) is a statement error: retrying cannot help, so it
+    never becomes 503 service_unavailable (it is a 500); a database it cannot open still is."""
+    if backend != "sqlite":
+        pytest.skip("PostgreSQL's SUM of bigint is numeric: it does not overflow")
+    overflow = text(f"SELECT sum(x) FROM (SELECT {MAX_INT64} AS x UNION ALL SELECT 1)")
+    database = Database(database_url, pool_size=1)
+    try:
+        with (
+            pytest.raises(OperationalError, match="integer overflow"),
+            database.transaction(write=False) as session,
+        ):
+            session.execute(overflow).all()
+        with pytest.raises(OperationalError, match="integer overflow"):
+            database.read(lambda conn: conn.execute(overflow).all())
+    finally:
+        database.dispose()
+    unreachable = Database(f"sqlite:///{tmp_path / 'missing' / 'registry.db'}", pool_size=1)
+    try:
+        with pytest.raises(ServiceUnavailable), unreachable.transaction() as session:
+            session.execute(text("SELECT 1")).all()
+    finally:
+        unreachable.dispose()
