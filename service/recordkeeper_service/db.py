@@ -7,7 +7,8 @@ the database lock instead of failing half-way.  PostgreSQL URLs are routed to ps
 :meth:`Database.transaction` commits on success, rolls back on error, and translates database
 errors into recordkeeper errors with stable codes (a unique-constraint violation on a known
 constraint becomes e.g. :class:`~recordkeeper.core.errors.DatasetExists`; an unreachable or locked
-database becomes :class:`~recordkeeper.core.errors.ServiceUnavailable`).
+database becomes :class:`~recordkeeper.core.errors.ServiceUnavailable`; a statement SQLite
+refuses, such as an ``integer overflow`` in ``SUM``, is not an outage and stays an error: 500).
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ class Database:
             raise InvalidRequest(f"the database refused a value: {_first_line(exc)}") from exc
         except OperationalError as exc:
             session.rollback()
+            if not _is_outage(exc):
+                raise  # a statement that cannot succeed: a bug (500), not an outage
             raise _unavailable(exc) from exc
         except BaseException:
             session.rollback()
@@ -129,6 +132,8 @@ class Database:
                 if attempt == 1 and exc.connection_invalidated:
                     log.info("database connection lost; retrying the read once")
                     continue
+                if not _is_outage(exc):
+                    raise
                 raise _unavailable(exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -178,6 +183,23 @@ def _make_sqlite_engine(url: URL, *, echo: bool) -> Engine:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+#: SQLite's generic result code ``SQLITE_ERROR``: the statement itself failed ("integer
+#: overflow" in ``SUM``, a missing table), which no retry can fix.  pysqlite raises it as an
+#: ``OperationalError`` like the codes that do mean an outage (busy, locked, I/O error, cannot
+#: open, disk full, ...).
+_SQLITE_ERROR = 1
+
+
+def _is_outage(exc: OperationalError) -> bool:
+    """Whether ``exc`` means the database is unavailable (503, safe to retry).
+
+    PostgreSQL drivers raise ``OperationalError`` for connection problems only (arithmetic
+    errors are ``DataError``); on SQLite a plain ``SQLITE_ERROR`` is a data or statement error.
+    """
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    return not (isinstance(code, int) and code & 0xFF == _SQLITE_ERROR)
 
 
 def _unavailable(exc: OperationalError) -> ServiceUnavailable:

@@ -20,7 +20,7 @@ from recordkeeper.core.errors import (
 )
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.roots import AllowedRoots
-from recordkeeper.core.schema import Schema
+from recordkeeper.core.schema import Schema, check_shard_schema
 from recordkeeper.core.shards import ShardRecord, validate_shard
 
 __all__ = ["ValidShard", "validate_shards"]
@@ -88,6 +88,7 @@ def _validate_one(
             raise InvalidShard(f"storage_identity is not plain JSON: {exc}") from None
     digest = _schema_digest(raw.get("schema"), schemas_by_body, schemas)
     if digest is not None:
+        check_shard_schema(schemas[digest], record.record_count)
         record = replace(record, schema_digest=digest)
     return ValidShard(position=position, record=record)
 

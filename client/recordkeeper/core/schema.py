@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from recordkeeper.core.canonical import canonical_json
 from recordkeeper.core.digests import format_digest
-from recordkeeper.core.errors import InvalidRequest, SchemaConflict
+from recordkeeper.core.errors import InvalidRequest, InvalidShard, SchemaConflict
 from recordkeeper.core.naming import quoted
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "SCOPES",
     "Feature",
     "Schema",
+    "check_shard_schema",
     "merge_schemas",
 ]
 
@@ -170,6 +171,29 @@ class Schema:
     def merge(self, other: Schema) -> Schema:
         """Combine two schemas (see :func:`merge_schemas`)."""
         return merge_schemas([self, other])
+
+
+def check_shard_schema(schema: Schema, record_count: int) -> None:
+    """A shard's schema describes that shard's records: it counts at most ``record_count``
+    records (the shard's), and each feature is present in at most that many.
+
+    Merging adds these counts up, so with this rule a version's merged schema never counts more
+    than the version's records, which are bounded (:func:`recordkeeper.core.shards.check_totals`).
+
+    Raises:
+        InvalidShard: a count out of that range.
+    """
+    if not 0 <= schema.record_count <= record_count:
+        raise InvalidShard(
+            f"schema record_count {schema.record_count} must be between 0 and the shard's "
+            f"record_count ({record_count})"
+        )
+    for feat in schema.features:
+        if feat.present_count > schema.record_count:
+            raise InvalidShard(
+                f"schema feature {quoted(feat.name)} has present_count {feat.present_count}, "
+                f"more than the schema's record_count ({schema.record_count})"
+            )
 
 
 def _sort_key(feat: Feature) -> tuple[int, str]:

@@ -30,7 +30,7 @@ Each field's ``metadata`` says how it travels:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self, cast
 
@@ -45,9 +45,11 @@ __all__ = [
     "CONTENT_FIELDS",
     "FIELDS",
     "INPUT_FIELDS",
+    "SUMMED_FIELDS",
     "Compression",
     "ShardRecord",
     "WireField",
+    "check_totals",
     "validate_shard",
     "wire_fields",
 ]
@@ -287,3 +289,35 @@ def validate_shard(
         record_count=record_count,
         storage_identity=identity,
     )
+
+
+#: The fields the service adds up over a version's shards (the version's ``size`` and
+#: ``record_count``, each split's): every such total is stored and answered as a 64-bit integer.
+SUMMED_FIELDS: tuple[str, ...] = ("size", "record_count")
+
+
+def check_totals(stored: Mapping[str, int], added: Iterable[tuple[int, ShardRecord]]) -> None:
+    """Refuse shards that would take a version's total of a summed field past 2^63-1.
+
+    ``stored`` holds the version's totals (:data:`SUMMED_FIELDS`) over the shards registered
+    so far, ``added`` the new shards with their position in the request.  A split's total is
+    part of its version's (sizes and counts are non-negative), so the version's bound is also
+    every split's, and a merged schema's counts (bounded by the records: see
+    :func:`recordkeeper.core.schema.check_shard_schema`) are bounded with it.
+
+    Raises:
+        InvalidShard: naming the first shard that takes a total past the limit.
+    """
+    totals = {name: stored.get(name, 0) for name in SUMMED_FIELDS}
+    for position, record in added:
+        for name in SUMMED_FIELDS:
+            total = totals[name] + getattr(record, name)
+            if total > MAX_INT64:
+                raise InvalidShard(
+                    f"shard {position}: the version's total {name} would be {total}, over the "
+                    f"limit of {MAX_INT64} (2^63-1): the {name} of a version's shards "
+                    f"(registered: {stored.get(name, 0)}, plus this request's) must add up to "
+                    "at most that",
+                    shard=position,
+                )
+            totals[name] = total

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from recordkeeper.core.errors import InvalidShard, ShardConflict, VersionNotStaged
 from recordkeeper.core.roots import AllowedRoots
 from recordkeeper.core.schema import Schema
-from recordkeeper.core.shards import CONTENT_FIELDS
+from recordkeeper.core.shards import CONTENT_FIELDS, check_totals
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import RegisterResult
@@ -96,6 +96,12 @@ class ShardRepository:
             _not_the_prefix(valid, version.storage_prefix)
             existing, split_counts = _existing(session, version.id, valid)
             new, unchanged = _plan(valid, existing, split_counts)
+            # Before anything is written: the version's totals (its row is locked) plus the
+            # new shards stay 64-bit, so no stored sum can make a read fail.
+            check_totals(
+                {"size": version.size, "record_count": version.record_count},
+                ((shard.position, shard.record) for shard in new),
+            )
             used = {shard.record.schema_digest for shard in new}
             store_schemas(session, {d: s for d, s in schemas.items() if d in used})
             if new:
