@@ -95,3 +95,33 @@ def test_versions_of_several_states_page_each_state(
     ]
     with pytest.raises(rk.InvalidRequest):
         client.versions("coco", state=[])
+
+
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [
+        (
+            "coco",
+            "'coco' is neither a version name nor a reference; to name its newest version use "
+            "'coco@latest' (or coco@vN, coco@<alias>)",
+        ),
+        (
+            "Coco",
+            "'Coco' is neither a version name (dataset_YYYYMMDD_vN[_desc], e.g. coco_20231015_v3) "
+            "nor a reference of the form dataset@selector (e.g. coco@latest)",
+        ),
+        (
+            "coco_20231301_v3",
+            "version name 'coco_20231301_v3': date '20231301' is not a calendar date: "
+            "month must be in 1..12",
+        ),
+    ],
+)
+def test_a_bad_reference_is_one_sentence(
+    runner: CliRunner, client: rk.Client, ref: str, message: str
+) -> None:
+    """Said once, with the reference to use when the text is a bare dataset name."""
+    publish(client, "first")
+    result = runner.invoke(cli.app, ["show", ref])
+    assert result.exit_code == 1
+    assert result.stderr == f"error: {message} [invalid_reference]\n"
