@@ -18,6 +18,7 @@ from recordkeeper.cli.common import (
     print_json,
     size,
 )
+from recordkeeper.core.errors import InvalidRequest
 from recordkeeper.core.refs import PUBLISHED_STATES
 from recordkeeper.dataset import Dataset
 from recordkeeper.storage import join_uri, list_files, to_uri
@@ -231,7 +232,7 @@ def verify(
         try:
             version.split(name)
         except KeyError as exc:  # an unknown --split: the message names the splits
-            raise CliError(exc.args[0]) from None
+            raise CliError(exc.args[0], InvalidRequest.code) from None
     report = version.verify(
         deep=deep, splits=split, storage_options=options, progress=None if not as_json else False
     )

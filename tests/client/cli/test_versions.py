@@ -125,3 +125,17 @@ def test_a_bad_reference_is_one_sentence(
     result = runner.invoke(cli.app, ["show", ref])
     assert result.exit_code == 1
     assert result.stderr == f"error: {message} [invalid_reference]\n"
+
+
+def test_verify_an_unknown_split_has_a_code(runner: CliRunner, client: rk.Client) -> None:
+    v1 = publish(client, "first")
+    result = runner.invoke(cli.app, ["verify", "coco@latest", "--split", "trian"])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: {v1.name} has no split 'trian'; splits: train, validation [invalid_request]\n"
+    )
+    body = json.loads(
+        runner.invoke(cli.app, ["verify", "coco@latest", "--split", "trian", "--json"]).stderr
+    )
+    assert body["code"] == "invalid_request"
+    assert runner.invoke(cli.app, ["verify", "coco@latest", "--split", "train"]).exit_code == 0
