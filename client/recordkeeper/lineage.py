@@ -106,7 +106,11 @@ class DataUse:
 
 
 def _version_ref(value: Any, where: str) -> str:
-    """A reference string for a DatasetVersion (its exact name) or a reference string."""
+    """A reference string for a DatasetVersion (its exact name) or a reference string.
+
+    Anything else is an :class:`InvalidReference` (``invalid_reference``), as the service
+    answers for a bad version reference — also inside a checkpoint's data entries.
+    """
     name = getattr(value, "name", None)
     if isinstance(name, str) and hasattr(value, "content_digest"):
         return name
@@ -114,9 +118,9 @@ def _version_ref(value: Any, where: str) -> str:
         try:
             parse_reference(value)
         except InvalidReference as exc:
-            raise InvalidCheckpoint(f"{where}: {exc.detail}") from None
+            raise InvalidReference(f"{where}: {exc.detail}") from None
         return value.strip()
-    raise InvalidCheckpoint(
+    raise InvalidReference(
         f"{where}: expected a DatasetVersion or a reference such as 'coco@v3', "
         f"got {type(value).__name__}"
     )

@@ -43,13 +43,14 @@ def test_normalize_data_forms() -> None:
     )
     for bad in (
         {"finetune": "coco@v1"},
-        {"train": 3},
-        {"train": "coco@@"},
         "coco@v1",
         {"train": {"splits": ["a"]}},
     ):
         with pytest.raises(rk.InvalidCheckpoint):
             normalize_data(bad)
+    for bad_ref in ({"train": 3}, {"train": "coco@@"}):  # as the service answers: not a checkpoint
+        with pytest.raises(rk.InvalidReference):
+            normalize_data(bad_ref)
 
 
 def _answer(entries: int) -> dict[str, Any]:
@@ -223,6 +224,27 @@ def test_invalid_input_is_refused_before_any_request(client: rk.Client, switch: 
         client.register_checkpoint(model="det", checkpoint="ckpt-1", parent="det/ckpt-1")
     with pytest.raises(rk.InvalidCheckpoint):
         client.shard_consumers("not-a-uri")
+    assert switch.requests == []
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: c.consumers("mnist_classifier/ckpt-2"),
+        lambda c: c.consumers("coco"),
+        lambda c: c.lineage_graph(version="coco@@"),
+        lambda c: c.check_model("det/ckpt-1", data=["coco"]),
+    ],
+)
+def test_a_bad_version_reference_is_invalid_reference(
+    client: rk.Client, switch: Switch, call: Any
+) -> None:
+    """The text is a version reference: ``invalid_reference``, as the service answers, not
+    ``invalid_checkpoint``; refused before any request."""
+    with pytest.raises(rk.InvalidReference) as caught:
+        call(client)
+    assert caught.value.code == "invalid_reference"
+    assert not isinstance(caught.value, rk.InvalidCheckpoint)
     assert switch.requests == []
 
 

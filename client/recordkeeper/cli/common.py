@@ -123,12 +123,11 @@ def exit_code_for(error: BaseException) -> ExitCode:
 
 
 class CliError(Exception):
-    """A user error found by the CLI itself: printed as ``error: <message>``, exit status
-    ``exit_code`` (1 unless given)."""
+    """A user error found by the CLI itself: printed as ``error: <message> [<code>]``, exit
+    status ``exit_code`` (1 unless given).  ``code`` is required: every error the CLI prints
+    has one (docs/cli.md), preferably a code of :mod:`recordkeeper.core.errors`."""
 
-    def __init__(
-        self, message: str, code: str | None = None, exit_code: ExitCode = ExitCode.ERROR
-    ) -> None:
+    def __init__(self, message: str, code: str, exit_code: ExitCode = ExitCode.ERROR) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
@@ -240,7 +239,7 @@ def size(n: int) -> str:
 
 def fail(
     message: str,
-    code: str | None,
+    code: str,
     exit_code: ExitCode,
     extra: dict[str, Any] | None = None,
     request_id: str | None = None,
@@ -252,19 +251,19 @@ def fail(
 
 def report_error(
     message: str,
-    code: str | None,
+    code: str,
     extra: dict[str, Any] | None = None,
     request_id: str | None = None,
 ) -> None:
     """Print an error on stderr: ``error: <message> [<code>] (request id <id>)``, or with
     ``--json`` the object ``{"code": …, "detail": …, "request_id": …, **extra}`` on one line."""
     if json_errors():
-        body = {"code": code or "error", "detail": message, **(extra or {})}
+        body = {"code": code, "detail": message, **(extra or {})}
         if request_id:
             body["request_id"] = request_id
         sys.stderr.write(json.dumps(body, default=str) + "\n")
     else:
-        suffix = f" [{code}]" if code else ""
+        suffix = f" [{code}]"
         if request_id:
             suffix += f" (request id {request_id})"
         sys.stderr.write(f"error: {message}{suffix}\n")
@@ -295,4 +294,4 @@ def handle_errors(run: Callable[[], T]) -> T:
         )
     except OSError as exc:
         code = "file_not_found" if isinstance(exc, FileNotFoundError) else "os_error"
-        fail(str(exc), code if json_errors() else None, exit_code_for(exc))
+        fail(str(exc), code, exit_code_for(exc))

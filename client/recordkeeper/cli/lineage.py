@@ -9,7 +9,8 @@
   (``train.yaml`` → ``train.lock.yaml``; ``--inplace``, ``--update``), printing what changed;
   ``--check`` only checks the lock (stale, deprecated, changed content) and exits 4 if not ok;
 * ``recordkeeper checkpoints ls [MODEL]`` — models, or one model's checkpoints (``--run``);
-* ``recordkeeper checkpoints check MODEL`` — mark checkpoints whose files are gone as deleted;
+* ``recordkeeper checkpoints check MODEL`` — mark checkpoints whose files are gone as deleted
+  (a storage error leaves a checkpoint unchecked, with its reason, and the check goes on);
 * ``recordkeeper checkpoints flush`` — send registrations queued while the service was down.
 
 Checkpoints are shown as ``model@run/ckpt-N`` (the run tells reruns of a model name apart);
@@ -329,21 +330,30 @@ def checkpoints_check(
 ) -> None:
     """Look at storage for a model's checkpoints; mark those whose files are gone as deleted.
 
-    Exits 1 when some were missing (recorded now, or only reported with --dry-run).
+    A checkpoint storage cannot answer for (no filesystem for its scheme, access denied,
+    endpoint unreachable) is listed unchecked with the reason, and the others are still checked.
+    Exits 1 when some were missing (recorded now, or only reported with --dry-run) or could not
+    be checked because of a storage error.
     """
     report = connect().check_checkpoints(model, run=run, dry_run=dry_run)
     if json_out:
         print_json(report.to_json())
     else:
+        from rich.markup import escape
+
+        out = console()
         verb = "missing (not recorded, --dry-run)" if dry_run else "missing, marked deleted"
         for ref in report.missing:
-            console().print(f"{ref}  [red]{verb}[/]")
-        console().print(
+            out.print(f"{ref}  [red]{verb}[/]")
+        for ref in report.errors:
+            out.print(f"{ref}  [yellow]unchecked[/]: {escape(report.reasons[ref])}")
+        no_uri = len(report.unchecked) - len(report.errors)
+        out.print(
             f"{model}: {len(report.present)} present, {len(report.missing)} {verb}, "
-            f"{len(report.unchecked)} without a URI"
+            f"{len(report.errors)} unchecked (storage error), {no_uri} without a URI"
         )
-    if report.missing:
-        raise typer.Exit(1)
+    if not report.ok:
+        raise typer.Exit(int(ExitCode.ERROR))
 
 
 @checkpoints_app.command("flush")

@@ -18,6 +18,8 @@ from recordkeeper.cli.common import (
     print_json,
     size,
 )
+from recordkeeper.core.errors import InvalidRequest
+from recordkeeper.core.refs import PUBLISHED_STATES
 from recordkeeper.dataset import Dataset
 from recordkeeper.storage import join_uri, list_files, to_uri
 
@@ -161,13 +163,29 @@ def show(
 
 def list_(
     dataset: Annotated[str | None, typer.Argument(help="List this dataset's versions.")] = None,
-    state: Annotated[str | None, typer.Option(help="Only versions in this state.")] = None,
+    state: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only versions in this state (repeatable): staged, committed, deprecated, "
+            "abandoned.",
+            show_default="committed and deprecated",
+        ),
+    ] = None,
+    all_states: Annotated[
+        bool,
+        typer.Option("--all", help="Include staged and abandoned versions (publish attempts) too."),
+    ] = False,
     limit: Annotated[int | None, typer.Option(help="At most this many.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List datasets, or the versions of one dataset (newest first)."""
+    """List datasets, or the published versions of one dataset, newest first (--all adds
+    staged and abandoned ones)."""
     from rich.table import Table
 
+    if state and all_states:
+        raise typer.BadParameter("give --state or --all, not both")
+    if dataset is None and (state or all_states):
+        raise typer.BadParameter("--state and --all apply to a dataset's versions: ls DATASET")
     client = connect()
     if dataset is None:
         datasets = client.datasets(limit=limit)
@@ -179,7 +197,8 @@ def list_(
             table.add_row(d.name, str(d.version_count), d.latest or "-", d.description or "")
         console().print(table)
         return
-    versions = client.versions(dataset, state=state, limit=limit)
+    states = None if all_states else state or PUBLISHED_STATES
+    versions = client.versions(dataset, state=states, limit=limit)
     if as_json:
         print_json([{k: v for k, v in x.to_dict().items() if k != "splits"} for x in versions])
         return
@@ -213,7 +232,7 @@ def verify(
         try:
             version.split(name)
         except KeyError as exc:  # an unknown --split: the message names the splits
-            raise CliError(exc.args[0]) from None
+            raise CliError(exc.args[0], InvalidRequest.code) from None
     report = version.verify(
         deep=deep, splits=split, storage_options=options, progress=None if not as_json else False
     )

@@ -45,6 +45,7 @@ __all__ = [
     "format_staged_name",
     "format_version_name",
     "is_staged_name",
+    "is_version_name_shaped",
     "parse_date",
     "parse_staged_name",
     "parse_version_name",
@@ -236,6 +237,11 @@ def format_staged_name(
         raise InvalidVersionName(f"staging number must be a positive integer, got {quoted(stage)}")
     name = f"{dataset}_{format_date(date)}_staged{stage}"
     return f"{name}_{desc}" if desc else name
+
+
+def is_version_name_shaped(text: object) -> bool:
+    """True if ``text`` has the form of a version name (a part of it may still be invalid)."""
+    return isinstance(text, str) and _VERSION_RE.fullmatch(text) is not None
 
 
 def is_staged_name(text: object) -> bool:

@@ -26,6 +26,7 @@ from recordkeeper.core.naming import (
     StagedName,
     VersionName,
     is_staged_name,
+    is_version_name_shaped,
     parse_staged_name,
     parse_version_name,
     parse_version_number,
@@ -100,6 +101,24 @@ def validate_alias_name(alias: str) -> str:
     return alias
 
 
+def _not_a_version_name(text: str, error: InvalidVersionName) -> str:
+    """Why ``text`` (no ``@``, not a staged name) names no version, in one sentence: a bare
+    dataset name gets the reference to use, a malformed version name the part that is wrong."""
+    if is_version_name_shaped(text):
+        return error.detail  # "version name 'coco_20231301_v3': date ... is not a calendar date"
+    try:
+        validate_dataset_name(text)
+    except InvalidName:
+        return (
+            f"{quoted(text)} is neither a version name (dataset_YYYYMMDD_vN[_desc], e.g. "
+            "coco_20231015_v3) nor a reference of the form dataset@selector (e.g. coco@latest)"
+        )
+    return (
+        f"{quoted(text)} is neither a version name nor a reference; to name its newest version "
+        f"use {quoted(text + '@' + LATEST)} (or {text}@vN, {text}@<alias>)"
+    )
+
+
 def parse_reference(text: str) -> Reference:
     """Parse any reference form, raising :class:`InvalidReference` with a precise reason."""
     if not isinstance(text, str) or not text.strip():
@@ -120,10 +139,7 @@ def parse_reference(text: str) -> Reference:
         try:
             name = parse_version_name(text)
         except InvalidVersionName as exc:
-            raise InvalidReference(
-                f"{quoted(text)} is neither a version name (dataset_YYYYMMDD_vN[_desc]) nor "
-                f"'dataset@selector': {exc.detail.split(': ', 1)[-1]}"
-            ) from None
+            raise InvalidReference(_not_a_version_name(text, exc)) from None
         return Reference(dataset=name.dataset, kind=RefKind.NAME, number=name.number, name=name)
 
     dataset, _, selector = text.partition("@")

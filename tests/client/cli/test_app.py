@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import pkgutil
 from pathlib import Path
@@ -88,14 +89,14 @@ def test_user_errors_print_the_detail_and_code_and_their_exit_status(
 
 
 @pytest.mark.parametrize(
-    ("error", "status"),
+    ("error", "status", "code"),
     [
-        (FileNotFoundError(2, "No such file or directory"), ExitCode.NOT_FOUND),
-        (PermissionError("denied"), ExitCode.ERROR),
+        (FileNotFoundError(2, "No such file or directory"), ExitCode.NOT_FOUND, "file_not_found"),
+        (PermissionError("denied"), ExitCode.ERROR, "os_error"),
     ],
 )
 def test_os_errors_are_user_errors(
-    monkeypatch: pytest.MonkeyPatch, error: OSError, status: ExitCode
+    monkeypatch: pytest.MonkeyPatch, error: OSError, status: ExitCode, code: str
 ) -> None:
     def failing(*args: object, **kwargs: object) -> object:
         raise error
@@ -103,7 +104,14 @@ def test_os_errors_are_user_errors(
     monkeypatch.setattr(common, "Client", failing)
     result = CliRunner().invoke(app, ["resolve", "coco@latest"])
     assert result.exit_code == status
-    assert result.output == f"error: {error}\n"
+    assert result.output == f"error: {error} [{code}]\n"  # the code as with --json (cli.md)
+
+
+def test_every_error_the_cli_finds_itself_has_a_code() -> None:
+    """``error: <detail> [<code>]`` (docs/cli.md): a CliError cannot be made without a code."""
+    assert inspect.signature(common.CliError).parameters["code"].default is inspect.Parameter.empty
+    for printer in (common.fail, common.report_error):
+        assert inspect.signature(printer).parameters["code"].annotation == "str"
 
 
 def test_a_missing_config_file_is_a_user_error() -> None:

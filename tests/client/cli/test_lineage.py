@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -135,7 +136,56 @@ def test_checkpoints_check_marks_checkpoints_whose_files_are_gone(
         "present": [f"det@{run}/ckpt-2"],
         "missing": [],
         "unchecked": ["det@default/ckpt-9"],
+        "reasons": {"det@default/ckpt-9": "registered without a URI"},
+        "errors": [],
         "dry_run": False,
     }
     table = runner.invoke(cli.app, ["checkpoints", "ls", "det"]).output
     assert "deleted" in table
+
+
+def test_checkpoints_check_goes_on_past_storage_errors(
+    runner: CliRunner, client: rk.Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint whose store cannot answer (no filesystem for its scheme, an unreachable
+    endpoint) is unchecked with the reason; the others are still checked; exit 1."""
+    if importlib.util.find_spec("adlfs") is not None:
+        pytest.skip("adlfs is installed: az:// has a filesystem here")
+    monkeypatch.setattr(client.registry, "storage_options", {})
+    local = tmp_path / "run" / "ckpt-1"
+    local.parent.mkdir()
+    local.with_name("ckpt-1.index").write_bytes(b"")
+    uris = {
+        "ckpt-1": local.as_uri(),  # present
+        "ckpt-2": "az://models/run1/ckpt-2",  # no filesystem installed for az://
+        "ckpt-3": "s3://models/run1/ckpt-3",  # an endpoint nothing listens on
+        "ckpt-4": (tmp_path / "run" / "ckpt-4").as_uri(),  # missing
+    }
+    for name, uri in uris.items():
+        client.register_checkpoint(model="det", checkpoint=name, run="r1", uri=uri)
+    client.register_checkpoint(model="det", checkpoint="ckpt-9", run="r1")  # no URI
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+
+    result = runner.invoke(cli.app, ["checkpoints", "check", "det", "--dry-run", "--json"])
+    assert result.exit_code == 1, result.output
+    body = json.loads(result.stdout)
+    assert body["present"] == ["det@r1/ckpt-1"] and body["missing"] == ["det@r1/ckpt-4"]
+    assert sorted(body["unchecked"]) == ["det@r1/ckpt-2", "det@r1/ckpt-3", "det@r1/ckpt-9"]
+    assert sorted(body["errors"]) == ["det@r1/ckpt-2", "det@r1/ckpt-3"]
+    reasons = body["reasons"]
+    assert "no filesystem for az://models/run1/ckpt-2.index" in reasons["det@r1/ckpt-2"]
+    assert "adlfs" in reasons["det@r1/ckpt-2"]
+    assert "unreachable" in reasons["det@r1/ckpt-3"]
+    assert reasons["det@r1/ckpt-9"] == "registered without a URI"
+
+    (tmp_path / "run" / "ckpt-4.index").write_bytes(b"")  # only the storage errors are left
+    result = runner.invoke(cli.app, ["checkpoints", "check", "det"])
+    assert result.exit_code == 1, result.output
+    out = result.output
+    assert "det@r1/ckpt-2  unchecked: no filesystem for az://" in out
+    assert "det@r1/ckpt-3  unchecked: s3://models/run1/ckpt-3: storage endpoint unreachable" in out
+    assert "det: 2 present, 0 missing, marked deleted, 2 unchecked (storage error), " in out
+    assert "1 without a URI" in out and "error:" not in out
+    assert not client.checkpoint("det@r1/ckpt-2").deleted  # unchecked is never marked deleted
