@@ -142,6 +142,12 @@ def test_cli_publish_copy_into_the_service_storage_root(
     published = json.loads(done.stdout)
     assert published["storage_prefix"].startswith(live_service.storage_root.rstrip("/") + "/")
     assert published["record_count"] == 5
+    typo = runner.invoke(app, [*base[:4], "--name", "copyed", "--copy"])  # text mode
+    assert typo.exit_code == 0, typo.output
+    assert "published copyed_" in typo.output
+    assert "the first version of dataset 'copyed'" in typo.output
+    again = runner.invoke(app, [*base, "--copy", "--force-new"])
+    assert "published copied_" in again.output and "first version" not in again.output
     missing = runner.invoke(app, [*base[:3], str(tmp_path / "nope"), "--name", "x", "--copy"])
     assert missing.exit_code == 3, missing.output  # not found (docs/cli.md)
     assert "not found" in missing.output and "[storage_error]" in missing.output

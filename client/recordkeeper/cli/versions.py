@@ -87,6 +87,11 @@ def publish(
         )
     else:
         out.print(f"published [bold]{version.name}[/]")
+        if version.number == 1:  # a misspelt --name starts a new dataset: say so
+            out.print(
+                f"  the first version of dataset '{version.dataset}' (was the name meant to "
+                "be an existing dataset's? `recordkeeper ls` lists them)"
+            )
     out.print(f"  digest  {version.content_digest}")
     for split in sorted(version.splits.values(), key=lambda s: s.name):
         out.print(
