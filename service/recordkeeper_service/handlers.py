@@ -36,8 +36,8 @@ from recordkeeper_service.request_ids import REQUEST_ID_KEY, current_request_id
 from recordkeeper_service.responses import JSON
 
 __all__ = [
-    "MAX_LISTED_ERRORS",
     "AUTHENTICATE_CHALLENGE",
+    "MAX_LISTED_ERRORS",
     "RETRY_AFTER_SECONDS",
     "UNAVAILABLE_DETAIL",
     "allowed_methods",
