@@ -33,7 +33,7 @@ from recordkeeper.core.errors import (
     ServiceUnavailable,
 )
 
-__all__ = ["Database", "normalize_database_url"]
+__all__ = ["Database", "normalize_database_url", "refused_value"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -105,7 +105,7 @@ class Database:
             raise _translate_integrity_error(exc) from exc
         except DataError as exc:
             session.rollback()
-            raise InvalidRequest(f"the database refused a value: {_first_line(exc)}") from exc
+            raise refused_value(exc) from exc
         except OperationalError as exc:
             session.rollback()
             if not _is_outage(exc):
@@ -205,6 +205,14 @@ def _is_outage(exc: OperationalError) -> bool:
 def _unavailable(exc: OperationalError) -> ServiceUnavailable:
     log.warning("database unavailable: %s", _first_line(exc))
     return ServiceUnavailable(f"the registry database is unavailable: {_first_line(exc)}")
+
+
+def refused_value(exc: BaseException) -> InvalidRequest:
+    """``422 invalid_request`` for a value the database refused (a ``DataError``; the request
+    models refuse what they know of first).  The detail is generic, as for ``503``: the
+    database's own message (which names the database and echoes values) is only logged."""
+    log.warning("the database refused a value: %s", _first_line(exc))
+    return InvalidRequest("the database refused a value of the request")
 
 
 def _translate_integrity_error(exc: IntegrityError) -> RecordkeeperError:

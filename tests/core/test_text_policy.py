@@ -13,8 +13,10 @@ from recordkeeper.core.limits import (
     MAX_DECIMAL_DIGITS,
     MAX_INT64,
     MAX_REFERENCE_LENGTH,
+    invalid_number_at,
     invalid_text_at,
     is_scalar_text,
+    is_valid_text,
     parse_decimal,
 )
 from recordkeeper.core.naming import (
@@ -149,6 +151,9 @@ def test_scalar_text() -> None:
         ({"\ud800": 1}, "<key>"),
         ("\ud800", "body"),
         (["ok", "\ud800"], "[1]"),
+        ({"a": ["x", "a\x00b"]}, "a[1]"),
+        ({"meta": {"k\x00": 1}}, "meta.<key>"),
+        ("\x00", "body"),
     ],
 )
 def test_invalid_text_is_found_with_its_path(value: Any, where: str) -> None:
@@ -158,6 +163,31 @@ def test_invalid_text_is_found_with_its_path(value: Any, where: str) -> None:
 def test_valid_text_passes() -> None:
     assert invalid_text_at({"a": ["\U0001f600", 1, 2.5, None, True, {"b": "caf\u00e9"}]}) is None
     assert invalid_text_at(10**30) is None  # not text: types are checked elsewhere
+    assert invalid_text_at({"a": "\\u0000"}) is None  # the six characters, not a NUL
+    assert is_valid_text("caf\u00e9") and not is_valid_text("a\x00") and not is_valid_text("\ud800")
+
+
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        ({"a": [1, {"b": float("nan")}]}, "a[1].b"),
+        ({"m": {"x": float("inf")}}, "m.x"),
+        ({"m": [float("-inf")]}, "m[0]"),
+        ({"n": 2**63}, "n"),
+        ({"n": [-(2**63) - 1]}, "n[0]"),
+        ({"n": 10**30}, "n"),
+        (float("nan"), "body"),
+        (2**64, "body"),
+    ],
+)
+def test_invalid_numbers_are_found_with_their_path(value: Any, where: str) -> None:
+    assert invalid_number_at(value) == where
+
+
+def test_valid_numbers_pass() -> None:
+    value = {"a": [2**63 - 1, -(2**63), 1e308, -5e-324, 0.0, True, None, "NaN"], "b": {"c": 1.5}}
+    assert invalid_number_at(value) is None
+    assert invalid_number_at("text") is None
 
 
 # -- shards ---------------------------------------------------------------------------------

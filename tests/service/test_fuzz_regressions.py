@@ -36,13 +36,17 @@ def test_token_ids_beyond_64_bits_are_not_found(client: TestClient) -> None:
         error(client.delete(f"{API}/tokens/{token_id}"), 404, "token_not_found")
 
 
-def test_storage_identity_with_a_huge_integer_is_an_invalid_shard(client: TestClient) -> None:
+def test_storage_identity_with_a_huge_integer_is_an_invalid_request(client: TestClient) -> None:
     # It used to be stored, and every later GET of the version answered 500 (orjson cannot
-    # render integers beyond 64 bits).
+    # render integers beyond 64 bits).  Then 2**64 was invalid_shard but 2**63 stored; now any
+    # integer beyond 64-bit signed in free-form JSON is refused with the body (invalid_number).
     version = stage(client, root="s3://ml-data/datasets")
-    body = shard(version["storage_prefix"], 0, 1, storage_identity={"backend": "s3", "etag": 2**64})
-    answer = error(register(client, version["name"], [body]), 400, "invalid_shard")
-    assert answer["shard"] == 0
+    for huge in (2**64, 2**63):
+        identity = {"backend": "s3", "etag": huge}
+        body = shard(version["storage_prefix"], 0, 1, storage_identity=identity)
+        answer = error(register(client, version["name"], [body]), 422, "invalid_request")
+        assert answer["errors"][0]["type"] == "invalid_number"
+        assert "shards[0].storage_identity.etag" in answer["detail"]
     assert client.get(f"{API}/versions/{version['name']}").status_code == 200
 
 

@@ -39,6 +39,8 @@ def _nothing_registered(repository: Repository) -> None:
             saved_models=({"name": "n" * (MAX_SAVED_MODEL_NAME_LENGTH + 1), "uri": "u"},)
         ),
         CheckpointInput(saved_models=({"name": "", "uri": "s3://m/x"},)),
+        CheckpointInput(uri="s3://m/a\x00"),
+        CheckpointInput(saved_models=({"name": "c\x00", "uri": "s3://m/x"},)),
     ],
 )
 def test_checkpoint_text_is_checked_by_the_repository(

@@ -35,7 +35,7 @@ from recordkeeper.core.limits import (
     MAX_RUN_NAME_LENGTH,
     MAX_SAVED_MODEL_NAME_LENGTH,
     MAX_URI_LENGTH,
-    is_scalar_text,
+    is_valid_text,
 )
 
 __all__ = [
@@ -172,8 +172,8 @@ def run_of(run: str | None, uri: str | None) -> str:
 def validate_artifact_uri(uri: object, field: str) -> str:
     """Return ``uri`` (a checkpoint's or saved model's location, as the trainer wrote it) if it
     is non-empty Unicode text of at most :data:`MAX_URI_LENGTH` UTF-8 bytes, else raise."""
-    if not isinstance(uri, str) or not uri or not is_scalar_text(uri):
-        raise InvalidCheckpoint(f"{field} must be a non-empty string of Unicode text")
+    if not isinstance(uri, str) or not uri or not is_valid_text(uri):
+        raise InvalidCheckpoint(f"{field} must be a non-empty string of Unicode text without NUL")
     if len(uri.encode("utf-8")) > MAX_URI_LENGTH:
         raise InvalidCheckpoint(f"{field} is longer than {MAX_URI_LENGTH} bytes")
     return uri
@@ -182,8 +182,8 @@ def validate_artifact_uri(uri: object, field: str) -> str:
 def validate_saved_model_name(name: object, field: str) -> str:
     """Return ``name`` if it is non-empty Unicode text of at most
     :data:`MAX_SAVED_MODEL_NAME_LENGTH` characters, else raise."""
-    if not isinstance(name, str) or not name or not is_scalar_text(name):
-        raise InvalidCheckpoint(f"{field} must be a non-empty string of Unicode text")
+    if not isinstance(name, str) or not name or not is_valid_text(name):
+        raise InvalidCheckpoint(f"{field} must be a non-empty string of Unicode text without NUL")
     if len(name) > MAX_SAVED_MODEL_NAME_LENGTH:
         raise InvalidCheckpoint(
             f"{field} is {len(name)} characters long; at most {MAX_SAVED_MODEL_NAME_LENGTH} "
@@ -202,8 +202,10 @@ def validate_role(role: object, where: str, hint: str = "") -> str:
 def validate_deletion_reason(reason: object) -> str:
     """Return ``reason`` (why a checkpoint's files are gone) if it is non-empty Unicode text of
     at most :data:`MAX_REASON_LENGTH` characters, else raise."""
-    if not isinstance(reason, str) or not reason.strip() or not is_scalar_text(reason):
-        raise InvalidCheckpoint("a deletion reason must be a non-empty string of Unicode text")
+    if not isinstance(reason, str) or not reason.strip() or not is_valid_text(reason):
+        raise InvalidCheckpoint(
+            "a deletion reason must be a non-empty string of Unicode text without NUL"
+        )
     if len(reason) > MAX_REASON_LENGTH:
         raise InvalidCheckpoint(f"a deletion reason is limited to {MAX_REASON_LENGTH} characters")
     return reason

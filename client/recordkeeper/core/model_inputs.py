@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from recordkeeper.core.errors import InvalidCheckpoint
-from recordkeeper.core.limits import is_scalar_text
+from recordkeeper.core.limits import is_valid_text
 from recordkeeper.core.schema import Feature, Schema
 
 __all__ = [
@@ -129,8 +129,8 @@ class ModelInput:
         name, kind, dtype = body.get("name"), body.get("kind"), body.get("dtype")
         if not isinstance(name, str) or not name or len(name) > _MAX_INPUT_NAME:
             raise InvalidCheckpoint(f"{where}.name must be a non-empty string")
-        if not is_scalar_text(name):
-            raise InvalidCheckpoint(f"{where}.name must be Unicode text")
+        if not is_valid_text(name):
+            raise InvalidCheckpoint(f"{where}.name must be Unicode text without NUL")
         if kind not in INPUT_KINDS:
             raise InvalidCheckpoint(f"{where}.kind must be one of {', '.join(INPUT_KINDS)}")
         if not isinstance(dtype, str) or not dtype.isidentifier() or len(dtype) > 32:

@@ -31,9 +31,10 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import URL
 
-from recordkeeper.core.errors import InvalidRequest, ServiceUnavailable
+from recordkeeper.core.errors import ServiceUnavailable
 from recordkeeper.core.refs import Reference
 from recordkeeper_service import models as m
+from recordkeeper_service.db import refused_value
 from recordkeeper_service.repository.resolve import (
     reference_shape,
     resolution_params,
@@ -152,9 +153,7 @@ class AsyncPostgresReader:
                 except psycopg.DataError as exc:
                     if conn is not None:  # the connection is fine; the value was not
                         self._idle.append(conn)
-                    raise InvalidRequest(
-                        f"the database refused a value: {str(exc).strip()[:300]}"
-                    ) from exc
+                    raise refused_value(exc) from exc
                 except BaseException:
                     if conn is not None:
                         await _close_quietly(conn)

@@ -32,7 +32,13 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from recordkeeper.core.limits import MAX_JSON_OBJECT_BYTES, invalid_text_at
+from recordkeeper.core.limits import (
+    MAX_INT64,
+    MAX_JSON_OBJECT_BYTES,
+    MIN_INT64,
+    invalid_number_at,
+    invalid_text_at,
+)
 
 __all__ = [
     "AUTHENTICATED",
@@ -40,6 +46,7 @@ __all__ = [
     "ErrorOut",
     "IfNoneMatch",
     "InModel",
+    "Int64",
     "JsonObject",
     "ListOut",
     "OutModel",
@@ -53,9 +60,8 @@ T = TypeVar("T")
 
 
 def _renderable(value: dict[str, Any]) -> dict[str, Any]:
-    # Free-form JSON is stored as sent and answered later: refuse what orjson cannot render
-    # (integers beyond 64 bits) here with 422, as the service always has; many JSON readers
-    # would lose such numbers anyway.
+    # Free-form JSON is stored as sent and answered later.  Its text and numbers were checked
+    # with the whole body (InModel); what is left is the size, and anything orjson cannot render.
     try:
         rendered = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
     except TypeError as exc:
@@ -71,16 +77,43 @@ def _renderable(value: dict[str, Any]) -> dict[str, Any]:
 #: A free-form JSON object (metadata, metrics) that the service can render back.
 JsonObject = Annotated[dict[str, Any], AfterValidator(_renderable)]
 
+#: A declared integer field: 64-bit signed, as every integer the service stores (InModel
+#: refuses any other integer anywhere in a body; the bounds also document it in OpenAPI).
+#: A field with narrower bounds states them itself (``Field(ge=0, le=MAX_INT64)``).
+Int64 = Annotated[int, Field(ge=MIN_INT64, le=MAX_INT64)]
 
-def _encodes(data: Any) -> bool:
-    # orjson refuses lone surrogates (and integers beyond 64 bits): one C pass over the body
-    # answers the common case; only a refusal is looked at again to say where (or to find that
-    # it was only a big integer, which the field types handle).
+
+def _text_is_plain(data: Any) -> bool:
+    # orjson refuses lone surrogates (and integers beyond 64 bits) and escapes NUL as \u0000:
+    # one C pass over the body answers the common case; only a refusal or an escape is looked
+    # at again to say where (or to find that it was only a big integer, or a "\\u0000" that was
+    # sent as text).
     try:
-        orjson.dumps(data)
+        rendered = orjson.dumps(data)
     except orjson.JSONEncodeError:
         return False
-    return True
+    return b"\\u0000" not in rendered
+
+
+def _refuse_unstorable(data: Any) -> None:
+    """Raise the ``invalid_text``/``invalid_number`` validation error if ``data`` (a decoded
+    body) holds text or numbers that the databases would not store alike (see InModel)."""
+    where = None if _text_is_plain(data) else invalid_text_at(data)
+    if where is not None:
+        raise PydanticCustomError(
+            "invalid_text",
+            "{where}: text must be Unicode text without NUL (not a lone surrogate such as "
+            "\\ud800, nor \\u0000)",
+            {"where": where},
+        )
+    where = invalid_number_at(data)
+    if where is not None:
+        raise PydanticCustomError(
+            "invalid_number",
+            "{where}: numbers are finite (not NaN, Infinity or beyond a double such as 1e400) "
+            "and integers 64-bit signed (-2**63 to 2**63-1)",
+            {"where": where},
+        )
 
 
 #: Set while an outer request model validates its nested models (whose text it has checked).
@@ -88,13 +121,20 @@ _TEXT_CHECKED: ContextVar[bool] = ContextVar("recordkeeper_text_checked", defaul
 
 
 class InModel(BaseModel):
-    """Request bodies: the one text and type policy of the boundary.
+    """Request bodies: the one text, number and type policy of the boundary.
 
     * Unknown fields are ignored (forward compatible clients).
     * Every string and key anywhere in the body, free-form JSON included, is valid Unicode
-      text: a lone surrogate (JSON ``"\\ud800"``) refuses the whole body with
-      ``422 invalid_request`` naming where it is, before any field is looked at, so nothing
-      that cannot be stored or rendered back reaches a repository.
+      text without NUL: a lone surrogate (JSON ``"\\ud800"``) or a NUL (``"\\u0000"``, which
+      SQLite stores and PostgreSQL refuses) refuses the whole body with ``422
+      invalid_request`` (``invalid_text``) naming where it is, before any field is looked at,
+      so nothing that cannot be stored or rendered back alike on both databases reaches a
+      repository.
+    * Every number anywhere in the body, free-form JSON included, is finite and every integer
+      64-bit signed: ``NaN``, ``Infinity`` (which Python's JSON decoder accepts) and ``1e400``
+      (decoded as an infinity) would be stored as null by SQLite and refused by PostgreSQL;
+      they, and integers beyond 64 bits, refuse the whole body the same way
+      (``invalid_number``).
     * Types are strict: an ``int`` field takes a JSON integer only (not ``0.0``, ``false`` or
       ``"0"``), a ``str`` field a JSON string only, a ``bool`` field ``true``/``false`` only.
     """
@@ -103,18 +143,14 @@ class InModel(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _text_is_unicode(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+    def _text_and_numbers_are_storable(
+        cls, data: Any, handler: ModelWrapValidatorHandler[Any]
+    ) -> Any:
         # The outermost model checks the whole body once; nested models (10,000 shards of a
         # registration) are validated inside that check and skip it.
         if _TEXT_CHECKED.get():
             return handler(data)
-        where = None if _encodes(data) else invalid_text_at(data)
-        if where is not None:
-            raise PydanticCustomError(
-                "invalid_text",
-                "{where}: text is not valid Unicode (a lone surrogate such as \\ud800)",
-                {"where": where},
-            )
+        _refuse_unstorable(data)
         token = _TEXT_CHECKED.set(True)
         try:
             return handler(data)

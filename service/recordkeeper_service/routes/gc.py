@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import ConfigDict, Field
 
+from recordkeeper.core.limits import MAX_INT64
 from recordkeeper_service.deps import Admin, Limit, Offset, Reader, RepositoryDep
 from recordkeeper_service.repository.gc import DEFAULT_STAGED_OLDER_THAN, MAX_CLAIMS
 from recordkeeper_service.routes.common import AUTHENTICATED, InModel, ListOut, OutModel, errors
@@ -33,7 +34,7 @@ class GcClaimIn(InModel):
     staged_older_than: int = Field(
         default=DEFAULT_STAGED_OLDER_THAN,
         ge=0,
-        le=2**63 - 1,
+        le=MAX_INT64,
         description="seconds; staged versions idle longer than this (and than the server's "
         "minimum) are claimed",
     )
@@ -47,8 +48,8 @@ class GcClaimsOut(OutModel):
 class GcDoneIn(InModel):
     model_config = ConfigDict(extra="forbid")
 
-    objects: int | None = Field(default=None, ge=0, description="objects deleted")
-    bytes: int | None = Field(default=None, ge=0, description="bytes deleted")
+    objects: int | None = Field(default=None, ge=0, le=MAX_INT64, description="objects deleted")
+    bytes: int | None = Field(default=None, ge=0, le=MAX_INT64, description="bytes deleted")
 
 
 router = APIRouter(tags=["gc"], responses=AUTHENTICATED)

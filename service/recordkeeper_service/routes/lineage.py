@@ -48,6 +48,7 @@ from recordkeeper_service.routes.common import (
     NOT_MODIFIED,
     IfNoneMatch,
     InModel,
+    Int64,
     JsonObject,
     ListOut,
     OutModel,
@@ -97,7 +98,7 @@ class ModelInputIn(InModel):
     name: str = Field(examples=["image/encoded"])
     kind: str = Field(examples=["dense", "sparse", "ragged", "tensor"])
     dtype: str = Field(examples=["string", "float32", "int64"])
-    shape: list[int | None] | None = Field(default=None, examples=[[3]])
+    shape: list[Int64 | None] | None = Field(default=None, examples=[[3]])
     has_default: bool = False
     signature: str | None = None
 

@@ -24,6 +24,7 @@ from recordkeeper_service.routes.common import (
     NOT_MODIFIED,
     IfNoneMatch,
     InModel,
+    Int64,
     OutModel,
     entity_tag,
     errors,
@@ -67,12 +68,15 @@ def _shard_fields(*, output: bool) -> dict[str, Any]:
         if not (output or f.input):
             continue
         extra: dict[str, Any] = {"description": f.doc}
+        type_: Any = f.type
+        if not output and type_ is int:
+            type_ = Int64  # the core's rules (index < count, size >= 0) give their own codes
         if f.example is not None:
             extra["examples"] = [f.example]
         if f.required or output:
-            fields[f.name] = (f.type, Field(**extra))
+            fields[f.name] = (type_, Field(**extra))
         else:
-            fields[f.name] = (f.type, Field(default=None, **extra))
+            fields[f.name] = (type_, Field(default=None, **extra))
     if output:
         fields["registered_at"] = (str, Field(description="ISO 8601 UTC timestamp"))
     return fields

@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import Field
 
-from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
+from recordkeeper.core.limits import MAX_INT64, MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.verification import Mode, Reason
 from recordkeeper_service.deps import Reader, RepositoryDep
 from recordkeeper_service.routes.common import AUTHENTICATED, InModel, OutModel, errors
@@ -29,7 +29,7 @@ class ProblemIn(InModel):
 
 class VerificationIn(InModel):
     mode: Mode = Field(description="`fast` (storage identities) or `deep` (bytes re-read)")
-    checked: int = Field(ge=0, le=2**63 - 1, description="how many shards were checked")
+    checked: int = Field(ge=0, le=MAX_INT64, description="how many shards were checked")
     problems: list[ProblemIn] = Field(max_length=MAX_SHARDS_PER_REQUEST)
 
 
