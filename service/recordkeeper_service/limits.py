@@ -2,6 +2,9 @@
 
 One request-size policy for every route, applied before anything reads or parses a body:
 
+0. A query string holding NUL (``%00``) is refused with ``422 invalid_request``
+   (``invalid_text``), as NUL in a body's text is (routes/common.py): SQLite would match it as
+   a character, PostgreSQL refuses it in text.
 1. A request without a body (no ``Content-Length`` above 0, no ``Transfer-Encoding``) passes
    straight through: its route's dependency authenticates it, as before (the hot read path pays
    nothing here).
@@ -250,6 +253,10 @@ class RequestGate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        query = scope.get("query_string", b"")
+        if b"%00" in query or b"\x00" in query:
+            await _refuse(_NUL_IN_QUERY, scope, receive, send, close=False)
+            return
         declared, streamed = _body_headers(scope)
         if isinstance(declared, InvalidRequest):
             await _refuse(declared, scope, receive, send, close=True)
@@ -305,6 +312,14 @@ class RequestGate:
             if not replaced:
                 replaced = True
                 await _refuse(self._too_large(limit), scope, receive, send, close=True)
+
+
+#: Query parameters follow the body's text policy (routes/common.py): no NUL, which SQLite would
+#: match as a character and PostgreSQL refuses in text.
+_NUL_IN_QUERY = InvalidRequest(
+    "query parameters must be text without NUL (%00)",
+    errors=[{"loc": ["query"], "msg": "text must not hold NUL", "type": "invalid_text"}],
+)
 
 
 async def _refuse(

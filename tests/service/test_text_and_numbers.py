@@ -285,3 +285,18 @@ def test_every_declared_request_integer_is_bounded_in_openapi(client: TestClient
     for name in request_models:
         visit(name, schemas[name])
     assert unbounded == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"{API}/events?action=%00",
+        f"{API}/datasets?prefix=a%00",
+        f"{API}/events?dataset=coco%00",
+        f"{API}/models/m/checkpoints?run=%00",
+    ],
+)
+def test_nul_in_a_query_is_refused_on_both_backends(client: TestClient, path: str) -> None:
+    """It was 200 with an empty list on SQLite and a database refusal on PostgreSQL."""
+    body = error(client.get(path), 422, "invalid_request")
+    assert body["errors"][0]["type"] == "invalid_text" and "NUL" in body["detail"]
