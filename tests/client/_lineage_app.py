@@ -11,10 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
 import recordkeeper as rk
 
-__all__ = ["Switch", "app_http", "client", "publish", "switch"]
+__all__ = ["Switch", "app_http", "client", "publish", "runner", "switch"]
 
 
 class Switch(httpx.BaseTransport):
@@ -65,6 +66,15 @@ def client(app_http: Any, switch: Switch) -> Iterator[rk.Client]:
     with rk.Client(http_client=http, retries=1) as c:
         yield c
     http.close()
+
+
+@pytest.fixture
+def runner(client: rk.Client, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    """The CLI, its commands talking to ``client`` (the in-process service)."""
+    from recordkeeper import cli
+
+    monkeypatch.setattr(cli.common, "Client", lambda *a, **k: client)
+    return CliRunner()
 
 
 def publish(

@@ -20,14 +20,9 @@ from tests.client._lineage_app import publish
 app_http = _lineage_app.app_http
 switch = _lineage_app.switch
 client = _lineage_app.client
+runner = _lineage_app.runner
 
 pytest.importorskip("fastapi")
-
-
-@pytest.fixture
-def runner(client: rk.Client, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setattr(cli.common, "Client", lambda *a, **k: client)
-    return CliRunner()
 
 
 def _history(client: rk.Client) -> rk.DatasetVersion:
