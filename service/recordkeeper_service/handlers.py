@@ -153,6 +153,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     code = code_for_status(exc.status_code)
     if exc.status_code == 404:
         detail = f"no such route: {request_method(request)} {request.url.path}"
+        if request.url.path.endswith("/") and request.url.path != "/":
+            detail += " (paths take no trailing slash)"
     elif exc.status_code == 405:
         detail = f"{request_method(request)} is not allowed on {request.url.path}"
     else:

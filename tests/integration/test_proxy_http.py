@@ -175,6 +175,7 @@ def test_trailing_slash_is_not_redirected(serve: Callable[..., str]) -> None:
         assert response.status_code == 404, (path, response.status_code, response.headers)
         assert "location" not in response.headers
         assert response.json()["code"] == "not_found"
+        assert "no trailing slash" in response.json()["detail"]
 
 
 def test_405_lists_every_allowed_method(serve: Callable[..., str]) -> None:
