@@ -140,10 +140,21 @@ def test_checkpoints_check_marks_checkpoints_whose_files_are_gone(
 
 
 def test_checkpoints_check_goes_on_past_storage_errors(
-    runner: CliRunner, client: rk.Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    runner: CliRunner,
+    client: rk.Client,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     """A checkpoint whose store cannot answer (no filesystem for its scheme, an unreachable
     endpoint) is unchecked with the reason; the others are still checked; exit 1."""
+    import fsspec
+
+    # fsspec keeps filesystems per options: the one made for the unreachable endpoint below
+    # (options from the environment) must not serve later tests asking with the same options
+    s3 = fsspec.get_filesystem_class("s3")
+    s3.clear_instance_cache()
+    request.addfinalizer(s3.clear_instance_cache)
     if importlib.util.find_spec("adlfs") is not None:
         pytest.skip("adlfs is installed: az:// has a filesystem here")
     monkeypatch.setattr(client.registry, "storage_options", {})
