@@ -297,6 +297,8 @@ def test_shard_consumers_by_uri_and_sha256(client: TestClient) -> None:
     assert unknown["count"] == 0 and unknown["data"] == []
     error(client.get(f"{API}/shards/consumers", params={"sha256": "abc"}), 400, "invalid_hash")
     error(client.get(f"{API}/shards/consumers"), 422, "invalid_request")
+    for empty in ({"uri": ""}, {"sha256": ""}):  # names no shard (uri= answered an empty list)
+        error(client.get(f"{API}/shards/consumers", params=empty), 422, "invalid_request")
 
 
 def test_graph_both_directions_bounded(client: TestClient) -> None:

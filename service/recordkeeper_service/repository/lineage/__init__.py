@@ -598,8 +598,9 @@ class LineageRepository:
         self, *, uri: str | None = None, sha256: str | None = None, transitive: bool = True
     ) -> ConsumersRecord:
         """Checkpoints whose segments used the split holding a shard (by URI or sha256)."""
+        uri, sha256 = uri or None, sha256 or None  # an empty value names no shard
         if (uri is None) == (sha256 is None):
-            raise InvalidRequest("give exactly one of uri= or sha256=")
+            raise InvalidRequest("give exactly one of uri= or sha256= (not empty)")
         if sha256 is not None:
             sha256 = digest_hex(sha256, "sha256")
         with self._db.transaction(write=False) as session:
