@@ -10,8 +10,6 @@ stage, register and finish through it, :mod:`recordkeeper.gc` abandons through i
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -135,23 +133,15 @@ class Registry:
 
         ``state`` is one state (``"committed"``), several — ``("committed", "deprecated")``,
         the published ones, is what ``recordkeeper ls DATASET`` lists — or None for every state
-        (staged and abandoned versions, which have no number yet, come first).  Several states
-        are asked for one by one (the service filters by one) and merged in the service's
-        order, so ``limit`` still gives the newest ``limit`` versions in those states.
+        (staged and abandoned versions, which have no number yet, come first).
         """
         validate_dataset_name(dataset)
-        states: list[str | None] = (
-            [state] if state is None or isinstance(state, str) else list(dict.fromkeys(state))
-        )
-        if not states:
+        states = [state] if isinstance(state, str) else None if state is None else list(state)
+        if states == []:
             raise InvalidRequest("state: give at least one state, or None for every state")
+        params = {"state": states, "since": _date_param(since), "until": _date_param(until)}
         path = f"/datasets/{quote_segment(dataset)}/versions"
-        dates = {"since": _date_param(since), "until": _date_param(until)}
-        pages = [self.http.paged(path, {"state": s, **dates}, limit) for s in states]
-        items = (
-            pages[0] if len(pages) == 1 else heapq.merge(*pages, key=_listing_order, reverse=True)
-        )
-        return [self.version(v) for v in itertools.islice(items, limit)]
+        return [self.version(v) for v in self.http.paged(path, params, limit)]
 
     def resolve(
         self, ref: str, *, expect_digest: str | None = None, shards: bool = True
@@ -500,11 +490,3 @@ def _date_param(value: str | datetime.date | None) -> str | None:
     if isinstance(value, str):
         return value
     return format_date(value)
-
-
-def _listing_order(version: Mapping[str, Any]) -> tuple[bool, int, str]:
-    """The service's order of a dataset's versions as a key, largest first: versions without a
-    number (staged, abandoned) first, then by number, then by creation (the service breaks ties
-    by row id, which follows creation)."""
-    number = version.get("number")
-    return number is None, number or 0, version.get("created_at") or ""

@@ -6,6 +6,7 @@ Registering shards lives in :mod:`.shards` and committing in :mod:`.commit`.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Collection
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -356,13 +357,14 @@ class VersionRepository:
         self,
         dataset: str,
         *,
-        state: str | None,
+        state: Collection[str] | None,
         since: str | None,
         until: str | None,
         limit: int,
         offset: int,
     ) -> Page[VersionRecord]:
-        """Versions of ``dataset``, newest (highest number) first."""
+        """Versions of ``dataset`` (in one of the states ``state``, if given), newest (highest
+        number) first."""
         validate_dataset_name(dataset)
         since_day = parse_date(since) if since else None
         until_day = parse_date(until) if until else None
@@ -370,7 +372,7 @@ class VersionRepository:
             ds = dataset_row(session, dataset)
             where = [m.Version.dataset_id == ds.id]
             if state:
-                where.append(m.Version.state == state)
+                where.append(m.Version.state.in_(sorted(set(state))))
             if since_day:
                 where.append(m.Version.date >= since_day)
             if until_day:

@@ -358,7 +358,13 @@ def list_versions(
     name: str,
     repository: RepositoryDep,
     _who: Reader,
-    state: State | None = None,
+    state: Annotated[
+        list[State] | None,
+        Query(
+            description="only versions in these states (repeatable: "
+            "`?state=committed&state=deprecated`)"
+        ),
+    ] = None,
     since: Annotated[str | None, Query(description="YYYYMMDD, inclusive")] = None,
     until: Annotated[str | None, Query(description="YYYYMMDD, inclusive")] = None,
     limit: Limit = 100,

@@ -71,10 +71,11 @@ def test_ls_all_and_state(runner: CliRunner, client: rk.Client) -> None:
     assert top.exit_code == 2 and "ls DATASET" in top.output
 
 
-def test_versions_of_several_states_page_each_state(
+def test_versions_of_several_states(
     client: rk.Client, switch: Switch, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Several states are merged newest first, with ``limit`` honoured across pages."""
+    """Several states in one listing (the service filters by all of them), newest first, with
+    ``limit`` honoured across pages."""
     names = _history(client)
     monkeypatch.setattr("recordkeeper.http.PAGE_SIZE", 1)
     published = client.versions("coco", state=PUBLISHED_STATES)
