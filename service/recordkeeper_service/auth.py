@@ -213,14 +213,14 @@ class Authenticator:
         read) and the route dependencies both call it.  A token lookup runs in a worker thread;
         no token costs no I/O.
         """
-        refusal = self.open_access_refusal(scope) if self.open_access else None
         given = [value for name, value in scope.get("headers", ()) if name == b"authorization"]
         if len(given) > 1:  # which one would a proxy or a log have believed?
             raise AuthenticationRequired("send one Authorization header, not several")
         header = given[0].decode("latin-1") if given else None
         if not header:
+            refusal = self.open_access_refusal(scope) if self.open_access else None
             return self.authenticate(None, refusal=refusal)
-        return await run_in_threadpool(self.authenticate, header, refusal=refusal)
+        return await run_in_threadpool(self.authenticate, header)
 
     def authenticate(self, authorization: str | None, *, refusal: str | None = None) -> Principal:
         """The principal for ``authorization``; without one, anonymous if the service runs with

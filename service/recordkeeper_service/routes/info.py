@@ -35,8 +35,8 @@ async def get_info(request: Request, settings: SettingsDep, _who: Reader) -> dic
     """Service version, naming convention, storage roots and auth mode (for this request:
     ``token`` when it came through a proxy or from another site's page, see
     docs/security.md)."""
-    refusal = request.app.state.authenticator.open_access_refusal(request.scope)
-    open_access = settings.open_access and refusal is None
+    authenticator = request.app.state.authenticator
+    open_access = settings.open_access and authenticator.open_access_refusal(request.scope) is None
     return {
         "version": __version__,
         "naming_convention": CONVENTION,
