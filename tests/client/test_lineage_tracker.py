@@ -243,3 +243,38 @@ def test_service_down_while_tracking(
         queue=tmp_path / "q.jsonl",
     )
     assert offline.data[0].version == "coco@v1"
+
+
+class FailingExportManager(FakeManager):
+    """A save that writes its checkpoint (and deletes the oldest), then fails: an export
+    raising after the checkpoint files were written."""
+
+    fail = False
+
+    def save(self, checkpoint_number: int | None = None) -> str:
+        path = super().save(checkpoint_number)
+        if self.fail:
+            raise OSError("the export failed")
+        return path
+
+
+def test_a_save_that_raises_after_writing_is_registered_and_continued(
+    client: rk.Client, tmp_path: Path
+) -> None:
+    v1 = publish(client, "first")
+    base = FailingExportManager(tmp_path, max_to_keep=2)
+    manager = track(base, client=client, model="det", data={"train": v1}, queue=tmp_path / "q")
+    manager.save()
+    manager.save()
+    base.fail = True
+    with pytest.raises(OSError, match="export failed"):
+        manager.save()
+    run = manager.run
+    assert manager.recovered == [rk.CheckpointRef("det", "ckpt-3", run)]
+    third = client.checkpoint(f"det@{run}/ckpt-3")
+    assert third.parent == rk.CheckpointRef("det", "ckpt-2", run) and third.versions == [v1.name]
+    assert client.checkpoint(f"det@{run}/ckpt-1").deleted
+    base.fail = False
+    manager.save()
+    assert client.checkpoint(f"det@{run}/ckpt-4").parent == rk.CheckpointRef("det", "ckpt-3", run)
+    assert not (tmp_path / ".recordkeeper-save-intent.json").exists()
