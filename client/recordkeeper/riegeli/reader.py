@@ -354,10 +354,15 @@ class RiegeliReader:
         held: deque[_Chunk] = deque()
         index: list[ChunkIndexEntry] = []
         info = self.info
-        for chunk in self._chunks():
-            held.append(chunk)
-            if len(held) > 2:
+        try:
+            for chunk in self._chunks():
+                held.append(chunk)
+                if len(held) > 2:
+                    yield self._emit(held.popleft(), index)
+        except (CorruptShard, UnsupportedFormat):
+            while held:  # the records before the bad chunk, then the error
                 yield self._emit(held.popleft(), index)
+            raise
         postscript = held[-1] if held else None
         footer_offset = None if postscript is None else self._postscript_target(postscript)
         if footer_offset is not None and len(held) == 2 and held[0].begin == footer_offset:
