@@ -36,8 +36,8 @@ CHUNK_HEADER_SIZE = 40
 MAX_NUM_RECORDS = (1 << 56) - 1
 
 _BLOCK_HEADER = struct.Struct("<3Q")
-_CHUNK_HEADER = struct.Struct("<3Q")  # header_hash, data_size, data_hash; then type+count, size
-_U64 = struct.Struct("<Q")
+# header_hash, data_size, data_hash, chunk_type | num_records << 8, decoded_data_size
+_CHUNK_HEADER = struct.Struct("<5Q")
 
 #: The first 64 bytes of every Riegeli/records file: a block header, then the header of the
 #: file signature chunk (type ``'s'``, no data, no records).
@@ -107,9 +107,7 @@ class ChunkHeader:
 
     @classmethod
     def parse(cls, raw: bytes | memoryview) -> ChunkHeader:
-        header_hash, data_size, data_hash = _CHUNK_HEADER.unpack_from(raw, 0)
-        (type_and_count,) = _U64.unpack_from(raw, 24)
-        (decoded,) = _U64.unpack_from(raw, 32)
+        header_hash, data_size, data_hash, type_and_count, decoded = _CHUNK_HEADER.unpack_from(raw)
         return cls(
             header_hash, data_size, data_hash, type_and_count & 0xFF, type_and_count >> 8, decoded
         )

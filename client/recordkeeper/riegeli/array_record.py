@@ -15,7 +15,15 @@ from dataclasses import dataclass
 
 from recordkeeper.riegeli.chunks import ChunkDataError, read_varint
 
-__all__ = ["MAGIC", "ChunkIndexEntry", "FooterMetadata", "parse_footer", "parse_postscript"]
+__all__ = [
+    "MAGIC",
+    "ChunkIndexEntry",
+    "FooterMetadata",
+    "entry_bytes",
+    "parse_footer",
+    "parse_metadata",
+    "parse_postscript",
+]
 
 #: ``RiegeliPostscript.magic`` of every ArrayRecord file.
 MAGIC = 0x71930E704FDAE05E
@@ -87,22 +95,62 @@ class ChunkIndexEntry:
     num_records: int
 
 
-def parse_footer(records: list[bytes]) -> tuple[FooterMetadata, list[ChunkIndexEntry]]:
-    """The footer chunk's metadata and index entries."""
-    if not records:
-        raise ChunkDataError("bad_index", "the ArrayRecord footer chunk has no records")
-    outer = _fields(records[0])
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def entry_bytes(entry: ChunkIndexEntry) -> bytes:
+    """``entry`` serialized as array_record's writer serializes it (fields 1, 2, 3 in order)."""
+    return b"".join(
+        (
+            b"\x08",
+            _varint(entry.chunk_offset),
+            b"\x10",
+            _varint(entry.decoded_data_size),
+            b"\x18",
+            _varint(entry.num_records),
+        )
+    )
+
+
+def parse_metadata(record: bytes) -> FooterMetadata:
+    """The footer's first record."""
+    outer = _fields(record)
     inner = outer.get(1)
     if not isinstance(inner, bytes):
         raise ChunkDataError("bad_index", "the ArrayRecord footer has no array_record_metadata")
     meta = _fields(inner)
     options = meta.get(4, b"")
-    metadata = FooterMetadata(
+    return FooterMetadata(
         version=_uint(meta, 1),
         num_chunks=_uint(meta, 2),
         num_records=_uint(meta, 3),
         writer_options=options.decode("utf-8", "replace") if isinstance(options, bytes) else "",
     )
+
+
+def parse_footer(
+    records: list[bytes], expected: list[ChunkIndexEntry] | None = None
+) -> tuple[FooterMetadata, list[ChunkIndexEntry]]:
+    """The footer chunk's metadata and index entries.
+
+    When the entries are byte for byte those of ``expected`` (as :func:`entry_bytes` writes
+    them), ``expected`` is returned without parsing each one.
+    """
+    if not records:
+        raise ChunkDataError("bad_index", "the ArrayRecord footer chunk has no records")
+    metadata = parse_metadata(records[0])
+    if (
+        expected is not None
+        and len(expected) == len(records) - 1
+        and all(map(bytes.__eq__, map(entry_bytes, expected), records[1:]))
+    ):
+        return metadata, expected
     entries = []
     for record in records[1:]:
         fields = _fields(record)

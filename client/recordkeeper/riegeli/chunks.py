@@ -146,6 +146,12 @@ def decode_simple_chunk(
     if not data:
         raise ChunkDataError("truncated", "the chunk data is empty (no compression type)")
     compression = data[0]
+    if compression == NONE and num_records == 1 and len(data) > 2 and data[1] < 0x80:
+        # one uncompressed record (ArrayRecord's group_size:1): its size, then its bytes
+        values = data[2 + data[1] :]
+        size, end = read_varint(data, 2, "record sizes")
+        if end == 2 + data[1] and size == len(values) == decoded_data_size:
+            return [bytes(values)]
     if compression not in COMPRESSION_NAMES:
         raise ChunkDataError(
             "bad_compression", f"unknown compression type {compression:#04x} in a simple chunk"

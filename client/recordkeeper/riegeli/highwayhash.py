@@ -14,10 +14,11 @@ code here is the reference and the fallback (a few MB/s: fine for headers, slow 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from recordkeeper import _native
 
-__all__ = ["RIEGELI_KEY", "highwayhash64", "highwayhash64_python"]
+__all__ = ["RIEGELI_KEY", "highwayhash64", "highwayhash64_python", "riegeli_hasher"]
 
 _M64 = (1 << 64) - 1
 _M32 = 0xFFFFFFFF
@@ -126,3 +127,23 @@ def highwayhash64(
     if native is not None:
         return int(native(data, _KEY_BYTES if key == RIEGELI_KEY else struct.pack("<4Q", *key)))
     return highwayhash64_python(data, key)
+
+
+def riegeli_hasher() -> Callable[[bytes | bytearray | memoryview], int]:
+    """:func:`highwayhash64` with Riegeli's key as a one-argument function, the implementation
+    chosen once (for loops that hash every header)."""
+    speedups = _native.speedups
+    native = None if speedups is None else getattr(speedups, "highwayhash64", None)
+    if native is not None:
+        return _bound(native)
+    return highwayhash64_python
+
+
+Buffer = bytes | bytearray | memoryview
+
+
+def _bound(native: Callable[[Buffer, bytes], int]) -> Callable[[Buffer], int]:
+    def riegeli_hash(data: Buffer) -> int:
+        return native(data, _KEY_BYTES)
+
+    return riegeli_hash

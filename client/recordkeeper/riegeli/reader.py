@@ -23,6 +23,7 @@ chunks before the bad one has been yielded.
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from recordkeeper.core.riegeli import (
     ChunkType,
     chunk_end,
     logical_end,
+    possible_chunk_boundary,
 )
 from recordkeeper.file_kinds import describe_bytes
 from recordkeeper.riegeli.array_record import (
@@ -50,7 +52,7 @@ from recordkeeper.riegeli.array_record import (
     parse_postscript,
 )
 from recordkeeper.riegeli.chunks import COMPRESSION_NAMES, ChunkDataError, decode_simple_chunk
-from recordkeeper.riegeli.highwayhash import highwayhash64
+from recordkeeper.riegeli.highwayhash import riegeli_hasher
 
 __all__ = ["REASONS", "RiegeliInfo", "RiegeliReader", "iter_records"]
 
@@ -69,6 +71,9 @@ REASONS = (
 )
 
 _READ_SIZE = 8 << 20
+_HEADER = struct.Struct("<5Q")  # a chunk header
+_BATCH_RECORDS = 4096  # batches() joins the records of small chunks up to this many ...
+_BATCH_BYTES = 1 << 20  # ... or this many bytes
 _SIGNATURE_MATCH = 48  # a head sharing this many of the signature's 64 bytes is a damaged one
 
 
@@ -88,13 +93,24 @@ class RiegeliInfo:
     array_record: FooterMetadata | None = None  # the footer's metadata, for ArrayRecord
 
 
-@dataclass
 class _Chunk:
-    begin: int
-    header: ChunkHeader
-    data_offset: int
-    records: list[bytes]
-    compression: str
+    """A decoded simple chunk."""
+
+    __slots__ = ("begin", "compression", "data_offset", "decoded_data_size", "records")
+
+    def __init__(
+        self,
+        begin: int,
+        data_offset: int,
+        decoded_data_size: int,
+        records: list[bytes],
+        compression: str,
+    ) -> None:
+        self.begin = begin
+        self.data_offset = data_offset
+        self.decoded_data_size = decoded_data_size
+        self.records = records
+        self.compression = compression
 
 
 class _Source:
@@ -103,14 +119,10 @@ class _Source:
     def __init__(self, fileobj: BinarySource, on_read: Callable[[bytes], None] | None) -> None:
         self._file = fileobj
         self._on_read = on_read
-        self._buf = bytearray()
-        self._base = 0  # physical offset of _buf[0]
+        self.buf = bytearray()
+        self.base = 0  # physical offset of buf[0]
+        self.end = 0  # physical offset after the bytes read so far (the size once eof)
         self.eof = False
-
-    @property
-    def end(self) -> int:
-        """The physical offset after the bytes read so far (the file size once ``eof``)."""
-        return self._base + len(self._buf)
 
     def ensure(self, end: int) -> bool:
         """Whether bytes up to ``end`` are there, reading more as needed."""
@@ -121,21 +133,19 @@ class _Source:
                 break
             if self._on_read is not None:
                 self._on_read(piece)
-            self._buf += piece
+            self.buf += piece
+            self.end += len(piece)
         return self.end >= end
 
-    def at_end(self, pos: int) -> bool:
-        """Whether the file ends at ``pos`` (everything before it was read)."""
-        return not self.ensure(pos + 1)
-
     def get(self, start: int, end: int) -> bytes:
-        return bytes(self._buf[start - self._base : end - self._base])
+        with memoryview(self.buf) as view:
+            return view[start - self.base : end - self.base].tobytes()
 
     def release(self, before: int) -> None:
         """Forget the bytes before ``before`` once enough of them piled up."""
-        if before - self._base >= _READ_SIZE:
-            del self._buf[: before - self._base]
-            self._base = before
+        if before - self.base >= _READ_SIZE:
+            del self.buf[: before - self.base]
+            self.base = before
 
 
 def _logical(source: _Source, pos: int, size: int) -> bytes:
@@ -171,16 +181,39 @@ class RiegeliReader:
         self._source = _Source(fileobj, on_read)
         self.info = RiegeliInfo()
         self._started = False
+        self._hash = riegeli_hasher()
 
     def __iter__(self) -> Iterator[bytes]:
         return chain.from_iterable(self.batches())
 
     def batches(self) -> Iterator[list[bytes]]:
-        """The user records, one list per chunk that holds some."""
+        """The user records in lists: one per chunk, the records of small chunks joined (up to
+        about 4096 records or 1 MiB per list)."""
         if self._started:
             raise RuntimeError("a RiegeliReader reads its file once")
         self._started = True
-        return self._batches()
+        return self._joined(self._batches())
+
+    @staticmethod
+    def _joined(batches: Iterator[list[bytes]]) -> Iterator[list[bytes]]:
+        pending: list[bytes] = []
+        size = 0
+        try:
+            for batch in batches:
+                if not pending and len(batch) >= _BATCH_RECORDS:
+                    yield batch
+                    continue
+                pending += batch
+                size += sum(map(len, batch))
+                if len(pending) >= _BATCH_RECORDS or size >= _BATCH_BYTES:
+                    yield pending
+                    pending, size = [], 0
+        except (CorruptShard, UnsupportedFormat):
+            if pending:
+                yield pending
+            raise
+        if pending:
+            yield pending
 
     # -- chunks ----------------------------------------------------------------------------
 
@@ -220,7 +253,7 @@ class RiegeliReader:
         source = self._source
         raw = source.get(block, block + BLOCK_HEADER_SIZE)
         header = BlockHeader.parse(raw)
-        computed = highwayhash64(BlockHeader.hashed_part(raw))
+        computed = self._hash(BlockHeader.hashed_part(raw))
         if computed != header.stored_hash:
             raise _corrupt(
                 "block_header",
@@ -241,9 +274,39 @@ class RiegeliReader:
                 chunk_offset=begin,
             )
 
-    def _read_chunk(self, begin: int) -> tuple[ChunkHeader, int, bytes, int]:
-        """The header, the data's physical offset, the data and the end of the chunk at
-        ``begin``, all checked."""
+    def _read_chunk(self, begin: int) -> tuple[int, int, int, int, bytes, int]:
+        """``(chunk_type, num_records, decoded_data_size, data_offset, data, end)`` of the
+        chunk at ``begin``, all checked."""
+        source = self._source
+        in_block = begin % BLOCK_SIZE
+        block_end = begin - in_block + BLOCK_SIZE
+        if in_block and begin + CHUNK_HEADER_SIZE <= block_end and source.ensure(begin + 40):
+            # the common case, no block header: a chunk inside one block
+            buf = source.buf
+            at = begin - source.base
+            stored, data_size, data_hash, type_and_count, decoded = _HEADER.unpack_from(buf, at)
+            if self._hash(buf[at + 8 : at + 40]) == stored:
+                num_records = type_and_count >> 8
+                data_offset = begin + CHUNK_HEADER_SIZE
+                data_end = data_offset + data_size
+                end = max(data_end, possible_chunk_boundary(begin + num_records))
+                if end <= block_end and source.ensure(end):
+                    at = data_offset - source.base
+                    data = bytes(source.buf[at : at + data_size])
+                    if self._hash(data) == data_hash:
+                        return type_and_count & 0xFF, num_records, decoded, data_offset, data, end
+        header, data_offset, data, end = self._read_chunk_checked(begin)
+        return (
+            header.chunk_type,
+            header.num_records,
+            header.decoded_data_size,
+            data_offset,
+            data,
+            end,
+        )
+
+    def _read_chunk_checked(self, begin: int) -> tuple[ChunkHeader, int, bytes, int]:
+        """:meth:`_read_chunk` for any chunk, and for every error."""
         source = self._source
         header_end = logical_end(begin, CHUNK_HEADER_SIZE)
         if not source.ensure(header_end):
@@ -260,7 +323,7 @@ class RiegeliReader:
         raw = _logical(source, begin, CHUNK_HEADER_SIZE)
         header_offset = begin + BLOCK_HEADER_SIZE if begin % BLOCK_SIZE == 0 else begin
         header = ChunkHeader.parse(raw)
-        computed = highwayhash64(ChunkHeader.hashed_part(raw))
+        computed = self._hash(ChunkHeader.hashed_part(raw))
         if computed != header.stored_hash:
             raise _corrupt(
                 "chunk_header",
@@ -283,7 +346,7 @@ class RiegeliReader:
         for block in range(first_block, end, BLOCK_SIZE):
             self._verify_block_header(block, begin, end)
         data = _logical(source, header_end, header.data_size)
-        computed = highwayhash64(data)
+        computed = self._hash(data)
         if computed != header.data_hash:
             raise _corrupt(
                 "chunk_data",
@@ -301,15 +364,12 @@ class RiegeliReader:
         if not self._check_signature():
             return
         begin = 0
-        while not source.at_end(begin):
-            header, data_offset, data, end = self._read_chunk(begin)
-            kind = header.chunk_type
+        read_chunk = self._read_chunk
+        while source.ensure(begin + 1):
+            kind, num_records, decoded, data_offset, data, end = read_chunk(begin)
             if kind == ChunkType.SIMPLE:
-                compression = COMPRESSION_NAMES.get(data[0], "?") if data else "?"
                 try:
-                    records = decode_simple_chunk(
-                        data, header.num_records, header.decoded_data_size
-                    )
+                    records = decode_simple_chunk(data, num_records, decoded)
                 except ChunkDataError as exc:
                     raise _corrupt(
                         exc.reason,
@@ -317,36 +377,41 @@ class RiegeliReader:
                         f"the simple chunk at {begin}: {exc.message}",
                         chunk_offset=begin,
                     ) from None
-                yield _Chunk(begin, header, data_offset, records, compression)
-            elif kind == ChunkType.TRANSPOSED and header.num_records:
-                raise UnsupportedFormat(
-                    f"a Riegeli file with transposed chunks (the first at offset {begin}); "
-                    "not supported: recordkeeper reads Riegeli files of simple chunks (ArrayRecord "
-                    "writes transposed chunks with its 'transpose' option; Riegeli's with "
-                    "'transpose')",
-                    format="riegeli",
-                    feature="transposed_chunks",
-                    offset=begin,
-                )
-            elif kind in ChunkType.NAMES:
-                if kind != ChunkType.TRANSPOSED and header.num_records:
-                    raise _corrupt(
-                        "chunk_header",
-                        begin,
-                        f"a {ChunkType.name(kind)} chunk claims {header.num_records} records",
-                        chunk_offset=begin,
-                    )
-            elif header.num_records:
-                raise UnsupportedFormat(
-                    f"a Riegeli file with a chunk of unknown type {ChunkType.name(kind)} holding "
-                    f"{header.num_records} records at offset {begin}",
-                    format="riegeli",
-                    feature="unknown_chunk_type",
-                    offset=begin,
-                )
+                compression = COMPRESSION_NAMES[data[0]]
+                yield _Chunk(begin, data_offset, decoded, records, compression)
+            elif num_records:
+                self._refuse(kind, num_records, begin)
             begin = end
             source.release(begin)
         self.info.size = source.end
+
+    @staticmethod
+    def _refuse(kind: int, num_records: int, begin: int) -> None:
+        """A chunk other than a simple one that claims records."""
+        if kind == ChunkType.TRANSPOSED:
+            raise UnsupportedFormat(
+                f"a Riegeli file with transposed chunks (the first at offset {begin}); "
+                "not supported: recordkeeper reads Riegeli files of simple chunks (ArrayRecord "
+                "writes transposed chunks with its 'transpose' option; Riegeli's with "
+                "'transpose')",
+                format="riegeli",
+                feature="transposed_chunks",
+                offset=begin,
+            )
+        if kind in ChunkType.NAMES:
+            raise _corrupt(
+                "chunk_header",
+                begin,
+                f"a {ChunkType.name(kind)} chunk claims {num_records} records",
+                chunk_offset=begin,
+            )
+        raise UnsupportedFormat(
+            f"a Riegeli file with a chunk of unknown type {ChunkType.name(kind)} holding "
+            f"{num_records} records at offset {begin}",
+            format="riegeli",
+            feature="unknown_chunk_type",
+            offset=begin,
+        )
 
     # -- records ---------------------------------------------------------------------------
 
@@ -385,9 +450,7 @@ class RiegeliReader:
         info.record_count += len(chunk.records)
         info.chunk_count += 1
         info.compressions.add(chunk.compression)
-        index.append(
-            ChunkIndexEntry(chunk.begin, chunk.header.decoded_data_size, len(chunk.records))
-        )
+        index.append(ChunkIndexEntry(chunk.begin, chunk.decoded_data_size, len(chunk.records)))
         return chunk.records
 
     def _postscript_target(self, chunk: _Chunk) -> int | None:
@@ -403,7 +466,7 @@ class RiegeliReader:
 
     def _check_footer(self, footer: _Chunk, index: list[ChunkIndexEntry]) -> None:
         try:
-            metadata, entries = parse_footer(footer.records)
+            metadata, entries = parse_footer(footer.records, index)
         except ChunkDataError as exc:
             raise _corrupt(
                 exc.reason,
