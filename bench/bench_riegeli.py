@@ -3,7 +3,8 @@
 
     .venv/bin/python bench/bench_riegeli.py [--mib 64] [--repeat 5] [--options zstd:3 ...]
 
-For each ArrayRecord writer option string, writes one local file of ~1 KiB ``tf.train.Example``
+For each ArrayRecord writer option string (the Python writer's default group size is 1, one
+chunk per record: TFDS and Grain write that for random access), writes one local file of ~1 KiB ``tf.train.Example``
 records (a pool of 512 distinct records cycled; 1/4 of each record random so compression is
 realistic) with the ``array_record`` wheel, then reads it, page cache warm, with:
 
@@ -83,7 +84,14 @@ def main() -> None:
     parser.add_argument(
         "--options",
         nargs="*",
-        default=["zstd:3", "uncompressed", "snappy", "brotli:6", "zstd:3,group_size:1000"],
+        default=[
+            "zstd:3,group_size:1",  # what TFDS and Grain write (random access)
+            "uncompressed,group_size:1",
+            "snappy,group_size:1",
+            "zstd:3,group_size:1000",
+            "brotli:6,group_size:1000",
+            "uncompressed,group_size:1000",
+        ],
     )
     args = parser.parse_args()
     print(f"C extension: {'yes' if _native.speedups is not None else 'NO (pure Python)'}")
