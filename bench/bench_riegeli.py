@@ -4,9 +4,10 @@
     .venv/bin/python bench/bench_riegeli.py [--mib 64] [--repeat 5] [--options zstd:3 ...]
 
 For each ArrayRecord writer option string (the Python writer's default group size is 1, one
-chunk per record: TFDS and Grain write that for random access), writes one local file of ~1 KiB ``tf.train.Example``
-records (a pool of 512 distinct records cycled; 1/4 of each record random so compression is
-realistic) with the ``array_record`` wheel, then reads it, page cache warm, with:
+chunk per record: TFDS and Grain write that for random access), writes one local file of
+~1 KiB ``tf.train.Example`` records (a pool of 512 distinct records cycled; 1/4 of each record
+random so compression is realistic) with the ``array_record`` wheel, then reads it, page cache
+warm, with:
 
 * **peer**: ``array_record``'s ``ArrayRecordReader.read_all()`` (C++, every chunk decoded and
   its hashes checked: Riegeli's reader verifies them);

@@ -16,6 +16,7 @@ decompressor that is missing raises :class:`~recordkeeper.errors.UnsupportedForm
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from itertools import accumulate
 
@@ -67,9 +68,14 @@ def _decompressor(compression: int) -> Callable[[bytes | memoryview, int], bytes
         if compression == ZSTD:
             import zstandard
 
+            local = threading.local()  # a decompressor is reusable, not shareable by threads
+
             def zstd(data: bytes | memoryview, size: int) -> bytes:
+                decompressor = getattr(local, "decompressor", None)
+                if decompressor is None:
+                    decompressor = local.decompressor = zstandard.ZstdDecompressor()
                 try:
-                    return zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
+                    return decompressor.decompress(data, max_output_size=size)
                 except zstandard.ZstdError as exc:
                     raise ChunkDataError("bad_compression", f"zstd: {exc}") from None
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from crc32c import crc32c
@@ -51,30 +54,66 @@ class RiegeliScan:
     info: RiegeliInfo
 
 
-def scan_riegeli(fileobj: BinarySource, *, infer_schema: bool = True) -> RiegeliScan:
+class _Hasher:
+    """Runs hash updates in order on one helper thread (sha256 releases the GIL), at most
+    ``depth`` updates in flight, so they overlap with the decoding in the calling thread."""
+
+    def __init__(self, depth: int = 4) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="recordkeeper-riegeli-hash")
+        self._pending: deque[Future[None]] = deque()
+        self._depth = depth
+
+    def submit(self, update: Callable[[bytes], None], data: bytes) -> None:
+        while len(self._pending) >= self._depth:
+            self._pending.popleft().result()
+        self._pending.append(self._pool.submit(update, data))
+
+    def close(self) -> None:
+        try:
+            while self._pending:
+                self._pending.popleft().result()
+        finally:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def scan_riegeli(
+    fileobj: BinarySource, *, infer_schema: bool = True, hash_in_background: bool = True
+) -> RiegeliScan:
     """Read a Riegeli/records or ArrayRecord file, checking everything the format checks.
 
     Raises :class:`~recordkeeper.errors.CorruptShard` (with ``offset`` and ``reason``) for a
     damaged file and :class:`~recordkeeper.errors.UnsupportedFormat` for one it cannot decode
-    (transposed chunks, not a Riegeli file).
+    (transposed chunks, not a Riegeli file).  The sha256 digests are computed on a helper
+    thread unless ``hash_in_background=False`` (for callers that scan one file per core).
     """
     stored = hashlib.sha256()
     records_hash = hashlib.sha256()
     crc = 0
     size = 0
+    hasher = _Hasher() if hash_in_background else None
+
+    def hash_later(update: Callable[[bytes], None], data: bytes) -> None:
+        if hasher is None:
+            update(data)
+        else:
+            hasher.submit(update, data)
 
     def on_read(piece: bytes) -> None:
         nonlocal crc, size
-        stored.update(piece)
+        hash_later(stored.update, piece)
         crc = crc32c(piece, crc)
         size += len(piece)
 
     reader = RiegeliReader(fileobj, on_read=on_read)
     inferencer = SchemaInferencer() if infer_schema else None
-    for batch in reader.batches():
-        records_hash.update(canonical_framing(batch))
-        if inferencer is not None:
-            inferencer.add_many(batch)
+    try:
+        for batch in reader.batches():
+            hash_later(records_hash.update, canonical_framing(batch))
+            if inferencer is not None:
+                inferencer.add_many(batch)
+    finally:
+        if hasher is not None:
+            hasher.close()
     stats = ShardStats(
         sha256=stored.hexdigest(),
         crc32c=f"{crc:08x}",
