@@ -1353,6 +1353,55 @@ static PyObject *py_highwayhash64(PyObject *self, PyObject *args) {
 }
 
 
+/* riegeli_records(sizes, values, count) -> list[bytes] | None: the records of a Riegeli simple
+ * chunk from its decompressed sizes buffer (`count` varint64s, nothing after them) and values
+ * buffer (their bytes joined, nothing after them); None when the buffers do not fit that
+ * description (the Python code then says how they do not). */
+static PyObject *py_riegeli_records(PyObject *self, PyObject *args) {
+    Py_buffer sizes, values;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "y*y*n", &sizes, &values, &count)) return NULL;
+    PyObject *out = NULL;
+    const unsigned char *p = (const unsigned char *)sizes.buf, *p_end = p + sizes.len;
+    const char *v = (const char *)values.buf;
+    Py_ssize_t v_left = values.len;
+    if (count < 0 || count > sizes.len) goto done_none;
+    out = PyList_New(count);
+    if (out == NULL) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint64_t size = 0;
+        int shift = 0;
+        for (;;) {
+            if (p >= p_end || shift > 63) goto fail_none;
+            unsigned char byte = *p++;
+            if (shift == 63 && byte > 1) goto fail_none;
+            size |= (uint64_t)(byte & 0x7f) << shift;
+            if (byte < 0x80) break;
+            shift += 7;
+        }
+        if (size > (uint64_t)v_left) goto fail_none;
+        PyObject *record = PyBytes_FromStringAndSize(v, (Py_ssize_t)size);
+        if (record == NULL) goto fail;
+        PyList_SET_ITEM(out, i, record);
+        v += size;
+        v_left -= (Py_ssize_t)size;
+    }
+    if (p != p_end || v_left != 0) goto fail_none;
+    goto done;
+fail_none:
+    Py_CLEAR(out);
+done_none:
+    out = Py_None;
+    Py_INCREF(out);
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&sizes);
+    PyBuffer_Release(&values);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"deframe", py_deframe, METH_VARARGS, "Check and split the complete TFRecord frames."},
     {"structure_keys", py_structure_keys, METH_O, "Structure keys of Example records."},
@@ -1370,6 +1419,8 @@ static PyMethodDef methods[] = {
      "frame() into a writable buffer at an offset, with structure_keys() of the records."},
     {"highwayhash64", py_highwayhash64, METH_VARARGS,
      "HighwayHash-64 of a bytes-like object with a 32-byte key (Riegeli's checksum)."},
+    {"riegeli_records", py_riegeli_records, METH_VARARGS,
+     "The records of a Riegeli simple chunk from its sizes and values buffers, or None."},
     {NULL, NULL, 0, NULL},
 };
 

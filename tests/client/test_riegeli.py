@@ -384,3 +384,25 @@ def test_the_header_bytes_of_hand_built_chunks_parse_back() -> None:
     header = ChunkHeader.parse(chunk_header_bytes(chunk))
     assert (header.chunk_type, header.num_records, header.decoded_data_size) == (0x72, 1, 3)
     assert header.data_size == len(chunk.data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=300), max_size=30), st.integers(-2, 2), st.integers(-2, 2))
+def test_c_record_splitting_matches_python(
+    records: list[bytes], count_delta: int, size_delta: int
+) -> None:
+    """_speedups.riegeli_records: the records, or None whenever the buffers do not fit."""
+    if _native.speedups is None:
+        pytest.skip("recordkeeper._speedups is not built")
+    sizes = b"".join(varint(len(r)) for r in records)
+    values = b"".join(records)
+    split = _native.speedups.riegeli_records
+    assert split(sizes, values, len(records)) == records
+    count = len(records) + count_delta
+    cut = (
+        values[: max(len(values) + size_delta, 0)] if size_delta < 0 else values + b"x" * size_delta
+    )
+    if count != len(records) or cut != values:
+        assert split(sizes, cut, count) is None
+    assert split(sizes + b"\x80", values, len(records)) is None  # a varint cut off at the end
+    assert split(b"\xff" * 11, b"", 1) is None  # longer than 64 bits
