@@ -20,6 +20,7 @@ Exception tree::
     │   ├── InvalidRequest                        invalid_request
     │   ├── InvalidCheckpoint                     invalid_checkpoint
     │   ├── InvalidRecord (TypeError)             invalid_record (client side)
+    │   ├── UnsupportedFormat                     unsupported_format (client side)
     │   └── PayloadTooLarge                       payload_too_large
     ├── NotFound (LookupError)                    404
     │   ├── DatasetNotFound                       dataset_not_found
@@ -97,6 +98,7 @@ __all__ = [
     "StorageError",
     "StorageRootNotAllowed",
     "TokenNotFound",
+    "UnsupportedFormat",
     "VersionDeprecated",
     "VersionImmutable",
     "VersionInUse",
@@ -197,6 +199,17 @@ class InvalidRecord(InvalidInput, TypeError):
     """
 
     code = "invalid_record"
+
+
+class UnsupportedFormat(InvalidInput):
+    """A file recordkeeper cannot read as records, or a feature of a format it does not decode.
+
+    ``extra["format"]`` names what the file looks like (``"parquet"``, ``"riegeli"``, ...) and
+    the detail says it in words ("a Riegeli file with transposed chunks"); ``extra["offset"]``
+    is where the unsupported part starts, when that is known.
+    """
+
+    code = "unsupported_format"
 
 
 class PayloadTooLarge(InvalidInput):
