@@ -16,6 +16,10 @@ It owns four concerns and nothing else:
 * **Paging**: :meth:`HttpCore.pages` walks ``{"data": [...], "count": n}`` list answers with
   ``limit``/``offset`` and stops at ``count``; :meth:`HttpCore.paged` yields their items, at
   most the caller's ``limit``.
+* **Distrust of answers** (docs/security.md, "What the client trusts"): a body that is not
+  JSON, or a list page that is not one, is :class:`~recordkeeper.errors.InvalidResponse`;
+  :func:`reading_answer` turns a missing key or a value of the wrong type met while a caller
+  reads an answer into the same error.
 
 Capability modules (writer, publish, lineage, gc, …) receive an :class:`HttpCore` (or the
 :class:`~recordkeeper.registry.Registry` built on it); none of them reaches into the
@@ -36,8 +40,8 @@ import orjson
 
 from recordkeeper.core.errors import (
     InvalidRequest,
+    InvalidResponse,
     RecordkeeperError,
-    ServerError,
     ServiceUnavailable,
     code_for_status,
     error_for_code,
@@ -55,6 +59,7 @@ __all__ = [
     "SAFE_METHODS",
     "HttpCore",
     "quote_segment",
+    "reading_answer",
 ]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -63,6 +68,24 @@ PAGE_SIZE = 1000
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+
+
+@contextlib.contextmanager
+def reading_answer(what: str) -> Iterator[None]:
+    """Read a service answer inside this block: a missing key, a value of the wrong type (a
+    string where a list belongs, ``None`` where an object does) or a malformed value raises
+    :class:`~recordkeeper.errors.InvalidResponse` naming ``what`` instead of ``KeyError``,
+    ``TypeError``, ``ValueError`` or ``AttributeError``.  Typed errors pass unchanged."""
+    try:
+        yield
+    except RecordkeeperError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise InvalidResponse(
+            f"the service answered {what} that the client cannot read "
+            f"({type(exc).__name__}: {exc}); is RECORDKEEPER_URL pointing at a recordkeeper "
+            "service of a compatible version?"
+        ) from None
 
 
 def quote_segment(value: str) -> str:
@@ -252,10 +275,10 @@ class HttpCore:
         offset = 0
         while True:
             body = self.api("GET", path, params={**(params or {}), "limit": page, "offset": offset})
+            data, count = _list_page(body, path)
             yield body
-            data = body.get("data") or []
             offset += len(data)
-            if not data or offset >= int(body.get("count", 0)):
+            if not data or offset >= count:
                 return
 
     def paged(
@@ -265,7 +288,7 @@ class HttpCore:
         page = PAGE_SIZE if limit is None else min(PAGE_SIZE, limit)
         seen = 0
         for body in self.pages(path, params, page=page):
-            for item in body.get("data", []):
+            for item in body["data"]:
                 yield item
                 seen += 1
                 if limit is not None and seen >= limit:
@@ -286,10 +309,30 @@ def _decode(response: httpx.Response, method: str, url: str) -> Any:
     try:
         return orjson.loads(response.content)
     except ValueError:
-        raise ServerError(
+        raise InvalidResponse(
             f"{method} {url} answered {response.status_code} with a body that is not "
             "JSON; is RECORDKEEPER_URL pointing at a recordkeeper service?"
         ) from None
+
+
+def _list_page(body: Any, path: str) -> tuple[list[Any], int]:
+    """``(data, count)`` of one page of a list answer, or :class:`InvalidResponse`."""
+    data = body.get("data") if isinstance(body, dict) else None
+    count = body.get("count") if isinstance(body, dict) else None
+    if not isinstance(data, list) or not isinstance(count, int) or isinstance(count, bool):
+        raise InvalidResponse(
+            f"GET {path} answered {_shape(body)}, not a list page "
+            '({"data": [...], "count": n}); is RECORDKEEPER_URL pointing at a recordkeeper '
+            "service?"
+        )
+    return data, max(0, count)
+
+
+def _shape(value: Any) -> str:
+    if isinstance(value, dict):
+        fields = ", ".join(f"{k!r}: {type(v).__name__}" for k, v in list(value.items())[:6])
+        return f"an object {{{fields}}}"
+    return f"a {type(value).__name__}"
 
 
 def _error_from_response(

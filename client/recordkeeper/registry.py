@@ -16,14 +16,19 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from recordkeeper.core.digests import parse_digest
-from recordkeeper.core.errors import InvalidReference, InvalidRequest, RecordkeeperError
+from recordkeeper.core.errors import (
+    InvalidReference,
+    InvalidRequest,
+    InvalidResponse,
+    RecordkeeperError,
+)
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.naming import format_date, validate_dataset_name
 from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference, validate_alias_name
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.diff import VersionDiff, diff_versions
-from recordkeeper.http import HttpCore, quote_segment
+from recordkeeper.http import HttpCore, quote_segment, reading_answer
 from recordkeeper.models import (
     DatasetInfo,
     DatasetVersion,
@@ -89,21 +94,31 @@ class Registry:
         schema: Schema | None = None,
         splits: Mapping[str, Split] | None = None,
     ) -> DatasetVersion:
-        """A :class:`DatasetVersion` from the service's ``Version`` JSON, served from here."""
-        return DatasetVersion.from_dict(
-            data,
-            client=self,
-            storage_options=self.storage_options or None,
-            schema=schema,
-            splits=splits,
-        )
+        """A :class:`DatasetVersion` from the service's ``Version`` JSON, served from here.
+
+        An answer that is not a version (a missing field, a value of the wrong type) raises
+        :class:`~recordkeeper.errors.InvalidResponse`.
+        """
+        with reading_answer("a version"):
+            _check_version_answer(data)
+            version = DatasetVersion.from_dict(
+                data,
+                client=self,
+                storage_options=self.storage_options or None,
+                schema=schema,
+                splits=splits,
+            )
+        return version
 
     # -- service ---------------------------------------------------------------------------
 
     def info(self) -> dict[str, Any]:
         """The service's ``/info``: storage root, allowed roots, limits (cached)."""
         if self._info is None:
-            self._info = self.http.api("GET", "/info")
+            info = self.http.api("GET", "/info")
+            if not isinstance(info, dict):
+                raise InvalidResponse(f"GET /info answered a {type(info).__name__}, not an object")
+            self._info = info
         return dict(self._info)
 
     def health(self) -> bool:
@@ -115,10 +130,11 @@ class Registry:
 
     def datasets(self, prefix: str | None = None, *, limit: int | None = None) -> list[DatasetInfo]:
         """Every dataset (optionally only names starting with ``prefix``)."""
-        return [
-            DatasetInfo.from_dict(d)
-            for d in self.http.paged("/datasets", {"prefix": prefix}, limit)
-        ]
+        with reading_answer("a dataset list"):
+            return [
+                DatasetInfo.from_dict(d)
+                for d in self.http.paged("/datasets", {"prefix": prefix}, limit)
+            ]
 
     def versions(
         self,
@@ -171,6 +187,8 @@ class Registry:
                 body, etag = self.http.conditional_get(path, params=params)
         elif etag is not None:
             self.cache.keep_answer(etag, body)
+        with reading_answer("a version"):
+            _check_version_answer(body)
         body["ref"] = ref
         if not shards:
             return self.version(body)
@@ -184,7 +202,8 @@ class Registry:
             held = self.cache.splits(name, digest)
             if held is not None:
                 return held
-        splits = collect_splits(self.shard_pages(name, page_size=self.page_size))
+        with reading_answer(f"shards of {name}"):
+            splits = collect_splits(self.shard_pages(name, page_size=self.page_size))
         if cacheable and digest:
             self.cache.keep_splits(name, digest, splits)
         return splits
@@ -199,16 +218,22 @@ class Registry:
         """
         name = version.name if isinstance(version, DatasetVersion) else version
         check_ref(name)
-        after = None
+        path = f"/versions/{quote_segment(name.strip())}/shards"
+        after: str | None = None
         while True:
             body = self.http.api(
-                "GET",
-                f"/versions/{quote_segment(name.strip())}/shards",
-                params={"form": "compact", "after": after, "limit": page_size},
+                "GET", path, params={"form": "compact", "after": after, "limit": page_size}
             )
-            compact = body["compact"]
-            yield ShardColumns(Shard, compact["uri_prefix"], compact["columns"])
-            after = body.get("next")
+            with reading_answer(f"a page of the shards of {name}"):
+                compact = body["compact"]
+                prefix, columns = compact["uri_prefix"], compact["columns"]
+                if not isinstance(prefix, str) or not isinstance(columns, dict):
+                    raise TypeError("uri_prefix is not a string or columns not an object")
+                page = ShardColumns(Shard, prefix, columns)
+                after = body.get("next")
+                if after is not None and not isinstance(after, str):
+                    raise TypeError(f"next is a {type(after).__name__}, not a string")
+            yield page
             if after is None:
                 return
 
@@ -246,7 +271,8 @@ class Registry:
         """The merged schema of a version."""
         check_ref(ref)
         body = self.http.api("GET", f"/versions/{quote_segment(ref.strip())}/schema")
-        return Schema.from_dict(body["schema"])
+        with reading_answer("a schema"):
+            return Schema.from_dict(body["schema"])
 
     def diff(self, a: str | DatasetVersion, b: str | DatasetVersion) -> VersionDiff:
         """What changed from version ``a`` to version ``b`` (shards, record counts, schema)."""
@@ -370,9 +396,10 @@ class Registry:
                 json={"shards": batch},
                 idempotent=True,
             )
-            totals["registered"] += int(answer.get("registered", 0))
-            totals["unchanged"] += int(answer.get("unchanged", 0))
-            totals["shard_count"] = int(answer.get("shard_count", 0))
+            with reading_answer("a shard registration"):
+                totals["registered"] += int(answer.get("registered", 0))
+                totals["unchanged"] += int(answer.get("unchanged", 0))
+                totals["shard_count"] = int(answer.get("shard_count", 0))
         return totals
 
     def commit(
@@ -475,6 +502,18 @@ def collect_splits(pages: Iterable[ShardColumns[Shard]]) -> dict[str, Split]:
                 columns.setdefault(field, []).extend(values)
         splits[split] = Split.from_columns(split, ShardColumns(Shard, prefix, columns))
     return splits
+
+
+def _check_version_answer(data: Any) -> None:
+    """The fields of a ``Version`` answer the client relies on before reading the rest
+    (``TypeError``/``KeyError``: see :func:`~recordkeeper.http.reading_answer`)."""
+    if not isinstance(data, dict):
+        raise TypeError(f"a {type(data).__name__} instead of an object")
+    for key in ("name", "dataset"):
+        if not isinstance(data[key], str):
+            raise TypeError(f"{key} is a {type(data[key]).__name__}, not a string")
+    if not isinstance(data.get("storage_prefix", ""), str):
+        raise TypeError("storage_prefix is not a string")
 
 
 def check_ref(ref: str) -> None:

@@ -51,6 +51,8 @@ Exception tree::
     │   └── CorruptShard                          corrupt_shard (client side)
     ├── ServiceUnavailable (ConnectionError)      service_unavailable (503 / no answer)
     └── ServerError                               internal_error (500; a bug)
+        └── InvalidResponse                       invalid_response (client side: an answer it
+                                                    cannot use: not JSON, wrong shape)
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ __all__ = [
     "InvalidRecord",
     "InvalidReference",
     "InvalidRequest",
+    "InvalidResponse",
     "InvalidShard",
     "InvalidVersionName",
     "ModelNotFound",
@@ -349,6 +352,15 @@ class ServiceUnavailable(RecordkeeperError, ConnectionError):
 class ServerError(RecordkeeperError):
     code = "internal_error"
     status = 500
+
+
+class InvalidResponse(ServerError):
+    """The client cannot use what the service (or a proxy in front of it) answered: a body that
+    is not JSON, a value of the wrong type or a missing field, a page cursor that does not
+    advance, more items than the list's count.  Raised by the client, never answered."""
+
+    code = "invalid_response"
+    status = 502
 
 
 def _all_subclasses(cls: type[RecordkeeperError]) -> list[type[RecordkeeperError]]:

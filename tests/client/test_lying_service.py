@@ -1,0 +1,137 @@
+"""Issue 21, item 7: a server or proxy that lies, and a client that used to trust it.
+
+A fake service (a real HTTP server on 127.0.0.1, :mod:`tests.client._fake_service`) answers
+crafted JSON.  Before, ``verify(deep=True)`` read local files outside every allowed root (``..``
+paths) and posted their existence and size back; the writer wrote under a ``storage_prefix``
+outside the roots; an endless body grew the client without bound; a cursor that never advances
+looped forever; a 302 crashed ``resolve`` with ``TypeError`` and ``show``/``verify`` printed a
+traceback.  Now the client applies the core's root rules to what it is told, bounds bodies and
+paging, refuses redirects with a typed error naming the ``Location``, and turns answers it
+cannot read into ``invalid_response``.  Each case runs through the Python API and through the
+CLI in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import recordkeeper as rk
+from tests.client._fake_service import (
+    FakeService,
+    Reply,
+    info,
+    shard_page,
+    version,
+)
+
+#: recordkeeper.http.MAX_RESPONSE_BYTES (stated here: the tests also run against older code)
+MAX_RESPONSE_BYTES = 64 * 2**20
+NAME = "coco_20261201_v1"
+STAGED = "coco_20261201_staged1"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeService]:
+    with FakeService() as service:
+        yield service
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    """The one allowed root (a directory URI ending in '/'); ``tmp_path/secret.txt`` and
+    ``tmp_path/outside/`` lie outside it."""
+    root = tmp_path / "store"
+    root.mkdir()
+    (tmp_path / "secret.txt").write_bytes(b"not for the service's eyes\n" * 100)
+    return root.as_uri() + "/"
+
+
+def client_for(fake: FakeService) -> rk.Client:
+    return rk.Client(fake.url, retries=0)
+
+
+def cli(fake: FakeService, *args: str) -> subprocess.CompletedProcess[str]:
+    """``recordkeeper ARGS`` against the fake service, in a subprocess (bounded in time)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RECORDKEEPER_")}
+    env["RECORDKEEPER_URL"] = fake.url
+    result = subprocess.run(
+        [sys.executable, "-m", "recordkeeper.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+def serve_version(fake: FakeService, roots: list[str], page: Any) -> None:
+    fake.route("GET", "/info", Reply(body=info(roots)))
+    fake.route("GET", f"/versions/{NAME}", Reply(body=version(NAME, prefix=roots[0])))
+    fake.route("GET", f"/versions/{NAME}/shards", page if callable(page) else Reply(body=page))
+    fake.route("POST", f"/versions/{NAME}/verifications", Reply(201, {"recorded": True}))
+
+
+# -- answers of the wrong shape ----------------------------------------------------------------
+
+MALFORMED_VERSIONS: dict[str, Any] = {
+    "not-json": b"<html>a proxy's page</html>",
+    "a-list": [],
+    "name-not-a-string": {**version(NAME), "name": 5},
+    "no-dataset": {k: v for k, v in version(NAME).items() if k != "dataset"},
+    "a-bad-date": {**version(NAME), "date": "yesterday"},
+    "prefix-not-a-string": {**version(NAME), "storage_prefix": ["x"]},
+}
+
+MALFORMED_PAGES: dict[str, Any] = {
+    "compact-a-string": {**shard_page("file:///x/", ["a"]), "compact": "abc"},
+    "uri-column-a-string": {
+        **shard_page("file:///x/", ["a"]),
+        "compact": {"uri_prefix": "file:///x/", "columns": {"uri": "abc"}},
+    },
+    "size-not-a-number": shard_page("file:///x/", ["a"])
+    | {
+        "compact": {
+            "uri_prefix": "file:///x/",
+            "columns": {**shard_page("file:///x/", ["a"])["compact"]["columns"], "size": ["x"]},
+        }
+    },
+    "cursor-a-number": {**shard_page("file:///x/", ["a"]), "next": 7},
+}
+
+
+def _serve_malformed(fake: FakeService, case: str) -> None:
+    serve_version(fake, ["file:///x/"], MALFORMED_PAGES.get(case, shard_page("file:///x/", ["a"])))
+    if case in MALFORMED_VERSIONS:
+        fake.route("GET", f"/versions/{NAME}", Reply(body=MALFORMED_VERSIONS[case]))
+
+
+@pytest.mark.parametrize("case", [*MALFORMED_VERSIONS, *MALFORMED_PAGES])
+def test_an_answer_of_the_wrong_shape_is_an_invalid_response(fake: FakeService, case: str) -> None:
+    _serve_malformed(fake, case)
+    with pytest.raises(rk.InvalidResponse) as caught:
+        client_for(fake).resolve(NAME)
+    assert caught.value.code == "invalid_response"
+
+
+@pytest.mark.parametrize("case", ["not-json", "no-dataset", "compact-a-string"])
+def test_cli_show_of_an_answer_of_the_wrong_shape(fake: FakeService, case: str) -> None:
+    _serve_malformed(fake, case)
+    result = cli(fake, "show", NAME)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("error: ") and "[invalid_response]" in result.stderr
+
+
+def test_a_list_page_of_the_wrong_shape(fake: FakeService) -> None:
+    fake.route("GET", "/datasets", Reply(body={"data": "coco", "count": 1}))
+    with pytest.raises(rk.InvalidResponse, match="not a list page"):
+        client_for(fake).datasets()
+    result = cli(fake, "ls")
+    assert result.returncode == 1 and "[invalid_response]" in result.stderr
