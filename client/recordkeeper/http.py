@@ -16,7 +16,8 @@ It owns four concerns and nothing else:
 * **Paging**: :meth:`HttpCore.pages` walks ``{"data": [...], "count": n}`` list answers with
   ``limit``/``offset`` and stops at ``count``; :meth:`HttpCore.paged` yields their items, at
   most the caller's ``limit``.
-* **Distrust of answers** (docs/security.md, "What the client trusts"): a body that is not
+* **Distrust of answers** (docs/security.md, "What the client trusts"): a redirect is refused,
+  naming its ``Location`` (:class:`~recordkeeper.errors.ServiceRedirected`); a body that is not
   JSON, or a list page that is not one, is :class:`~recordkeeper.errors.InvalidResponse`;
   :func:`reading_answer` turns a missing key or a value of the wrong type met while a caller
   reads an answer into the same error.
@@ -34,7 +35,7 @@ import random
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 import orjson
 
@@ -42,6 +43,7 @@ from recordkeeper.core.errors import (
     InvalidRequest,
     InvalidResponse,
     RecordkeeperError,
+    ServiceRedirected,
     ServiceUnavailable,
     code_for_status,
     error_for_code,
@@ -218,7 +220,8 @@ class HttpCore:
         idempotent: bool | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
-        """The request with retries; an error answer raises its typed exception."""
+        """The request with retries; an error answer raises its typed exception, a redirect
+        :class:`ServiceRedirected`."""
         method = method.upper()
         replayable = method in SAFE_METHODS if idempotent is None else idempotent
         url = self.url(path)
@@ -258,6 +261,8 @@ class HttpCore:
                 continue
             if response.status_code >= 400:
                 raise _error_from_response(response, method, url, request_id)
+            if 300 <= response.status_code < 400 and response.status_code != 304:
+                raise _redirected(response, method, url, self.base_url, request_id)
             return response
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -333,6 +338,38 @@ def _shape(value: Any) -> str:
         fields = ", ".join(f"{k!r}: {type(v).__name__}" for k, v in list(value.items())[:6])
         return f"an object {{{fields}}}"
     return f"a {type(value).__name__}"
+
+
+def _redirected(
+    response: httpx.Response, method: str, url: str, base_url: str, request_id: str
+) -> ServiceRedirected:
+    """The error for a 3xx answer: the client follows no redirect (the token would travel
+    to wherever it points, and a service reached through a redirect is misconfigured)."""
+    location = response.headers.get("Location") or ""
+    shown = location[:300] or "(no Location)"
+    hint = ""
+    target = urlsplit(urljoin(url, location)) if location else None
+    asked = urlsplit(url)
+    if target is not None and target.path.endswith(asked.path[len(urlsplit(base_url).path) :]):
+        suffix = asked.path[len(urlsplit(base_url).path) :]
+        new_base = target._replace(path=target.path[: len(target.path) - len(suffix)], query="")
+        moved = (
+            "another scheme"
+            if target.scheme != asked.scheme
+            else "another host"
+            if target.netloc != asked.netloc
+            else "another path"
+        )
+        hint = (
+            f"; the service seems to live at {new_base.geturl()} ({moved}): set "
+            "RECORDKEEPER_URL to it (CLI: --url; Python: Client(url))"
+        )
+    return ServiceRedirected(
+        f"{method} {url} answered {response.status_code} redirecting to {shown}; the client "
+        f"follows no redirect (it would send the token there){hint}",
+        location=location[:2048],
+        request_id=response.headers.get(REQUEST_ID_HEADER) or request_id,
+    )
 
 
 def _error_from_response(

@@ -135,3 +135,34 @@ def test_a_list_page_of_the_wrong_shape(fake: FakeService) -> None:
         client_for(fake).datasets()
     result = cli(fake, "ls")
     assert result.returncode == 1 and "[invalid_response]" in result.stderr
+
+
+# -- a redirect (an http → https proxy) --------------------------------------------------------
+
+
+def _to_https(fake: FakeService) -> None:
+    https = fake.url.replace("http://", "https://")
+    fake.fallback = lambda seen: Reply(
+        302, b"", {"Location": https + seen.path, "Content-Length": "0"}
+    )
+
+
+def test_a_redirect_is_refused_naming_where_it_points(fake: FakeService) -> None:
+    _to_https(fake)
+    https = fake.url.replace("http://", "https://")
+    with pytest.raises(rk.ServiceRedirected) as caught:
+        client_for(fake).resolve("coco@latest")
+    error = caught.value
+    assert error.code == "service_redirected"
+    assert error.extra["location"] == f"{https}/api/v1/versions/coco%40latest"
+    assert "set RECORDKEEPER_URL to it" in error.detail and f"at {https} " in error.detail
+    assert len(fake.seen) == 1  # not followed
+
+
+@pytest.mark.parametrize("command", [["show", "coco@latest"], ["verify", "coco@latest"]])
+def test_cli_names_the_redirect(fake: FakeService, command: list[str]) -> None:
+    _to_https(fake)
+    result = cli(fake, *command)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("error: ") and "[service_redirected]" in result.stderr
+    assert fake.url.replace("http://", "https://") in result.stderr

@@ -52,7 +52,8 @@ Exception tree::
     ├── ServiceUnavailable (ConnectionError)      service_unavailable (503 / no answer)
     └── ServerError                               internal_error (500; a bug)
         └── InvalidResponse                       invalid_response (client side: an answer it
-                                                    cannot use: not JSON, wrong shape)
+            │                                       cannot use: not JSON, wrong shape)
+            └── ServiceRedirected                 service_redirected (client side: a 3xx)
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ __all__ = [
     "SchemaConflict",
     "SchemaNotFound",
     "ServerError",
+    "ServiceRedirected",
     "ServiceUnavailable",
     "ShardConflict",
     "StaleLock",
@@ -361,6 +363,13 @@ class InvalidResponse(ServerError):
 
     code = "invalid_response"
     status = 502
+
+
+class ServiceRedirected(InvalidResponse):
+    """The service URL answered a redirect (``extra["location"]``): the client follows none
+    (a proxy sending ``http://`` to ``https://`` means the URL to configure is the other one)."""
+
+    code = "service_redirected"
 
 
 def _all_subclasses(cls: type[RecordkeeperError]) -> list[type[RecordkeeperError]]:
