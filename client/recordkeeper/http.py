@@ -16,11 +16,13 @@ It owns four concerns and nothing else:
 * **Paging**: :meth:`HttpCore.pages` walks ``{"data": [...], "count": n}`` list answers with
   ``limit``/``offset`` and stops at ``count``; :meth:`HttpCore.paged` yields their items, at
   most the caller's ``limit``.
-* **Distrust of answers** (docs/security.md, "What the client trusts"): a redirect is refused,
-  naming its ``Location`` (:class:`~recordkeeper.errors.ServiceRedirected`); a body that is not
-  JSON, or a list page that is not one, is :class:`~recordkeeper.errors.InvalidResponse`;
-  :func:`reading_answer` turns a missing key or a value of the wrong type met while a caller
-  reads an answer into the same error.
+* **Distrust of answers** (docs/security.md, "What the client trusts"): a body is read as a
+  stream and refused past :data:`MAX_RESPONSE_BYTES` (:class:`~recordkeeper.errors.
+  ResponseTooLarge`); a redirect is refused, naming its ``Location``
+  (:class:`~recordkeeper.errors.ServiceRedirected`); a body that is not JSON, or a list page
+  that is not one, is :class:`~recordkeeper.errors.InvalidResponse`; :func:`reading_answer`
+  turns a missing key or a value of the wrong type met while a caller reads an answer into the
+  same error.
 
 Capability modules (writer, publish, lineage, gc, …) receive an :class:`HttpCore` (or the
 :class:`~recordkeeper.registry.Registry` built on it); none of them reaches into the
@@ -34,6 +36,7 @@ import os
 import random
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urljoin, urlsplit
 
@@ -43,6 +46,7 @@ from recordkeeper.core.errors import (
     InvalidRequest,
     InvalidResponse,
     RecordkeeperError,
+    ResponseTooLarge,
     ServiceRedirected,
     ServiceUnavailable,
     code_for_status,
@@ -56,9 +60,11 @@ if TYPE_CHECKING:
 __all__ = [
     "API_PREFIX",
     "DEFAULT_URL",
+    "MAX_RESPONSE_BYTES",
     "PAGE_SIZE",
     "RETRY_STATUSES",
     "SAFE_METHODS",
+    "Answer",
     "HttpCore",
     "quote_segment",
     "reading_answer",
@@ -70,6 +76,23 @@ PAGE_SIZE = 1000
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+
+#: The longest answer body the client reads (bytes, after content decoding): the largest real
+#: answers (a page of 10,000 shards, a lineage graph) are a few MB.
+MAX_RESPONSE_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer of the service, read whole (at most ``max_response_bytes``)."""
+
+    status_code: int
+    headers: httpx.Headers
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
 
 
 @contextlib.contextmanager
@@ -129,10 +152,13 @@ class HttpCore:
         retries: int = 4,
         backoff: float = 0.25,
         max_backoff: float = 8.0,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.base_url = _service_url(base_url)
         self.token = token
         self.retries = retries
+        #: answers longer than this raise ResponseTooLarge (see :data:`MAX_RESPONSE_BYTES`)
+        self.max_response_bytes = max_response_bytes
         self.backoff = backoff
         self.max_backoff = max_backoff
         self._owns_client = http_client is None
@@ -154,6 +180,7 @@ class HttpCore:
         http_client: httpx.Client | None = None,
         timeout: float = 60.0,
         retries: int = 4,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> HttpCore:
         """A helper for ``url``/``token`` (default ``RECORDKEEPER_URL``/``RECORDKEEPER_TOKEN``).
 
@@ -167,7 +194,12 @@ class HttpCore:
         if token is None:
             token = os.environ.get("RECORDKEEPER_TOKEN") or None
         return cls(
-            url or DEFAULT_URL, token, http_client=http_client, timeout=timeout, retries=retries
+            url or DEFAULT_URL,
+            token,
+            http_client=http_client,
+            timeout=timeout,
+            retries=retries,
+            max_response_bytes=max_response_bytes,
         )
 
     def close(self) -> None:
@@ -219,9 +251,10 @@ class HttpCore:
         json: Any = None,
         idempotent: bool | None = None,
         headers: Mapping[str, str] | None = None,
-    ) -> httpx.Response:
+    ) -> Answer:
         """The request with retries; an error answer raises its typed exception, a redirect
-        :class:`ServiceRedirected`."""
+        :class:`ServiceRedirected`, a body over :attr:`max_response_bytes`
+        :class:`ResponseTooLarge`."""
         method = method.upper()
         replayable = method in SAFE_METHODS if idempotent is None else idempotent
         url = self.url(path)
@@ -235,7 +268,7 @@ class HttpCore:
         attempt = 0
         while True:
             try:
-                response = self._client.request(
+                request = self._client.build_request(
                     method,
                     url,
                     params=clean_params,
@@ -243,6 +276,7 @@ class HttpCore:
                     headers=sent,
                     **self._timeout_kwargs,
                 )
+                response = self._read(self._client.send(request, stream=True), method, url)
             except httpx.TransportError as exc:
                 if replayable and attempt < self.retries:
                     self._sleep(attempt, None)
@@ -264,6 +298,25 @@ class HttpCore:
             if 300 <= response.status_code < 400 and response.status_code != 304:
                 raise _redirected(response, method, url, self.base_url, request_id)
             return response
+
+    def _read(self, response: httpx.Response, method: str, url: str) -> Answer:
+        """The whole body of a streamed ``response`` (then closed), refused past
+        :attr:`max_response_bytes` before more is read."""
+        limit = self.max_response_bytes
+        try:
+            declared = response.headers.get("Content-Length")
+            if declared is not None and declared.isdigit() and int(declared) > limit:
+                raise _too_large(method, url, response.status_code, limit)
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise _too_large(method, url, response.status_code, limit)
+                chunks.append(chunk)
+        finally:
+            response.close()
+        return Answer(response.status_code, response.headers, b"".join(chunks))
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
         """:meth:`request` for a path of the REST API (``/datasets`` → ``/api/v1/datasets``)."""
@@ -307,7 +360,7 @@ class HttpCore:
         time.sleep(delay * (0.5 + random.random() / 2))
 
 
-def _decode(response: httpx.Response, method: str, url: str) -> Any:
+def _decode(response: Answer, method: str, url: str) -> Any:
     """The JSON body of a successful answer (``None`` for an empty one)."""
     if response.status_code == 204 or not response.content:
         return None
@@ -340,8 +393,17 @@ def _shape(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
+def _too_large(method: str, url: str, status: int, limit: int) -> ResponseTooLarge:
+    return ResponseTooLarge(
+        f"{method} {url} answered {status} with a body longer than {limit} bytes, the most "
+        "the client reads (HttpCore.max_response_bytes); is RECORDKEEPER_URL pointing at a "
+        "recordkeeper service?",
+        limit=limit,
+    )
+
+
 def _redirected(
-    response: httpx.Response, method: str, url: str, base_url: str, request_id: str
+    response: Answer, method: str, url: str, base_url: str, request_id: str
 ) -> ServiceRedirected:
     """The error for a 3xx answer: the client follows no redirect (the token would travel
     to wherever it points, and a service reached through a redirect is misconfigured)."""
@@ -373,11 +435,11 @@ def _redirected(
 
 
 def _error_from_response(
-    response: httpx.Response, method: str, url: str, request_id: str
+    response: Answer, method: str, url: str, request_id: str
 ) -> RecordkeeperError:
     body: Any = None
     try:
-        body = response.json()
+        body = orjson.loads(response.content) if response.content else None
     except ValueError:
         body = None
     code = None

@@ -166,3 +166,36 @@ def test_cli_names_the_redirect(fake: FakeService, command: list[str]) -> None:
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith("error: ") and "[service_redirected]" in result.stderr
     assert fake.url.replace("http://", "https://") in result.stderr
+
+
+# -- an endless body ---------------------------------------------------------------------------
+
+
+def _endless(sent: list[int]) -> Iterator[bytes]:
+    """A JSON string that goes on (twice the client's limit, then ends: bounded)."""
+    yield b'{"name": "'
+    chunk = b"a" * 2**20
+    while sent[0] < 2 * MAX_RESPONSE_BYTES:
+        sent[0] += len(chunk)
+        yield chunk
+    yield b'"}'
+
+
+def test_an_endless_body_is_cut_at_the_limit(fake: FakeService, store: str) -> None:
+    sent = [0]
+    fake.route("GET", "/info", Reply(body=info([store])))
+    fake.route("GET", f"/versions/{NAME}", lambda seen: Reply(body=_endless(sent)))
+    client = client_for(fake)
+    assert client.http.max_response_bytes == MAX_RESPONSE_BYTES
+    with pytest.raises(rk.ResponseTooLarge, match=f"longer than {MAX_RESPONSE_BYTES} bytes"):
+        client.resolve(NAME)
+    # the client stopped reading: the server could not send much more than the limit
+    assert sent[0] < 1.5 * MAX_RESPONSE_BYTES
+
+
+def test_cli_show_of_an_endless_body(fake: FakeService, store: str) -> None:
+    sent = [0]
+    fake.route("GET", f"/versions/{NAME}", lambda seen: Reply(body=_endless(sent)))
+    result = cli(fake, "show", NAME)
+    assert result.returncode == 1, result.stderr
+    assert "[response_too_large]" in result.stderr

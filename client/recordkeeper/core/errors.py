@@ -53,6 +53,7 @@ Exception tree::
     └── ServerError                               internal_error (500; a bug)
         └── InvalidResponse                       invalid_response (client side: an answer it
             │                                       cannot use: not JSON, wrong shape)
+            ├── ResponseTooLarge                  response_too_large (client side)
             └── ServiceRedirected                 service_redirected (client side: a 3xx)
 """
 
@@ -91,6 +92,7 @@ __all__ = [
     "PayloadTooLarge",
     "PermissionDenied",
     "RecordkeeperError",
+    "ResponseTooLarge",
     "RouteNotFound",
     "SchemaConflict",
     "SchemaNotFound",
@@ -363,6 +365,12 @@ class InvalidResponse(ServerError):
 
     code = "invalid_response"
     status = 502
+
+
+class ResponseTooLarge(InvalidResponse):
+    """An answer's body is longer than the client accepts (``extra["limit"]``, bytes)."""
+
+    code = "response_too_large"
 
 
 class ServiceRedirected(InvalidResponse):
