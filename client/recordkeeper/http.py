@@ -19,10 +19,10 @@ It owns four concerns and nothing else:
 * **Distrust of answers** (docs/security.md, "What the client trusts"): a body is read as a
   stream and refused past :data:`MAX_RESPONSE_BYTES` (:class:`~recordkeeper.errors.
   ResponseTooLarge`); a redirect is refused, naming its ``Location``
-  (:class:`~recordkeeper.errors.ServiceRedirected`); a body that is not JSON, or a list page
-  that is not one, is :class:`~recordkeeper.errors.InvalidResponse`; :func:`reading_answer`
-  turns a missing key or a value of the wrong type met while a caller reads an answer into the
-  same error.
+  (:class:`~recordkeeper.errors.ServiceRedirected`); a body that is not JSON, or a list whose
+  pages do not advance or outnumber its ``count``, is :class:`~recordkeeper.errors.
+  InvalidResponse`; :func:`reading_answer` turns a missing key or a value of the wrong type
+  met while a caller reads an answer into the same error.
 
 Capability modules (writer, publish, lineage, gc, …) receive an :class:`HttpCore` (or the
 :class:`~recordkeeper.registry.Registry` built on it); none of them reaches into the
@@ -32,6 +32,7 @@ Capability modules (writer, publish, lineage, gc, …) receive an :class:`HttpCo
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import time
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
 __all__ = [
     "API_PREFIX",
     "DEFAULT_URL",
+    "MAX_LIST_ITEMS",
     "MAX_RESPONSE_BYTES",
     "PAGE_SIZE",
     "RETRY_STATUSES",
@@ -80,6 +82,8 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 #: The longest answer body the client reads (bytes, after content decoding): the largest real
 #: answers (a page of 10,000 shards, a lineage graph) are a few MB.
 MAX_RESPONSE_BYTES = 64 * 2**20
+#: The most items the client pages through in one list (a version's shards, a list answer).
+MAX_LIST_ITEMS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -331,13 +335,36 @@ class HttpCore:
         or once ``count`` items were served.  Stop iterating to stop early.
         """
         offset = 0
+        total: int | None = None
+        pages = 0
+        previous: list[Any] | None = None
         while True:
             body = self.api("GET", path, params={**(params or {}), "limit": page, "offset": offset})
             data, count = _list_page(body, path)
+            # The list may shrink while it is paged, never grow past its first count: what
+            # was added meanwhile is in the next listing.
+            total = count if total is None else min(total, count)
+            pages += 1
+            if len(data) > page or (data and data == previous):
+                raise _endless(
+                    path,
+                    f"answered {len(data)} items for limit {page}"
+                    if len(data) > page
+                    else f"answered the same {len(data)} items for offset {offset} as for the "
+                    "page before (it ignores offset)",
+                )
+            if pages > math.ceil(total / page) + 1 or offset + len(data) > MAX_LIST_ITEMS:
+                raise _endless(
+                    path,
+                    f"served {pages} pages of a list whose count is {total}"
+                    if offset + len(data) <= MAX_LIST_ITEMS
+                    else f"served more than {MAX_LIST_ITEMS} items",
+                )
             yield body
             offset += len(data)
-            if not data or offset >= count:
+            if not data or offset >= total:
                 return
+            previous = data
 
     def paged(
         self, path: str, params: Mapping[str, Any] | None = None, limit: int | None = None
@@ -391,6 +418,14 @@ def _shape(value: Any) -> str:
         fields = ", ".join(f"{k!r}: {type(v).__name__}" for k, v in list(value.items())[:6])
         return f"an object {{{fields}}}"
     return f"a {type(value).__name__}"
+
+
+def _endless(path: str, what: str) -> InvalidResponse:
+    return InvalidResponse(
+        f"GET {path} {what}: the client stops paging (a service or proxy that does not page "
+        "as the API says)",
+        path=path,
+    )
 
 
 def _too_large(method: str, url: str, status: int, limit: int) -> ResponseTooLarge:

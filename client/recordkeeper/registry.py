@@ -28,7 +28,7 @@ from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference, validate_a
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.diff import VersionDiff, diff_versions
-from recordkeeper.http import HttpCore, quote_segment, reading_answer
+from recordkeeper.http import MAX_LIST_ITEMS, HttpCore, quote_segment, reading_answer
 from recordkeeper.models import (
     DatasetInfo,
     DatasetVersion,
@@ -215,11 +215,18 @@ class Registry:
 
         Memory stays bounded by one page (at most 10,000 shards) when the caller drops each
         page after use; this is how a very large version is verified or copied.
+
+        Every page is checked before it is handed out: the pages must end — a cursor
+        that repeats, an empty page that is not the last or more shards than the version's
+        ``shard_count`` raise :class:`~recordkeeper.errors.InvalidResponse`.
         """
         name = version.name if isinstance(version, DatasetVersion) else version
         check_ref(name)
         path = f"/versions/{quote_segment(name.strip())}/shards"
         after: str | None = None
+        cursors: set[str] = set()
+        served = 0
+        total: int | None = None
         while True:
             body = self.http.api(
                 "GET", path, params={"form": "compact", "after": after, "limit": page_size}
@@ -230,12 +237,34 @@ class Registry:
                 if not isinstance(prefix, str) or not isinstance(columns, dict):
                     raise TypeError("uri_prefix is not a string or columns not an object")
                 page = ShardColumns(Shard, prefix, columns)
+                count = body.get("shard_count")
+                if total is None and isinstance(count, int):
+                    total = count
                 after = body.get("next")
                 if after is not None and not isinstance(after, str):
                     raise TypeError(f"next is a {type(after).__name__}, not a string")
+            served += len(page)
+            problem = (
+                f"served {served} shards of a version of {total}"
+                if total is not None and served > total
+                else f"served more than {MAX_LIST_ITEMS} shards"
+                if served > MAX_LIST_ITEMS
+                else f"answered the cursor {after!r} again"
+                if after is not None and after in cursors
+                else "answered an empty page that is not the last"
+                if after is not None and not len(page)
+                else None
+            )
+            if problem is not None:
+                raise InvalidResponse(
+                    f"GET {path} {problem}: the client stops paging (a service or proxy "
+                    "that does not page as the API says)",
+                    path=path,
+                )
             yield page
             if after is None:
                 return
+            cursors.add(after)
 
     def verify(
         self,

@@ -26,6 +26,7 @@ import recordkeeper as rk
 from tests.client._fake_service import (
     FakeService,
     Reply,
+    Seen,
     info,
     shard_page,
     version,
@@ -199,3 +200,70 @@ def test_cli_show_of_an_endless_body(fake: FakeService, store: str) -> None:
     result = cli(fake, "show", NAME)
     assert result.returncode == 1, result.stderr
     assert "[response_too_large]" in result.stderr
+
+
+# -- paging that does not end --------------------------------------------------------------------
+
+
+def _stuck_cursor(seen: Seen) -> Reply:
+    """The same cursor on every page (until the 200th request: the test stays bounded)."""
+    stuck = len(_stuck_cursor.calls) < 200  # type: ignore[attr-defined]
+    _stuck_cursor.calls.append(seen)  # type: ignore[attr-defined]
+    page = shard_page("", ["file:///x/a"], next="c1" if stuck else None, shard_count=10**6)
+    return Reply(body=page)
+
+
+def test_a_shard_cursor_that_never_advances(fake: FakeService, store: str) -> None:
+    _stuck_cursor.calls = []  # type: ignore[attr-defined]
+    roots = ["file:///x/"]
+    serve_version(fake, roots, _stuck_cursor)
+    with pytest.raises(rk.InvalidResponse, match="answered the cursor 'c1' again"):
+        client_for(fake).resolve(NAME)
+    assert len(fake.requests("GET", "/shards")) == 2
+    with pytest.raises(rk.InvalidResponse, match="again"):
+        client_for(fake).verify(NAME)
+
+
+def test_cli_verify_with_a_shard_cursor_that_never_advances(fake: FakeService) -> None:
+    _stuck_cursor.calls = []  # type: ignore[attr-defined]
+    serve_version(fake, ["file:///x/"], _stuck_cursor)
+    result = cli(fake, "verify", NAME)
+    assert result.returncode == 1, result.stderr
+    assert "[invalid_response]" in result.stderr and "again" in result.stderr
+
+
+def _ignores_offset(seen: Seen) -> Reply:
+    """The first page again whatever the offset, with a count that never ends."""
+    done = len(_ignores_offset.calls) >= 300  # type: ignore[attr-defined]
+    _ignores_offset.calls.append(seen)  # type: ignore[attr-defined]
+    data = [] if done else [{"name": "coco", "version_count": 1, "latest": None}]
+    return Reply(body={"data": data, "count": 10**12})
+
+
+def _more_pages_than_counted(seen: Seen) -> Reply:
+    """Ten new items a page, for a list of 2,500 paged 1,000 at a time."""
+    offset = int(seen.query["offset"][0])
+    data = [
+        {"name": f"d{i}", "version_count": 0, "latest": None} for i in range(offset, offset + 10)
+    ]
+    return Reply(body={"data": data if offset < 2500 else [], "count": 2500})
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (_ignores_offset, "the same 1 items for offset 1"),
+        (_more_pages_than_counted, "served 5 pages of a list whose count is 2500"),
+    ],
+    ids=["ignores-offset", "more-pages-than-counted"],
+)
+def test_a_list_that_does_not_page(fake: FakeService, answer: Any, message: str) -> None:
+    answer.calls = []
+    fake.route("GET", "/datasets", answer)
+    with pytest.raises(rk.InvalidResponse, match=message):
+        client_for(fake).datasets()
+    assert len(fake.requests("GET", "/datasets")) <= 5
+    answer.calls = []
+    result = cli(fake, "ls")
+    assert result.returncode == 1, result.stderr
+    assert "[invalid_response]" in result.stderr

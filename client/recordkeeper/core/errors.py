@@ -52,7 +52,8 @@ Exception tree::
     ├── ServiceUnavailable (ConnectionError)      service_unavailable (503 / no answer)
     └── ServerError                               internal_error (500; a bug)
         └── InvalidResponse                       invalid_response (client side: an answer it
-            │                                       cannot use: not JSON, wrong shape)
+            │                                       cannot use: not JSON, wrong shape, endless
+            │                                       paging)
             ├── ResponseTooLarge                  response_too_large (client side)
             └── ServiceRedirected                 service_redirected (client side: a 3xx)
 """
