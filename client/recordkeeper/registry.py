@@ -25,6 +25,7 @@ from recordkeeper.core.errors import (
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.naming import format_date, validate_dataset_name
 from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference, validate_alias_name
+from recordkeeper.core.roots import AllowedRoots, UriError, allowed_root
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.diff import VersionDiff, diff_versions
@@ -97,7 +98,8 @@ class Registry:
         """A :class:`DatasetVersion` from the service's ``Version`` JSON, served from here.
 
         An answer that is not a version (a missing field, a value of the wrong type) raises
-        :class:`~recordkeeper.errors.InvalidResponse`.
+        :class:`~recordkeeper.errors.InvalidResponse`; shards it carries must lie inside the
+        service's allowed roots (:meth:`check_shard_uris`).
         """
         with reading_answer("a version"):
             _check_version_answer(data)
@@ -108,6 +110,9 @@ class Registry:
                 schema=schema,
                 splits=splits,
             )
+        if splits is None and version.splits:
+            for split in version.splits.values():
+                self.check_shard_uris("", split.uris, version.name)
         return version
 
     # -- service ---------------------------------------------------------------------------
@@ -120,6 +125,38 @@ class Registry:
                 raise InvalidResponse(f"GET /info answered a {type(info).__name__}, not an object")
             self._info = info
         return dict(self._info)
+
+    def allowed_roots(self) -> AllowedRoots:
+        """The service's allowed storage roots (``/info``), checked as the service checks its
+        own setting: what the client holds the locations the service names to.
+
+        Raises :class:`~recordkeeper.errors.InvalidResponse` for an answer without roots, or
+        with a root that is malformed or admits a whole scheme (``file:///``, ``s3://``).
+        """
+        roots = self.info().get("allowed_roots")
+        if not isinstance(roots, list) or not roots:
+            raise InvalidResponse(
+                f"GET /info answered allowed_roots={roots!r}, not a list of storage roots"
+            )
+        try:
+            return AllowedRoots(tuple(allowed_root(root) for root in roots))
+        except UriError as exc:
+            raise InvalidResponse(
+                f"GET /info answered an allowed root the client refuses: {exc}"
+            ) from None
+
+    def check_shard_uris(self, prefix: str, names: Iterable[str], version: str) -> None:
+        """Refuse shard URIs (``prefix + name``) the service answered for ``version`` unless
+        each names an object inside the service's allowed roots, before any storage access.
+
+        Raises :class:`~recordkeeper.errors.StorageRootNotAllowed` (outside, or climbing out
+        with ``..``) or :class:`~recordkeeper.errors.InvalidResponse` (not a URI).
+        """
+        what = f"a shard URI the service answered for {version}"
+        try:
+            self.allowed_roots().check_objects(prefix, names, what)
+        except UriError as exc:
+            raise InvalidResponse(f"{what} is malformed: {exc}") from None
 
     def health(self) -> bool:
         """True when the service answers ``/healthz``."""
@@ -216,7 +253,8 @@ class Registry:
         Memory stays bounded by one page (at most 10,000 shards) when the caller drops each
         page after use; this is how a very large version is verified or copied.
 
-        Every page is checked before it is handed out: the pages must end — a cursor
+        Every page is checked before it is handed out: its shard URIs must lie inside the
+        service's allowed roots (:meth:`check_shard_uris`), and the pages must end — a cursor
         that repeats, an empty page that is not the last or more shards than the version's
         ``shard_count`` raise :class:`~recordkeeper.errors.InvalidResponse`.
         """
@@ -261,6 +299,7 @@ class Registry:
                     "that does not page as the API says)",
                     path=path,
                 )
+            self.check_shard_uris(prefix, columns["uri"], name)
             yield page
             if after is None:
                 return

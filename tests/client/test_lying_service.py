@@ -267,3 +267,58 @@ def test_a_list_that_does_not_page(fake: FakeService, answer: Any, message: str)
     result = cli(fake, "ls")
     assert result.returncode == 1, result.stderr
     assert "[invalid_response]" in result.stderr
+
+
+# -- shard URIs the service names are checked against its roots before any storage access ----
+
+
+def _outside_cases(tmp_path: Path, store: str) -> dict[str, tuple[list[str], str, list[str]]]:
+    secret = (tmp_path / "secret.txt").as_uri()
+    return {  # roots, uri_prefix, names
+        "dot-dot": ([store], store + "coco/", ["../../secret.txt"]),
+        "percent-encoded-dot-dot": ([store], store + "coco/", ["%2e%2e/%2e%2e/secret.txt"]),
+        "outside-the-roots": ([store], "", [secret]),
+        "a-root-of-the-whole-file-system": (["file:///"], "", [secret]),
+    }
+
+
+CASES = [
+    "dot-dot",
+    "percent-encoded-dot-dot",
+    "outside-the-roots",
+    "a-root-of-the-whole-file-system",
+]
+
+
+def _expected(case: str) -> tuple[type[rk.RecordkeeperError], str, int]:
+    if case == "a-root-of-the-whole-file-system":
+        return rk.InvalidResponse, "invalid_response", 1
+    return rk.StorageRootNotAllowed, "storage_root_not_allowed", 6
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_verify_reads_no_shard_outside_the_roots(
+    fake: FakeService, tmp_path: Path, store: str, case: str
+) -> None:
+    roots, prefix, names = _outside_cases(tmp_path, store)[case]
+    serve_version(fake, roots, shard_page(prefix, names))
+    error, _, _ = _expected(case)
+    client = client_for(fake)
+    with pytest.raises(error):
+        client.verify(NAME, deep=True)
+    with pytest.raises(error):
+        client.resolve(NAME).verify(deep=True)
+    assert fake.requests("POST") == []  # nothing reported about local files
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_cli_verify_reads_no_shard_outside_the_roots(
+    fake: FakeService, tmp_path: Path, store: str, case: str
+) -> None:
+    roots, prefix, names = _outside_cases(tmp_path, store)[case]
+    serve_version(fake, roots, shard_page(prefix, names))
+    _, code, status = _expected(case)
+    result = cli(fake, "verify", NAME, "--deep")
+    assert result.returncode == status, result.stderr
+    assert result.stderr.startswith("error: ") and f"[{code}]" in result.stderr
+    assert fake.requests("POST") == []
