@@ -10,6 +10,7 @@ stage, register and finish through it, :mod:`recordkeeper.gc` abandons through i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -21,6 +22,7 @@ from recordkeeper.core.errors import (
     InvalidRequest,
     InvalidResponse,
     RecordkeeperError,
+    StorageRootNotAllowed,
 )
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.naming import format_date, validate_dataset_name
@@ -157,6 +159,21 @@ class Registry:
             self.allowed_roots().check_objects(prefix, names, what)
         except UriError as exc:
             raise InvalidResponse(f"{what} is malformed: {exc}") from None
+
+    def check_storage_prefix(self, prefix: str, root: str | None, version: str) -> str:
+        """The storage prefix the service staged ``version`` under, if it is a directory inside
+        the service's allowed roots (and inside ``root`` when the caller chose one); else
+        :class:`~recordkeeper.errors.StorageRootNotAllowed`, before anything is written."""
+        what = f"the storage prefix the service answered for {version}"
+        try:
+            normalized = self.allowed_roots().check(prefix, what)
+            if root is not None:
+                AllowedRoots.of([root]).check(normalized, what)
+        except UriError as exc:
+            raise InvalidResponse(f"{what} is malformed: {exc}") from None
+        if not normalized.endswith("/"):
+            raise InvalidResponse(f"{what}, {prefix!r}, does not end with '/'")
+        return normalized
 
     def health(self) -> bool:
         """True when the service answers ``/healthz``."""
@@ -432,7 +449,12 @@ class Registry:
         root: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> DatasetVersion:
-        """Stage a new version: the service allocates its number, name and storage prefix."""
+        """Stage a new version: the service allocates its number, name and storage prefix.
+
+        The prefix must lie inside the service's allowed roots (and inside ``root`` when
+        given); otherwise the staged version is abandoned and
+        :class:`~recordkeeper.errors.StorageRootNotAllowed` raised before anything is written.
+        """
         validate_dataset_name(dataset)
         body = {
             "desc": desc,
@@ -442,7 +464,14 @@ class Registry:
         }
         # Not replayable: a retried stage would allocate a second number.
         data = self.http.api("POST", f"/datasets/{quote_segment(dataset)}/versions", json=body)
-        return self.version(data)
+        staged = self.version(data)
+        try:
+            self.check_storage_prefix(staged.storage_prefix, root, staged.name)
+        except (StorageRootNotAllowed, InvalidResponse):
+            with contextlib.suppress(RecordkeeperError):
+                self.abandon(staged)
+            raise
+        return staged
 
     def register_shards(
         self, version: str | DatasetVersion, shards: Sequence[Mapping[str, Any]]

@@ -31,6 +31,7 @@ from tests.client._fake_service import (
     shard_page,
     version,
 )
+from tests.client._records import sample_examples, write_tfrecord
 
 #: recordkeeper.http.MAX_RESPONSE_BYTES (stated here: the tests also run against older code)
 MAX_RESPONSE_BYTES = 64 * 2**20
@@ -322,3 +323,63 @@ def test_cli_verify_reads_no_shard_outside_the_roots(
     assert result.returncode == status, result.stderr
     assert result.stderr.startswith("error: ") and f"[{code}]" in result.stderr
     assert fake.requests("POST") == []
+
+
+# -- the writer writes only under a storage prefix inside the roots ----------------------------
+
+
+def _stage_at(fake: FakeService, roots: list[str], prefix: str) -> None:
+    fake.route("GET", "/info", Reply(body=info(roots)))
+    staged = version(STAGED, prefix=prefix, state="staged")
+    fake.route("POST", "/datasets/coco/versions", Reply(201, staged))
+    fake.route("POST", f"/versions/{STAGED}/abandon", Reply(body={**staged, "state": "abandoned"}))
+
+
+def _prefixes(tmp_path: Path, store: str) -> dict[str, str]:
+    return {
+        "outside": (tmp_path / "outside").as_uri() + f"/coco/{STAGED}/",
+        "dot-dot": store + f"../outside/coco/{STAGED}/",
+    }
+
+
+@pytest.mark.parametrize("case", ["outside", "dot-dot"])
+def test_the_writer_writes_nothing_under_a_prefix_outside_the_roots(
+    fake: FakeService, tmp_path: Path, store: str, case: str
+) -> None:
+    _stage_at(fake, [store], _prefixes(tmp_path, store)[case])
+    client = client_for(fake)
+    with (
+        pytest.raises(rk.StorageRootNotAllowed, match="storage prefix"),
+        client.writer("coco") as writer,
+    ):
+        writer.write(b"record")
+    assert not (tmp_path / "outside").exists()
+    assert len(fake.requests("POST", f"/versions/{STAGED}/abandon")) == 1
+
+
+def test_the_writer_keeps_to_the_root_it_was_given(
+    fake: FakeService, tmp_path: Path, store: str
+) -> None:
+    """Inside an allowed root, but not under the root the caller chose."""
+    other = tmp_path / "store" / "other"
+    _stage_at(fake, [store], other.as_uri() + f"/coco/{STAGED}/")
+    with (
+        pytest.raises(rk.StorageRootNotAllowed, match="storage prefix"),
+        client_for(fake).writer("coco", root=store + "mine") as writer,
+    ):
+        writer.write(b"record")
+    assert not other.exists()
+
+
+@pytest.mark.parametrize("case", ["outside", "dot-dot"])
+def test_cli_publish_copies_nothing_under_a_prefix_outside_the_roots(
+    fake: FakeService, tmp_path: Path, store: str, case: str
+) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    write_tfrecord(source / "train-00000-of-00001.tfrecord", sample_examples(3))
+    _stage_at(fake, [store], _prefixes(tmp_path, store)[case])
+    result = cli(fake, "publish", str(source), "--name", "coco", "--copy")
+    assert result.returncode == 6, result.stderr
+    assert "[storage_root_not_allowed]" in result.stderr
+    assert not (tmp_path / "outside").exists()
