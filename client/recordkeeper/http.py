@@ -281,6 +281,11 @@ class HttpCore:
                     **self._timeout_kwargs,
                 )
                 response = self._read(self._client.send(request, stream=True), method, url)
+            except httpx.DecodingError as exc:  # a body its Content-Encoding does not decode
+                raise InvalidResponse(
+                    f"{method} {url} answered a body that does not decode ({exc})",
+                    request_id=request_id,
+                ) from None
             except httpx.TransportError as exc:
                 if replayable and attempt < self.retries:
                     self._sleep(attempt, None)
@@ -332,7 +337,11 @@ class HttpCore:
         """Yield each answer (``{"data": [...], "count": n, ...}``) of a paged REST list.
 
         Asks for ``page`` items at a time with ``limit``/``offset``; stops after an empty page
-        or once ``count`` items were served.  Stop iterating to stop early.
+        or once ``count`` items were served.  Stop iterating to stop early.  A list that does
+        not page as the API says raises :class:`InvalidResponse`: a page with more items than
+        asked, or equal to the one before (the offset ignored), more pages than
+        ``ceil(count / page) + 1`` (the smallest count answered), more than
+        :data:`MAX_LIST_ITEMS` items.
         """
         offset = 0
         total: int | None = None

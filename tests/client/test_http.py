@@ -242,3 +242,11 @@ def test_a_body_over_the_limit_is_refused(status: int) -> None:
     core, _ = _core(lambda r, n: httpx.Response(status, json={"code": "x", "detail": "y"}))
     with pytest.raises(rk.RecordkeeperError) if status >= 400 else contextlib.nullcontext():
         core.request("GET", "/x")
+
+
+def test_a_body_that_does_not_decode_is_an_invalid_response() -> None:
+    core, _ = _core(
+        lambda r, n: httpx.Response(200, content=b"not gzip", headers={"Content-Encoding": "gzip"})
+    )
+    with pytest.raises(rk.InvalidResponse, match="does not decode"):
+        core.request("GET", "/x")
