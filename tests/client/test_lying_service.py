@@ -383,3 +383,20 @@ def test_cli_publish_copies_nothing_under_a_prefix_outside_the_roots(
     assert result.returncode == 6, result.stderr
     assert "[storage_root_not_allowed]" in result.stderr
     assert not (tmp_path / "outside").exists()
+
+
+@pytest.mark.parametrize("answer", [["a", "list"], {"checkpoint": "no model"}, {"data": 5}])
+def test_lineage_answers_of_the_wrong_shape(fake: FakeService, answer: Any) -> None:
+    """Checkpoints, lineage, consumers: read through the same reading_answer."""
+    fake.fallback = Reply(body=answer)
+    client = client_for(fake)
+    for call in (
+        lambda: client.checkpoint("coco_detection/ckpt-1"),
+        lambda: client.lineage("coco_detection/ckpt-1"),
+        lambda: client.models(),
+    ):
+        with pytest.raises(rk.InvalidResponse):
+            call()
+    result = cli(fake, "lineage", "coco_detection/ckpt-1")
+    assert result.returncode == 1, result.stderr
+    assert "[invalid_response]" in result.stderr
