@@ -18,7 +18,7 @@ import platformdirs
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from recordkeeper.core.roots import UriError, as_root
+from recordkeeper.core.roots import UriError, allowed_root, as_root
 
 __all__ = [
     "DEFAULT_LINEAGE_CACHE_BYTES",
@@ -176,16 +176,9 @@ class Settings(BaseSettings):
         roots = []
         for root in value:
             try:
-                normalized = as_root(root)
+                roots.append(allowed_root(root))
             except UriError as exc:
                 raise ValueError(f"RECORDKEEPER_ALLOWED_ROOTS: {exc}") from None
-            scheme, _, rest = normalized.partition("://")
-            if rest.strip("/") == "":
-                raise ValueError(
-                    f"RECORDKEEPER_ALLOWED_ROOTS: {root!r} would allow every {scheme} location "
-                    "(the whole file system or every bucket); name a directory or bucket"
-                )
-            roots.append(normalized)
         return roots
 
     @model_validator(mode="after")

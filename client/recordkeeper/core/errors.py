@@ -52,6 +52,11 @@ Exception tree::
     │   └── CorruptShard                          corrupt_shard (client side)
     ├── ServiceUnavailable (ConnectionError)      service_unavailable (503 / no answer)
     └── ServerError                               internal_error (500; a bug)
+        └── InvalidResponse                       invalid_response (client side: an answer it
+            │                                       cannot use: not JSON, wrong shape, endless
+            │                                       paging)
+            ├── ResponseTooLarge                  response_too_large (client side)
+            └── ServiceRedirected                 service_redirected (client side: a 3xx)
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ __all__ = [
     "InvalidRecord",
     "InvalidReference",
     "InvalidRequest",
+    "InvalidResponse",
     "InvalidShard",
     "InvalidVersionName",
     "ModelNotFound",
@@ -88,10 +94,12 @@ __all__ = [
     "PayloadTooLarge",
     "PermissionDenied",
     "RecordkeeperError",
+    "ResponseTooLarge",
     "RouteNotFound",
     "SchemaConflict",
     "SchemaNotFound",
     "ServerError",
+    "ServiceRedirected",
     "ServiceUnavailable",
     "ShardConflict",
     "StaleLock",
@@ -362,6 +370,28 @@ class ServiceUnavailable(RecordkeeperError, ConnectionError):
 class ServerError(RecordkeeperError):
     code = "internal_error"
     status = 500
+
+
+class InvalidResponse(ServerError):
+    """The client cannot use what the service (or a proxy in front of it) answered: a body that
+    is not JSON, a value of the wrong type or a missing field, a page cursor that does not
+    advance, more items than the list's count.  Raised by the client, never answered."""
+
+    code = "invalid_response"
+    status = 502
+
+
+class ResponseTooLarge(InvalidResponse):
+    """An answer's body is longer than the client accepts (``extra["limit"]``, bytes)."""
+
+    code = "response_too_large"
+
+
+class ServiceRedirected(InvalidResponse):
+    """The service URL answered a redirect (``extra["location"]``): the client follows none
+    (a proxy sending ``http://`` to ``https://`` means the URL to configure is the other one)."""
+
+    code = "service_redirected"
 
 
 def _all_subclasses(cls: type[RecordkeeperError]) -> list[type[RecordkeeperError]]:
