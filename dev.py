@@ -5,8 +5,8 @@
     python3 dev.py test     # install everything and run the whole test suite
 
 Both create ``.venv/`` beside this file on first use and (re)install the project into it when
-``pyproject.toml`` changed.  Extra arguments go to the underlying command
-(``python3 dev.py test -k naming``, ``python3 dev.py serve --port 9000``).
+``pyproject.toml``, ``setup.py`` or the C extension's source changed.  Extra arguments go to the
+underlying command (``python3 dev.py test -k naming``, ``python3 dev.py serve --port 9000``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ def _ensure_venv(extra: str) -> None:
         _say(f"creating {VENV.relative_to(ROOT)}/")
         venv.EnvBuilder(with_pip=True).create(VENV)
         subprocess.run([PYTHON, "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
-    build_files = b"".join((ROOT / name).read_bytes() for name in ("pyproject.toml", "setup.py"))
+    # The C extension is built at install time: a changed source must rebuild it too.
+    build_inputs = ("pyproject.toml", "setup.py", "client/recordkeeper/_speedups.c")
+    build_files = b"".join((ROOT / name).read_bytes() for name in build_inputs)
     fingerprint = hashlib.sha256(build_files).hexdigest()[:16]
     stamp = VENV / f".installed-{extra.replace(',', '+')}-{fingerprint}"
     if stamp.exists():
