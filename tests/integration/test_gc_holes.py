@@ -203,13 +203,13 @@ def test_a_file_another_staged_version_registered_survives_gc(
     client.registry.register_shards(b.name, [registration])
 
     report = gc_delete(service.url, store)
+    assert shard.exists(), "gc deleted a file a staged version references"
+    committed = client.commit(b.name)
+    assert committed.verify(deep=True).ok
     (item,) = report["items"]
     assert item["name"] == a.name and item["action"] == "deleted"
     assert (item["objects"], item["kept"]) == (1, 1)  # the junk went, B's shard was kept
     assert report["kept"] == 1 and report["ok"]
-    assert shard.exists()
-    committed = client.commit(b.name)
-    assert committed.verify(deep=True).ok
     # A's storage is released: nothing more may be registered there, by anyone.
     c = client.stage("coco")
     late = write_tfrecord(prefix_path(a) / "late.tfrecord", sample_examples(2))
@@ -357,20 +357,21 @@ def test_gc_does_not_trust_the_roots_a_lying_service_reports(tmp_path: Path) -> 
     url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         client = rk.Client(url=url, retries=0)
+        # Its own roots: the service's file:/// widens nothing.
+        report = client.collect_garbage(
+            staged_older_than=0, dry_run=False, allowed_roots=[store.as_uri()]
+        )
+        assert (victim_dir / "thesis.tex").read_bytes() == b"years of work"
+        (item,) = report.items
+        assert item.action == "refused" and "outside the allowed roots" in (item.error or "")
+        assert not [r for r in handler.requests if r.endswith(("/gc-objects", "/gc-done"))]
+        handler.requests.clear()
         # No roots of its own: refused before anything is claimed.
         with pytest.MonkeyPatch.context() as mp:
             mp.delenv("RECORDKEEPER_ALLOWED_ROOTS", raising=False)
             with pytest.raises(StorageRootNotAllowed):
                 client.collect_garbage(staged_older_than=0, dry_run=False)
         assert not [r for r in handler.requests if r.endswith("/gc/claims")]
-        # Its own roots: the service's file:/// widens nothing.
-        report = client.collect_garbage(
-            staged_older_than=0, dry_run=False, allowed_roots=[store.as_uri()]
-        )
-        (item,) = report.items
-        assert item.action == "refused" and "outside the allowed roots" in (item.error or "")
-        assert (victim_dir / "thesis.tex").read_bytes() == b"years of work"
-        assert not [r for r in handler.requests if r.endswith(("/gc-objects", "/gc-done"))]
         # And a local root of file:/// is refused as too wide.
         with pytest.raises(StorageRootNotAllowed):
             client.collect_garbage(staged_older_than=0, dry_run=False, allowed_roots=["file:///"])
