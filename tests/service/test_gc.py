@@ -308,10 +308,12 @@ def test_gc_objects_claimant_only(
     refused = error(client.post(url, json=body, headers=other_admin), 409, "conflict")
     assert "only the claimant" in refused["detail"]
     assert client.post(url, json=body, headers=secrets["admin"]).json()["delete"] == body["uris"]
-    error(
-        client.post(url, json={"uris": ["no-scheme"]}, headers=secrets["admin"]),
-        422,
-        "invalid_request",
-    )
+    escaping = {"uris": [body["uris"][0] + "/../../../etc/passwd"]}
+    error(client.post(url, json=escaping, headers=secrets["admin"]), 422, "invalid_request")
+    # A name no shard could carry (registration normalises URIs) is junk under the prefix.
+    junk = {"uris": [body["uris"][0] + " copy", "no-scheme"]}
+    answer = client.post(url, json=junk, headers=secrets["admin"]).json()
+    assert answer["delete"] == junk["uris"][:1]
+    assert answer["keep"] == [{"uri": "no-scheme", "referenced_by": []}]
     too_many = {"uris": [f"{body['uris'][0]}{i}" for i in range(1001)]}
     error(client.post(url, json=too_many, headers=secrets["admin"]), 422, "invalid_request")

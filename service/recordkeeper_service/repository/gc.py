@@ -36,7 +36,7 @@ from sqlalchemy import ColumnElement, and_, exists, or_, select
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.errors import Conflict, InvalidRequest, StorageReleased
-from recordkeeper.core.roots import UriError, normalize_uri
+from recordkeeper.core.roots import UriError, UriEscapes, normalize_uri
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import GcCandidate, GcObjects, Page
@@ -249,16 +249,21 @@ class GcRepository:
 
         An object is kept when it lies outside the version's storage prefix or a live version
         other than this one references it (:mod:`~recordkeeper_service.repository.deletion`).
+        A URI no shard could carry (whitespace, a query, …) is junk under the prefix; one with
+        ``.``/``..`` segments is refused (``422``): it could name something outside.
         """
         if len(uris) > MAX_OBJECTS_PER_QUESTION:
             raise InvalidRequest(
                 f"at most {MAX_OBJECTS_PER_QUESTION} object URIs per question, got {len(uris)}"
             )
+        malformed: set[str] = set()
         for position, uri in enumerate(uris):
             try:
                 normalize_uri(uri)
-            except UriError as exc:
+            except UriEscapes as exc:
                 raise InvalidRequest(f"uris[{position}]: {exc}") from None
+            except UriError:
+                malformed.add(uri)  # no shard can carry it (registration normalises): junk
         ref = parse_version_ref(version_name)
         with self._db.transaction(write=False) as session:
             row = find_version(session, ref)
@@ -266,7 +271,9 @@ class GcRepository:
             _ensure_claimant(row, actor, "asks which of its objects may be deleted")
             prefix = row.storage_prefix
             inside = [u for u in dict.fromkeys(uris) if u.startswith(prefix) and u != prefix]
-            referenced = referencing_versions(session, inside, releasing=[row.id])
+            referenced = referencing_versions(
+                session, [u for u in inside if u not in malformed], releasing=[row.id]
+            )
         keep: dict[str, tuple[str, ...]] = {}
         for uri in dict.fromkeys(uris):
             if uri not in inside:
