@@ -317,3 +317,38 @@ def test_gc_objects_claimant_only(
     assert answer["keep"] == [{"uri": "no-scheme", "referenced_by": []}]
     too_many = {"uris": [f"{body['uris'][0]}{i}" for i in range(1001)]}
     error(client.post(url, json=too_many, headers=secrets["admin"]), 422, "invalid_request")
+
+
+def test_commit_and_gc_done_recheck_a_shard_that_slipped_in(
+    client: TestClient, database_url: str
+) -> None:
+    """Were a registration to slip past the lock (simulated: a shard moved into the released
+    prefix after the claim, in SQL), commit and gc-done refuse instead of pointing at, or
+    recording as collected, storage being deleted."""
+    old = stage(client)
+    assert client.post(f"{API}/versions/{old['name']}/abandon").status_code == 200
+    late = stage(client)
+    assert register(client, late["name"], shards(late["storage_prefix"], 1)).status_code == 200
+    assert claim(client) == [old["name"]]
+    database = Database(database_url, pool_size=1)
+    try:
+        with database.engine.begin() as conn:
+            conn.execute(
+                text(
+                    "UPDATE shards SET uri = :uri, registered_at = :t WHERE version_id = "
+                    "(SELECT id FROM versions WHERE name = :n)"
+                ),
+                {
+                    "uri": old["storage_prefix"] + "slipped.tfrecord",
+                    "t": datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=5),
+                    "n": late["name"],
+                },
+            )
+    finally:
+        database.dispose()
+    refused = error(
+        client.post(f"{API}/versions/{late['name']}/commit", json={}), 409, "storage_released"
+    )
+    assert refused["released_by"] == old["name"]
+    refused = error(client.post(f"{API}/versions/{old['name']}/gc-done"), 409, "storage_released")
+    assert refused["version"] == late["name"]
