@@ -1222,6 +1222,186 @@ static PyObject *py_crc32c(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLong(crc);
 }
 
+/* ---- HighwayHash-64 (Riegeli's block, chunk header and chunk data checksum) -------------
+ * highwayhash64(data, key) -> int: the 64-bit HighwayHash of a bytes-like object with a 32-byte
+ * key (four little-endian 64-bit words), computed without the GIL.  Portable scalar code; the
+ * Python reference is recordkeeper/riegeli/highwayhash.py. */
+typedef struct {
+    uint64_t v0[4], v1[4], mul0[4], mul1[4];
+} hh_state_t;
+
+static uint64_t hh_load64(const unsigned char *p) {
+    uint64_t x = 0;
+    for (int i = 7; i >= 0; i--) x = (x << 8) | p[i];
+    return x;
+}
+
+static uint64_t hh_swap32(uint64_t x) { return (x >> 32) | (x << 32); }
+
+static void hh_reset(hh_state_t *s, const uint64_t key[4]) {
+    static const uint64_t init0[4] = {0xdbe6d5d5fe4cce2fULL, 0xa4093822299f31d0ULL,
+                                      0x13198a2e03707344ULL, 0x243f6a8885a308d3ULL};
+    static const uint64_t init1[4] = {0x3bd39e10cb0ef593ULL, 0xc0acf169b5f18a8cULL,
+                                      0xbe5466cf34e90c6cULL, 0x452821e638d01377ULL};
+    for (int i = 0; i < 4; i++) {
+        s->mul0[i] = init0[i];
+        s->mul1[i] = init1[i];
+        s->v0[i] = init0[i] ^ key[i];
+        s->v1[i] = init1[i] ^ hh_swap32(key[i]);
+    }
+}
+
+/* The zipper merge of lanes (lo, hi) seen as 16 little-endian bytes (lo first): byte j of the
+ * low lane's addend is byte {3, 12, 2, 5, 14, 1, 15, 0}[j] of the pair, byte j of the high
+ * lane's is byte {11, 4, 10, 13, 9, 6, 8, 7}[j]. */
+static void hh_merge(uint64_t lo, uint64_t hi, uint64_t *add_lo, uint64_t *add_hi) {
+    *add_lo += ((lo >> 24) & 0xff) |
+               (((hi >> 32) & 0xff) << 8) |
+               (((lo >> 16) & 0xff) << 16) |
+               (((lo >> 40) & 0xff) << 24) |
+               (((hi >> 48) & 0xff) << 32) |
+               (((lo >> 8) & 0xff) << 40) |
+               (((hi >> 56) & 0xff) << 48) |
+               ((lo & 0xff) << 56);
+    *add_hi += ((hi >> 24) & 0xff) |
+               (((lo >> 32) & 0xff) << 8) |
+               (((hi >> 16) & 0xff) << 16) |
+               (((hi >> 40) & 0xff) << 24) |
+               (((hi >> 8) & 0xff) << 32) |
+               (((lo >> 48) & 0xff) << 40) |
+               ((hi & 0xff) << 48) |
+               (((lo >> 56) & 0xff) << 56);
+}
+
+static void hh_update(hh_state_t *s, const uint64_t lanes[4]) {
+    for (int i = 0; i < 4; i++) {
+        s->v1[i] += s->mul0[i] + lanes[i];
+        s->mul0[i] ^= (s->v1[i] & 0xffffffffULL) * (s->v0[i] >> 32);
+        s->v0[i] += s->mul1[i];
+        s->mul1[i] ^= (s->v0[i] & 0xffffffffULL) * (s->v1[i] >> 32);
+    }
+    hh_merge(s->v1[0], s->v1[1], &s->v0[0], &s->v0[1]);
+    hh_merge(s->v1[2], s->v1[3], &s->v0[2], &s->v0[3]);
+    hh_merge(s->v0[0], s->v0[1], &s->v1[0], &s->v1[1]);
+    hh_merge(s->v0[2], s->v0[3], &s->v1[2], &s->v1[3]);
+}
+
+static void hh_packet(hh_state_t *s, const unsigned char *p) {
+    uint64_t lanes[4] = {hh_load64(p), hh_load64(p + 8), hh_load64(p + 16), hh_load64(p + 24)};
+    hh_update(s, lanes);
+}
+
+static uint32_t hh_rotl32(uint32_t x, unsigned n) { return (x << n) | (x >> (32 - n)); }
+
+/* The last 1..31 bytes. */
+static void hh_remainder(hh_state_t *s, const unsigned char *p, size_t n) {
+    unsigned char packet[32] = {0};
+    size_t whole = n & ~(size_t)3, tail = n & 3;
+    for (int i = 0; i < 4; i++) {
+        s->v0[i] += ((uint64_t)n << 32) + n;
+        uint32_t lo = hh_rotl32((uint32_t)s->v1[i], (unsigned)n);
+        uint32_t hi = hh_rotl32((uint32_t)(s->v1[i] >> 32), (unsigned)n);
+        s->v1[i] = ((uint64_t)hi << 32) | lo;
+    }
+    memcpy(packet, p, whole);
+    if (n & 16) {
+        memcpy(packet + 28, p + n - 4, 4);
+    } else if (tail) {
+        packet[16] = p[whole];
+        packet[17] = p[whole + (tail >> 1)];
+        packet[18] = p[whole + tail - 1];
+    }
+    hh_packet(s, packet);
+}
+
+static uint64_t hh_hash64(const unsigned char *p, size_t n, const uint64_t key[4]) {
+    hh_state_t s;
+    hh_reset(&s, key);
+    size_t whole = n & ~(size_t)31;
+    for (size_t pos = 0; pos < whole; pos += 32) hh_packet(&s, p + pos);
+    if (n & 31) hh_remainder(&s, p + whole, n & 31);
+    for (int round = 0; round < 4; round++) {
+        uint64_t permuted[4] = {hh_swap32(s.v0[2]), hh_swap32(s.v0[3]), hh_swap32(s.v0[0]),
+                                hh_swap32(s.v0[1])};
+        hh_update(&s, permuted);
+    }
+    return s.v0[0] + s.v1[0] + s.mul0[0] + s.mul1[0];
+}
+
+static PyObject *py_highwayhash64(PyObject *self, PyObject *args) {
+    Py_buffer view, keyview;
+    if (!PyArg_ParseTuple(args, "y*y*", &view, &keyview)) return NULL;
+    if (keyview.len != 32) {
+        PyBuffer_Release(&view);
+        PyBuffer_Release(&keyview);
+        PyErr_SetString(PyExc_ValueError, "the HighwayHash key must be 32 bytes");
+        return NULL;
+    }
+    uint64_t key[4];
+    for (int i = 0; i < 4; i++) key[i] = hh_load64((const unsigned char *)keyview.buf + 8 * i);
+    PyBuffer_Release(&keyview);
+    uint64_t h;
+    if (view.len >= 65536) {
+        Py_BEGIN_ALLOW_THREADS
+        h = hh_hash64((const unsigned char *)view.buf, (size_t)view.len, key);
+        Py_END_ALLOW_THREADS
+    } else {
+        h = hh_hash64((const unsigned char *)view.buf, (size_t)view.len, key);
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+
+/* riegeli_records(sizes, values, count) -> list[bytes] | None: the records of a Riegeli simple
+ * chunk from its decompressed sizes buffer (`count` varint64s, nothing after them) and values
+ * buffer (their bytes joined, nothing after them); None when the buffers do not fit that
+ * description (the Python code then says how they do not). */
+static PyObject *py_riegeli_records(PyObject *self, PyObject *args) {
+    Py_buffer sizes, values;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "y*y*n", &sizes, &values, &count)) return NULL;
+    PyObject *out = NULL;
+    const unsigned char *p = (const unsigned char *)sizes.buf, *p_end = p + sizes.len;
+    const char *v = (const char *)values.buf;
+    Py_ssize_t v_left = values.len;
+    if (count < 0 || count > sizes.len) goto done_none;
+    out = PyList_New(count);
+    if (out == NULL) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint64_t size = 0;
+        int shift = 0;
+        for (;;) {
+            if (p >= p_end || shift > 63) goto fail_none;
+            unsigned char byte = *p++;
+            if (shift == 63 && byte > 1) goto fail_none;
+            size |= (uint64_t)(byte & 0x7f) << shift;
+            if (byte < 0x80) break;
+            shift += 7;
+        }
+        if (size > (uint64_t)v_left) goto fail_none;
+        PyObject *record = PyBytes_FromStringAndSize(v, (Py_ssize_t)size);
+        if (record == NULL) goto fail;
+        PyList_SET_ITEM(out, i, record);
+        v += size;
+        v_left -= (Py_ssize_t)size;
+    }
+    if (p != p_end || v_left != 0) goto fail_none;
+    goto done;
+fail_none:
+    Py_CLEAR(out);
+done_none:
+    out = Py_None;
+    Py_INCREF(out);
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&sizes);
+    PyBuffer_Release(&values);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"deframe", py_deframe, METH_VARARGS, "Check and split the complete TFRecord frames."},
     {"structure_keys", py_structure_keys, METH_O, "Structure keys of Example records."},
@@ -1237,6 +1417,10 @@ static PyMethodDef methods[] = {
 #endif
     {"frame_into", py_frame_into, METH_VARARGS,
      "frame() into a writable buffer at an offset, with structure_keys() of the records."},
+    {"highwayhash64", py_highwayhash64, METH_VARARGS,
+     "HighwayHash-64 of a bytes-like object with a 32-byte key (Riegeli's checksum)."},
+    {"riegeli_records", py_riegeli_records, METH_VARARGS,
+     "The records of a Riegeli simple chunk from its sizes and values buffers, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -16,6 +16,13 @@ It owns four concerns and nothing else:
 * **Paging**: :meth:`HttpCore.pages` walks ``{"data": [...], "count": n}`` list answers with
   ``limit``/``offset`` and stops at ``count``; :meth:`HttpCore.paged` yields their items, at
   most the caller's ``limit``.
+* **Distrust of answers** (docs/security.md, "What the client trusts"): a body is read as a
+  stream and refused past :data:`MAX_RESPONSE_BYTES` (:class:`~recordkeeper.errors.
+  ResponseTooLarge`); a redirect is refused, naming its ``Location``
+  (:class:`~recordkeeper.errors.ServiceRedirected`); a body that is not JSON, or a list whose
+  pages do not advance or outnumber its ``count``, is :class:`~recordkeeper.errors.
+  InvalidResponse`; :func:`reading_answer` turns a missing key or a value of the wrong type
+  met while a caller reads an answer into the same error.
 
 Capability modules (writer, publish, lineage, gc, …) receive an :class:`HttpCore` (or the
 :class:`~recordkeeper.registry.Registry` built on it); none of them reaches into the
@@ -25,19 +32,23 @@ Capability modules (writer, publish, lineage, gc, …) receive an :class:`HttpCo
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 import orjson
 
 from recordkeeper.core.errors import (
     InvalidRequest,
+    InvalidResponse,
     RecordkeeperError,
-    ServerError,
+    ResponseTooLarge,
+    ServiceRedirected,
     ServiceUnavailable,
     code_for_status,
     error_for_code,
@@ -50,11 +61,15 @@ if TYPE_CHECKING:
 __all__ = [
     "API_PREFIX",
     "DEFAULT_URL",
+    "MAX_LIST_ITEMS",
+    "MAX_RESPONSE_BYTES",
     "PAGE_SIZE",
     "RETRY_STATUSES",
     "SAFE_METHODS",
+    "Answer",
     "HttpCore",
     "quote_segment",
+    "reading_answer",
 ]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -63,6 +78,43 @@ PAGE_SIZE = 1000
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+
+#: The longest answer body the client reads (bytes, after content decoding): the largest real
+#: answers (a page of 10,000 shards, a lineage graph) are a few MB.
+MAX_RESPONSE_BYTES = 64 * 2**20
+#: The most items the client pages through in one list (a version's shards, a list answer).
+MAX_LIST_ITEMS = 10_000_000
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer of the service, read whole (at most ``max_response_bytes``)."""
+
+    status_code: int
+    headers: httpx.Headers
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+
+@contextlib.contextmanager
+def reading_answer(what: str) -> Iterator[None]:
+    """Read a service answer inside this block: a missing key, a value of the wrong type (a
+    string where a list belongs, ``None`` where an object does) or a malformed value raises
+    :class:`~recordkeeper.errors.InvalidResponse` naming ``what`` instead of ``KeyError``,
+    ``TypeError``, ``ValueError`` or ``AttributeError``.  Typed errors pass unchanged."""
+    try:
+        yield
+    except RecordkeeperError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise InvalidResponse(
+            f"the service answered {what} that the client cannot read "
+            f"({type(exc).__name__}: {exc}); is RECORDKEEPER_URL pointing at a recordkeeper "
+            "service of a compatible version?"
+        ) from None
 
 
 def quote_segment(value: str) -> str:
@@ -104,10 +156,13 @@ class HttpCore:
         retries: int = 4,
         backoff: float = 0.25,
         max_backoff: float = 8.0,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.base_url = _service_url(base_url)
         self.token = token
         self.retries = retries
+        #: answers longer than this raise ResponseTooLarge (see :data:`MAX_RESPONSE_BYTES`)
+        self.max_response_bytes = max_response_bytes
         self.backoff = backoff
         self.max_backoff = max_backoff
         self._owns_client = http_client is None
@@ -129,6 +184,7 @@ class HttpCore:
         http_client: httpx.Client | None = None,
         timeout: float = 60.0,
         retries: int = 4,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> HttpCore:
         """A helper for ``url``/``token`` (default ``RECORDKEEPER_URL``/``RECORDKEEPER_TOKEN``).
 
@@ -142,7 +198,12 @@ class HttpCore:
         if token is None:
             token = os.environ.get("RECORDKEEPER_TOKEN") or None
         return cls(
-            url or DEFAULT_URL, token, http_client=http_client, timeout=timeout, retries=retries
+            url or DEFAULT_URL,
+            token,
+            http_client=http_client,
+            timeout=timeout,
+            retries=retries,
+            max_response_bytes=max_response_bytes,
         )
 
     def close(self) -> None:
@@ -194,8 +255,10 @@ class HttpCore:
         json: Any = None,
         idempotent: bool | None = None,
         headers: Mapping[str, str] | None = None,
-    ) -> httpx.Response:
-        """The request with retries; an error answer raises its typed exception."""
+    ) -> Answer:
+        """The request with retries; an error answer raises its typed exception, a redirect
+        :class:`ServiceRedirected`, a body over :attr:`max_response_bytes`
+        :class:`ResponseTooLarge`."""
         method = method.upper()
         replayable = method in SAFE_METHODS if idempotent is None else idempotent
         url = self.url(path)
@@ -209,7 +272,7 @@ class HttpCore:
         attempt = 0
         while True:
             try:
-                response = self._client.request(
+                request = self._client.build_request(
                     method,
                     url,
                     params=clean_params,
@@ -217,6 +280,12 @@ class HttpCore:
                     headers=sent,
                     **self._timeout_kwargs,
                 )
+                response = self._read(self._client.send(request, stream=True), method, url)
+            except httpx.DecodingError as exc:  # a body its Content-Encoding does not decode
+                raise InvalidResponse(
+                    f"{method} {url} answered a body that does not decode ({exc})",
+                    request_id=request_id,
+                ) from None
             except httpx.TransportError as exc:
                 if replayable and attempt < self.retries:
                     self._sleep(attempt, None)
@@ -235,7 +304,28 @@ class HttpCore:
                 continue
             if response.status_code >= 400:
                 raise _error_from_response(response, method, url, request_id)
+            if 300 <= response.status_code < 400 and response.status_code != 304:
+                raise _redirected(response, method, url, self.base_url, request_id)
             return response
+
+    def _read(self, response: httpx.Response, method: str, url: str) -> Answer:
+        """The whole body of a streamed ``response`` (then closed), refused past
+        :attr:`max_response_bytes` before more is read."""
+        limit = self.max_response_bytes
+        try:
+            declared = response.headers.get("Content-Length")
+            if declared is not None and declared.isdigit() and int(declared) > limit:
+                raise _too_large(method, url, response.status_code, limit)
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise _too_large(method, url, response.status_code, limit)
+                chunks.append(chunk)
+        finally:
+            response.close()
+        return Answer(response.status_code, response.headers, b"".join(chunks))
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
         """:meth:`request` for a path of the REST API (``/datasets`` → ``/api/v1/datasets``)."""
@@ -247,16 +337,43 @@ class HttpCore:
         """Yield each answer (``{"data": [...], "count": n, ...}``) of a paged REST list.
 
         Asks for ``page`` items at a time with ``limit``/``offset``; stops after an empty page
-        or once ``count`` items were served.  Stop iterating to stop early.
+        or once ``count`` items were served.  Stop iterating to stop early.  A list that does
+        not page as the API says raises :class:`InvalidResponse`: a page with more items than
+        asked, or equal to the one before (the offset ignored), more pages than
+        ``ceil(count / page) + 1`` (the smallest count answered), more than
+        :data:`MAX_LIST_ITEMS` items.
         """
         offset = 0
+        total: int | None = None
+        pages = 0
+        previous: list[Any] | None = None
         while True:
             body = self.api("GET", path, params={**(params or {}), "limit": page, "offset": offset})
+            data, count = _list_page(body, path)
+            # The list may shrink while it is paged, never grow past its first count: what
+            # was added meanwhile is in the next listing.
+            total = count if total is None else min(total, count)
+            pages += 1
+            if len(data) > page or (data and data == previous):
+                raise _endless(
+                    path,
+                    f"answered {len(data)} items for limit {page}"
+                    if len(data) > page
+                    else f"answered the same {len(data)} items for offset {offset} as for the "
+                    "page before (it ignores offset)",
+                )
+            if pages > math.ceil(total / page) + 1 or offset + len(data) > MAX_LIST_ITEMS:
+                raise _endless(
+                    path,
+                    f"served {pages} pages of a list whose count is {total}"
+                    if offset + len(data) <= MAX_LIST_ITEMS
+                    else f"served more than {MAX_LIST_ITEMS} items",
+                )
             yield body
-            data = body.get("data") or []
             offset += len(data)
-            if not data or offset >= int(body.get("count", 0)):
+            if not data or offset >= total:
                 return
+            previous = data
 
     def paged(
         self, path: str, params: Mapping[str, Any] | None = None, limit: int | None = None
@@ -265,7 +382,7 @@ class HttpCore:
         page = PAGE_SIZE if limit is None else min(PAGE_SIZE, limit)
         seen = 0
         for body in self.pages(path, params, page=page):
-            for item in body.get("data", []):
+            for item in body["data"]:
                 yield item
                 seen += 1
                 if limit is not None and seen >= limit:
@@ -279,25 +396,94 @@ class HttpCore:
         time.sleep(delay * (0.5 + random.random() / 2))
 
 
-def _decode(response: httpx.Response, method: str, url: str) -> Any:
+def _decode(response: Answer, method: str, url: str) -> Any:
     """The JSON body of a successful answer (``None`` for an empty one)."""
     if response.status_code == 204 or not response.content:
         return None
     try:
         return orjson.loads(response.content)
     except ValueError:
-        raise ServerError(
+        raise InvalidResponse(
             f"{method} {url} answered {response.status_code} with a body that is not "
             "JSON; is RECORDKEEPER_URL pointing at a recordkeeper service?"
         ) from None
 
 
+def _list_page(body: Any, path: str) -> tuple[list[Any], int]:
+    """``(data, count)`` of one page of a list answer, or :class:`InvalidResponse`."""
+    data = body.get("data") if isinstance(body, dict) else None
+    count = body.get("count") if isinstance(body, dict) else None
+    if not isinstance(data, list) or not isinstance(count, int) or isinstance(count, bool):
+        raise InvalidResponse(
+            f"GET {path} answered {_shape(body)}, not a list page "
+            '({"data": [...], "count": n}); is RECORDKEEPER_URL pointing at a recordkeeper '
+            "service?"
+        )
+    return data, max(0, count)
+
+
+def _shape(value: Any) -> str:
+    if isinstance(value, dict):
+        fields = ", ".join(f"{k!r}: {type(v).__name__}" for k, v in list(value.items())[:6])
+        return f"an object {{{fields}}}"
+    return f"a {type(value).__name__}"
+
+
+def _endless(path: str, what: str) -> InvalidResponse:
+    return InvalidResponse(
+        f"GET {path} {what}: the client stops paging (a service or proxy that does not page "
+        "as the API says)",
+        path=path,
+    )
+
+
+def _too_large(method: str, url: str, status: int, limit: int) -> ResponseTooLarge:
+    return ResponseTooLarge(
+        f"{method} {url} answered {status} with a body longer than {limit} bytes, the most "
+        "the client reads (HttpCore.max_response_bytes); is RECORDKEEPER_URL pointing at a "
+        "recordkeeper service?",
+        limit=limit,
+    )
+
+
+def _redirected(
+    response: Answer, method: str, url: str, base_url: str, request_id: str
+) -> ServiceRedirected:
+    """The error for a 3xx answer: the client follows no redirect (the token would travel
+    to wherever it points, and a service reached through a redirect is misconfigured)."""
+    location = response.headers.get("Location") or ""
+    shown = location[:300] or "(no Location)"
+    hint = ""
+    target = urlsplit(urljoin(url, location)) if location else None
+    asked = urlsplit(url)
+    if target is not None and target.path.endswith(asked.path[len(urlsplit(base_url).path) :]):
+        suffix = asked.path[len(urlsplit(base_url).path) :]
+        new_base = target._replace(path=target.path[: len(target.path) - len(suffix)], query="")
+        moved = (
+            "another scheme"
+            if target.scheme != asked.scheme
+            else "another host"
+            if target.netloc != asked.netloc
+            else "another path"
+        )
+        hint = (
+            f"; the service seems to live at {new_base.geturl()} ({moved}): set "
+            "RECORDKEEPER_URL to it (CLI: --url; Python: Client(url))"
+        )
+    return ServiceRedirected(
+        f"{method} {url} answered {response.status_code} redirecting to {shown}; the client "
+        f"follows no redirect (it would send the token there){hint}",
+        location=location[:2048],
+        request_id=response.headers.get(REQUEST_ID_HEADER) or request_id,
+    )
+
+
 def _error_from_response(
-    response: httpx.Response, method: str, url: str, request_id: str
+    response: Answer, method: str, url: str, request_id: str
 ) -> RecordkeeperError:
     body: Any = None
     try:
-        body = response.json()
+        body = orjson.loads(response.content) if response.content else None
     except ValueError:
         body = None
     code = None

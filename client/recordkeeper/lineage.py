@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from recordkeeper.core.digests import DIGEST_PREFIX, digest_hex
-from recordkeeper.core.errors import InvalidCheckpoint, InvalidReference, ServerError
+from recordkeeper.core.errors import InvalidCheckpoint, InvalidReference, InvalidResponse
 from recordkeeper.core.lineage import (
     CheckpointRef,
     Consumer,
@@ -42,7 +42,7 @@ from recordkeeper.core.lineage import (
 from recordkeeper.core.model_inputs import InputProblem, ModelInput
 from recordkeeper.core.refs import parse_reference
 from recordkeeper.core.splits import is_split_name
-from recordkeeper.http import quote_segment
+from recordkeeper.http import quote_segment, reading_answer
 
 if TYPE_CHECKING:
     from recordkeeper.http import HttpCore
@@ -288,6 +288,7 @@ class CheckpointInfo:
         return list(dict.fromkeys(d["version"] for d in self.data))
 
     @classmethod
+    @reading_answer("a checkpoint")
     def from_dict(cls, body: Mapping[str, Any]) -> CheckpointInfo:
         parent = body.get("parent")
         return cls(
@@ -352,6 +353,7 @@ class Lineage:
         return [e for e in self.data if e.role == role]
 
     @classmethod
+    @reading_answer("a lineage")
     def from_dict(cls, body: Mapping[str, Any]) -> Lineage:
         """A lineage from the service's answer (either form); ``data`` is built on first access."""
         lineage = object.__new__(cls)
@@ -375,7 +377,9 @@ def _entries(chain: Sequence[Mapping[str, Any]], pending: Any) -> tuple[LineageE
         try:
             return entries_from_columns([Segment.from_json(link) for link in chain], pending)
         except (ValueError, TypeError, KeyError) as exc:
-            raise ServerError(f"the service answered a malformed compact lineage: {exc}") from None
+            raise InvalidResponse(
+                f"the service answered a malformed compact lineage: {exc}"
+            ) from None
     return tuple(LineageEntry.from_json(e) for e in pending)
 
 
@@ -399,6 +403,7 @@ class Consumers:
         return [m["model"] for m in self.models]
 
     @classmethod
+    @reading_answer("consumers")
     def from_dict(cls, body: Mapping[str, Any]) -> Consumers:
         return cls(
             versions=tuple(dict(v) for v in body.get("versions") or ()),
@@ -419,6 +424,7 @@ class ModelInfo:
     created_at: str | None
 
     @classmethod
+    @reading_answer("a model")
     def from_dict(cls, body: Mapping[str, Any]) -> ModelInfo:
         return cls(
             name=body["name"],
@@ -457,6 +463,7 @@ class LineageGraph:
     truncated: bool
 
     @classmethod
+    @reading_answer("a lineage graph")
     def from_dict(cls, body: Mapping[str, Any]) -> LineageGraph:
         return cls(
             root=body["root"],
@@ -495,6 +502,7 @@ class ModelCheckEntry:
         return not any(p.severity == "error" for p in self.problems)
 
     @classmethod
+    @reading_answer("a model check")
     def from_dict(cls, body: Mapping[str, Any]) -> ModelCheckEntry:
         return cls(
             body["saved_model"],
@@ -522,6 +530,7 @@ class ModelCheck:
         return [p for c in self.checks for p in c.problems]
 
     @classmethod
+    @reading_answer("a model check")
     def from_dict(cls, body: Mapping[str, Any]) -> ModelCheck:
         return cls(
             parse_checkpoint_ref(body["checkpoint"]),

@@ -36,6 +36,7 @@ from recordkeeper.core.roots import AllowedRoots
 from recordkeeper.core.shards import Compression, ShardRecord
 from recordkeeper.core.splits import shard_file_name
 from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
+from recordkeeper.file_kinds import describe_bytes
 from recordkeeper.models import DatasetVersion
 from recordkeeper.object_batches import listing_or_nothing, read_small_many, stat_many
 from recordkeeper.progress import ProgressLike, ProgressReader, byte_progress
@@ -99,11 +100,13 @@ def _compression_of(uri: str, head: bytes) -> str:
 
     found = detect_compression(head)
     if found is None:
+        kind = describe_bytes(head)
         raise CorruptShard(
-            f"{uri} is not a TFRecord file (neither a valid record header nor a gzip/zlib "
-            "stream at its start)",
+            f"{uri} is not a TFRecord file: it looks like {kind.description} (neither a valid "
+            "record header nor a gzip/zlib stream at its start)",
             uri=uri,
             offset=0,
+            looks_like=kind.kind,
         )
     return found
 

@@ -10,20 +10,28 @@ stage, register and finish through it, :mod:`recordkeeper.gc` abandons through i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from recordkeeper.core.digests import parse_digest
-from recordkeeper.core.errors import InvalidReference, InvalidRequest, RecordkeeperError
+from recordkeeper.core.errors import (
+    InvalidReference,
+    InvalidRequest,
+    InvalidResponse,
+    RecordkeeperError,
+    StorageRootNotAllowed,
+)
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.naming import format_date, validate_dataset_name
 from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference, validate_alias_name
+from recordkeeper.core.roots import AllowedRoots, UriError, allowed_root
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.diff import VersionDiff, diff_versions
-from recordkeeper.http import HttpCore, quote_segment
+from recordkeeper.http import MAX_LIST_ITEMS, HttpCore, quote_segment, reading_answer
 from recordkeeper.models import (
     DatasetInfo,
     DatasetVersion,
@@ -89,22 +97,83 @@ class Registry:
         schema: Schema | None = None,
         splits: Mapping[str, Split] | None = None,
     ) -> DatasetVersion:
-        """A :class:`DatasetVersion` from the service's ``Version`` JSON, served from here."""
-        return DatasetVersion.from_dict(
-            data,
-            client=self,
-            storage_options=self.storage_options or None,
-            schema=schema,
-            splits=splits,
-        )
+        """A :class:`DatasetVersion` from the service's ``Version`` JSON, served from here.
+
+        An answer that is not a version (a missing field, a value of the wrong type) raises
+        :class:`~recordkeeper.errors.InvalidResponse`; shards it carries must lie inside the
+        service's allowed roots (:meth:`check_shard_uris`).
+        """
+        with reading_answer("a version"):
+            _check_version_answer(data)
+            version = DatasetVersion.from_dict(
+                data,
+                client=self,
+                storage_options=self.storage_options or None,
+                schema=schema,
+                splits=splits,
+            )
+        if splits is None and version.splits:
+            for split in version.splits.values():
+                self.check_shard_uris("", split.uris, version.name)
+        return version
 
     # -- service ---------------------------------------------------------------------------
 
     def info(self) -> dict[str, Any]:
         """The service's ``/info``: storage root, allowed roots, limits (cached)."""
         if self._info is None:
-            self._info = self.http.api("GET", "/info")
+            info = self.http.api("GET", "/info")
+            if not isinstance(info, dict):
+                raise InvalidResponse(f"GET /info answered a {type(info).__name__}, not an object")
+            self._info = info
         return dict(self._info)
+
+    def allowed_roots(self) -> AllowedRoots:
+        """The service's allowed storage roots (``/info``), checked as the service checks its
+        own setting: what the client holds the locations the service names to.
+
+        Raises :class:`~recordkeeper.errors.InvalidResponse` for an answer without roots, or
+        with a root that is malformed or admits a whole scheme (``file:///``, ``s3://``).
+        """
+        roots = self.info().get("allowed_roots")
+        if not isinstance(roots, list) or not roots:
+            raise InvalidResponse(
+                f"GET /info answered allowed_roots={roots!r}, not a list of storage roots"
+            )
+        try:
+            return AllowedRoots(tuple(allowed_root(root) for root in roots))
+        except UriError as exc:
+            raise InvalidResponse(
+                f"GET /info answered an allowed root the client refuses: {exc}"
+            ) from None
+
+    def check_shard_uris(self, prefix: str, names: Iterable[str], version: str) -> None:
+        """Refuse shard URIs (``prefix + name``) the service answered for ``version`` unless
+        each names an object inside the service's allowed roots, before any storage access.
+
+        Raises :class:`~recordkeeper.errors.StorageRootNotAllowed` (outside, or climbing out
+        with ``..``) or :class:`~recordkeeper.errors.InvalidResponse` (not a URI).
+        """
+        what = f"a shard URI the service answered for {version}"
+        try:
+            self.allowed_roots().check_objects(prefix, names, what)
+        except UriError as exc:
+            raise InvalidResponse(f"{what} is malformed: {exc}") from None
+
+    def check_storage_prefix(self, prefix: str, root: str | None, version: str) -> str:
+        """The storage prefix the service staged ``version`` under, if it is a directory inside
+        the service's allowed roots (and inside ``root`` when the caller chose one); else
+        :class:`~recordkeeper.errors.StorageRootNotAllowed`, before anything is written."""
+        what = f"the storage prefix the service answered for {version}"
+        try:
+            normalized = self.allowed_roots().check(prefix, what)
+            if root is not None:
+                AllowedRoots.of([root]).check(normalized, what)
+        except UriError as exc:
+            raise InvalidResponse(f"{what} is malformed: {exc}") from None
+        if not normalized.endswith("/"):
+            raise InvalidResponse(f"{what}, {prefix!r}, does not end with '/'")
+        return normalized
 
     def health(self) -> bool:
         """True when the service answers ``/healthz``."""
@@ -115,10 +184,11 @@ class Registry:
 
     def datasets(self, prefix: str | None = None, *, limit: int | None = None) -> list[DatasetInfo]:
         """Every dataset (optionally only names starting with ``prefix``)."""
-        return [
-            DatasetInfo.from_dict(d)
-            for d in self.http.paged("/datasets", {"prefix": prefix}, limit)
-        ]
+        with reading_answer("a dataset list"):
+            return [
+                DatasetInfo.from_dict(d)
+                for d in self.http.paged("/datasets", {"prefix": prefix}, limit)
+            ]
 
     def versions(
         self,
@@ -171,6 +241,8 @@ class Registry:
                 body, etag = self.http.conditional_get(path, params=params)
         elif etag is not None:
             self.cache.keep_answer(etag, body)
+        with reading_answer("a version"):
+            _check_version_answer(body)
         body["ref"] = ref
         if not shards:
             return self.version(body)
@@ -184,7 +256,8 @@ class Registry:
             held = self.cache.splits(name, digest)
             if held is not None:
                 return held
-        splits = collect_splits(self.shard_pages(name, page_size=self.page_size))
+        with reading_answer(f"shards of {name}"):
+            splits = collect_splits(self.shard_pages(name, page_size=self.page_size))
         if cacheable and digest:
             self.cache.keep_splits(name, digest, splits)
         return splits
@@ -196,21 +269,58 @@ class Registry:
 
         Memory stays bounded by one page (at most 10,000 shards) when the caller drops each
         page after use; this is how a very large version is verified or copied.
+
+        Every page is checked before it is handed out: its shard URIs must lie inside the
+        service's allowed roots (:meth:`check_shard_uris`), and the pages must end — a cursor
+        that repeats, an empty page that is not the last or more shards than the version's
+        ``shard_count`` raise :class:`~recordkeeper.errors.InvalidResponse`.
         """
         name = version.name if isinstance(version, DatasetVersion) else version
         check_ref(name)
-        after = None
+        path = f"/versions/{quote_segment(name.strip())}/shards"
+        after: str | None = None
+        cursors: set[str] = set()
+        served = 0
+        total: int | None = None
         while True:
             body = self.http.api(
-                "GET",
-                f"/versions/{quote_segment(name.strip())}/shards",
-                params={"form": "compact", "after": after, "limit": page_size},
+                "GET", path, params={"form": "compact", "after": after, "limit": page_size}
             )
-            compact = body["compact"]
-            yield ShardColumns(Shard, compact["uri_prefix"], compact["columns"])
-            after = body.get("next")
+            with reading_answer(f"a page of the shards of {name}"):
+                compact = body["compact"]
+                prefix, columns = compact["uri_prefix"], compact["columns"]
+                if not isinstance(prefix, str) or not isinstance(columns, dict):
+                    raise TypeError("uri_prefix is not a string or columns not an object")
+                page = ShardColumns(Shard, prefix, columns)
+                count = body.get("shard_count")
+                if total is None and isinstance(count, int):
+                    total = count
+                after = body.get("next")
+                if after is not None and not isinstance(after, str):
+                    raise TypeError(f"next is a {type(after).__name__}, not a string")
+            served += len(page)
+            problem = (
+                f"served {served} shards of a version of {total}"
+                if total is not None and served > total
+                else f"served more than {MAX_LIST_ITEMS} shards"
+                if served > MAX_LIST_ITEMS
+                else f"answered the cursor {after!r} again"
+                if after is not None and after in cursors
+                else "answered an empty page that is not the last"
+                if after is not None and not len(page)
+                else None
+            )
+            if problem is not None:
+                raise InvalidResponse(
+                    f"GET {path} {problem}: the client stops paging (a service or proxy "
+                    "that does not page as the API says)",
+                    path=path,
+                )
+            self.check_shard_uris(prefix, columns["uri"], name)
+            yield page
             if after is None:
                 return
+            cursors.add(after)
 
     def verify(
         self,
@@ -246,7 +356,8 @@ class Registry:
         """The merged schema of a version."""
         check_ref(ref)
         body = self.http.api("GET", f"/versions/{quote_segment(ref.strip())}/schema")
-        return Schema.from_dict(body["schema"])
+        with reading_answer("a schema"):
+            return Schema.from_dict(body["schema"])
 
     def diff(self, a: str | DatasetVersion, b: str | DatasetVersion) -> VersionDiff:
         """What changed from version ``a`` to version ``b`` (shards, record counts, schema)."""
@@ -338,7 +449,12 @@ class Registry:
         root: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> DatasetVersion:
-        """Stage a new version: the service allocates its number, name and storage prefix."""
+        """Stage a new version: the service allocates its number, name and storage prefix.
+
+        The prefix must lie inside the service's allowed roots (and inside ``root`` when
+        given); otherwise the staged version is abandoned and
+        :class:`~recordkeeper.errors.StorageRootNotAllowed` raised before anything is written.
+        """
         validate_dataset_name(dataset)
         body = {
             "desc": desc,
@@ -348,7 +464,14 @@ class Registry:
         }
         # Not replayable: a retried stage would allocate a second number.
         data = self.http.api("POST", f"/datasets/{quote_segment(dataset)}/versions", json=body)
-        return self.version(data)
+        staged = self.version(data)
+        try:
+            self.check_storage_prefix(staged.storage_prefix, root, staged.name)
+        except (StorageRootNotAllowed, InvalidResponse):
+            with contextlib.suppress(RecordkeeperError):
+                self.abandon(staged)
+            raise
+        return staged
 
     def register_shards(
         self, version: str | DatasetVersion, shards: Sequence[Mapping[str, Any]]
@@ -370,9 +493,10 @@ class Registry:
                 json={"shards": batch},
                 idempotent=True,
             )
-            totals["registered"] += int(answer.get("registered", 0))
-            totals["unchanged"] += int(answer.get("unchanged", 0))
-            totals["shard_count"] = int(answer.get("shard_count", 0))
+            with reading_answer("a shard registration"):
+                totals["registered"] += int(answer.get("registered", 0))
+                totals["unchanged"] += int(answer.get("unchanged", 0))
+                totals["shard_count"] = int(answer.get("shard_count", 0))
         return totals
 
     def commit(
@@ -475,6 +599,18 @@ def collect_splits(pages: Iterable[ShardColumns[Shard]]) -> dict[str, Split]:
                 columns.setdefault(field, []).extend(values)
         splits[split] = Split.from_columns(split, ShardColumns(Shard, prefix, columns))
     return splits
+
+
+def _check_version_answer(data: Any) -> None:
+    """The fields of a ``Version`` answer the client relies on before reading the rest
+    (``TypeError``/``KeyError``: see :func:`~recordkeeper.http.reading_answer`)."""
+    if not isinstance(data, dict):
+        raise TypeError(f"a {type(data).__name__} instead of an object")
+    for key in ("name", "dataset"):
+        if not isinstance(data[key], str):
+            raise TypeError(f"{key} is a {type(data[key]).__name__}, not a string")
+    if not isinstance(data.get("storage_prefix", ""), str):
+        raise TypeError("storage_prefix is not a string")
 
 
 def check_ref(ref: str) -> None:

@@ -570,7 +570,16 @@ class TFRecordWriter:
 
 
 def record_bytes(record: Any) -> bytes:
-    """A record as bytes: bytes-like objects, or messages with ``SerializeToString``.
+    """A record as bytes: bytes-like objects as given, messages serialized deterministically.
+
+    This is the one place recordkeeper turns a record into bytes (the writer, the TFRecord
+    writer and the Beam sink all call it).  A protobuf message (``tf.train.Example``, ...) is
+    serialized with ``SerializeToString(deterministic=True)``: map fields — an Example's
+    ``features.feature`` is one — are written in key order, where the default order changes
+    from one process to the next, so the same data always has the same bytes and therefore the
+    same content digest (``DuplicateWarning`` instead of a new version).  An object whose
+    ``SerializeToString`` takes no ``deterministic`` argument is serialized as it serializes
+    itself.  Bytes given are hashed as given: recordkeeper never re-encodes them.
 
     Anything else raises :class:`~recordkeeper.errors.InvalidRecord` (an ``InvalidInput`` that
     is also a ``TypeError``).
@@ -583,7 +592,10 @@ def record_bytes(record: Any) -> bytes:
             f"a record must be bytes or a message with SerializeToString, "
             f"not {type(record).__name__}"
         )
-    return bytes(serialize())
+    try:
+        return bytes(serialize(deterministic=True))
+    except TypeError:  # not a protobuf message: a SerializeToString of its own
+        return bytes(serialize())
 
 
 # --------------------------------------------------------------------------- reading

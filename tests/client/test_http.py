@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import httpx
 import pytest
 
@@ -225,3 +227,26 @@ def test_pages_yield_whole_answers() -> None:
     answers = list(core.pages("/items", page=10))
     assert [a["data"][0] for a in answers] == [0, 10, 20]
     assert [a["extra"] for a in answers] == [1, 2, 3]  # fields besides data are kept
+
+
+@pytest.mark.parametrize("status", [200, 404, 503])
+def test_a_body_over_the_limit_is_refused(status: int) -> None:
+    """Success or error answer: the body is read as a stream up to max_response_bytes."""
+    core, seen = _core(
+        lambda r, n: httpx.Response(status, content=b"x" * 101), max_response_bytes=100
+    )
+    with pytest.raises(rk.ResponseTooLarge, match="longer than 100 bytes") as caught:
+        core.request("GET", "/x")
+    assert caught.value.extra["limit"] == 100
+    assert len(seen) == 1  # not retried
+    core, _ = _core(lambda r, n: httpx.Response(status, json={"code": "x", "detail": "y"}))
+    with pytest.raises(rk.RecordkeeperError) if status >= 400 else contextlib.nullcontext():
+        core.request("GET", "/x")
+
+
+def test_a_body_that_does_not_decode_is_an_invalid_response() -> None:
+    core, _ = _core(
+        lambda r, n: httpx.Response(200, content=b"not gzip", headers={"Content-Encoding": "gzip"})
+    )
+    with pytest.raises(rk.InvalidResponse, match="does not decode"):
+        core.request("GET", "/x")

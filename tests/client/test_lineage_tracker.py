@@ -243,3 +243,94 @@ def test_service_down_while_tracking(
         queue=tmp_path / "q.jsonl",
     )
     assert offline.data[0].version == "coco@v1"
+
+
+class FailingExportManager(FakeManager):
+    """A save that writes its checkpoint (and deletes the oldest), then fails: an export
+    raising after the checkpoint files were written."""
+
+    fail = False
+
+    def save(self, checkpoint_number: int | None = None) -> str:
+        path = super().save(checkpoint_number)
+        if self.fail:
+            raise OSError("the export failed")
+        return path
+
+
+def test_a_save_that_raises_after_writing_is_registered_and_continued(
+    client: rk.Client, tmp_path: Path
+) -> None:
+    v1 = publish(client, "first")
+    base = FailingExportManager(tmp_path, max_to_keep=2)
+    manager = track(base, client=client, model="det", data={"train": v1}, queue=tmp_path / "q")
+    manager.save()
+    manager.save()
+    base.fail = True
+    with pytest.raises(OSError, match="export failed"):
+        manager.save()
+    run = manager.run
+    assert manager.recovered == [rk.CheckpointRef("det", "ckpt-3", run)]
+    third = client.checkpoint(f"det@{run}/ckpt-3")
+    assert third.parent == rk.CheckpointRef("det", "ckpt-2", run) and third.versions == [v1.name]
+    assert client.checkpoint(f"det@{run}/ckpt-1").deleted
+    base.fail = False
+    manager.save()
+    assert client.checkpoint(f"det@{run}/ckpt-4").parent == rk.CheckpointRef("det", "ckpt-3", run)
+    assert not (tmp_path / ".recordkeeper-save-intent.json").exists()
+
+
+class DyingManager(FakeManager):
+    """A save that writes its checkpoint (deleting the oldest), then the process "dies": a
+    SystemExit, which the tracked manager does not handle, so the save intent stays."""
+
+    die = False
+
+    def save(self, checkpoint_number: int | None = None) -> str:
+        path = super().save(checkpoint_number)
+        if self.die:
+            raise SystemExit("killed after writing")
+        return path
+
+
+def test_a_save_interrupted_by_death_is_finished_on_resume_while_the_service_is_down(
+    client: rk.Client, switch: Switch, tmp_path: Path
+) -> None:
+    v1, v2 = publish(client, "first"), publish(client, "second")
+    queue = tmp_path / "q.jsonl"
+    base = DyingManager(tmp_path, max_to_keep=2)
+    first = track(base, client=client, model="det", data={"train": v1}, queue=queue)
+    first.save()
+    first.save()
+    base.die = True
+    with pytest.raises(SystemExit):
+        first.save()
+    assert (tmp_path / ".recordkeeper-save-intent.json").exists()
+    run = first.run
+    ref = lambda n: rk.CheckpointRef("det", f"ckpt-{n}", run)  # noqa: E731
+    with pytest.raises(rk.CheckpointNotFound):
+        client.checkpoint(ref(3))
+    # resumed while the registry is down: the interrupted save is finished into the queue
+    switch.down = True
+    paths = [str(tmp_path / "ckpt-2"), str(tmp_path / "ckpt-3")]
+    resumed = track(
+        FakeManager(tmp_path, restored=paths[1], max_to_keep=2, existing=paths),
+        client=client,
+        model="det",
+        data={"train": v2.name},
+        queue=queue,
+    )
+    assert resumed.recovered == [ref(3)] and resumed.deleted == [ref(1)]
+    assert not (tmp_path / ".recordkeeper-save-intent.json").exists()
+    resumed.restore_or_initialize()
+    resumed.save()
+    switch.down = False
+    assert resumed.flush() == 0
+    third = client.checkpoint(ref(3))
+    assert third.parent == ref(2) and third.versions == [v1.name]
+    assert client.checkpoint(ref(4)).parent == ref(3)
+    assert client.lineage(ref(4)).versions == [v1.name, v2.name]
+    assert client.checkpoint(ref(1)).deleted and client.checkpoint(ref(2)).deleted
+    # nothing is finished twice: a later manager on the directory finds no intent
+    again = track(FakeManager(tmp_path), client=client, model="det", queue=queue)
+    assert again.recovered == []

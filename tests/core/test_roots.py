@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from recordkeeper.core.errors import StorageRootNotAllowed
-from recordkeeper.core.roots import AllowedRoots, UriError, as_root, normalize_uri
+from recordkeeper.core.roots import (
+    AllowedRoots,
+    UriError,
+    allowed_root,
+    as_root,
+    check_object_uri,
+    normalize_uri,
+)
 
 
 @pytest.mark.parametrize(
@@ -60,3 +67,54 @@ def test_allow_list() -> None:
     with pytest.raises(StorageRootNotAllowed) as info:
         roots.check("file:///etc/passwd", "shard URI")
     assert info.value.extra["allowed_roots"] == ["s3://ml-data/", "file:///srv/store/"]
+
+
+NAMES = [
+    "train-00000-of-00001.tfrecord",
+    "a/b/c.gz",
+    "../x",
+    "a/../../x",
+    "a/./b",
+    "./a",
+    "a//b",
+    "a/",
+    "%2e%2e/x",
+    "a/%2E%2E/%2e%2e/x",
+    "a%2Fb",
+    "a b",
+    "a\\b",
+    "a?b",
+    "a#b",
+    "é/ü.tfrecord",
+    "x" * 3000,
+    "",
+]
+
+
+@pytest.mark.parametrize("prefix", ["file:///data/coco/", "s3://ml/coco/", "file:///data/", ""])
+@pytest.mark.parametrize("name", NAMES)
+def test_check_objects_answers_as_check_and_check_object_uri(prefix: str, name: str) -> None:
+    """The fast path for a page of names under one prefix refuses exactly what checking each
+    full URI refuses (issue 21: shard URIs a service answers)."""
+    roots = AllowedRoots.of(["file:///data/", "s3://ml/"])
+    full = prefix + name if prefix else "file:///data/" + name
+
+    def outcome(check: object) -> type[BaseException] | None:
+        try:
+            check()  # type: ignore[operator]
+        except (UriError, StorageRootNotAllowed) as exc:
+            return StorageRootNotAllowed if isinstance(exc, StorageRootNotAllowed) else UriError
+        return None
+
+    one_by_one = outcome(lambda: check_object_uri(roots.check(full, "shard"), (), "shard"))
+    paged = outcome(lambda: roots.check_objects(prefix, [name] if prefix else [full], "shard"))
+    assert paged == one_by_one
+
+
+def test_allowed_root_refuses_a_whole_scheme() -> None:
+    for root in ("file:///", "file:////", "s3://", "gs://bucket/.."):
+        with pytest.raises(UriError):
+            allowed_root(root)
+    with pytest.raises(UriError, match="would allow every file location"):
+        allowed_root("file:///")
+    assert allowed_root("s3://ml-data") == "s3://ml-data/"

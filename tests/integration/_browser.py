@@ -93,12 +93,25 @@ def browser(chromium_path: str) -> Iterator[Any]:
         playwright.stop()
 
 
+def expect(target: Any) -> Any:
+    """Playwright's ``expect(locator)``: its assertions wait for the page to show what they
+    assert (the UI renders what it fetches after the request answered), up to the page
+    fixture's timeout.  Read a locator's text once with ``inner_text()`` only when it cannot
+    change any more."""
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(target)
+
+
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
     """A fresh browser context and page (laptop size) that fails the test on any script error."""
     context = browser.new_context(viewport=LAPTOP)
     page = context.new_page()
     page.set_default_timeout(30_000)
+    from playwright.sync_api import expect as playwright_expect
+
+    playwright_expect.set_options(timeout=30_000)  # a bound on a hang, not a timing assertion
     problems: list[str] = []
     page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
     page.on(

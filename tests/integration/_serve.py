@@ -9,18 +9,17 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from recordkeeper_service import migrate
 from recordkeeper_service.db import Database
+from tests.waiting import answering, wait_for
 
 
 @dataclass
@@ -33,12 +32,23 @@ class ServeProcess:
     process: subprocess.Popen[bytes]
 
     def log_lines(self) -> list[dict[str, Any]]:
-        """The JSON lines of the log so far (other lines, e.g. the start banner, skipped)."""
-        lines = []
-        for text in self.log.read_text().splitlines():
-            if text.startswith("{"):
-                lines.append(json.loads(text))
-        return lines
+        """The JSON lines of the log so far (other lines, e.g. the start banner, skipped; a last
+        line the service is still writing is not one yet)."""
+        text = self.log.read_text()
+        complete = text[: text.rfind("\n") + 1]
+        return [json.loads(line) for line in complete.splitlines() if line.startswith("{")]
+
+    def wait_for_log(
+        self, match: Callable[[dict[str, Any]], bool], *, count: int = 1
+    ) -> list[dict[str, Any]]:
+        """The log's JSON lines for which ``match`` is true, once there are ``count`` of them:
+        the service writes a request's log line after it sent the response."""
+
+        def enough() -> list[dict[str, Any]]:
+            found = [line for line in self.log_lines() if match(line)]
+            return found if len(found) >= count else []
+
+        return wait_for(enough, what=f"{count} matching log line(s) in {self.log}")
 
 
 def free_port() -> int:
@@ -92,21 +102,17 @@ def serve(
 
 
 def _wait_ready(served: ServeProcess, workers: int) -> None:
-    deadline = time.monotonic() + 90
-    started = 0
-    while time.monotonic() < deadline:
+    answers = answering(f"{served.url}/readyz", process=served.process, log=served.log)
+
+    def ready() -> bool:
         if served.process.poll() is not None:
             pytest.fail(f"serve exited ({served.process.returncode}):\n{served.log.read_text()}")
         # Every worker logs "Application startup complete." once its app is built.
-        started = served.log.read_text().count("Application startup complete")
-        if started >= workers:
-            try:
-                if httpx.get(f"{served.url}/readyz", timeout=5).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-        time.sleep(0.1)
-    pytest.fail(f"serve did not become ready ({started} worker(s)):\n{served.log.read_text()}")
+        if served.log.read_text().count("Application startup complete") < workers:
+            return False
+        return answers()
+
+    wait_for(ready, timeout=90, what=f"serve on {served.url} with {workers} worker(s) ready")
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

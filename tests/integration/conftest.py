@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 import recordkeeper as rk
+from tests.waiting import started, wait_for
 
 
 @dataclass
@@ -84,12 +84,11 @@ def start_live_service(
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"uvicorn:{port}", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError(f"uvicorn did not start on 127.0.0.1:{port}")
-        time.sleep(0.02)
+    try:
+        wait_for(started(server, thread), timeout=30, what=f"uvicorn on 127.0.0.1:{port}")
+    except AssertionError:
+        server.should_exit = True
+        raise
     return LiveService(
         url=f"http://127.0.0.1:{port}",
         storage_root=storage_root,

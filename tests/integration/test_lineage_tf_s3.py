@@ -14,7 +14,6 @@ saved through tracked managers and the lineage is read back over HTTP:
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -27,6 +26,7 @@ import recordkeeper as rk
 from recordkeeper.lineage_queue import RegistrationQueue
 from tests.client._records import example_bytes
 from tests.integration.conftest import _free_port
+from tests.waiting import started, wait_for
 
 pytestmark = [pytest.mark.s3, pytest.mark.tf, pytest.mark.slow]
 
@@ -67,10 +67,7 @@ class RestartableService:
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            assert self._thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
+        wait_for(started(self._server, self._thread), timeout=30, what="uvicorn started")
 
     def stop(self) -> None:
         if self._server is not None:

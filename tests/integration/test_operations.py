@@ -24,6 +24,7 @@ from recordkeeper_service.repository.tokens import TokenRepository
 from tests.client._records import sample_examples
 from tests.integration._serve import migrated, serve
 from tests.service.test_api_docs import references
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -44,6 +45,20 @@ def scrape(url: str, **headers: str) -> Samples:
 
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def counted(url: str, expected: float) -> Samples | None:
+    """A scrape of ``url`` once it counts ``expected`` ``GET {ROUTE}`` 404s, each with its
+    latency (both recorded after the response is sent), else None."""
+    samples = scrape(url)
+    requests = value(
+        samples, "recordkeeper_http_requests_total", route=ROUTE, method="GET", status="404"
+    )
+    latency = value(
+        samples, "recordkeeper_http_request_duration_seconds_count", route=ROUTE, method="GET"
+    )
+    assert requests <= expected and latency <= expected, (requests, latency, expected)
+    return samples if requests == latency == expected else None
 
 
 def not_found_by_worker(metrics_dir: Path) -> dict[str, float]:
@@ -99,17 +114,15 @@ def test_two_workers_metrics_are_summed_and_move_with_requests(
                 if len(per_worker) == 2 and all(per_worker.values()):
                     break
         assert len(per_worker) == 2 and all(per_worker.values()), per_worker
-        assert sum(per_worker.values()) == sent
+        # a request is counted after its response was sent: wait until the last ones are
+        wait_for(
+            lambda: sum(not_found_by_worker(metrics_dir).values()) == sent,
+            what=f"{sent} 404s counted by the workers",
+        )
 
         # Whichever worker answers the scrape, it sums both.
         for _ in range(4):
-            samples = scrape(served.url)
-            counted = value(
-                samples, "recordkeeper_http_requests_total", route=ROUTE, method="GET", status="404"
-            )
-            assert counted == sent
-        latency = "recordkeeper_http_request_duration_seconds_count"
-        assert value(samples, latency, route=ROUTE, method="GET") == sent
+            samples = wait_for(lambda: counted(served.url, sent), what=f"{sent} requests scraped")
         # Two live workers, each with a pool of 5 + 5 overflow.
         assert value(samples, "recordkeeper_db_pool_limit") == 20
 
@@ -121,13 +134,7 @@ def test_two_workers_metrics_are_summed_and_move_with_requests(
         version = writer.version
         for _ in range(10):
             assert httpx.get(f"{served.url}/api/v1/versions/nosuch@latest").status_code == 404
-        samples = scrape(served.url)
-        assert (
-            value(
-                samples, "recordkeeper_http_requests_total", route=ROUTE, method="GET", status="404"
-            )
-            == sent + 10
-        )
+        samples = wait_for(lambda: counted(served.url, sent + 10), what="10 more requests")
         assert value(samples, "recordkeeper_versions_committed_total") == 1
         assert value(samples, "recordkeeper_shards_registered_total") == version.shard_count > 1
         assert value(samples, "recordkeeper_shard_bytes_registered_total") == version.size
@@ -167,6 +174,8 @@ def test_one_request_id_in_client_error_response_and_log_line(
         assert response.headers["X-Request-ID"] == request_id
         assert response.json()["request_id"] == request_id
 
+        # the log line is written after the response was sent: wait for it
+        served.wait_for_log(lambda line: line.get("request_id") == request_id)
         lines = [line for line in served.log_lines() if line.get("request_id") == request_id]
         (line,) = lines
         assert line["logger"] == "recordkeeper_service.requests"

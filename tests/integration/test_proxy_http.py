@@ -24,7 +24,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -33,6 +32,7 @@ import pytest
 
 from recordkeeper_service import migrate
 from recordkeeper_service.db import Database
+from tests.waiting import answering, started, wait_for
 
 API = "/api/v1"
 REPO = Path(__file__).resolve().parents[2]
@@ -80,17 +80,12 @@ def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., st
             )
         processes.append(process)
         service = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                pytest.fail(f"the service exited:\n{log.read_text()}")
-            try:
-                if httpx.get(f"{service}/healthz", timeout=2).status_code == 200:
-                    return service
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        pytest.fail(f"the service did not start:\n{log.read_text()}")
+        wait_for(
+            answering(f"{service}/healthz", process=process, log=log),
+            timeout=60,
+            what=f"the service on {service}",
+        )
+        return service
 
     yield start
     for process in processes:
@@ -258,10 +253,7 @@ def database_down(tmp_path: Path) -> Iterator[str]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
+    wait_for(started(server, thread), timeout=30, what="uvicorn started")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

@@ -15,11 +15,12 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+
+from tests.waiting import answering, wait_for
 
 MAX_BODY = 4 * 1024 * 1024
 MAX_SMALL_BODY = 256 * 1024
@@ -92,16 +93,11 @@ def served(
     process = subprocess.Popen([*command, "--http", request.param], env=env)
     served = Served(port, tokens)
     try:
-        for _ in range(600):
-            if process.poll() is not None:
-                raise RuntimeError(f"recordkeeper serve exited with {process.returncode}")
-            try:
-                if served.request("GET", "/healthz")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            raise RuntimeError("recordkeeper serve did not start")
+        wait_for(
+            answering(f"http://127.0.0.1:{port}/healthz", process=process),
+            timeout=60,
+            what=f"recordkeeper serve --http {request.param} on port {port}",
+        )
         yield served
     finally:
         process.terminate()

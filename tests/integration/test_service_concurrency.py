@@ -30,6 +30,7 @@ import pytest
 from recordkeeper_service import migrate
 from recordkeeper_service.db import Database
 from tests.service._helpers import expected_digest, shards
+from tests.waiting import answering, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -103,20 +104,9 @@ def free_port() -> int:
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    ready_workers = 0
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"the service exited ({process.returncode}):\n{log.read_text()}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                ready_workers += 1
-                if ready_workers >= 4:  # a few answers, likely from both workers
-                    return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    pytest.fail(f"the service did not become ready:\n{log.read_text()}")
+    ready = answering(f"{url}/readyz", process=process, log=log)
+    for _ in range(4):  # a few answers, likely from both workers
+        wait_for(ready, timeout=60, what=f"the service on {url} ready")
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

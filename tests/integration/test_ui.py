@@ -8,6 +8,7 @@ as a user would and look at what is drawn; screenshots go to ``artifacts/ui/``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import pytest
 
 import recordkeeper as rk
 from tests.client._records import example_bytes
-from tests.integration._browser import WIDE, browser, chromium_path, page, shot
+from tests.integration._browser import WIDE, browser, chromium_path, expect, page, shot
 from tests.integration.conftest import LiveService
 
 __all__ = ["browser", "chromium_path", "page"]  # fixtures used by the tests below
@@ -145,31 +146,28 @@ def test_dataset_to_version_to_shards_and_schema(scenario: Scenario, page: Any) 
     # records per split arrive with one request per row
     page.get_by_test_id("versions").locator("ul.splits").first.wait_for()
     row = versions.locator("tr", has_text=scenario.v2)
-    from playwright.sync_api import expect  # waits: the records per split load after the row
-
-    expect(row).to_contain_text("train")
-    assert "90" in row.inner_text()
+    expect(row).to_contain_text("train")  # the records per split load after the row
+    expect(row).to_contain_text("90")
     aliases = page.get_by_test_id("aliases")
-    assert scenario.v2 in aliases.locator("tr", has_text="prod").inner_text()
+    expect(aliases.locator("tr", has_text="prod")).to_contain_text(scenario.v2)
     aliases.locator("tr", has_text="prod").get_by_role("button", name="show history").click()
     history = aliases.locator("ol.history li")
-    history.nth(1).wait_for()
-    assert history.count() == 2
+    expect(history).to_have_count(2)
     shot(page, "dataset")
 
     versions.get_by_role("link", name=scenario.v2).click()
-    assert page.get_by_test_id("version-name").inner_text() == scenario.v2
+    expect(page.get_by_test_id("version-name")).to_have_text(scenario.v2)
     shards = page.get_by_test_id("shards-train")
     rows = shards.locator("tbody tr")
-    assert rows.count() >= 2
-    first = rows.first.inner_text()
-    assert "none" in first and ".tfrecord" in first
-    assert "backend=file" in first  # the storage identity
+    rows.nth(1).wait_for()  # at least two
+    for part in ("none", ".tfrecord", "backend=file"):  # backend: the storage identity
+        expect(rows.first).to_contain_text(part)
     schema = page.get_by_test_id("schema")
-    assert "person/boxes" in schema.inner_text()
-    assert "float" in schema.locator("tr", has_text="person/boxes").inner_text()
+    expect(schema).to_contain_text("person/boxes")
+    expect(schema.locator("tr", has_text="person/boxes")).to_contain_text("float")
     consumers = page.get_by_test_id("consumers")
-    assert "det@r1/ckpt-200" in consumers.inner_text()  # the service names checkpoints in full
+    # the service names checkpoints in full
+    expect(consumers).to_contain_text("det@r1/ckpt-200")
     shot(page, "version")
 
 
@@ -179,20 +177,15 @@ def test_compare_two_versions(scenario: Scenario, page: Any) -> None:
     form.get_by_label("from").select_option(scenario.v1)
     form.get_by_label("to").select_option(scenario.v2)
     form.get_by_role("button", name="Compare").click()
-    summary = page.get_by_test_id("diff-summary")
-    summary.wait_for()
-    assert "changed" in summary.inner_text()
-    splits = page.get_by_test_id("diff-splits").locator("tr", has_text="train").inner_text()
-    assert "+30" in splits  # 60 → 90 train records
-    schema = page.get_by_test_id("diff-schema").inner_text()
-    assert "+ person/boxes (float" in schema
-    assert page.get_by_test_id("diff-shards").locator("tbody tr").count() >= 1
+    expect(page.get_by_test_id("diff-summary")).to_contain_text("changed")
+    splits = page.get_by_test_id("diff-splits").locator("tr", has_text="train")
+    expect(splits).to_contain_text("+30")  # 60 → 90 train records
+    expect(page.get_by_test_id("diff-schema")).to_contain_text("+ person/boxes (float")
+    page.get_by_test_id("diff-shards").locator("tbody tr").first.wait_for()
     shot(page, "compare")
 
 
 def test_checkpoint_graph_expand_and_click_through(scenario: Scenario, page: Any) -> None:
-    from playwright.sync_api import expect  # here: without playwright the fixture skips or fails
-
     page.set_viewport_size(WIDE)
     page.goto(scenario.service.url + "/")
     page.get_by_role("navigation", name="main").get_by_role("link", name="Models").click()
@@ -205,15 +198,16 @@ def test_checkpoint_graph_expand_and_click_through(scenario: Scenario, page: Any
     page.go_back()
     page.get_by_test_id("models").get_by_role("link", name="det", exact=True).click()
     run = page.get_by_test_id("run-r1")
-    assert "loss=0.5" in run.locator("tr", has_text="ckpt-200").inner_text()
-    assert page.get_by_test_id("run-sweep").locator("tbody tr").count() == 30
+    expect(run.locator("tr", has_text="ckpt-200")).to_contain_text("loss=0.5")
+    expect(page.get_by_test_id("run-sweep").locator("tbody tr")).to_have_count(30)
     run.get_by_role("link", name="ckpt-200", exact=True).click()
     expect(page.get_by_test_id("checkpoint-ref")).to_have_text(
         "det@r1/ckpt-200"
     )  # waits for the page
-    assert "ckpt-200_saved_modules/serving" in page.get_by_test_id("exports").inner_text()
-    data = page.get_by_test_id("lineage-data").inner_text()
-    assert scenario.v1 in data and scenario.v2 in data  # the union along the chain
+    expect(page.get_by_test_id("exports")).to_contain_text("ckpt-200_saved_modules/serving")
+    data = page.get_by_test_id("lineage-data")
+    for version in (scenario.v1, scenario.v2):  # the union along the chain
+        expect(data).to_contain_text(version)
     # the parent and the chain are named in full (model@run/checkpoint) and their links open them
     page.get_by_role("link", name="det@r1/ckpt-100").first.click()
     expect(page.get_by_test_id("checkpoint-ref")).to_have_text(
@@ -226,36 +220,36 @@ def test_checkpoint_graph_expand_and_click_through(scenario: Scenario, page: Any
     )  # waits for the page
     page.get_by_test_id("graph-link").click()
     panel = page.get_by_test_id("graph-panel")
-    assert panel.get_by_test_id("selected-node").inner_text() == "det/ckpt-200"
+    expect(panel.get_by_test_id("selected-node")).to_have_text("det/ckpt-200")
     status = page.get_by_test_id("graph-status")
     # one hop: itself, its parent, v2 and the fine-tuned checkpoint
-    assert status.inner_text().startswith("4 nodes loaded")
+    expect(status).to_have_text(re.compile(r"^4 nodes loaded"))
     # by keyboard: select the parent from the panel's list, expand it with Enter on the graph
     panel.get_by_role("button", name="← det/ckpt-100").focus()
     page.keyboard.press("Enter")
-    assert panel.get_by_test_id("selected-node").inner_text() == "det/ckpt-100"
-    assert "1 more (1 upstream, 0 downstream)" in panel.get_by_test_id("expand").inner_text()
+    expect(panel.get_by_test_id("selected-node")).to_have_text("det/ckpt-100")
+    expect(panel.get_by_test_id("expand")).to_contain_text("1 more (1 upstream, 0 downstream)")
     page.get_by_test_id("graph-canvas").focus()
     page.keyboard.press("Enter")
     page.wait_for_function(
         "() => document.querySelector('[data-testid=graph-status]').textContent"
         ".startsWith('5 nodes loaded')"
     )
-    assert panel.get_by_role("button", name=f"← {scenario.v1}").is_visible()  # loaded now
+    expect(panel.get_by_role("button", name=f"← {scenario.v1}")).to_be_visible()  # loaded now
     panel.get_by_role("button", name="→ det/ckpt-200").click()
     # v2 has hidden neighbours (the sweep, ft) : select it from the panel and expand it
     panel.get_by_role("button", name=f"← {scenario.v2}").click()
-    assert panel.get_by_test_id("selected-node").inner_text() == scenario.v2
+    expect(panel.get_by_test_id("selected-node")).to_have_text(scenario.v2)
     expand = panel.get_by_test_id("expand")
     # the 30 sweep checkpoints and ft/ckpt-10 (drawn, but not yet as its neighbour)
-    assert "31 more" in expand.inner_text()
+    expect(expand).to_contain_text("31 more")
     expand.click()
     page.wait_for_function(
         "() => document.querySelector('[data-testid=graph-status]').textContent"
         ".startsWith('35 nodes loaded')"
     )
     # 30 sweep checkpoints of one run → one cluster node; 6 nodes drawn
-    assert "6 drawn" in status.inner_text()
+    expect(status).to_contain_text("6 drawn")
     shot(page, "graph-clustered")
     cluster = panel.get_by_role("button", name="→ det · sweep: 30 checkpoints")
     cluster.click()
@@ -271,7 +265,7 @@ def test_checkpoint_graph_expand_and_click_through(scenario: Scenario, page: Any
         "() => document.querySelector('[data-testid=graph-status]').textContent"
         ".includes(' 6 drawn')"
     )
-    assert panel.get_by_test_id("selected-node").inner_text() == "det · sweep: 30 checkpoints"
+    expect(panel.get_by_test_id("selected-node")).to_have_text("det · sweep: 30 checkpoints")
     # click the version node on the canvas, then through to its page
     spot = page.evaluate(
         "id => window.recordkeeperGraph.cy.getElementById(id).renderedPosition()",
@@ -279,9 +273,9 @@ def test_checkpoint_graph_expand_and_click_through(scenario: Scenario, page: Any
     )
     box = page.get_by_test_id("graph-canvas").bounding_box()
     page.mouse.click(box["x"] + spot["x"], box["y"] + spot["y"])
-    assert panel.get_by_test_id("selected-node").inner_text() == scenario.v2
+    expect(panel.get_by_test_id("selected-node")).to_have_text(scenario.v2)
     panel.get_by_test_id("open-page").click()
-    assert page.get_by_test_id("version-name").inner_text() == scenario.v2
+    expect(page.get_by_test_id("version-name")).to_have_text(scenario.v2)
 
 
 def test_shard_impact(scenario: Scenario, page: Any) -> None:
@@ -289,17 +283,16 @@ def test_shard_impact(scenario: Scenario, page: Any) -> None:
     page.get_by_label("Shard URI or sha256").fill(scenario.bad_shard_sha256)
     page.get_by_role("button", name="Find checkpoints").click()
     checkpoints = page.get_by_test_id("impact-checkpoints")
-    checkpoints.wait_for()
-    text = checkpoints.inner_text()
     # ckpt-100 trained on v1's train split; ckpt-200 and ft/ckpt-10 descend from it
-    assert "det@r1/ckpt-100" in text and "det@r1/ckpt-200" in text and "ft@ft1/ckpt-10" in text
-    assert "sweep" not in text
+    for ref in ("det@r1/ckpt-100", "det@r1/ckpt-200", "ft@ft1/ckpt-10"):
+        expect(checkpoints).to_contain_text(ref)
+    assert "sweep" not in checkpoints.inner_text()  # (all of the answer is drawn by now)
 
 
 def test_read_token_sees_no_write_actions(scenario: Scenario, page: Any) -> None:
     service = scenario.service
     _sign_in(page, service, _token(service, "read"))
-    assert "read" in page.get_by_test_id("who").inner_text()
+    expect(page.get_by_test_id("who")).to_contain_text("read")
     page.goto(f"{service.url}/#/versions/{scenario.v2}")
     page.get_by_test_id("version-name").wait_for()
     assert page.get_by_test_id("deprecate-form").count() == 0
@@ -318,7 +311,7 @@ def test_write_token_deprecates_a_version(scenario: Scenario, page: Any) -> None
     form = page.get_by_test_id("deprecate-form")
     form.get_by_label("Deprecate this version:").fill("labels were wrong")
     form.get_by_role("button", name="Deprecate").click()
-    assert "version_in_use" in form.get_by_test_id("error").inner_text()
+    expect(form.get_by_test_id("error")).to_contain_text("version_in_use")
     page.problems.clear()  # the refused request is logged by the browser, as expected
 
 
@@ -327,7 +320,7 @@ def test_login_refuses_a_bad_token(scenario: Scenario, page: Any) -> None:
     page.evaluate("sessionStorage.setItem('recordkeeper.token', 'rk_' + 'x'.repeat(40))")
     page.reload()
     status = page.get_by_test_id("login-status")
-    assert status.inner_text() == "That token was refused; sign in again."
+    expect(status).to_have_text("That token was refused; sign in again.")
     page.get_by_label("API token").fill("rk_" + "y" * 40)
     page.get_by_role("button", name="Sign in").click()
     page.get_by_text("the token is not valid").wait_for()
@@ -376,7 +369,7 @@ def test_five_thousand_nodes_load_and_respond(
         "() => document.querySelector('[data-testid=graph-status]')?.textContent"
         ".startsWith('5,000 nodes loaded')"
     )
-    assert "51 drawn" in status.inner_text()  # the version and 50 run clusters
+    expect(status).to_contain_text("51 drawn")  # the version and 50 run clusters
     page.get_by_test_id("open-all").click()
     page.wait_for_function(
         "() => document.querySelector('[data-testid=graph-status]').textContent"
@@ -385,12 +378,12 @@ def test_five_thousand_nodes_load_and_respond(
     frames = page.evaluate("window.recordkeeperGraph.measureFrames(60)")
     assert len(frames) == 59  # every requested frame was drawn
     page.evaluate("window.recordkeeperGraph.select('checkpoint:big@run49/r49-98')")
-    assert page.get_by_test_id("selected-node").inner_text() == "big/r49-98"
+    expect(page.get_by_test_id("selected-node")).to_have_text("big/r49-98")
     shot(page, "graph-5000")
     # the model's checkpoints come a page at a time
     page.goto(f"{service.url}/#/models/big")
     pager = page.get_by_role("navigation", name="pages")
-    assert "1\u2013200 of 4,999" in pager.inner_text()  # an en dash, as the page writes it
+    expect(pager).to_contain_text("1\u2013200 of 4,999")  # an en dash, as the page writes it
     pager.get_by_role("link", name="next →").click()
     page.wait_for_function(
         "() => document.querySelector('nav.pager')?.textContent.includes('201\u2013400 of 4,999')"

@@ -217,8 +217,10 @@ class _Handler(BaseHTTPRequestHandler):
                 if proxy.kind == "s3"
                 else (_GCS_503, "application/json")
             )
-            self._send(503, "Slow Down", [("Content-Type", ctype), ("Retry-After", "0")], payload)
+            # recorded before the answer leaves, as below: once the client has its answer the
+            # test may read the log at once
             proxy._record(Seen(method, target, 503, fault))
+            self._send(503, "Slow Down", [("Content-Type", ctype), ("Retry-After", "0")], payload)
             return
         if fault == "slow":
             assert rule is not None

@@ -8,6 +8,8 @@
 * :class:`CliError` and the one error handler, :func:`handle_errors`, which the main app's group
   runs around every command: ``error: <detail> [<code>]`` on stderr, or with ``--json`` the JSON
   object ``{"code": …, "detail": …}`` on stderr (stdout only ever carries a command's result);
+  an unexpected exception too (``[unexpected_error]``; its traceback with
+  ``RECORDKEEPER_DEBUG=1``);
 * :func:`arrange_global_options`: ``--url``/``--token`` after the subcommand, ``--json`` before it.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -36,8 +39,10 @@ from recordkeeper.core.errors import (
     StorageRootNotAllowed,
     VersionDeprecated,
 )
+from recordkeeper.core.flags import parse_flag
 
 __all__ = [
+    "DEBUG_ENV",
     "GLOBAL_VALUE_OPTIONS",
     "CliError",
     "ExitCode",
@@ -70,6 +75,17 @@ StorageOpt = Annotated[
         "dotted keys nest: client_kwargs.endpoint_url=http://…).",
     ),
 ]
+
+#: Set to 1 to let an unexpected exception end the command with its traceback.
+DEBUG_ENV = "RECORDKEEPER_DEBUG"
+
+#: What ends a command or reports a usage error for the parser to print: never "unexpected"
+#: (click's ClickException found through typer, which may vendor click).
+_CLI_EXITS: tuple[type[BaseException], ...] = (
+    typer.Exit,
+    typer.Abort,
+    *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"),
+)
 
 _connection: dict[str, str | None] = {"url": None, "token": None}
 _json_errors = {"on": False}
@@ -276,8 +292,11 @@ def handle_errors(run: Callable[[], T]) -> T:
 
     User errors are :class:`~recordkeeper.errors.RecordkeeperError` (with its stable code),
     :class:`CliError`, an :class:`OSError` (a missing or unreadable file) and a missing optional
-    dependency.  Anything else — ``TypeError``, ``KeyError``, ``AttributeError``… — is a bug and
-    propagates with its traceback.
+    dependency.  Anything else — ``TypeError``, ``KeyError``, ``AttributeError``… — is a bug
+    (the client turns what it cannot read in the service's answers into
+    :class:`~recordkeeper.errors.InvalidResponse` where it reads them): it is printed as
+    ``error: unexpected <type>: <message> … [unexpected_error]`` with exit status 1, and with
+    ``RECORDKEEPER_DEBUG=1`` it propagates with its traceback instead.
     """
     try:
         return run()
@@ -295,3 +314,22 @@ def handle_errors(run: Callable[[], T]) -> T:
     except OSError as exc:
         code = "file_not_found" if isinstance(exc, FileNotFoundError) else "os_error"
         fail(str(exc), code, exit_code_for(exc))
+    except _CLI_EXITS:
+        raise  # a command's own exit status, a usage error: the parser prints them
+    except Exception as exc:
+        if _debug():
+            raise
+        fail(
+            f"unexpected {type(exc).__name__}: {exc}; this is a bug in recordkeeper (or an "
+            f"answer of the service it does not expect): {DEBUG_ENV}=1 shows the traceback to "
+            "report",
+            "unexpected_error",
+            ExitCode.ERROR,
+        )
+
+
+def _debug() -> bool:
+    try:
+        return parse_flag(DEBUG_ENV, os.environ.get(DEBUG_ENV))
+    except RecordkeeperError:
+        return True  # a value it cannot read: show more, not less

@@ -2,7 +2,8 @@
 (listed in :data:`recordkeeper.cli.app.COMMANDS`).
 
 * ``recordkeeper lineage MODEL[@RUN]/CKPT`` — which data trained a checkpoint (a tree: the chain
-  of checkpoints, each with the data of its own segment), ``--json`` for the full answer;
+  of checkpoints, each with the data of its own segment; its end is ``root``, or the parent it
+  records that was never registered), ``--json`` for the full answer;
 * ``recordkeeper consumers REF`` / ``--shard URI_OR_SHA256`` — checkpoints and models trained on
   a version or a shard (``--direct`` leaves out checkpoints that only inherited it);
 * ``recordkeeper lock CONFIG`` — pin a training config's data into its lock file
@@ -19,8 +20,9 @@ deleted ones are marked ``deleted``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,6 +32,9 @@ from recordkeeper.lineage import CheckpointInfo, Consumers, Lineage
 from recordkeeper.lineage_queue import RegistrationQueue
 from recordkeeper.locking import LockStatus, check_lock, lock_config
 
+if TYPE_CHECKING:
+    from recordkeeper.client import Client
+
 __all__ = [
     "checkpoints_app",
     "consumers_cmd",
@@ -38,6 +43,7 @@ __all__ = [
     "lineage_tree",
     "lock_cmd",
     "register",
+    "unregistered_parents",
 ]
 
 checkpoints_app = typer.Typer(help="Registered checkpoints.", no_args_is_help=True)
@@ -55,8 +61,38 @@ def _deleted(state: str | None) -> str:
     return "  [red]deleted[/]" if state == "deleted" else ""
 
 
-def lineage_tree(result: Lineage) -> Any:
-    """A rich Tree: the queried checkpoint, then each checkpoint up its chain with its data."""
+def _chain_end(link: Mapping[str, Any], unregistered: Mapping[str, str]) -> str:
+    """How a chain link names what it descends from: its parent kind, the parent it records
+    but the service does not know (``metadata.unregistered_parent``), or ``root``."""
+    from rich.markup import escape
+
+    if link.get("parent_kind"):
+        return f"  [dim]{link['parent_kind']}[/]"
+    ref = str(CheckpointRef(link["model"], link["checkpoint"], link.get("run")))
+    if ref in unregistered:
+        return f"  [yellow]parent not registered: {escape(unregistered[ref])}[/]"
+    return "  [dim]root[/]"
+
+
+def unregistered_parents(client: Client, result: Lineage) -> dict[str, str]:
+    """``{ref: parent}`` for the end of ``result``'s chain when it records a parent the service
+    does not know (trained from a checkpoint never registered): that checkpoint is not a root,
+    its chain is cut there.  Asks the service for the end's metadata (the chain carries none)."""
+    if not result.chain or result.chain[-1].get("parent_kind"):
+        return {}
+    end = result.chain[-1]
+    ref = CheckpointRef(end["model"], end["checkpoint"], end.get("run"))
+    head = result.checkpoint
+    info = head if head.ref == ref else client.checkpoint(ref)
+    parent = (info.metadata or {}).get("unregistered_parent")
+    return {str(ref): str(parent)} if parent else {}
+
+
+def lineage_tree(result: Lineage, unregistered: Mapping[str, str] | None = None) -> Any:
+    """A rich Tree: the queried checkpoint, then each checkpoint up its chain with its data.
+
+    The end of the chain is marked ``root``, or — when ``unregistered`` names a parent it
+    records that was never registered (:func:`unregistered_parents`) — with that parent."""
     from rich.markup import escape
     from rich.tree import Tree
 
@@ -78,7 +114,7 @@ def lineage_tree(result: Lineage) -> Any:
     for link in result.chain:
         ref = str(CheckpointRef(link["model"], link["checkpoint"], link.get("run")))
         step = f"step {link['step']}" if link.get("step") is not None else "no step"
-        parent = f"  [dim]{link['parent_kind']}[/]" if link.get("parent_kind") else "  [dim]root[/]"
+        parent = _chain_end(link, unregistered or {})
         node = tree.add(f"{ref}  {step}{parent}{_deleted(link.get('state'))}")
         for label in own.get(ref, []) or ["[dim](no data)[/]"]:
             node.add(label)
@@ -132,7 +168,8 @@ def lineage_cmd(
     if json_out:
         print_json(client.lineage_json(checkpoint))
         return
-    console().print(lineage_tree(client.lineage(checkpoint)))
+    result = client.lineage(checkpoint)
+    console().print(lineage_tree(result, unregistered_parents(client, result)))
 
 
 def consumers_cmd(

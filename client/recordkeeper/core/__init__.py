@@ -22,5 +22,7 @@ module            rule
 ``diff``          what changed between two versions (shards, counts per split, schema)
 ``limits``        text and number limits (64-bit bounds, shard counts, lengths)
 ``version``       the package version
+``file_kinds``    what a file looks like from its first bytes (TFRecord, Riegeli, Parquet...)
+``riegeli``       the Riegeli/records file layout: blocks, block and chunk headers, chunk ends
 ================  ==========================================================================
 """

@@ -20,6 +20,7 @@ Exception tree::
     │   ├── InvalidRequest                        invalid_request
     │   ├── InvalidCheckpoint                     invalid_checkpoint
     │   ├── InvalidRecord (TypeError)             invalid_record (client side)
+    │   ├── UnsupportedFormat                     unsupported_format (client side)
     │   └── PayloadTooLarge                       payload_too_large
     ├── NotFound (LookupError)                    404
     │   ├── DatasetNotFound                       dataset_not_found
@@ -53,6 +54,11 @@ Exception tree::
     │   └── UnsafeStoragePath                     unsafe_storage_path (client side)
     ├── ServiceUnavailable (ConnectionError)      service_unavailable (503 / no answer)
     └── ServerError                               internal_error (500; a bug)
+        └── InvalidResponse                       invalid_response (client side: an answer it
+            │                                       cannot use: not JSON, wrong shape, endless
+            │                                       paging)
+            ├── ResponseTooLarge                  response_too_large (client side)
+            └── ServiceRedirected                 service_redirected (client side: a 3xx)
 """
 
 from __future__ import annotations
@@ -82,6 +88,7 @@ __all__ = [
     "InvalidRecord",
     "InvalidReference",
     "InvalidRequest",
+    "InvalidResponse",
     "InvalidShard",
     "InvalidVersionName",
     "ModelNotFound",
@@ -89,10 +96,12 @@ __all__ = [
     "PayloadTooLarge",
     "PermissionDenied",
     "RecordkeeperError",
+    "ResponseTooLarge",
     "RouteNotFound",
     "SchemaConflict",
     "SchemaNotFound",
     "ServerError",
+    "ServiceRedirected",
     "ServiceUnavailable",
     "ShardConflict",
     "StaleLock",
@@ -101,6 +110,7 @@ __all__ = [
     "StorageRootNotAllowed",
     "TokenNotFound",
     "UnsafeStoragePath",
+    "UnsupportedFormat",
     "VersionDeprecated",
     "VersionImmutable",
     "VersionInUse",
@@ -201,6 +211,17 @@ class InvalidRecord(InvalidInput, TypeError):
     """
 
     code = "invalid_record"
+
+
+class UnsupportedFormat(InvalidInput):
+    """A file recordkeeper cannot read as records, or a feature of a format it does not decode.
+
+    ``extra["format"]`` names what the file looks like (``"parquet"``, ``"riegeli"``, ...) and
+    the detail says it in words ("a Riegeli file with transposed chunks"); ``extra["offset"]``
+    is where the unsupported part starts, when that is known.
+    """
+
+    code = "unsupported_format"
 
 
 class PayloadTooLarge(InvalidInput):
@@ -370,6 +391,28 @@ class ServiceUnavailable(RecordkeeperError, ConnectionError):
 class ServerError(RecordkeeperError):
     code = "internal_error"
     status = 500
+
+
+class InvalidResponse(ServerError):
+    """The client cannot use what the service (or a proxy in front of it) answered: a body that
+    is not JSON, a value of the wrong type or a missing field, a page cursor that does not
+    advance, more items than the list's count.  Raised by the client, never answered."""
+
+    code = "invalid_response"
+    status = 502
+
+
+class ResponseTooLarge(InvalidResponse):
+    """An answer's body is longer than the client accepts (``extra["limit"]``, bytes)."""
+
+    code = "response_too_large"
+
+
+class ServiceRedirected(InvalidResponse):
+    """The service URL answered a redirect (``extra["location"]``): the client follows none
+    (a proxy sending ``http://`` to ``https://`` means the URL to configure is the other one)."""
+
+    code = "service_redirected"
 
 
 def _all_subclasses(cls: type[RecordkeeperError]) -> list[type[RecordkeeperError]]:

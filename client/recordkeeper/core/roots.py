@@ -26,6 +26,7 @@ __all__ = [
     "AllowedRoots",
     "UriError",
     "UriEscapes",
+    "allowed_root",
     "as_root",
     "check_object_uri",
     "configured_roots",
@@ -38,6 +39,9 @@ __all__ = [
 
 _SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)
 _CONTROL_RE = re.compile(r"[\x00-\x20\x7f\\]")
+# A relative object name that needs no closer look: none of the characters normalize_uri
+# refuses or decodes ('%'), no query or fragment (path segments are checked separately).
+_PLAIN_NAME_RE = re.compile(r"[^\x00-\x20\x7f\\?#%]+")
 
 
 class UriError(ValueError):
@@ -90,6 +94,20 @@ def normalize_uri(uri: str) -> str:
 def as_root(uri: str) -> str:
     """Normalise ``uri`` and make it end with exactly one ``/``."""
     return normalize_uri(uri).rstrip("/") + "/"
+
+
+def allowed_root(root: str) -> str:
+    """``root`` as an allowed storage root (normalised, one trailing ``/``), or
+    :class:`UriError` if it is malformed or would allow every location of its scheme (the whole
+    file system, every bucket): the rule for ``RECORDKEEPER_ALLOWED_ROOTS`` and for the roots
+    a client accepts from a service's ``/info``."""
+    scheme, _, rest = normalize_uri(root).partition("://")
+    if rest.strip("/") == "":
+        raise UriError(
+            f"{_shown(root)} would allow every {scheme} location (the whole file system or "
+            "every bucket); name a directory or bucket"
+        )
+    return as_root(root)
 
 
 def check_object_uri(uri: str, containers: Iterable[str] = (), what: str = "an object") -> str:
@@ -149,16 +167,9 @@ def configured_roots(values: Iterable[str], setting: str) -> tuple[str, ...]:
     roots = []
     for value in values:
         try:
-            normalized = as_root(value)
+            roots.append(allowed_root(value))
         except UriError as exc:
             raise UriError(f"{setting}: {exc}") from None
-        scheme, _, rest = normalized.partition("://")
-        if rest.strip("/") == "":
-            raise UriError(
-                f"{setting}: {value!r} would allow every {scheme} location "
-                "(the whole file system or every bucket); name a directory or bucket"
-            )
-        roots.append(normalized)
     return tuple(roots)
 
 
@@ -205,6 +216,34 @@ class AllowedRoots:
             return False
         target_dir = target if target.endswith("/") else target + "/"
         return any(target_dir.startswith(root) for root in self.roots)
+
+    def check_objects(self, prefix: str, names: Iterable[str], what: str) -> None:
+        """Check that every ``prefix + name`` names an object inside the roots, as
+        :meth:`check` and :func:`check_object_uri` would, checking ``prefix`` once.
+
+        For the shard lists a service answers (a page holds up to 10,000 names after one
+        ``uri_prefix``).  Raises :class:`StorageRootNotAllowed` for a URI outside the roots or
+        climbing out of them, :class:`UriError` for a malformed one.
+        """
+        if prefix and not prefix.endswith("/"):
+            names = [prefix + name for name in names]
+            prefix = ""
+        if prefix:
+            self.check(prefix, what)
+        room = MAX_URI_LENGTH - len(prefix.encode("utf-8", "surrogatepass"))
+        for name in names:
+            if not isinstance(name, str):
+                raise UriError(f"{what}: {name!r} is not a string")
+            simple = (
+                prefix
+                and _PLAIN_NAME_RE.fullmatch(name)
+                and len(name) * 4 <= room  # at most 4 UTF-8 bytes a character
+                and not name.endswith("/")
+            )
+            path = f"/{name}/"
+            if simple and "/./" not in path and "/../" not in path and "//" not in path:
+                continue
+            check_object_uri(self.check(prefix + name, what), (), what)
 
     def check(self, uri: str, what: str) -> str:
         """Return the normalised ``uri`` or raise :class:`StorageRootNotAllowed`.

@@ -22,9 +22,22 @@ continues its run.
 Registration never costs the user their checkpoint: the checkpoint is written first; a
 registration the service cannot take now is queued durably and sent later, one it refuses is
 set aside with a warning (:mod:`recordkeeper.lineage_queue`) — ``save()`` never fails because
-of the registry.  When the manager's ``max_to_keep`` deletes older checkpoints (and their
-``_saved_modules``), the deletions are recorded too.  ``data`` defaults to the pinned data
-most recently loaded with :func:`recordkeeper.load_pinned`.
+of the registry.
+
+A crash cannot cut the lineage either.  Before the wrapped ``save()`` writes anything, the
+manager records a *save intent* next to the checkpoints
+(``<directory>/.recordkeeper-save-intent.json``: the data, parent and metrics the registration
+will carry, the checkpoints kept before the save) and removes it once the registration and
+deletions are sent or queued.  A process killed in between — say in the seconds a
+``SavedModelCheckpointManager`` spends exporting after the checkpoint files are written —
+leaves the intent behind; the next tracked manager made on that directory finishes it first
+(:meth:`TrackedCheckpointManager.recover`): the checkpoint that save wrote is registered with
+the data it trained on and its parent, and the checkpoints it deleted are recorded as deleted.
+The resumed run then restores that checkpoint and continues the chain from it.
+
+When the manager's ``max_to_keep`` deletes older checkpoints (and their ``_saved_modules``),
+the deletions are recorded too.  ``data`` defaults to the pinned data most recently loaded with
+:func:`recordkeeper.load_pinned`.
 
 Every save ends with the manager's *save callbacks* (:meth:`TrackedCheckpointManager.
 add_save_callback`): each receives a :class:`SavedCheckpoint` describing what was written,
@@ -39,7 +52,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from recordkeeper.core.errors import (
     AmbiguousCheckpoint,
@@ -58,6 +71,7 @@ from recordkeeper.core.lineage import (
     validate_run_name,
 )
 from recordkeeper.core.refs import parse_reference
+from recordkeeper.core.save_intents import SaveIntent, dropped, written
 from recordkeeper.lineage import (
     CheckpointInfo,
     DataUse,
@@ -67,6 +81,7 @@ from recordkeeper.lineage import (
 )
 from recordkeeper.lineage_queue import DELETE, RegistrationQueue
 from recordkeeper.pinned import current
+from recordkeeper.tf import intents
 from recordkeeper.tf.saves import SaveCallback, SavedCheckpoint
 from recordkeeper.tf.signatures import model_inputs
 
@@ -225,6 +240,10 @@ class TrackedCheckpointManager:
             from recordkeeper.tf.exports import ExportLineageWriter
 
             self.add_save_callback(ExportLineageWriter(client))
+        #: Checkpoints an interrupted save of an earlier process wrote, registered by
+        #: :meth:`recover` when this manager was made.
+        self.recovered: list[CheckpointRef] = []
+        self.recover()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._manager, name)
@@ -340,20 +359,159 @@ class TrackedCheckpointManager:
         ``metrics`` (JSON values) are recorded with the checkpoint.
         """
         self._detect_manual_restore()
-        before = [str(p) for p in getattr(self._manager, "checkpoints", None) or ()]
-        path = self._manager.save(*args, **kwargs)
+        before = self._kept()
+        intended = self._write_intent(before, metrics)
+        try:
+            path = self._manager.save(*args, **kwargs)
+        except Exception:
+            # e.g. an export failing after the checkpoint was written: what that save wrote
+            # and deleted is recorded, and the next save continues from what it wrote
+            if intended and (ref := self.recover()) is not None:
+                self._continue_from(self._path_of(ref.checkpoint), ref)
+            raise
         if not path:
+            if intended:
+                intents.clear_intent(str(self._manager.directory))
             return path
         body, info = self._register(str(path), metrics)
         deleted = self._record_deletions(before, str(path))
+        if intended:  # registration and deletions are sent or queued: nothing left to finish
+            intents.clear_intent(str(self._manager.directory))
+        self._after_save(str(path), body, info, deleted)
+        return str(path)
+
+    def _after_save(
+        self,
+        path: str,
+        body: dict[str, Any],
+        info: CheckpointInfo | None,
+        deleted: tuple[CheckpointRef, ...],
+    ) -> None:
         checked = self._check_model(info)
-        event = SavedCheckpoint(str(path), self.ref_of(str(path)), body, info, deleted, checked)
+        event = SavedCheckpoint(path, self.ref_of(path), body, info, deleted, checked)
         for callback in self._save_callbacks:
             try:
                 callback(event)
             except Exception:
                 log.exception("a save callback failed for checkpoint %s", path)
-        return str(path)
+
+    def _kept(self) -> list[str]:
+        """The checkpoint paths the wrapped manager keeps now, oldest first."""
+        return [str(p) for p in getattr(self._manager, "checkpoints", None) or ()]
+
+    def _path_of(self, name: str) -> str:
+        return os.path.join(str(self._manager.directory), name)
+
+    def _write_intent(self, before: list[str], metrics: Mapping[str, Any] | None) -> bool:
+        """Record what this save will register before the wrapped manager writes anything."""
+        host, pid = intents.this_process()
+        intent = SaveIntent(
+            model=self.model,
+            run=self.run,
+            before=tuple(os.path.basename(p) for p in before),
+            data=tuple(d.to_json() for d in self.data),
+            parent=str(self._parent) if self._parent else None,
+            parent_kind=self._parent_kind if self._parent else None,
+            metrics=dict(metrics or {}),
+            metadata=self._metadata,
+            known={os.path.basename(p): str(self._known[p]) for p in before if p in self._known},
+            started_at=datetime.datetime.now(datetime.UTC).isoformat(),
+            host=host,
+            pid=pid,
+        )
+        return intents.write_intent(str(self._manager.directory), intent)
+
+    # -- finishing an interrupted save ---------------------------------------------------------
+
+    def recover(self) -> CheckpointRef | None:
+        """Finish a save an earlier process left unfinished in this directory (it was killed
+        after writing the checkpoint, before registering it): register that checkpoint with the
+        data and parent recorded before the save, record the checkpoints it deleted, and run
+        the save callbacks for it.  Called when the manager is made; returns the checkpoint
+        registered (or queued), None when there was nothing to finish.  Never raises."""
+        directory = str(self._manager.directory)
+        intent = intents.read_intent(directory)
+        if intent is None:
+            return None
+        if intents.process_alive(intent.host, intent.pid):
+            log.warning(
+                "a save in %s by process %s (still running) is not finished; left to it",
+                directory,
+                intent.pid,
+            )
+            return None
+        try:
+            return self._finish(intent)
+        except Exception:
+            log.exception("could not finish the interrupted save recorded in %s", directory)
+            return None
+
+    def _finish(self, intent: SaveIntent) -> CheckpointRef | None:
+        kept = [os.path.basename(p) for p in self._kept()]
+        name = written(intent.before, kept)
+        ref: CheckpointRef | None = None
+        body: dict[str, Any] | None = None
+        info: CheckpointInfo | None = None
+        if name is not None:
+            path = self._path_of(name)
+            ref = CheckpointRef(intent.model, name, intent.run)
+            step = self._step(path) if self._step is not None else _checkpoint_number(path)
+            body = checkpoint_body(
+                model=intent.model,
+                checkpoint=name,
+                step=step,
+                uri=checkpoint_uri(path),
+                data=list(intent.data),
+                parent=intent.parent,
+                parent_kind=cast("ParentKind | None", intent.parent_kind),
+                saved_models=self._saved_models(path, complete_only=True),
+                run=intent.run,
+                metrics=intent.metrics,
+                metadata=intent.metadata,
+            )
+            info = self._registration_of(ref, body["uri"])
+            if info is None and not self._pending(ref):
+                info = self.queue.submit(body, raise_refused=False)
+            log.warning(
+                "checkpoint %s was written by a save that did not finish (the process ended "
+                "before registering it); registered now with the data and parent recorded "
+                "before that save",
+                ref,
+            )
+            self._known[path] = ref
+            self.recovered.append(ref)
+        gone = dropped(intent.before, kept, name, lambda n: _files_exist(self._path_of(n)))
+        refs = []
+        for old in gone:
+            known = intent.known.get(old)
+            old_ref = (
+                parse_checkpoint_ref(known) if known else self._registered_ref(self._path_of(old))
+            )
+            self._submit_deletion(old_ref)
+            refs.append(old_ref)
+        self.deleted.extend(refs)
+        intents.clear_intent(str(self._manager.directory))
+        if name is not None and body is not None:
+            self._after_save(self._path_of(name), body, info, tuple(refs))
+        return ref
+
+    def _registration_of(self, ref: CheckpointRef, uri: str) -> CheckpointInfo | None:
+        """``ref`` as registered at ``uri``, None when the service does not have it (or cannot
+        be asked now)."""
+        try:
+            info = self._client.checkpoint(ref)
+        except RecordkeeperError:
+            return None
+        return info if info.uri == uri else None
+
+    def _pending(self, ref: CheckpointRef) -> bool:
+        """Whether a registration of ``ref`` waits in the local queue."""
+        wanted = (ref.model, ref.run, ref.checkpoint)
+        return any(
+            (b.get("model"), b.get("run"), b.get("checkpoint")) == wanted
+            and b.get("reason") is None
+            for b in self.queue.pending()
+        )
 
     def _check_model(self, info: CheckpointInfo | None) -> ModelCheck | None:
         """Ask whether the exports just registered accept the data they trained on; log a
@@ -382,29 +540,32 @@ class TrackedCheckpointManager:
         """Checkpoints the wrapped manager dropped during this save whose files are gone
         (``max_to_keep``; ``keep_checkpoint_every_n_hours`` keeps files it drops from the
         list), each recorded as deleted through the queue."""
-        kept = {str(p) for p in getattr(self._manager, "checkpoints", None) or ()}
-        gone = [p for p in before if p not in kept and p != saved and not _files_exist(p)]
+        gone = dropped(before, self._kept(), saved, _files_exist)
         refs = []
-        when = datetime.datetime.now(datetime.UTC).isoformat()
         for old in gone:
             # registered or restored by this manager, else looked up (a checkpoint an earlier
             # run under another name left in this directory)
             ref = self._known.get(old) or self._registered_ref(old)
-            body = {
-                "model": ref.model,
-                "run": ref.run,
-                "checkpoint": ref.checkpoint,
-                "reason": DELETED_BY_MANAGER,
-                "deleted_at": when,
-            }
-            self.queue.submit(body, action=DELETE, raise_refused=False)
+            self._submit_deletion(ref)
             refs.append(ref)
         self.deleted.extend(refs)
         return tuple(refs)
 
-    def _saved_models(self, path: str) -> list[dict[str, Any]]:
+    def _submit_deletion(self, ref: CheckpointRef) -> None:
+        body = {
+            "model": ref.model,
+            "run": ref.run,
+            "checkpoint": ref.checkpoint,
+            "reason": DELETED_BY_MANAGER,
+            "deleted_at": datetime.datetime.now(datetime.UTC).isoformat(),
+        }
+        self.queue.submit(body, action=DELETE, raise_refused=False)
+
+    def _saved_models(self, path: str, *, complete_only: bool = False) -> list[dict[str, Any]]:
         """The exports of a ``SavedModelCheckpointManager``-style manager for ``path``, each with
-        what its serving signatures parse (:func:`recordkeeper.tf.model_inputs`)."""
+        what its serving signatures parse (:func:`recordkeeper.tf.model_inputs`);
+        ``complete_only`` leaves out an export without its ``saved_model.pb`` (one a crash
+        interrupted)."""
         modules = getattr(self._manager, "modules_to_export", None)
         if not modules:
             return []
@@ -413,13 +574,17 @@ class TrackedCheckpointManager:
         exports = []
         for name in modules:
             export = f"{path}_{SAVED_MODULES_SUFFIX}/{name}"
-            if tf.io.gfile.isdir(export):
-                entry: dict[str, Any] = {"name": str(name), "uri": checkpoint_uri(export)}
-                try:
-                    entry["inputs"] = [i.to_json() for i in model_inputs(export)]
-                except Exception:  # an unreadable export must not cost the checkpoint
-                    log.warning("could not read the serving inputs of %s", export, exc_info=True)
-                exports.append(entry)
+            if not tf.io.gfile.isdir(export):
+                continue
+            if complete_only and not tf.io.gfile.exists(f"{export}/saved_model.pb"):
+                log.warning("leaving out the incomplete export %s", export)
+                continue
+            entry: dict[str, Any] = {"name": str(name), "uri": checkpoint_uri(export)}
+            try:
+                entry["inputs"] = [i.to_json() for i in model_inputs(export)]
+            except Exception:  # an unreadable export must not cost the checkpoint
+                log.warning("could not read the serving inputs of %s", export, exc_info=True)
+            exports.append(entry)
         return exports
 
     def _register(
@@ -456,11 +621,14 @@ class TrackedCheckpointManager:
             )
         else:
             self.registered.append(info)
-        # The next save continues from this one.
+        self._continue_from(path, ref)
+        return body, info
+
+    def _continue_from(self, path: str, ref: CheckpointRef) -> None:
+        """The next save continues from the checkpoint at ``path``."""
         self._saved_any = True
         self._parent = self._known[path] = ref
         self._parent_kind = "restored_from"
-        return body, info
 
     def flush(self) -> int:
         """Send queued registrations now; returns how many are still pending."""

@@ -58,13 +58,24 @@ def test_the_app_has_exactly_what_the_registered_modules_add() -> None:
 
 
 @pytest.mark.parametrize("bug", [TypeError("boom"), KeyError("boom"), AttributeError("boom")])
-def test_programming_errors_surface_with_their_traceback(
+def test_programming_errors_are_named_and_surface_with_their_traceback_when_debugging(
     monkeypatch: pytest.MonkeyPatch, bug: Exception
 ) -> None:
+    """No traceback by default (issue 21: a proxy's answer made ``show`` print one), but the
+    bug is named as one, with its type, and RECORDKEEPER_DEBUG=1 lets it propagate."""
+
     def broken(*args: object, **kwargs: object) -> object:
         raise bug
 
     monkeypatch.setattr(common, "Client", broken)
+    monkeypatch.delenv("RECORDKEEPER_DEBUG", raising=False)
+    result = CliRunner().invoke(app, ["resolve", "coco@latest"])
+    assert result.exit_code == ExitCode.ERROR
+    line = result.output.strip()
+    assert line.startswith(f"error: unexpected {type(bug).__name__}: {bug}")
+    assert "a bug in recordkeeper" in line and "RECORDKEEPER_DEBUG=1" in line
+    assert line.endswith("[unexpected_error]")
+    monkeypatch.setenv("RECORDKEEPER_DEBUG", "1")
     result = CliRunner().invoke(app, ["resolve", "coco@latest"])
     assert result.exception is bug  # not turned into "error: ..." and exit 1
     assert "error:" not in result.output
