@@ -90,7 +90,7 @@ def test_gc_deletes_a_crashed_writers_objects_only(
     assert report["objects"] == 2 and report["bytes"] == sum(written.values())
     assert len(_objects(prefix, opts)) == 2
 
-    done = runner.invoke(app, [*base, "--delete"])
+    done = runner.invoke(app, [*base, "--delete", "--root", s3_bucket])
     assert done.exit_code == 0, done.output
     report = json.loads(done.stdout)
     assert not report["dry_run"] and report["ok"] and report["objects"] == 2
@@ -107,3 +107,31 @@ def test_gc_deletes_a_crashed_writers_objects_only(
     assert _objects(raw, opts) == before_raw
     for version in (trained, in_place):
         assert client.resolve(version.name).verify(deep=True).ok
+
+
+def test_gc_keeps_an_object_another_staged_version_registered(
+    live_service_factory: Callable[..., LiveService], s3_bucket: str, s3_server: Any
+) -> None:
+    """Issue 22, hole 2 on S3: a staged version's shard under an abandoned version's prefix
+    survives gc, and the version then commits and verifies."""
+    from recordkeeper.dataset import ShardFile
+    from recordkeeper.publish import scan_file
+
+    opts = dict(s3_server.storage_options)
+    service = live_service_factory(storage_root=f"{s3_bucket}/datasets", allowed_roots=[s3_bucket])
+    client = service.client(storage_options=opts)
+    dropped = client.stage("coco")
+    shard = f"{dropped.storage_prefix}train-00000-of-00001.tfrecord"
+    sc.put_bytes(shard, frame(sample_examples(5)), opts)
+    sc.put_bytes(f"{dropped.storage_prefix}_incomplete/train-00001.tfrecord", b"junk", opts)
+    client.abandon(dropped.name)
+    other = client.stage("coco")
+    client.registry.register_shards(other.name, [scan_file(ShardFile("train", 0, 1, shard), opts)])
+
+    base = ["--url", service.url, "gc", "--older-than", "0", *_option_args(opts), "--json"]
+    done = CliRunner().invoke(app, [*base, "--delete", "--root", s3_bucket])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert (report["objects"], report["kept"]) == (1, 1)
+    assert list(_objects(dropped.storage_prefix, opts)) == [shard.split("/", 3)[3]]
+    assert client.commit(other.name).verify(deep=True).ok

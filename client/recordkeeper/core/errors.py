@@ -43,13 +43,15 @@ Exception tree::
     │   ├── VersionDeprecated                     version_deprecated (client side: pinned data)
     │   ├── StaleLock                             stale_lock (client side: pinned data)
     │   ├── CheckpointConflict                    checkpoint_conflict
-    │   └── AmbiguousCheckpoint                   ambiguous_checkpoint
+    │   ├── AmbiguousCheckpoint                   ambiguous_checkpoint
+    │   └── StorageReleased                       storage_released
     ├── DigestMismatch                            digest_mismatch (409)
     ├── StorageRootNotAllowed (PermissionError)   storage_root_not_allowed (403)
     ├── AuthenticationRequired (PermissionError)  unauthorized (401)
     ├── PermissionDenied (PermissionError)        forbidden (403)
     ├── StorageError (OSError)                    storage_error (client side)
-    │   └── CorruptShard                          corrupt_shard (client side)
+    │   ├── CorruptShard                          corrupt_shard (client side)
+    │   └── UnsafeStoragePath                     unsafe_storage_path (client side)
     ├── ServiceUnavailable (ConnectionError)      service_unavailable (503 / no answer)
     └── ServerError                               internal_error (500; a bug)
         └── InvalidResponse                       invalid_response (client side: an answer it
@@ -104,8 +106,10 @@ __all__ = [
     "ShardConflict",
     "StaleLock",
     "StorageError",
+    "StorageReleased",
     "StorageRootNotAllowed",
     "TokenNotFound",
+    "UnsafeStoragePath",
     "UnsupportedFormat",
     "VersionDeprecated",
     "VersionImmutable",
@@ -329,6 +333,14 @@ class AmbiguousCheckpoint(Conflict):
     code = "ambiguous_checkpoint"
 
 
+class StorageReleased(Conflict):
+    """A shard lies at or under storage released for deletion (a version gc claimed or
+    collected), or is an object of such a version: it may be deleted at any moment, so no
+    version may reference it (``extra["released_by"]``: the releasing version's name)."""
+
+    code = "storage_released"
+
+
 class DigestMismatch(RecordkeeperError):
     code = "digest_mismatch"
     status = 409
@@ -360,6 +372,15 @@ class CorruptShard(StorageError):
     """A shard's bytes are not valid TFRecord framing; ``extra["offset"]`` is where it broke."""
 
     code = "corrupt_shard"
+
+
+class UnsafeStoragePath(StorageError):
+    """A local path would be written, deleted or registered through a symbolic link, or
+    resolves outside the allowed roots, or is a file recordkeeper did not create where it
+    creates its own (``extra["path"]``, ``extra["reason"]``: ``symlink``, ``outside_roots``,
+    ``exists``).  Nothing was written or deleted there."""
+
+    code = "unsafe_storage_path"
 
 
 class ServiceUnavailable(RecordkeeperError, ConnectionError):

@@ -29,7 +29,12 @@ __all__ = [
     "allowed_root",
     "as_root",
     "check_object_uri",
+    "configured_roots",
+    "enclosing_prefixes",
+    "intersect_roots",
     "normalize_uri",
+    "path_is_inside",
+    "storage_root_of",
 ]
 
 _SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)
@@ -118,6 +123,72 @@ def check_object_uri(uri: str, containers: Iterable[str] = (), what: str = "an o
     if normalized + "/" in {as_root(c) for c in containers}:
         raise UriError(f"{_shown(uri)} is a directory (a storage root or prefix), not {what}")
     return normalized
+
+
+def enclosing_prefixes(uri: str) -> tuple[str, ...]:
+    """Every directory prefix (ending in ``/``) that ``uri`` lies at or under, outermost first.
+
+    ``s3://b/ds/v/x.tfrecord`` → ``s3://b/``, ``s3://b/ds/``, ``s3://b/ds/v/``,
+    ``s3://b/ds/v/x.tfrecord/``: the last one is the URI itself as a directory, so a storage
+    prefix equal to the URI counts too.  ``uri`` is normalised first (:class:`UriError` if it
+    cannot be).
+    """
+    normalized = normalize_uri(uri).rstrip("/")
+    scheme, _, rest = normalized.partition("://")
+    if scheme == "file":
+        head, parts = "file:///", rest[1:].split("/")
+    else:
+        bucket, _, path = rest.partition("/")
+        head, parts = f"{scheme}://{bucket}/", path.split("/") if path else []
+    found = [head]
+    for part in parts:
+        if part:
+            found.append(found[-1] + part + "/")
+    return tuple(found)
+
+
+def intersect_roots(trusted: Iterable[str], reported: Iterable[str]) -> tuple[str, ...]:
+    """The roots inside both lists: each root of one that lies inside a root of the other.
+
+    Deletions use this: the roots a service reports (which a lying service or proxy could
+    widen to ``file:///``) intersected with the roots configured where the deletion runs.
+    """
+    ours, theirs = AllowedRoots.of(trusted), AllowedRoots.of(reported)
+    both = [r for r in ours.roots if theirs.allows(r)]
+    both += [r for r in theirs.roots if ours.allows(r) and r not in both]
+    # A root inside another root of the result adds nothing.
+    return tuple(sorted(r for r in both if not any(o != r and r.startswith(o) for o in both)))
+
+
+def configured_roots(values: Iterable[str], setting: str) -> tuple[str, ...]:
+    """Roots an operator configured (``RECORDKEEPER_ALLOWED_ROOTS``, the collector's
+    ``--root``), normalised; :class:`UriError` for a malformed one, or one that would admit
+    every location of its scheme (``file:///``, ``s3://``)."""
+    roots = []
+    for value in values:
+        try:
+            roots.append(allowed_root(value))
+        except UriError as exc:
+            raise UriError(f"{setting}: {exc}") from None
+    return tuple(roots)
+
+
+def storage_root_of(prefix: str) -> str:
+    """The storage root a version's prefix ``{root}/{dataset}/{version}/`` lies in (two
+    segments up, ending in ``/``); :class:`UriError` if there is no such root."""
+    normalized = as_root(prefix)
+    head, _, _ = normalized.rstrip("/").rpartition("/")
+    root, _, _ = head.rpartition("/")
+    if "://" not in root or root.endswith(":/") or root.endswith(":"):
+        raise UriError(f"storage prefix {_shown(prefix)} is not {{root}}/{{dataset}}/{{version}}/")
+    return root + "/"
+
+
+def path_is_inside(path: str, directory: str) -> bool:
+    """Whether the absolute, already resolved ``path`` is ``directory`` or lies under it
+    (compared by whole segments: ``/data-evil`` is not inside ``/data``)."""
+    base = directory.rstrip("/")
+    return path == base or path.startswith(base + "/") or base == ""
 
 
 def _shown(uri: str) -> str:
