@@ -32,6 +32,7 @@ from starlette.routing import Match
 
 from recordkeeper.core.errors import RecordkeeperError, code_for_status
 from recordkeeper_service.head import request_method
+from recordkeeper_service.protections import protect
 from recordkeeper_service.request_ids import REQUEST_ID_KEY, current_request_id
 from recordkeeper_service.responses import JSON
 
@@ -186,7 +187,7 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     )
     # Starlette re-raises after this answer and the server then drops the connection: say so.
     response.headers["Connection"] = "close"
-    return response
+    return protect(response)  # answered outside the middleware that protects every response
 
 
 def install_error_handlers(app: FastAPI) -> None:
