@@ -17,6 +17,7 @@ in the package, no CDN (:func:`install_api_docs`).
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -160,6 +161,11 @@ def install_api_docs(app: FastAPI) -> None:
     api_docs.install(app)
 
 
+#: How long a thread holds the GIL while another waits for it (CPython's default: 5 ms).  An
+#: expensive answer computed in a worker thread (a diff, a lineage graph: deps.HeavyReads)
+#: otherwise delays every step of the event loop's cheap requests by up to 5 ms.
+WORKER_SWITCH_INTERVAL = 0.0005
+
 #: The collector's youngest-generation threshold in a worker process (CPython's default: 700)
 WORKER_GC_THRESHOLD = 20_000
 
@@ -177,6 +183,7 @@ def app_from_env() -> FastAPI:
     ever needs to find cycles, which the higher threshold still does.
     """
     app = create_app(Settings())
+    sys.setswitchinterval(WORKER_SWITCH_INTERVAL)
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(WORKER_GC_THRESHOLD, older, oldest)
