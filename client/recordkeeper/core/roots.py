@@ -9,8 +9,8 @@ refuses anything that could escape a root by path tricks (``..`` segments, also 
 or in full-width dots, backslashes, control characters), anything that does not show what it
 names (Unicode format characters such as zero-width spaces and bidirectional overrides; a
 bucket or host that is not ASCII, e.g. with a full-width dot) and lower-cases the scheme.
-:class:`AllowedRoots` then compares normalised URIs as prefixes ending in ``/``, so ``s3://ml-data`` does not admit
-``s3://ml-data-evil/``.
+:class:`AllowedRoots` then compares normalised URIs as prefixes ending in ``/``, so
+``s3://ml-data`` does not admit ``s3://ml-data-evil/``.
 """
 
 from __future__ import annotations
