@@ -64,3 +64,19 @@ def test_valid_json_nested_too_deeply_is_named_so(client: TestClient) -> None:
         f"{API}/datasets/coco/versions", content="{", headers={"content-type": "application/json"}
     )
     assert "not valid JSON" in error(broken, 422, "invalid_request")["detail"]
+
+
+def test_token_names_are_unique_among_active_tokens(client: TestClient) -> None:
+    """Audit events and gc claims name tokens: a second active ``ops`` token used to complete
+    the first one's gc claim."""
+    first = client.post(f"{API}/tokens", json={"name": "ops", "scope": "admin"})
+    assert first.status_code == 201, first.text
+    secret = {"Authorization": f"Bearer {first.json()['token']}"}
+    again = client.post(f"{API}/tokens", json={"name": "ops", "scope": "admin"}, headers=secret)
+    body = error(again, 409, "token_name_taken")
+    assert "ops" in body["detail"]
+    other = client.post(f"{API}/tokens", json={"name": "ops-2", "scope": "read"}, headers=secret)
+    assert other.status_code == 201
+    assert client.delete(f"{API}/tokens/{other.json()['id']}", headers=secret).status_code == 204
+    reused = client.post(f"{API}/tokens", json={"name": "ops-2", "scope": "read"}, headers=secret)
+    assert reused.status_code == 201  # a revoked token's name may be used again
