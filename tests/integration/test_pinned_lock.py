@@ -156,4 +156,3 @@ def test_a_lock_without_its_own_section_is_refused_by_load_and_check(
     checked = _cli(live_service, "lock", str(config), "--check", "--json")
     assert checked.exit_code != 0, checked.output
     assert "recordkeeper_lock" in checked.stdout
-
