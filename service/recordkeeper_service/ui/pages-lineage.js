@@ -222,7 +222,7 @@ export async function graphPage(main, _args, query) {
     const s = view.status();
     status.textContent =
       `${count(s.loaded)} nodes loaded, ${count(s.shown)} drawn, ${count(s.edges)} edges` +
-      (s.truncated ? " — the service stopped at its node limit: some neighbours are missing (their “+N” counts still show them)" : "");
+      (s.truncated ? " — the service stopped at its 5,000-node limit: some neighbours are missing" : "");
   };
   const act = async (work) => {
     panel.setAttribute("aria-busy", "true");
