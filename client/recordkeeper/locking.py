@@ -255,7 +255,13 @@ def check_lock(
         return LockStatus(source, target, (), {}, missing=True)
     lock = read_config(target)
     entries = parse_entries(data_section(lock, key, str(target)), str(target))
-    stale = staleness(lock, entries, key, source if target != source else source_of(target, lock))
+    stale = staleness(
+        lock,
+        entries,
+        key,
+        source if target != source else source_of(target, lock),
+        lock_file=True,  # a lock beside its config, or the config locked in place
+    )
     statuses = [_entry_status(client, e) for e in entries]
     return LockStatus(source, target, tuple(statuses), stale)
 

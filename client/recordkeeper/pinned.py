@@ -440,13 +440,23 @@ def staleness(
     entries: Sequence[PinnedEntry],
     key: str,
     source: Path | None,
+    *,
+    lock_file: bool = False,
 ) -> dict[str, str]:
     """Entry → why the lock (``config`` with its ``entries``) is stale; empty when it is fresh.
 
-    A lock written from a separate config (``source``) is compared with that config's data
-    section now; a config locked in place with the digest recorded when it was locked (entries
-    added since without a pin are named).
+    The one validation of a lock, shared by :func:`load_pinned` and ``recordkeeper lock
+    --check``.  A lock file (``lock_file``: read from a lock's path) must carry its own
+    ``recordkeeper_lock`` section (removing it used to pass both).  A lock written from a
+    separate config (``source``) is compared with that config's data section now; a config
+    locked in place with the digest recorded when it was locked (entries added since without a
+    pin are named).
     """
+    if lock_file and not lock_meta(config):
+        return {
+            "*": f"it has no {LOCK_META_KEY} section, so it was not written (or was edited "
+            "since) by `recordkeeper lock`"
+        }
     recorded = lock_meta(config).get("data_digest")
     if source is not None:
         asked = parse_entries(data_section(read_config(source), key, str(source)), str(source))
@@ -539,7 +549,8 @@ def resolve_pinned(
         loaded = dict(config)
     where = str(path) if path else "config"
     entries = parse_entries(data_section(loaded, key, where), where)
-    stale = staleness(loaded, entries, key, source)
+    is_lock = path is not None and (source is not None or lock_path(path) == path)
+    stale = staleness(loaded, entries, key, source, lock_file=is_lock)
     if stale:
         raise _stale_error(path, stale)
     versions = {

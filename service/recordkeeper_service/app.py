@@ -8,14 +8,16 @@ that is not at the migration head (see :mod:`recordkeeper_service.startup`).
 from the environment.
 
 Operations (docs/operations.md): every request passes the request observer first (request id,
-request log line, metrics: :func:`install_observability`); ``/metrics`` serves the metrics
-(:func:`install_metrics_route`); ``/docs`` and ``/redoc`` use assets shipped in the package, no
-CDN (:func:`install_api_docs`).
+request log line, metrics: :func:`install_observability`); every response gets the browser
+protections its content type calls for (:mod:`recordkeeper_service.protections`); ``/metrics``
+serves the metrics (:func:`install_metrics_route`); ``/docs`` and ``/redoc`` use assets shipped
+in the package, no CDN (:func:`install_api_docs`).
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -31,6 +33,7 @@ from recordkeeper_service.head import HeadAsGet
 from recordkeeper_service.limits import RequestGate
 from recordkeeper_service.metrics import ServiceMetrics
 from recordkeeper_service.observe import RequestObserver
+from recordkeeper_service.protections import ResponseProtections
 from recordkeeper_service.repository import Repository
 from recordkeeper_service.routes import (
     API_PREFIX,
@@ -121,6 +124,8 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     )
     # HEAD as GET without the body, inside the request log and metrics (they record HEAD)
     app.add_middleware(HeadAsGet)
+    # Frame and content-type protections on every response, by its type (protections.py)
+    app.add_middleware(ResponseProtections)
     install_observability(app, settings, metrics)
     # The hot read path first: GET /api/v1/versions/{ref} in its common forms (routes/versions.py)
     app.router.routes.append(versions.hot_resolve_route(API_PREFIX))
@@ -156,6 +161,11 @@ def install_api_docs(app: FastAPI) -> None:
     api_docs.install(app)
 
 
+#: How long a thread holds the GIL while another waits for it (CPython's default: 5 ms).  An
+#: expensive answer computed in a worker thread (a diff, a lineage graph: deps.HeavyReads)
+#: otherwise delays every step of the event loop's cheap requests by up to 5 ms.
+WORKER_SWITCH_INTERVAL = 0.0005
+
 #: The collector's youngest-generation threshold in a worker process (CPython's default: 700)
 WORKER_GC_THRESHOLD = 20_000
 
@@ -173,6 +183,7 @@ def app_from_env() -> FastAPI:
     ever needs to find cycles, which the higher threshold still does.
     """
     app = create_app(Settings())
+    sys.setswitchinterval(WORKER_SWITCH_INTERVAL)
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(WORKER_GC_THRESHOLD, older, oldest)

@@ -11,12 +11,20 @@ They rest on :class:`BearerAuthentication`, the ``bearer`` HTTP security scheme,
 document lists it (``components.securitySchemes``) on every authenticated operation; whether a
 token is required is decided by :class:`~recordkeeper_service.auth.Authenticator`
 (``RECORDKEEPER_AUTH``).
+
+:data:`HeavyReads` is the per-process limit on answers that cost far more than the others (a diff
+computed, a lineage graph): the thread pool runs at most :data:`HEAVY_READS` of them at once, and
+further ones wait for a turn without taking CPU, so clients asking for many of them cannot take a
+worker from every other reader.
 """
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from typing import Annotated
 
+import anyio
 from fastapi import Depends, Query, Request, Security
 from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
 from fastapi.security.base import SecurityBase
@@ -26,7 +34,9 @@ from recordkeeper_service.repository import Repository
 from recordkeeper_service.settings import Settings
 
 __all__ = [
+    "HEAVY_READS",
     "Admin",
+    "HeavyReads",
     "Limit",
     "Offset",
     "Reader",
@@ -39,6 +49,23 @@ __all__ = [
 async def get_repository(request: Request) -> Repository:
     repository: Repository = request.app.state.repository
     return repository
+
+
+#: Expensive answers computed at once per worker process (see the module docstring).
+HEAVY_READS = 1
+
+_heavy_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def get_heavy_reads() -> anyio.CapacityLimiter:
+    """The limiter of expensive answers of this worker (one per event loop)."""
+    loop = asyncio.get_running_loop()
+    limiter = _heavy_limiters.get(loop)
+    if limiter is None:
+        limiter = _heavy_limiters[loop] = anyio.CapacityLimiter(HEAVY_READS)
+    return limiter
 
 
 async def get_settings(request: Request) -> Settings:
@@ -101,6 +128,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 Reader = Annotated[Principal, Depends(require_read)]
 Writer = Annotated[Principal, Depends(require_write)]
 Admin = Annotated[Principal, Depends(require_admin)]
+HeavyReads = Annotated[anyio.CapacityLimiter, Depends(get_heavy_reads)]
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size (1-1000)")]
 #: Offsets are bound by SQL ``OFFSET`` (a signed 64-bit integer in SQLite and PostgreSQL).
 Offset = Annotated[int, Query(ge=0, le=2**63 - 1, description="items to skip")]

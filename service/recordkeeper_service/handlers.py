@@ -5,7 +5,8 @@ raised                             answered
 =================================  ==============================================
 ``RecordkeeperError``              its ``status``, ``to_dict()``
 ``RequestValidationError``         ``422 invalid_request`` with ``errors`` (capped,
-                                   never echoing the input)
+                                   never echoing the input); a body nested too
+                                   deeply to decode says so (``json_too_deep``)
 Starlette ``HTTPException``        404 ``not_found``, 405 ``method_not_allowed``, …
 anything else                      ``500 internal_error``; logged, no traceback sent
 =================================  ==============================================
@@ -21,6 +22,7 @@ method the path answers (``HEAD`` wherever ``GET``: see :mod:`.head`).
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -32,6 +34,7 @@ from starlette.routing import Match
 
 from recordkeeper.core.errors import RecordkeeperError, code_for_status
 from recordkeeper_service.head import request_method
+from recordkeeper_service.protections import protect
 from recordkeeper_service.request_ids import REQUEST_ID_KEY, current_request_id
 from recordkeeper_service.responses import JSON
 
@@ -139,8 +142,24 @@ async def _validation_error(_request: Request, exc: Exception) -> Response:
     return error_json(422, "invalid_request", detail, errors=errors)
 
 
+def max_json_depth() -> int:
+    """About how deep the body decoder (``json``, recursive) can nest: a round figure below the
+    interpreter's recursion limit, which it runs into (so the answer names no level it accepts)."""
+    return (sys.getrecursionlimit() - 100) // 100 * 100
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and isinstance(exc.__cause__, RecursionError):
+        # Valid JSON the decoder cannot descend into (Python's decoder recurses per level): say
+        # so, it is not malformed.
+        return error_json(
+            422,
+            "invalid_request",
+            "the request body is nested too deeply to decode (arrays or objects more than about "
+            f"{max_json_depth()} levels deep; no request of this API needs more than a few)",
+            errors=[{"loc": ["body"], "msg": "nested too deeply", "type": "json_too_deep"}],
+        )
     if exc.status_code == 400:
         # FastAPI's only 400: a JSON body it could not even decode (e.g. not UTF-8).  The
         # contract answers every malformed body with 422 invalid_request.
@@ -186,7 +205,7 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     )
     # Starlette re-raises after this answer and the server then drops the connection: say so.
     response.headers["Connection"] = "close"
-    return response
+    return protect(response)  # answered outside the middleware that protects every response
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -94,3 +94,49 @@ def test_malformed_schemas_are_invalid_requests(bad: dict[str, object]) -> None:
 def test_non_object_feature_is_an_invalid_request() -> None:
     with pytest.raises(InvalidRequest, match="must be a JSON object"):
         Schema.from_dict({"features": [5]})
+
+
+GOOD_FEATURE = {
+    "name": "label",
+    "kind": "int64",
+    "min_count": 1,
+    "max_count": 1,
+    "present_count": 3,
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("min_count", "1"),
+        ("min_count", True),
+        ("max_count", 1.9),
+        ("present_count", 3.0),
+        ("min_steps", "2"),
+        ("name", {"an": "object"}),
+        ("name", ""),
+        ("name", 7),
+    ],
+)
+def test_feature_fields_have_strict_json_types(field: str, value: object) -> None:
+    """A string, a boolean or a fraction is not a count, an object or "" not a name (they used
+    to be stored as 1, 1, 1 and the object's repr)."""
+    with pytest.raises(
+        InvalidRequest, match=field.replace("_", ".") if field != "name" else "name"
+    ):
+        Feature.from_dict({**GOOD_FEATURE, field: value})
+    with pytest.raises(InvalidRequest):
+        Schema.from_dict(
+            {
+                "record_type": "example",
+                "record_count": 3,
+                "features": [{**GOOD_FEATURE, field: value}],
+            }
+        )
+
+
+def test_schema_record_count_is_a_strict_integer() -> None:
+    for bad in ("3", True, 3.5):
+        with pytest.raises(InvalidRequest, match="record_count"):
+            Schema.from_dict({"record_type": "example", "record_count": bad, "features": []})
+    assert Feature.from_dict(GOOD_FEATURE).min_count == 1

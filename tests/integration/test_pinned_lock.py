@@ -133,3 +133,26 @@ def test_cli_conventions_over_a_socket(live_service: LiveService) -> None:
     usage = _cli(live_service, "resolve", "--json")
     assert usage.exit_code == ExitCode.USAGE
     assert json.loads(usage.stderr)["code"] == "usage"
+
+
+def test_a_lock_without_its_own_section_is_refused_by_load_and_check(
+    live_service: LiveService, tmp_path: Path
+) -> None:
+    """Removing the lock's ``recordkeeper_lock:`` section used to pass both ``load_pinned`` and
+    ``lock --check``: they share one validation (pinned.staleness) and refuse it."""
+    client = live_service.client()
+    _publish(client, "coco", "first")
+    config = _write(tmp_path / "train.yaml", {"data": {"train": "coco@latest"}})
+    rk.lock_config(client, config)
+    lock_file = tmp_path / "train.lock.yaml"
+    lock = yaml.safe_load(lock_file.read_text())
+    assert rk.load_pinned(config, client=client, verify=None)["train"]
+    del lock["recordkeeper_lock"]
+    _write(lock_file, lock)
+    with pytest.raises(rk.StaleLock, match="recordkeeper_lock"):
+        rk.load_pinned(config, client=client, verify=None)
+    with pytest.raises(rk.StaleLock, match="recordkeeper_lock"):
+        rk.load_pinned(lock_file, client=client, verify=None)
+    checked = _cli(live_service, "lock", str(config), "--check", "--json")
+    assert checked.exit_code != 0, checked.output
+    assert "recordkeeper_lock" in checked.stdout

@@ -139,16 +139,32 @@ class VersionDiff(Generic[S]):
     def changed(self) -> list[ShardChange[S]]:
         return [c for c in self.shards if c.change == "changed"]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, limit: int | None = None, offset: int = 0) -> dict[str, Any]:
+        """The answer; with ``limit``, one page of the shard changes.
+
+        The changes are in ``(split, index)`` order; a page lists those at positions
+        ``offset`` to ``offset + limit`` (each in its ``added``/``removed``/``changed`` list).
+        ``shards.counts`` has the totals of every kind and ``shards.more`` says whether changes
+        follow the page; the record counts per split and the schema changes are always whole.
+        """
+        page = self.shards[offset:] if limit is None else self.shards[offset : offset + limit]
+        counts = {"added": 0, "removed": 0, "changed": 0}
+        for change in self.shards:
+            counts[change.change] += 1
+        listed: dict[str, list[dict[str, Any]]] = {"added": [], "removed": [], "changed": []}
+        for change in page:
+            listed[change.change].append(change.to_dict())
         return {
             "old": self.old,
             "new": self.new,
             "same_content": self.same_content,
             "shards": {
-                "added": [c.to_dict() for c in self.added],
-                "removed": [c.to_dict() for c in self.removed],
-                "changed": [c.to_dict() for c in self.changed],
+                **listed,
                 "unchanged": self.unchanged_shards,
+                "counts": counts,
+                "offset": offset,
+                "limit": limit,
+                "more": offset + len(page) < len(self.shards),
             },
             "splits": {
                 s.split: {

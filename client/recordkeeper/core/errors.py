@@ -33,6 +33,7 @@ Exception tree::
     │   └── RouteNotFound                         not_found
     ├── Conflict                                  409
     │   ├── DatasetExists                         dataset_exists
+    │   ├── TokenNameTaken                        token_name_taken
     │   ├── VersionImmutable                      version_immutable
     │   ├── VersionNotStaged                      version_not_staged
     │   ├── VersionIncomplete                     version_incomplete
@@ -108,6 +109,7 @@ __all__ = [
     "StorageError",
     "StorageReleased",
     "StorageRootNotAllowed",
+    "TokenNameTaken",
     "TokenNotFound",
     "UnsafeStoragePath",
     "UnsupportedFormat",
@@ -273,6 +275,13 @@ class Conflict(RecordkeeperError):
 
 class DatasetExists(Conflict):
     code = "dataset_exists"
+
+
+class TokenNameTaken(Conflict):
+    """An active token already has that name: audit events and gc claims name tokens, so two
+    active tokens may not share one (a revoked token's name may be used again)."""
+
+    code = "token_name_taken"
 
 
 class VersionImmutable(Conflict):

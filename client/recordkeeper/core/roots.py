@@ -5,15 +5,18 @@ client's pre-checks (publish, gc) ask :meth:`AllowedRoots.allows` with the roots
 reports, so both answer the same for one URI.
 
 Every URI goes through :func:`normalize_uri`, which
-refuses anything that could escape a root by path tricks (``..`` segments, also percent-encoded,
-backslashes, control characters) and lower-cases the scheme.  :class:`AllowedRoots` then compares
-normalised URIs as prefixes ending in ``/``, so ``s3://ml-data`` does not admit
-``s3://ml-data-evil/``.
+refuses anything that could escape a root by path tricks (``..`` segments, also percent-encoded
+or in full-width dots, backslashes, control characters), anything that does not show what it
+names (Unicode format characters such as zero-width spaces and bidirectional overrides; a
+bucket or host that is not ASCII, e.g. with a full-width dot) and lower-cases the scheme.
+:class:`AllowedRoots` then compares normalised URIs as prefixes ending in ``/``, so
+``s3://ml-data`` does not admit ``s3://ml-data-evil/``.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote
@@ -44,6 +47,14 @@ _CONTROL_RE = re.compile(r"[\x00-\x20\x7f\\]")
 _PLAIN_NAME_RE = re.compile(r"[^\x00-\x20\x7f\\?#%]+")
 
 
+def _invisible(text: str) -> str | None:
+    """The first Unicode format character (category Cf: zero-width spaces and joiners, the
+    bidirectional embeddings, overrides and isolates, the BOM, ...) in ``text``, if any."""
+    if text.isascii():
+        return None
+    return next((char for char in text if unicodedata.category(char) == "Cf"), None)
+
+
 class UriError(ValueError):
     """A URI is malformed; the message says why."""
 
@@ -70,6 +81,13 @@ def normalize_uri(uri: str) -> str:
     decoded = unquote(rest)
     if _CONTROL_RE.search(rest) or _CONTROL_RE.search(decoded):
         raise UriError(f"{_shown(uri)} contains whitespace, a control character or a backslash")
+    invisible = _invisible(rest) or _invisible(decoded)
+    if invisible is not None:
+        raise UriError(
+            f"{_shown(uri)} contains the invisible character U+{ord(invisible):04X} "
+            f"({unicodedata.name(invisible, 'a format character')}): a URI must show what it "
+            "names (zero-width and bidirectional controls are refused)"
+        )
     if "?" in rest or "#" in rest:
         raise UriError(f"{_shown(uri)} must not carry a query or fragment")
     if scheme == "file":
@@ -80,12 +98,17 @@ def normalize_uri(uri: str) -> str:
         bucket, _, path = rest.partition("/")
         if not bucket:
             raise UriError(f"{_shown(uri)} has no bucket or host after '{scheme}://'")
+        if not unquote(bucket).isascii():
+            raise UriError(
+                f"{_shown(uri)}: the bucket or host {_shown(unquote(bucket))} must be ASCII "
+                "(a full-width dot or a look-alike letter names another bucket than it shows)"
+            )
     segments = unquote(path).split("/")
     # A trailing '/' leaves one empty last segment, which is fine.
     inner = segments[:-1] if segments and segments[-1] == "" else segments
     for segment in inner:
-        if segment in (".", ".."):
-            raise UriEscapes(f"{_shown(uri)} contains a '{segment}' path segment")
+        if unicodedata.normalize("NFKC", segment) in (".", ".."):  # also full-width dots
+            raise UriEscapes(f"{_shown(uri)} contains a {segment!r} path segment")
         if segment == "" and path:
             raise UriError(f"{_shown(uri)} contains an empty path segment ('//')")
     return f"{scheme}://{rest}"

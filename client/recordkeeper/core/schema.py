@@ -91,14 +91,14 @@ class Feature:
             if scope not in SCOPES:
                 raise InvalidRequest(f"feature scope must be one of {SCOPES}, got {quoted(scope)}")
             feature = cls(
-                name=str(data["name"]),
+                name=_name(data["name"]),
                 kind=kind,
-                min_count=int(data["min_count"]),
-                max_count=int(data["max_count"]),
-                present_count=int(data["present_count"]),
+                min_count=_int(data["min_count"], "min_count"),
+                max_count=_int(data["max_count"], "max_count"),
+                present_count=_int(data["present_count"], "present_count"),
                 scope=scope,
-                min_steps=_opt_int(data.get("min_steps")),
-                max_steps=_opt_int(data.get("max_steps")),
+                min_steps=_opt_int(data.get("min_steps"), "min_steps"),
+                max_steps=_opt_int(data.get("max_steps"), "max_steps"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidRequest):
@@ -109,8 +109,23 @@ class Feature:
         return feature
 
 
-def _opt_int(value: object) -> int | None:
-    return None if value is None else int(value)  # type: ignore[call-overload]
+def _int(value: object, what: str) -> int:
+    """``value`` if it is a JSON integer: not a string, a boolean or a fraction (``"1"``,
+    ``true`` and ``1.9`` used to be stored as 1)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidRequest(f"feature {what} must be an integer, got {quoted(value)}")
+    return value
+
+
+def _opt_int(value: object, what: str) -> int | None:
+    return None if value is None else _int(value, what)
+
+
+def _name(value: object) -> str:
+    """A feature name: a non-empty string (an object used to be stored as its repr)."""
+    if not isinstance(value, str) or not value:
+        raise InvalidRequest(f"a feature name must be a non-empty string, got {quoted(value)}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -151,10 +166,11 @@ class Schema:
         raw_features = data.get("features", [])
         if not isinstance(raw_features, list):
             raise InvalidRequest("schema features must be a list")
-        try:
-            record_count = int(data.get("record_count", 0))
-        except (TypeError, ValueError):
-            raise InvalidRequest("schema record_count must be an integer") from None
+        record_count = data.get("record_count", 0)
+        if isinstance(record_count, bool) or not isinstance(record_count, int):
+            raise InvalidRequest(
+                f"schema record_count must be an integer, got {quoted(record_count)}"
+            )
         features = tuple(sorted((Feature.from_dict(f) for f in raw_features), key=_sort_key))
         keys = [f.key for f in features]
         if len(set(keys)) != len(keys):

@@ -12,8 +12,14 @@ import re
 import secrets
 
 from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
 
-from recordkeeper.core.errors import AuthenticationRequired, InvalidRequest, TokenNotFound
+from recordkeeper.core.errors import (
+    AuthenticationRequired,
+    InvalidRequest,
+    TokenNameTaken,
+    TokenNotFound,
+)
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page, TokenRecord
@@ -63,6 +69,17 @@ class TokenRepository:
             raise InvalidRequest(f"scope must be one of {', '.join(m.SCOPES)}, got {scope!r}")
         secret = new_secret()
         with self._db.transaction() as session:
+            _lock_name(session, name)
+            taken = session.scalar(
+                select(m.ApiToken.id).where(
+                    m.ApiToken.name == name, m.ApiToken.revoked_at.is_(None)
+                )
+            )
+            if taken is not None:
+                raise TokenNameTaken(
+                    f"an active token is already named {name!r} (id {taken}): audit events and "
+                    "gc claims name tokens; choose another name or revoke that token first"
+                )
             row = m.ApiToken(
                 name=name, scope=scope, token_hash=hash_secret(secret), created_by=actor
             )
@@ -124,3 +141,11 @@ class TokenRepository:
                     .execution_options(synchronize_session=False)
                 )
         return record
+
+
+def _lock_name(session: Session, name: str) -> None:
+    """Serialise token creations of one name until the transaction ends: PostgreSQL takes a
+    transaction-scoped advisory lock on the name's hash (SQLite serialises every write)."""
+    if session.get_bind().dialect.name == "postgresql":
+        key = int.from_bytes(hashlib.sha256(b"token-name:" + name.encode()).digest()[:8], "big")
+        session.execute(select(func.pg_advisory_xact_lock(key - 2**63)))

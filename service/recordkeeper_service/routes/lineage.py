@@ -28,17 +28,21 @@ precise code (``invalid_checkpoint``, ``invalid_reference``, ...).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any, Literal
 
+import anyio.to_thread
 import orjson
 from fastapi import APIRouter, Query, Response
 from pydantic import Field
 
 from recordkeeper.core.limits import MAX_INT64
 from recordkeeper.core.lineage import CHECKPOINT_STATES, PARENT_KINDS, ROLES, CheckpointRef
-from recordkeeper_service.deps import Limit, Offset, Reader, RepositoryDep, Writer
+from recordkeeper_service.deps import HeavyReads, Limit, Offset, Reader, RepositoryDep, Writer
 from recordkeeper_service.repository.lineage import (
+    GRAPH_NODES,
     MAX_GRAPH_DEPTH,
+    MAX_GRAPH_NODES,
     CheckpointInput,
     DataInput,
     LineageHead,
@@ -564,18 +568,38 @@ def shard_consumers(
 
 
 @router.get("/lineage/graph", response_model=GraphOut, responses=errors(400, 404, 409))
-def lineage_graph(
+async def lineage_graph(
     repository: RepositoryDep,
     _who: Reader,
+    heavy: HeavyReads,
     checkpoint: Annotated[
         str | None, Query(description="model/checkpoint or model@run/checkpoint")
     ] = None,
     version: Annotated[str | None, Query(description="a version reference")] = None,
     depth: Annotated[int, Query(ge=1, le=MAX_GRAPH_DEPTH)] = 3,
     direction: Literal["upstream", "downstream", "both"] = "both",
-) -> dict[str, Any]:
-    """Nodes and edges within ``depth`` hops of one checkpoint or version."""
-    record = repository.lineage.graph(
-        checkpoint=checkpoint, version=version, depth=depth, direction=direction
+    limit: Annotated[
+        int,
+        Query(
+            ge=1,
+            le=MAX_GRAPH_NODES,
+            description=f"nodes at most (1-{MAX_GRAPH_NODES}); `truncated` says the walk "
+            "stopped there, the nodes' counts say how many neighbours were left out",
+        ),
+    ] = GRAPH_NODES,
+) -> Response:
+    """Nodes and edges within ``depth`` hops of one checkpoint or version (at most ``limit``
+    nodes: a version with thousands of consumers costs no more than ``limit`` of them)."""
+    graph = partial(
+        repository.lineage.graph,
+        checkpoint=checkpoint,
+        version=version,
+        depth=depth,
+        direction=direction,
+        max_nodes=limit,
     )
-    return record.to_json()
+    # One expensive answer at a time per worker (deps.HeavyReads), rendered in that thread
+    # too: the record's JSON has exactly GraphOut's fields, and validating a few hundred nodes
+    # into the model on the event loop would stall every other request meanwhile.
+    body = await anyio.to_thread.run_sync(lambda: orjson.dumps(graph().to_json()), limiter=heavy)
+    return Response(body, media_type="application/json")

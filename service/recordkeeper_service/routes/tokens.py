@@ -35,7 +35,7 @@ class TokenCreatedOut(TokenOut):
 router = APIRouter(prefix="/tokens", tags=["tokens"], responses=AUTHENTICATED)
 
 
-@router.post("", status_code=201, response_model=TokenCreatedOut, responses=errors(400, 413))
+@router.post("", status_code=201, response_model=TokenCreatedOut, responses=errors(400, 409, 413))
 def create_token(body: TokenIn, repository: RepositoryDep, who: Admin) -> dict[str, Any]:
     """Create a token; the answer holds the secret, which is never shown again."""
     record, secret = repository.tokens.create(body.name, body.scope, actor=who.name)

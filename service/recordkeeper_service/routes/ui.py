@@ -81,9 +81,9 @@ def _answer(request: Request, asset: Asset) -> Response:
     headers = {
         "ETag": asset.etag,
         "Cache-Control": "no-cache",
-        "X-Content-Type-Options": "nosniff",
+        # nosniff, X-Frame-Options and Referrer-Policy: the rule for every response
+        # (recordkeeper_service/protections.py); the UI's own, stricter policy besides.
         "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-        "Referrer-Policy": "no-referrer",
     }
     if request.headers.get("if-none-match") == asset.etag:
         return Response(status_code=304, headers=headers)

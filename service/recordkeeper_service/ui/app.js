@@ -33,6 +33,38 @@ function parseHash() {
   return { path, query: new URLSearchParams(query) };
 }
 
+/** A fragment that names no page properly: shown as what it is, never as a script error. */
+class BadLink extends Error {
+  constructor(message) {
+    super(message);
+    this.code = "malformed_link";
+  }
+}
+
+function shownHash() {
+  const text = window.location.hash;
+  return text.length > 120 ? `${text.slice(0, 117)}…` : text;
+}
+
+function decodeAll(parts) {
+  return parts.map((part) => {
+    try {
+      return decodeURIComponent(part);
+    } catch {
+      throw new BadLink(`The link ${shownHash()} is malformed: “${part.slice(0, 80)}” holds a broken %-escape. Check that the link was copied completely.`);
+    }
+  });
+}
+
+/** A page that failed on its own (not an API answer): a clear message, not the script's. */
+function unexpected(error) {
+  const shown = new BadLink(
+    `This page could not be shown for the link ${shownHash()}: a part of it is missing or malformed. Open the page again from the menu, or check the link.`,
+  );
+  shown.cause = error;
+  return shown;
+}
+
 async function route() {
   if (cleanup) {
     cleanup();
@@ -50,7 +82,7 @@ async function route() {
     for (const [pattern, page] of ROUTES) {
       const match = path.match(pattern);
       if (match) {
-        const args = match.slice(1).map(decodeURIComponent);
+        const args = decodeAll(match.slice(1));
         const result = await page()(target, args, query, { canWrite: canWrite() });
         if (typeof result === "function") cleanup = result;
         return;
@@ -62,7 +94,7 @@ async function route() {
       showLogin(error.message);
       return;
     }
-    clear(target, errorBox(error));
+    clear(target, errorBox(error instanceof ApiError || error instanceof BadLink ? error : unexpected(error)));
   } finally {
     target.removeAttribute("aria-busy");
     target.focus({ preventScroll: true });

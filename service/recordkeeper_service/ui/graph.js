@@ -14,6 +14,7 @@
 import cytoscape from "./vendor/cytoscape/cytoscape.esm.min.js";
 import { api } from "./api.js";
 
+export const GRAPH_LIMIT = 5000; // nodes per graph answer: the service's maximum
 export const CLUSTER_MIN = 21; // a run with more checkpoints than 20 becomes one cluster node
 const ROWS_PER_COLUMN = 40;
 const COLUMN_WIDTH = 190;
@@ -155,7 +156,8 @@ export class LineageView {
   }
 
   async fetchAround(id) {
-    const answer = await api("/lineage/graph", { params: { ...apiParams(id), depth: 1, direction: "both" } });
+    // The most one answer holds (the service's default is 500): the graph draws runs as clusters.
+    const answer = await api("/lineage/graph", { params: { ...apiParams(id), depth: 1, direction: "both", limit: GRAPH_LIMIT } });
     this.merge(answer);
     this.truncated = this.truncated || answer.truncated;
     this.expanded.add(answer.root);

@@ -446,7 +446,8 @@ export async function comparePage(main, _args, query) {
       { "data-testid": "diff-summary", class: diff.same_content ? "ok" : "" },
       diff.same_content
         ? "Same content (equal content digests)."
-        : `${diff.shards.added.length} shards added, ${diff.shards.removed.length} removed, ${diff.shards.changed.length} changed, ${diff.shards.unchanged} unchanged.`,
+        : `${count(diff.shards.counts.added)} shards added, ${count(diff.shards.counts.removed)} removed, ${count(diff.shards.counts.changed)} changed, ${count(diff.shards.unchanged)} unchanged.` +
+            (diff.shards.more ? ` The table lists the first ${count(changes.length)} changes.` : ""),
     ),
     h("h3", {}, "Records per split"),
     table(

@@ -80,6 +80,7 @@ from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.settings import DEFAULT_LINEAGE_CACHE_BYTES
 
 __all__ = [
+    "GRAPH_NODES",
     "MAX_GRAPH_DEPTH",
     "MAX_GRAPH_NODES",
     "CheckpointInput",
@@ -94,6 +95,8 @@ __all__ = [
 
 MAX_GRAPH_DEPTH = 25
 MAX_GRAPH_NODES = 5000
+#: Nodes in a graph answer unless the caller asks for more (up to :data:`MAX_GRAPH_NODES`).
+GRAPH_NODES = 500
 
 
 @dataclass(frozen=True)
@@ -690,13 +693,15 @@ class LineageRepository:
         version: str | None = None,
         depth: int = 3,
         direction: str = "both",
-        max_nodes: int = MAX_GRAPH_NODES,
+        max_nodes: int = GRAPH_NODES,
     ) -> GraphRecord:
         """Nodes and edges within ``depth`` hops of one checkpoint or version."""
         from recordkeeper_service.repository.lineage.graph import build_graph
 
         if (checkpoint is None) == (version is None):
             raise InvalidRequest("give exactly one of checkpoint= or version=")
+        if not 1 <= max_nodes <= MAX_GRAPH_NODES:
+            raise InvalidRequest(f"limit must be between 1 and {MAX_GRAPH_NODES}, got {max_nodes}")
         if not 1 <= depth <= MAX_GRAPH_DEPTH:
             raise InvalidRequest(f"depth must be between 1 and {MAX_GRAPH_DEPTH}, got {depth}")
         if direction not in ("upstream", "downstream", "both"):

@@ -5,7 +5,9 @@ Edges point the way data flows: ``version → checkpoint`` (``trained_on``, with
 ``parent → child`` (``restored_from`` / ``initialized_from``).  *Upstream* walks edges backwards
 (what went into the node), *downstream* forwards (what came out of it); ``both`` does the two
 walks from the root separately, so siblings are not pulled in.  Each level costs two queries over
-the whole frontier; the walk stops at ``depth`` hops or ``max_nodes`` nodes (``truncated``).
+the whole frontier, reading at most ``ROWS_PER_NODE`` rows per node the answer may hold; the walk
+stops at ``depth`` hops or ``max_nodes`` nodes (``truncated``), so a version with 100,000
+consumers costs what ``max_nodes`` of them cost.
 
 Every node carries ``upstream_count`` and ``downstream_count``: how many distinct neighbours it has
 on each side in the whole registry, whether or not they are in the answer.  A viewer shows a
@@ -35,20 +37,34 @@ def _ids(frontier: Iterable[NodeKey], kind: str) -> list[int]:
     return sorted(i for k, i in frontier if k == kind)
 
 
+#: Rows read per query and level, per node the answer may hold: a checkpoint's segment lists one
+#: row per (version, role, split); beyond this the level is cut (``truncated``).
+ROWS_PER_NODE = 16
+
+
 def _step(
-    session: Session, frontier: set[NodeKey], upstream: bool, edges: dict[EdgeKey, set[str]]
-) -> set[NodeKey]:
-    """Expand one level; record edges; return the nodes reached."""
+    session: Session,
+    frontier: set[NodeKey],
+    upstream: bool,
+    edges: dict[EdgeKey, set[str]],
+    max_rows: int,
+) -> tuple[set[NodeKey], bool]:
+    """Expand one level; record edges; return the nodes reached, and whether a query stopped
+    at ``max_rows`` rows (a version with more consumers than an answer may hold)."""
     reached: set[NodeKey] = set()
+    cut = False
     ckpts = _ids(frontier, "checkpoint")
     versions = _ids(frontier, "version")
     if ckpts:
         link = Checkpoint.id.in_(ckpts) if upstream else Checkpoint.parent_id.in_(ckpts)
-        for child, parent, kind in session.execute(
-            select(Checkpoint.id, Checkpoint.parent_id, Checkpoint.parent_kind).where(
-                link, Checkpoint.parent_id.is_not(None)
-            )
-        ):
+        links = session.execute(
+            select(Checkpoint.id, Checkpoint.parent_id, Checkpoint.parent_kind)
+            .where(link, Checkpoint.parent_id.is_not(None))
+            .order_by(Checkpoint.id)
+            .limit(max_rows)
+        ).all()
+        cut |= len(links) == max_rows
+        for child, parent, kind in links:
             # the query's filter, and the constraint ``parent_kind`` (a parent has a kind)
             assert parent is not None and kind is not None
             source, target = ("checkpoint", parent), ("checkpoint", child)
@@ -60,18 +76,23 @@ def _step(
     elif not upstream and versions:
         data_filter = CheckpointData.version_id.in_(versions)
     if data_filter is not None:
-        for ckpt, version, role, split in session.execute(
+        rows = session.execute(
             select(
                 CheckpointData.checkpoint_id,
                 CheckpointData.version_id,
                 CheckpointData.role,
                 CheckpointData.split,
-            ).where(data_filter)
-        ):
+            )
+            .where(data_filter)
+            .order_by(CheckpointData.checkpoint_id, CheckpointData.version_id)
+            .limit(max_rows)
+        ).all()
+        cut |= len(rows) == max_rows
+        for ckpt, version, role, split in rows:
             source, target = ("version", version), ("checkpoint", ckpt)
             edges.setdefault((source, target, "trained_on", role), set()).add(split)
             reached.add(source if upstream else target)
-    return reached
+    return reached, cut
 
 
 def _walk(
@@ -90,8 +111,9 @@ def _walk(
     for _ in range(depth):
         if not frontier:
             break
-        reached = _step(session, frontier, upstream, edges) - seen
-        if len(nodes | reached) > max_nodes:
+        reached, cut = _step(session, frontier, upstream, edges, max_nodes * ROWS_PER_NODE)
+        reached -= seen
+        if cut or len(nodes | reached) > max_nodes:
             room = max_nodes - len(nodes)
             reached = set(sorted(reached)[: max(room, 0)])
             nodes.update(reached)
