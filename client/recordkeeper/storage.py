@@ -19,7 +19,13 @@
 
 * Missing objects, refused credentials and unreachable endpoints become
   :class:`~recordkeeper.errors.StorageError` with the URI and a ``reason``
-  (``missing``, ``denied``, ``unreachable``, ``error``).
+  (``missing``, ``denied``, ``unreachable``, ``throttled``, ``transport``, ``error``).
+* One retry policy (:data:`recordkeeper.core.retry.STORAGE_RETRY`: exponential backoff with
+  full jitter, bounded in time) retries ``throttled`` and ``transport`` failures of every S3
+  request: it replaces s3fs's own retry loop (which retried a ``SlowDown`` body but not a
+  bodiless ``503`` answering a ``HEAD``, and no ``429``), so uploads, ranged reads, HEADs and
+  listings all follow it.  gcsfs keeps its own loop (6 tries, exponential with jitter, on
+  429/5xx and transport errors): it is fixed inside gcsfs.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from recordkeeper.core.errors import StorageError
+from recordkeeper.core.retry import STORAGE_RETRY
 
 __all__ = [
     "ObjectStat",
@@ -107,6 +114,7 @@ def url_to_fs(uri: str, storage_options: Mapping[str, Any] | None = None) -> tup
     options = {} if backend == "file" else dict(storage_options or {})
     if backend == "s3":
         options = _s3_retries(options)
+        _install_s3_retry_policy()
     with storage_errors(uri):
         try:
             fs, path = fsspec.core.url_to_fs(uri, **options)
@@ -170,11 +178,107 @@ def parse_timestamp(value: Any) -> Any:
 S3_BOTOCORE_RETRIES = {"mode": "standard", "total_max_attempts": 1}
 
 
+def _install_s3_retry_policy() -> None:
+    """Have every s3fs request retried by :data:`~recordkeeper.core.retry.STORAGE_RETRY`.
+
+    s3fs sends each request through one module-level function, ``_error_wrapper(func, *,
+    args, kwargs, retries)`` (``_call_s3``, ranged reads, ``cat``); this replaces it with
+    :func:`_s3_call_with_policy`, which keeps its contract (the final error translated by
+    s3fs's ``translate_boto_error``).  Once per process; a s3fs without that function keeps
+    its own loop.
+    """
+    try:
+        import s3fs.core  # type: ignore[import-untyped]
+    except ImportError:
+        return
+    current = getattr(s3fs.core, "_error_wrapper", None)
+    if current is None or current is _s3_call_with_policy:
+        return
+    s3fs.core._error_wrapper = _s3_call_with_policy
+
+
+async def _s3_call_with_policy(
+    func: Any, *, args: Any = (), kwargs: Any = None, retries: int = 0
+) -> Any:
+    """One s3fs request under the storage retry policy (``retries``, s3fs's count, is not
+    used: the policy bounds attempts and time)."""
+    import asyncio
+    import random
+    import time
+
+    from s3fs.errors import translate_boto_error  # type: ignore[import-untyped]
+
+    del retries
+    started = time.monotonic()
+    retry = 0
+    while True:
+        try:
+            return await func(*args, **(kwargs or {}))
+        except Exception as exc:
+            wait = (
+                STORAGE_RETRY.wait(retry, time.monotonic() - started, random.random())
+                if STORAGE_RETRY.retries(_classify(exc))
+                else None
+            )
+            if wait is None:
+                error = translate_boto_error(exc)  # as s3fs does: with exc as its cause
+                if error is exc:
+                    raise
+                raise error from exc
+        await asyncio.sleep(wait)
+        retry += 1
+
+
 def _s3_retries(options: dict[str, Any]) -> dict[str, Any]:
     """One retry layer for S3: s3fs's; botocore's unless ``config_kwargs.retries`` is given."""
     config = dict(options.get("config_kwargs") or {})
     config.setdefault("retries", dict(S3_BOTOCORE_RETRIES))
     return {**options, "config_kwargs": config}
+
+
+#: exception class names (anywhere in the chain) of an answer damaged or cut on the way
+_TRANSPORT_NAMES = (
+    "ConnectionClosedError",  # botocore: the connection closed before a whole answer
+    "ServerDisconnectedError",
+    "ClientPayloadError",  # aiohttp: a body shorter than its Content-Length, or broken
+    "ContentLengthError",
+    "ConnectionResetError",
+    "BrokenPipeError",
+    "IncompleteRead",
+    "ResponseStreamingError",
+    "ReadTimeoutError",
+    "ResponseParserError",  # a listing cut mid-XML
+    "ServerTimeoutError",
+    "TimeoutError",
+)
+_TRANSPORT_TEXT = (
+    "connection reset",
+    "connection was closed",
+    "server disconnected",
+    "response payload is not completed",
+    "not enough data to satisfy content length",
+    "xamzcontentsha256mismatch",
+)
+_THROTTLED_TEXT = ("slowdown", "reduce your request rate", "toomanyrequests", "rate limit")
+
+
+def _statuses(exc: BaseException) -> set[int]:
+    """The HTTP statuses the exceptions in ``exc``'s chain carry (botocore, gcsfs, aiohttp)."""
+    found: set[int] = set()
+    for c in _chain(exc):
+        response = getattr(c, "response", None)
+        if isinstance(response, dict):
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if isinstance(status, int):
+                found.add(status)
+            code = response.get("Error", {}).get("Code")
+            if isinstance(code, str) and code.isdigit():
+                found.add(int(code))
+        for attr in ("code", "status"):
+            value = getattr(c, attr, None)
+            if isinstance(value, int) and 100 <= value < 600:
+                found.add(value)
+    return found
 
 
 def _classify(exc: BaseException) -> str:
@@ -184,6 +288,15 @@ def _classify(exc: BaseException) -> str:
         return "denied"
     names = " ".join(type(c).__name__ for c in _chain(exc))
     text = " ".join(str(c) for c in _chain(exc)).lower()
+    statuses = _statuses(exc)
+    if statuses & {429, 503} or any(word in text for word in _THROTTLED_TEXT):
+        return "throttled"
+    if (
+        statuses & {502, 504}
+        or any(name in names for name in _TRANSPORT_NAMES)
+        or any(word in text for word in _TRANSPORT_TEXT)
+    ):
+        return "transport"
     if "Connect" in names or "connection refused" in text or "cannot connect" in text:
         return "unreachable"
     code = getattr(exc, "code", None)
@@ -245,6 +358,11 @@ _REASON_TEXT = {
         "credentials in storage_options or the environment"
     ),
     "unreachable": "storage endpoint unreachable; check the endpoint URL",
+    "throttled": "the store is throttling requests (it asked to slow down) and kept doing so",
+    "transport": (
+        "the store answered, but the answer was cut or damaged on the way (a reset, a closed "
+        "connection, a body shorter than announced), again on every retry"
+    ),
     "error": "storage error",
 }
 

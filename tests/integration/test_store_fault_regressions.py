@@ -84,3 +84,77 @@ def test_versions_keep_the_storage_options_they_were_made_with(
         w.write(b"record")
     assert w.version.storage_options == opts
     assert w.version.verify(deep=True).ok
+
+
+# -- 4. throttling and transport errors --------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("operation", ["publish", "fast_verify", "tf_dataset"])
+def test_one_bodiless_503_on_a_head_is_retried(
+    s3_service: LiveService,
+    s3_bucket: str,
+    opts: dict[str, Any],
+    faulty: dict[str, Any],
+    s3_proxy: FaultProxy,
+    operation: str,
+    request: pytest.FixtureRequest,
+) -> None:
+    """botocore's retries are off and s3fs retried a 503 only with a SlowDown body: one 503
+    answering a HEAD (which has no body) failed the whole operation."""
+    client = s3_service.client(storage_options=opts)
+    if operation == "publish":
+        raw = f"{s3_bucket}/raw/once"
+        sc.make_raw_dataset(raw, opts, shards=2, per_shard=10)
+        rule = s3_proxy.inject("503", method="HEAD", path=r"/raw/", times=1)
+        version = client.publish(
+            rk.Dataset.from_directory(raw, name="once", storage_options=faulty), progress=False
+        )
+        assert version.with_storage_options(opts).verify(deep=True).ok
+    else:
+        version = _publish(s3_service, s3_bucket, opts)
+        rule = s3_proxy.inject("503", method="HEAD", path=r"/raw/", times=1)
+        if operation == "fast_verify":
+            assert version.with_storage_options(faulty).verify().ok
+        else:
+            request.getfixturevalue("tensorflow")
+            records = list(version.tf_dataset("train", storage_options=faulty))
+            assert len(records) == 40
+    assert rule.fired == 1
+
+
+@pytest.mark.timeout(120)
+def test_a_store_that_stays_throttled_fails_with_a_typed_reason(
+    s3_service: LiveService,
+    s3_bucket: str,
+    opts: dict[str, Any],
+    faulty: dict[str, Any],
+    s3_proxy: FaultProxy,
+) -> None:
+    version = _publish(s3_service, s3_bucket, opts)
+    rule = s3_proxy.inject("503", method="HEAD", path=r"/raw/", times=None)
+    with pytest.raises(rk.StorageError) as err:
+        version.with_storage_options(faulty).verify()
+    assert err.value.extra["reason"] == "throttled"
+    assert "unreachable" not in err.value.detail
+    assert rule.fired > 1  # retried before giving up
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fault", ["reset", "truncate"])
+def test_a_cut_answer_is_a_transport_error_not_an_unreachable_endpoint(
+    s3_bucket: str, opts: dict[str, Any], faulty: dict[str, Any], s3_proxy: FaultProxy, fault: str
+) -> None:
+    from recordkeeper.storage import list_files
+
+    sc.put_bytes(f"{s3_bucket}/raw/a", b"x", opts)
+    rule = s3_proxy.inject(fault, method="GET", path=r"list-type=2", times=None)
+    with pytest.raises(rk.StorageError) as err:
+        list_files(f"{s3_bucket}/raw", faulty)
+    assert err.value.extra["reason"] == "transport"
+    assert "check the endpoint URL" not in err.value.detail
+    assert rule.fired > 1
+    s3_proxy.clear()
+    rule = s3_proxy.inject(fault, method="GET", path=r"list-type=2", times=1)
+    assert list_files(f"{s3_bucket}/raw", faulty) == [f"{s3_bucket}/raw/a"]
+    assert rule.fired == 1
