@@ -158,3 +158,36 @@ def test_a_cut_answer_is_a_transport_error_not_an_unreachable_endpoint(
     rule = s3_proxy.inject(fault, method="GET", path=r"list-type=2", times=1)
     assert list_files(f"{s3_bucket}/raw", faulty) == [f"{s3_bucket}/raw/a"]
     assert rule.fired == 1
+
+
+# -- 3. a bit flipped in transit ------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_a_bit_flipped_in_transit_is_not_a_corrupt_shard(
+    s3_service: LiveService,
+    s3_bucket: str,
+    opts: dict[str, Any],
+    faulty: dict[str, Any],
+    s3_proxy: FaultProxy,
+    tensorflow: Any,
+) -> None:
+    version = _publish(s3_service, s3_bucket, opts)
+    expected = sorted(version.tf_dataset("train", verify=None).as_numpy_iterator())
+    rule = s3_proxy.inject("flip", method="GET", path=r"/raw/", times=1)
+    report = version.with_storage_options(faulty).verify(deep=True)
+    assert rule.fired == 1
+    assert report.ok, report  # re-read: intact; nothing reported to the audit log
+    import httpx
+
+    events = httpx.get(
+        f"{s3_service.url}/api/v1/events", params={"action": "version.verification_failed"}
+    ).json()
+    assert events["count"] == 0, events
+
+    rule = s3_proxy.inject("flip", method="GET", path=r"/raw/", times=1)
+    got = sorted(
+        version.tf_dataset("train", verify=None, storage_options=faulty).as_numpy_iterator()
+    )
+    assert rule.fired == 1
+    assert got == expected
