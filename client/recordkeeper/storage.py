@@ -31,6 +31,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import datetime
 import email.utils
 import os
@@ -209,24 +210,35 @@ async def _s3_call_with_policy(
     from s3fs.errors import translate_boto_error  # type: ignore[import-untyped]
 
     del retries
-    started = time.monotonic()
-    retry = 0
-    while True:
-        try:
-            return await func(*args, **(kwargs or {}))
-        except Exception as exc:
-            wait = (
-                STORAGE_RETRY.wait(retry, time.monotonic() - started, random.random())
-                if STORAGE_RETRY.retries(_classify(exc))
-                else None
-            )
-            if wait is None:
-                error = translate_boto_error(exc)  # as s3fs does: with exc as its cause
-                if error is exc:
-                    raise
-                raise error from exc
-        await asyncio.sleep(wait)
-        retry += 1
+    # s3fs nests calls (a ranged read retries "GET + read the body", whose GET is itself a
+    # call): only the outermost retries, so one budget bounds the whole request.
+    nested = _RETRYING.get()
+    token = _RETRYING.set(True)
+    try:
+        started = time.monotonic()
+        retry = 0
+        while True:
+            try:
+                return await func(*args, **(kwargs or {}))
+            except Exception as exc:
+                wait = (
+                    STORAGE_RETRY.wait(retry, time.monotonic() - started, random.random())
+                    if not nested and STORAGE_RETRY.retries(_classify(exc))
+                    else None
+                )
+                if wait is None:
+                    error = translate_boto_error(exc)  # as s3fs does: with exc as its cause
+                    if error is exc:
+                        raise
+                    raise error from exc
+            await asyncio.sleep(wait)
+            retry += 1
+    finally:
+        _RETRYING.reset(token)
+
+
+#: True inside a request under the policy (see :func:`_s3_call_with_policy`)
+_RETRYING: contextvars.ContextVar[bool] = contextvars.ContextVar("rk_retrying", default=False)
 
 
 def _s3_retries(options: dict[str, Any]) -> dict[str, Any]:

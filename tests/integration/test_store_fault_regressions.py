@@ -160,6 +160,27 @@ def test_a_cut_answer_is_a_transport_error_not_an_unreachable_endpoint(
     assert rule.fired == 1
 
 
+@pytest.mark.timeout(180)
+def test_a_store_that_stays_down_is_not_asked_for_every_shard(
+    s3_service: LiveService,
+    s3_bucket: str,
+    opts: dict[str, Any],
+    faulty: dict[str, Any],
+    s3_proxy: FaultProxy,
+) -> None:
+    """Deep verify with 2 workers and 3 shards, every read refused: the error comes after the
+    two reads in flight, without a third shard started meanwhile (which doubled the time to
+    the error: one more retry budget, ~35 s on GCS)."""
+    version = _publish(s3_service, s3_bucket, opts)
+    assert len(version.shards) == 3
+    s3_proxy.inject("503", method="GET", path=r"/raw/", times=None)
+    with pytest.raises(rk.StorageError) as err:
+        version.with_storage_options(faulty).verify(deep=True, max_workers=2)
+    assert err.value.extra["reason"] == "throttled"
+    asked = {seen.target.split("?")[0] for seen in s3_proxy.log if seen.fault == "503"}
+    assert len(asked) == 2, asked
+
+
 # -- 3. a bit flipped in transit ------------------------------------------------------------------
 
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from recordkeeper.core.errors import CorruptShard, StorageError
-from recordkeeper.storage import backend_of, open_read
+from recordkeeper.storage import backend_of, open_read, storage_errors
 
 if TYPE_CHECKING:
     from recordkeeper.models import DatasetVersion, Shard
@@ -62,8 +62,8 @@ def read_shard_batches(
     for _ in range(REREADS + 1):
         skip = yielded
         try:
-            with open_read(uri, storage_options) as fh:  # seekable: claimed lengths bounded
-                batch: list[bytes] = []
+            with open_read(uri, storage_options) as fh, storage_errors(uri):
+                batch: list[bytes] = []  # (fh is seekable: claimed lengths are bounded)
                 for record in iter_records(fh, compression):
                     if skip:
                         skip -= 1
