@@ -26,6 +26,9 @@
   bodiless ``503`` answering a ``HEAD``, and no ``429``), so uploads, ranged reads, HEADs and
   listings all follow it.  gcsfs keeps its own loop (6 tries, exponential with jitter, on
   429/5xx and transport errors): it is fixed inside gcsfs.
+* The waits of a calling thread on an async filesystem's event loop that this module makes
+  are bounded (:data:`LOOP_TIMEOUT`).  s3fs's ranged reads inside an open file wait with no
+  bound of their own; they are bounded by the retry policy and botocore's socket timeouts only.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from recordkeeper.core.errors import StorageError
 from recordkeeper.core.retry import STORAGE_RETRY
 
 __all__ = [
+    "LOOP_TIMEOUT",
     "ObjectStat",
     "backend_of",
     "discard_upload",
@@ -65,6 +69,10 @@ __all__ = [
     "url_to_fs",
 ]
 
+#: the longest a thread waits for one call on a filesystem's event loop.  A request is bounded
+#: by the retry policy and the clients' socket timeouts; this bounds the wait even when the
+#: loop itself is stuck (a thread blocked there forever hangs every later call of the process).
+LOOP_TIMEOUT = 120.0
 _GCS_PROTOCOLS = {"gs", "gcs"}
 _S3_PROTOCOLS = {"s3", "s3a"}
 
@@ -144,7 +152,7 @@ def _fast_s3_timestamps(fs: Any) -> None:
     if getattr(fs, "session", None) is None and hasattr(fs, "set_session"):
         import fsspec.asyn
 
-        fsspec.asyn.sync(fs.loop, fs.set_session)
+        fsspec.asyn.sync(fs.loop, fs.set_session, timeout=LOOP_TIMEOUT)
     session = getattr(fs, "session", None)
     if session is not None and hasattr(session, "get_component"):
         factory = session.get_component("response_parser_factory")
@@ -193,9 +201,13 @@ def _install_s3_retry_policy() -> None:
     except ImportError:
         return
     current = getattr(s3fs.core, "_error_wrapper", None)
-    if current is None or current is _s3_call_with_policy:
-        return
-    s3fs.core._error_wrapper = _s3_call_with_policy
+    if current is not None and current is not _s3_call_with_policy:
+        s3fs.core._error_wrapper = _s3_call_with_policy
+
+
+def _bounded(fs: Any) -> dict[str, float]:
+    """``timeout=`` for a blocking call of an async filesystem (fsspec's sync wrappers take it)."""
+    return {"timeout": LOOP_TIMEOUT} if getattr(fs, "async_impl", False) else {}
 
 
 async def _s3_call_with_policy(
@@ -300,6 +312,8 @@ def _classify(exc: BaseException) -> str:
         return "denied"
     names = " ".join(type(c).__name__ for c in _chain(exc))
     text = " ".join(str(c) for c in _chain(exc)).lower()
+    if "FSTimeoutError" in names:  # the event loop did not answer in time: not the store's
+        return "error"
     statuses = _statuses(exc)
     if statuses & {429, 503} or any(word in text for word in _THROTTLED_TEXT):
         return "throttled"
@@ -425,9 +439,10 @@ def stat_object(
         if backend == "file":
             return stat_file(uri, path)
         if backend == "s3":
-            return stat_from_s3_head(uri, fs.call_s3("head_object", **s3_head_request(fs, path)))
+            head = fs.call_s3("head_object", **s3_head_request(fs, path), **_bounded(fs))
+            return stat_from_s3_head(uri, head)
         forget_cached(fs, path)
-        return stat_from_info(uri, backend, fs.info(path))
+        return stat_from_info(uri, backend, fs.info(path, **_bounded(fs)))
 
 
 def stat_file(uri: str, path: str) -> ObjectStat:
@@ -577,11 +592,11 @@ def list_files(uri: str, storage_options: Mapping[str, Any] | None = None) -> li
     uri = to_uri(uri)
     fs, path = url_to_fs(uri, storage_options)
     with storage_errors(uri):
-        if not fs.isdir(path):
-            if fs.isfile(path):
+        if not fs.isdir(path, **_bounded(fs)):
+            if fs.isfile(path, **_bounded(fs)):
                 return [uri]
             raise FileNotFoundError(f"{uri} does not exist")
-        found = fs.find(path)
+        found = fs.find(path, **_bounded(fs))
     out = []
     for p in found:
         full = fs.unstrip_protocol(p)

@@ -10,6 +10,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -212,3 +217,122 @@ def test_a_bit_flipped_in_transit_is_not_a_corrupt_shard(
     )
     assert rule.fired == 1
     assert got == expected
+
+
+# -- 2. no hang after a failed read -------------------------------------------------------------
+
+HANG_CHILD = r"""
+import json, os, sys, threading, time
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import recordkeeper as rk
+import tensorflow as tf
+
+url, ref, runs = sys.argv[1], sys.argv[2], int(sys.argv[5])
+clean, faulty = json.loads(sys.argv[3]), json.loads(sys.argv[4])
+
+
+def reading_threads():
+    found = 0
+    for frame in sys._current_frames().values():
+        while frame is not None:
+            if frame.f_code.co_name == "read_shard_batches":
+                found += 1
+                break
+            frame = frame.f_back
+    return found
+
+
+out = []
+for run in range(runs):
+    version = rk.Client(url, storage_options=faulty).resolve(ref)
+    try:
+        sum(1 for _ in version.tf_dataset("train", verify=None))
+        failed = None
+    except Exception as exc:
+        failed = type(exc).__name__
+    deadline = time.monotonic() + 60  # readers may finish their current request first
+    while reading_threads() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = reading_threads()
+    # the next S3 call of this process, through a fresh client
+    ok = rk.Client(url, storage_options=clean).resolve(ref).verify().ok
+    out.append({"failed": failed, "readers_left": left, "next_ok": ok})
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.timeout(600)
+def test_a_failed_s3_read_leaves_no_reader_and_no_hang(
+    s3_service: LiveService,
+    s3_bucket: str,
+    opts: dict[str, Any],
+    faulty: dict[str, Any],
+    s3_proxy: FaultProxy,
+    tensorflow: Any,
+) -> None:
+    """Repeats the failure a bounded number of times in a subprocess with a timeout: a hang
+    fails the test (``TimeoutExpired``) instead of hanging the run."""
+    raw = f"{s3_bucket}/raw/hang"
+    sc.make_raw_dataset(raw, opts, shards=6, per_shard=600)
+    version = s3_service.client(storage_options=opts).publish(
+        rk.Dataset.from_directory(raw, name="hang", storage_options=opts), progress=False
+    )
+    s3_proxy.inject("truncate", method="GET", path=r"/raw/", times=None)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(HANG_CHILD),
+            s3_service.url,
+            version.name,
+            json.dumps(opts),
+            json.dumps(faulty),
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=420,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(runs) == 3
+    for run in runs:
+        assert run["failed"] in ("StorageError", "CorruptShard"), run
+        assert run["readers_left"] == 0, run
+        assert run["next_ok"], run
+
+
+@pytest.mark.timeout(120)
+def test_a_stuck_event_loop_bounds_every_wait(
+    s3_bucket: str, opts: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fsspec loop blocked (as a deadlocked finalizer would block it): a fresh
+    filesystem's session set-up gives up after the bound instead of waiting for as long as the
+    loop is stuck (for ever, in the deadlock issue 21 saw)."""
+    import asyncio
+    import threading
+
+    import fsspec.asyn
+
+    from recordkeeper import storage
+
+    storage.url_to_fs(f"{s3_bucket}/raw/stuck", opts)
+    monkeypatch.setattr(storage, "LOOP_TIMEOUT", 2.0, raising=False)
+    release = threading.Event()
+
+    async def block() -> None:
+        release.wait(30)  # blocks the loop's thread itself (bounded)
+
+    loop = fsspec.asyn.get_loop()
+    blocked = asyncio.run_coroutine_threadsafe(block(), loop)
+    try:
+        fresh = {**opts, "client_kwargs": {**opts["client_kwargs"], "region_name": "eu-west-1"}}
+        with pytest.raises(rk.StorageError):
+            storage.url_to_fs(f"{s3_bucket}/raw/stuck", fresh)  # a new instance: new session
+    finally:
+        release.set()
+        blocked.result(timeout=30)

@@ -23,8 +23,11 @@ the split's shards when TensorFlow's reader failed.  Code that iterates inside a
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import inspect
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -166,10 +169,16 @@ def tf_dataset(
         failures = errors.failures
 
         def stop() -> bool:  # an error ended the iteration this reader belongs to
-            return errors.failures != failures
+            return errors.failures != failures or errors.settling
 
+        batches = read_shard_batches(text_uri, text_comp, opts, stop)
         try:
-            yield from read_shard_batches(text_uri, text_comp, opts, stop)
+            while not errors.settling:  # a reader started while an error settles reads nothing
+                with errors.reading():  # counted while it may wait on the store
+                    batch = next(batches, None)
+                if batch is None:
+                    return
+                yield batch
         except CorruptShard as exc:
             raise errors.found_in(text_uri, exc) from None
         except StorageError as exc:
@@ -214,6 +223,9 @@ class _ShardErrors:
         #: errors that reached an iterator: a reader started before the last one stops (its
         #: iteration is over) at its next batch instead of reading on in TensorFlow's threads
         self.failures = 0
+        self._reading = 0  # readers inside a read (TensorFlow's threads), see reading()
+        self.settling = False  # an error is on its way to the caller: readers stop
+        self._idle = threading.Condition()
 
     def named(self, shard: Shard, detail: str, offset: Any, compressed_offset: Any) -> CorruptShard:
         where = f"offset {offset}" if offset is not None else "an unknown offset"
@@ -230,6 +242,37 @@ class _ShardErrors:
             compressed_offset=compressed_offset,
         )
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Count a reader in a read (it may wait on the filesystem's event loop)."""
+        with self._idle:
+            self._reading += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._reading -= 1
+                self._idle.notify_all()
+
+    def settle(self) -> None:
+        """Before an error reaches the caller: let the readers still in a read finish (they
+        stop at their next batch, bounded by the retry policy), then collect the garbage here.
+
+        A failed pipeline left readers waiting on fsspec's event loop inside TensorFlow's
+        threads; when the garbage collector later ran on the loop's own thread, the finalizer
+        of the pipeline's resources waited for those readers, which waited for the loop: every
+        later S3 call of the process hung (issue 21).  Finalized here, nothing waits on the loop.
+        """
+        from recordkeeper.storage import LOOP_TIMEOUT
+
+        self.settling = True
+        try:
+            with self._idle:
+                self._idle.wait_for(lambda: self._reading == 0, timeout=LOOP_TIMEOUT)
+            gc.collect()
+        finally:
+            self.settling = False
+
     def found_in(self, uri: str, exc: CorruptShard) -> CorruptShard:
         """The engine's error while reading ``uri``, naming its shard; remembered."""
         shard = next(s for s in self.shards if s.uri == uri)
@@ -245,6 +288,7 @@ class _ShardErrors:
         import tensorflow as tf
 
         self.failures += 1
+        self.settle()
         if self.found:  # the first error of this iteration; a later one starts afresh
             error = self.found[0]
             self.found.clear()
