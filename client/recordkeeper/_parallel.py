@@ -62,12 +62,17 @@ def parallel_map(
     with contextlib.ExitStack() as stack:
         if not processes:
             stack.enter_context(executor)
-        futures = {executor.submit(fn, *item): i for i, item in enumerate(items)}
+        # A thread that is free when an item failed must not start the next one: the caller
+        # gets the error when every started item is done, not after all of them.
+        run = fn if processes else _stop_after_failure(fn)
+        futures = {executor.submit(run, *item): i for i, item in enumerate(items)}
         try:
             from concurrent.futures import as_completed
 
             for future in as_completed(futures):
                 index = futures[future]
+                if isinstance(future.exception(), _Skipped):
+                    continue
                 results[index] = future.result()
                 if on_result is not None:
                     on_result(index, results[index])
@@ -79,6 +84,25 @@ def parallel_map(
                 future.cancel()
             raise
     return results
+
+
+class _Skipped(Exception):
+    """An item not started because another one failed."""
+
+
+def _stop_after_failure(fn: Callable[..., R]) -> Callable[..., R]:
+    failed = threading.Event()
+
+    def run(*item: Any) -> R:
+        if failed.is_set():
+            raise _Skipped
+        try:
+            return fn(*item)
+        except BaseException:
+            failed.set()
+            raise
+
+    return run
 
 
 _pool: ProcessPoolExecutor | None = None

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from recordkeeper.core.errors import StorageError
 from recordkeeper.storage import (
+    LOOP_TIMEOUT,
     ObjectStat,
     backend_of,
     forget_cached,
@@ -265,5 +266,6 @@ def _gather(
 
         return list(await asyncio.gather(*(guarded(c) for c in calls)))
 
-    result: list[T | StorageError] = sync(fs.loop, run_all)
+    rounds = -(-len(calls) // max(1, concurrency))  # each round's requests are bounded in time
+    result: list[T | StorageError] = sync(fs.loop, run_all, timeout=LOOP_TIMEOUT * max(1, rounds))
     return result

@@ -447,4 +447,5 @@ def publish(
         for uri in copies:  # the existing version was kept; the copies are orphans
             with contextlib.suppress(Exception):
                 remove(uri, options)
-    return version
+    # the version reads storage the way it was published (the registry's options otherwise)
+    return version.with_storage_options(options or None)

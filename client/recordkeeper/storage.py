@@ -19,12 +19,22 @@
 
 * Missing objects, refused credentials and unreachable endpoints become
   :class:`~recordkeeper.errors.StorageError` with the URI and a ``reason``
-  (``missing``, ``denied``, ``unreachable``, ``error``).
+  (``missing``, ``denied``, ``unreachable``, ``throttled``, ``transport``, ``error``).
+* One retry policy (:data:`recordkeeper.core.retry.STORAGE_RETRY`: exponential backoff with
+  full jitter, bounded in time) retries ``throttled`` and ``transport`` failures of every S3
+  request: it replaces s3fs's own retry loop (which retried a ``SlowDown`` body but not a
+  bodiless ``503`` answering a ``HEAD``, and no ``429``), so uploads, ranged reads, HEADs and
+  listings all follow it.  gcsfs keeps its own loop (6 tries, exponential with jitter, on
+  429/5xx and transport errors): it is fixed inside gcsfs.
+* The waits of a calling thread on an async filesystem's event loop that this module makes
+  are bounded (:data:`LOOP_TIMEOUT`).  s3fs's ranged reads inside an open file wait with no
+  bound of their own; they are bounded by the retry policy and botocore's socket timeouts only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import datetime
 import email.utils
 import os
@@ -35,8 +45,10 @@ from urllib.parse import urlsplit
 
 from recordkeeper import local_files
 from recordkeeper.core.errors import StorageError
+from recordkeeper.core.retry import STORAGE_RETRY
 
 __all__ = [
+    "LOOP_TIMEOUT",
     "ObjectStat",
     "backend_of",
     "discard_upload",
@@ -58,6 +70,10 @@ __all__ = [
     "url_to_fs",
 ]
 
+#: the longest a thread waits for one call on a filesystem's event loop.  A request is bounded
+#: by the retry policy and the clients' socket timeouts; this bounds the wait even when the
+#: loop itself is stuck (a thread blocked there forever hangs every later call of the process).
+LOOP_TIMEOUT = 120.0
 _GCS_PROTOCOLS = {"gs", "gcs"}
 _S3_PROTOCOLS = {"s3", "s3a"}
 
@@ -108,6 +124,7 @@ def url_to_fs(uri: str, storage_options: Mapping[str, Any] | None = None) -> tup
     options = {} if backend == "file" else dict(storage_options or {})
     if backend == "s3":
         options = _s3_retries(options)
+        _install_s3_retry_policy()
     with storage_errors(uri):
         try:
             fs, path = fsspec.core.url_to_fs(uri, **options)
@@ -136,7 +153,7 @@ def _fast_s3_timestamps(fs: Any) -> None:
     if getattr(fs, "session", None) is None and hasattr(fs, "set_session"):
         import fsspec.asyn
 
-        fsspec.asyn.sync(fs.loop, fs.set_session)
+        fsspec.asyn.sync(fs.loop, fs.set_session, timeout=LOOP_TIMEOUT)
     session = getattr(fs, "session", None)
     if session is not None and hasattr(session, "get_component"):
         factory = session.get_component("response_parser_factory")
@@ -171,11 +188,122 @@ def parse_timestamp(value: Any) -> Any:
 S3_BOTOCORE_RETRIES = {"mode": "standard", "total_max_attempts": 1}
 
 
+def _install_s3_retry_policy() -> None:
+    """Have every s3fs request retried by :data:`~recordkeeper.core.retry.STORAGE_RETRY`.
+
+    s3fs sends each request through one module-level function, ``_error_wrapper(func, *,
+    args, kwargs, retries)`` (``_call_s3``, ranged reads, ``cat``); this replaces it with
+    :func:`_s3_call_with_policy`, which keeps its contract (the final error translated by
+    s3fs's ``translate_boto_error``).  Once per process; a s3fs without that function keeps
+    its own loop.
+    """
+    try:
+        import s3fs.core  # type: ignore[import-untyped]
+    except ImportError:
+        return
+    current = getattr(s3fs.core, "_error_wrapper", None)
+    if current is not None and current is not _s3_call_with_policy:
+        s3fs.core._error_wrapper = _s3_call_with_policy
+
+
+def _bounded(fs: Any) -> dict[str, float]:
+    """``timeout=`` for a blocking call of an async filesystem (fsspec's sync wrappers take it)."""
+    return {"timeout": LOOP_TIMEOUT} if getattr(fs, "async_impl", False) else {}
+
+
+async def _s3_call_with_policy(
+    func: Any, *, args: Any = (), kwargs: Any = None, retries: int = 0
+) -> Any:
+    """One s3fs request under the storage retry policy (``retries``, s3fs's count, is not
+    used: the policy bounds attempts and time)."""
+    import asyncio
+    import random
+    import time
+
+    from s3fs.errors import translate_boto_error  # type: ignore[import-untyped]
+
+    del retries
+    # s3fs nests calls (a ranged read retries "GET + read the body", whose GET is itself a
+    # call): only the outermost retries, so one budget bounds the whole request.
+    nested = _RETRYING.get()
+    token = _RETRYING.set(True)
+    try:
+        started = time.monotonic()
+        retry = 0
+        while True:
+            try:
+                return await func(*args, **(kwargs or {}))
+            except Exception as exc:
+                wait = (
+                    STORAGE_RETRY.wait(retry, time.monotonic() - started, random.random())
+                    if not nested and STORAGE_RETRY.retries(_classify(exc))
+                    else None
+                )
+                if wait is None:
+                    error = translate_boto_error(exc)  # as s3fs does: with exc as its cause
+                    if error is exc:
+                        raise
+                    raise error from exc
+            await asyncio.sleep(wait)
+            retry += 1
+    finally:
+        _RETRYING.reset(token)
+
+
+#: True inside a request under the policy (see :func:`_s3_call_with_policy`)
+_RETRYING: contextvars.ContextVar[bool] = contextvars.ContextVar("rk_retrying", default=False)
+
+
 def _s3_retries(options: dict[str, Any]) -> dict[str, Any]:
     """One retry layer for S3: s3fs's; botocore's unless ``config_kwargs.retries`` is given."""
     config = dict(options.get("config_kwargs") or {})
     config.setdefault("retries", dict(S3_BOTOCORE_RETRIES))
     return {**options, "config_kwargs": config}
+
+
+#: exception class names (anywhere in the chain) of an answer damaged or cut on the way
+_TRANSPORT_NAMES = (
+    "ConnectionClosedError",  # botocore: the connection closed before a whole answer
+    "ServerDisconnectedError",
+    "ClientPayloadError",  # aiohttp: a body shorter than its Content-Length, or broken
+    "ContentLengthError",
+    "ConnectionResetError",
+    "BrokenPipeError",
+    "IncompleteRead",
+    "ResponseStreamingError",
+    "ReadTimeoutError",
+    "ResponseParserError",  # a listing cut mid-XML
+    "ServerTimeoutError",
+    "TimeoutError",
+)
+_TRANSPORT_TEXT = (
+    "connection reset",
+    "connection was closed",
+    "server disconnected",
+    "response payload is not completed",
+    "not enough data to satisfy content length",
+    "xamzcontentsha256mismatch",
+)
+_THROTTLED_TEXT = ("slowdown", "reduce your request rate", "toomanyrequests", "rate limit")
+
+
+def _statuses(exc: BaseException) -> set[int]:
+    """The HTTP statuses the exceptions in ``exc``'s chain carry (botocore, gcsfs, aiohttp)."""
+    found: set[int] = set()
+    for c in _chain(exc):
+        response = getattr(c, "response", None)
+        if isinstance(response, dict):
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if isinstance(status, int):
+                found.add(status)
+            code = response.get("Error", {}).get("Code")
+            if isinstance(code, str) and code.isdigit():
+                found.add(int(code))
+        for attr in ("code", "status"):
+            value = getattr(c, attr, None)
+            if isinstance(value, int) and 100 <= value < 600:
+                found.add(value)
+    return found
 
 
 def _classify(exc: BaseException) -> str:
@@ -185,6 +313,17 @@ def _classify(exc: BaseException) -> str:
         return "denied"
     names = " ".join(type(c).__name__ for c in _chain(exc))
     text = " ".join(str(c) for c in _chain(exc)).lower()
+    if "FSTimeoutError" in names:  # the event loop did not answer in time: not the store's
+        return "error"
+    statuses = _statuses(exc)
+    if statuses & {429, 503} or any(word in text for word in _THROTTLED_TEXT):
+        return "throttled"
+    if (
+        statuses & {502, 504}
+        or any(name in names for name in _TRANSPORT_NAMES)
+        or any(word in text for word in _TRANSPORT_TEXT)
+    ):
+        return "transport"
     if "Connect" in names or "connection refused" in text or "cannot connect" in text:
         return "unreachable"
     code = getattr(exc, "code", None)
@@ -246,6 +385,11 @@ _REASON_TEXT = {
         "credentials in storage_options or the environment"
     ),
     "unreachable": "storage endpoint unreachable; check the endpoint URL",
+    "throttled": "the store is throttling requests (it asked to slow down) and kept doing so",
+    "transport": (
+        "the store answered, but the answer was cut or damaged on the way (a reset, a closed "
+        "connection, a body shorter than announced), again on every retry"
+    ),
     "error": "storage error",
 }
 
@@ -296,9 +440,10 @@ def stat_object(
         if backend == "file":
             return stat_file(uri, path)
         if backend == "s3":
-            return stat_from_s3_head(uri, fs.call_s3("head_object", **s3_head_request(fs, path)))
+            head = fs.call_s3("head_object", **s3_head_request(fs, path), **_bounded(fs))
+            return stat_from_s3_head(uri, head)
         forget_cached(fs, path)
-        return stat_from_info(uri, backend, fs.info(path))
+        return stat_from_info(uri, backend, fs.info(path, **_bounded(fs)))
 
 
 def stat_file(uri: str, path: str) -> ObjectStat:
@@ -469,11 +614,11 @@ def list_files(uri: str, storage_options: Mapping[str, Any] | None = None) -> li
     uri = to_uri(uri)
     fs, path = url_to_fs(uri, storage_options)
     with storage_errors(uri):
-        if not fs.isdir(path):
-            if fs.isfile(path):
+        if not fs.isdir(path, **_bounded(fs)):
+            if fs.isfile(path, **_bounded(fs)):
                 return [uri]
             raise FileNotFoundError(f"{uri} does not exist")
-        found = fs.find(path)
+        found = fs.find(path, **_bounded(fs))
     out = []
     for p in found:
         full = fs.unstrip_protocol(p)

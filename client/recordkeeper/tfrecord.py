@@ -17,14 +17,18 @@ work happens in C, and hash, compress and do I/O on a background thread (those r
 
 from __future__ import annotations
 
+import bz2
 import dataclasses
 import functools
+import gzip
 import hashlib
 import io
+import lzma
 import os
 import stat
 import struct
 import sys
+import zipfile
 import zlib
 from array import array
 from collections import deque
@@ -78,6 +82,11 @@ _INFLATE_OUT = 8 << 20  # at most this much output per decompression step
 _LOCATE_STEP = 4096  # on a decompression error, the step is inflated again in pieces this big
 _ADD_16 = (16).__add__
 _ADD_4 = (4).__add__
+#: A frame claiming more than this is not gathered in memory when the stream's size is unknown
+#: (its claim cannot be checked before its bytes arrive): its data is CRC-checked as it streams
+#: by, or, where the record itself is wanted, refused.
+_UNSIZED_FRAME_MAX = 64 << 20
+_DECOMPRESSING = (gzip.GzipFile, bz2.BZ2File, lzma.LZMAFile, zipfile.ZipExtFile)
 
 
 def masked_crc32c(data: bytes | memoryview) -> int:
@@ -621,8 +630,10 @@ def _chunks_into(readinto: Callable[[memoryview], int | None]) -> Iterator[memor
 
 def source_size(fileobj: Any) -> int | None:
     """How many bytes a binary source still holds from its current position, if it can tell
-    without reading: regular files (by their descriptor), fsspec files (their ``size``) and
-    ``io.BytesIO``.  Anything else (a pipe, a decompressing reader, a wrapper) gives None.
+    without reading: regular files (by their descriptor), fsspec files (their ``size``),
+    ``io.BytesIO``, and any other seekable source by seeking to its end and back (not the
+    decompressing readers, whose seek inflates everything).  Anything else (a pipe, a
+    decompressing reader, a wrapper without ``seek``) gives None.
     """
     try:
         here = fileobj.tell()
@@ -640,10 +651,24 @@ def source_size(fileobj: Any) -> int | None:
         try:
             status = os.fstat(fileobj.fileno())
         except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
-            return None
+            return _size_by_seeking(fileobj, here)
         if stat.S_ISREG(status.st_mode):
             total = status.st_size
     return None if total is None else max(total - here, 0)
+
+
+def _size_by_seeking(fileobj: Any, here: int) -> int | None:
+    """What a seekable source holds after ``here``: seek to its end, tell, seek back."""
+    if isinstance(fileobj, _DECOMPRESSING):
+        return None
+    try:
+        if not fileobj.seekable():
+            return None
+        end = fileobj.seek(0, os.SEEK_END)
+        fileobj.seek(here)
+    except (AttributeError, OSError, ValueError, TypeError):
+        return None
+    return max(end - here, 0) if isinstance(end, int) and not isinstance(end, bool) else None
 
 
 class _InflateError(Exception):
@@ -765,6 +790,9 @@ class _Deframer:
         # The greatest uncompressed offset the stream can reach, when the caller knows it: a
         # frame claiming to end beyond it is corrupt, found before its bytes are gathered.
         self.limit: int | None = None
+        # A frame too big to gather while the limit is unknown: (data length, CRC so far,
+        # CRC bytes seen); carry[0] keeps its header only, carry_len counts what streamed by.
+        self._streaming: tuple[int, int, bytes] | None = None
 
     def feed(self, chunk: bytes | memoryview) -> list[bytes]:
         """The records completed by ``chunk`` (none unless ``copy``); on a bad frame, the good
@@ -772,7 +800,10 @@ class _Deframer:
 
         ``chunk`` may be a view of a buffer the caller reuses: nothing keeps it after the call."""
         records: list[bytes] = []
-        pos = self._complete_carry(chunk, records) if self._carry else 0
+        if self._streaming is not None:
+            pos = self._stream_carry(chunk)
+        else:
+            pos = self._complete_carry(chunk, records) if self._carry else 0
         if pos < len(chunk) and self.error is None:
             pos = self._split(chunk, pos, records)
             if pos < len(chunk):  # a copy: the chunk may be a view of a reused buffer
@@ -793,8 +824,11 @@ class _Deframer:
             self._carry, self._carry_len = [head], len(head)
             if len(head) < 12:
                 return taken
-        need = 16 + self._claim(self._carry[0], 0, self.offset) - self._carry_len
+        length = self._claim(self._carry[0], 0, self.offset)
+        need = 16 + length - self._carry_len
         if len(chunk) - taken < need:
+            if self.limit is None and length > _UNSIZED_FRAME_MAX:
+                return taken + self._start_streaming(length, chunk[taken:])
             self._carry.append(bytes(chunk[taken:]))
             self._carry_len += len(chunk) - taken
             return len(chunk)
@@ -802,6 +836,51 @@ class _Deframer:
         self._carry, self._carry_len = [], 0
         self._split(frame, 0, records)
         return taken + need
+
+    def _start_streaming(self, length: int, rest: bytes | memoryview) -> int:
+        """Go on with the carried frame (claiming ``length`` data bytes, more than may be held
+        while the stream's size is unknown) without gathering it; return what ``rest`` gave.
+
+        A lying header would otherwise have the rest of the stream buffered.  Only checking
+        needs no record: where the records are wanted, such a frame is refused as corrupt.
+        """
+        if self.copy or self.inferencer is not None:
+            raise CorruptShard(
+                f"record at offset {self.offset} claims {length} data bytes, more than the "
+                f"{_UNSIZED_FRAME_MAX >> 20} MiB read from a source whose size is unknown; the "
+                "shard is corrupt, or its size must be known (a file, an fsspec file, a "
+                "seekable object, or size= given)",
+                offset=self.offset,
+            )
+        head = b"".join(self._carry)
+        self._streaming = (length, crc32c(head[12 : 12 + length]), head[12 + length :])
+        self._carry, self._carry_len = [head[:12]], len(head)
+        return self._stream_carry(rest)
+
+    def _stream_carry(self, chunk: bytes | memoryview) -> int:
+        """Feed ``chunk`` to the streaming frame; return how much of it the frame took."""
+        assert self._streaming is not None
+        length, crc, trailer = self._streaming
+        seen = self._carry_len - 12  # data and CRC bytes so far
+        take = min(length + 4 - seen, len(chunk))
+        data_left = max(length - seen, 0)
+        if data_left:
+            crc = crc32c(chunk[: min(data_left, take)], crc)
+        trailer += bytes(chunk[data_left:take])
+        self._carry_len += take
+        if seen + take < length + 4:
+            self._streaming = (length, crc, trailer)
+            return take
+        self._streaming = None
+        self._carry, self._carry_len = [], 0
+        stored = _U32LE.unpack(trailer)[0]
+        computed = (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _U32
+        if self.verify_crc and stored != computed:
+            self.error = _data_crc_error(self.offset, length, stored, computed)
+            return take
+        self.count += 1
+        self.offset += 16 + length
+        return take
 
     def _length(self, buf: bytes | memoryview, pos: int, offset: int) -> int:
         """The length in the frame header at ``pos``, after checking its CRC."""

@@ -16,12 +16,15 @@ kept the file's size and mtime on local disk (or on a store without server-side 
 Problems are reported per shard with a reason: ``missing``, ``size_changed``,
 ``identity_changed``, ``checksum_mismatch``, ``corrupt`` (with ``offset``), ``records_changed``.
 Refused credentials or an unreachable endpoint raise :class:`~recordkeeper.errors.StorageError`
-instead: they say nothing about the shards.
+instead: they say nothing about the shards.  So do answers damaged in transit: before deep
+verification reports a shard's bytes as bad, it reads them again (:data:`REREADS` times at
+most); reads that disagree raise ``StorageError`` with reason ``transport``.
 """
 
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -46,7 +49,10 @@ from recordkeeper.storage import (
     url_to_fs,
 )
 
+log = logging.getLogger(__name__)
+
 __all__ = [
+    "REREADS",
     "Reason",
     "ShardProblem",
     "VerifyReport",
@@ -192,12 +198,70 @@ def _fast_check(shard: Shard, current: ObjectStat | StorageError) -> ShardProble
     return None
 
 
+#: problems of a shard's bytes as one read saw them: read again before blaming the store
+_CONTENT_REASONS = frozenset({"corrupt", "records_changed", "checksum_mismatch", "size_changed"})
+#: further reads of a shard whose first read found damage
+REREADS = 2
+
+
 def _deep_check(
     shard: Shard,
     storage_options: Mapping[str, Any] | None,
     advance: Callable[[int], None] | None = None,
     hash_in_background: bool = True,
 ) -> tuple[ShardProblem | None, int]:
+    """Deep check of one shard; damage one read found is confirmed by reading it again.
+
+    A byte flipped on the way (no TCP or HTTP check catches every one) looks exactly like a
+    corrupt shard.  The same problem on the next read is the stored bytes'; a clean read
+    means the first was damaged in transit (logged, the shard is intact); reads that keep
+    disagreeing raise :class:`~recordkeeper.errors.StorageError` with reason ``transport``.
+    """
+    problem, count = _deep_read(shard, storage_options, advance, hash_in_background)
+    for _ in range(REREADS):
+        if problem is None or problem.reason not in _CONTENT_REASONS:
+            return problem, count
+        again, read = _deep_read(shard, storage_options, None, hash_in_background)
+        count += read
+        if again is None:
+            log.warning(
+                "%s: a read found %s (%s), the next read none: damaged in transit, the stored "
+                "shard is intact",
+                shard.uri,
+                problem.reason,
+                problem.detail,
+            )
+            return None, count
+        if _same_damage(again, problem):
+            return problem, count
+        problem = again
+    if problem is None or problem.reason not in _CONTENT_REASONS:
+        return problem, count
+    raise StorageError(
+        f"{shard.uri}: {REREADS + 1} reads of the object gave different bytes (last: "
+        f"{problem.reason}: {problem.detail}); the answers are being damaged in transit, "
+        "the stored shard was not judged",
+        uri=shard.uri,
+        reason="transport",
+    )
+
+
+def _same_damage(a: ShardProblem, b: ShardProblem) -> bool:
+    return (a.reason, a.detail, a.offset, a.compressed_offset) == (
+        b.reason,
+        b.detail,
+        b.offset,
+        b.compressed_offset,
+    )
+
+
+def _deep_read(
+    shard: Shard,
+    storage_options: Mapping[str, Any] | None,
+    advance: Callable[[int], None] | None = None,
+    hash_in_background: bool = True,
+) -> tuple[ShardProblem | None, int]:
+    """One read of the shard: its problem as these bytes show it, and the bytes read."""
     from recordkeeper.tfrecord import scan_shard, source_size
 
     try:

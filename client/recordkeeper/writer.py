@@ -529,8 +529,9 @@ class VersionWriter:
             raise
         if not version.was_staged_as(staged.name):  # an identical version was kept
             self._delete_written()
-        self._version = version
-        return version
+        # the version reads storage the way it was written (the registry's options otherwise)
+        self._version = version.with_storage_options(self.storage_options or None)
+        return self._version
 
     def abort(self) -> None:
         """Abandon the staged version and delete what was written (best effort)."""

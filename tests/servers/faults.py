@@ -12,6 +12,8 @@ injected:
 ``slow``       forwarded after ``delay`` seconds (at most :data:`MAX_DELAY`)
 ``truncate``   forwarded; headers with the full ``Content-Length``, half the body, then a clean
                close (FIN): the body is shorter than announced
+``flip``       forwarded; one bit of the body's middle byte is flipped (length and headers
+               unchanged): damage in transit that no TCP or HTTP check catches
 =============  ================================================================================
 
 A rule matches by method and a path regular expression (path + query), skips the first
@@ -40,7 +42,7 @@ from urllib.parse import urlsplit
 
 __all__ = ["FAULTS", "MAX_DELAY", "FaultProxy", "Rule"]
 
-FAULTS = ("503", "reset", "slow", "truncate")
+FAULTS = ("503", "reset", "slow", "truncate", "flip")
 #: the longest a ``slow`` fault may hold a request
 MAX_DELAY = 5.0
 _UPSTREAM_TIMEOUT = 30.0
@@ -230,6 +232,10 @@ class _Handler(BaseHTTPRequestHandler):
         )
         headers, data = self._rewrite(headers, data)
         proxy._record(Seen(method, target, status, fault))
+        if fault == "flip" and data and method != "HEAD":
+            damaged = bytearray(data)
+            damaged[len(data) // 2] ^= 0x10
+            data = bytes(damaged)
         if fault in ("reset", "truncate"):
             self._send_partial(status, reason, headers, data, reset=fault == "reset")
             return

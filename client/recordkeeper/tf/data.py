@@ -23,13 +23,16 @@ the split's shards when TensorFlow's reader failed.  Code that iterates inside a
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import inspect
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from recordkeeper.core.errors import CorruptShard
-from recordkeeper.storage import backend_of, open_read
+from recordkeeper.core.errors import CorruptShard, StorageError
+from recordkeeper.storage import backend_of, open_read, storage_errors
 
 if TYPE_CHECKING:
     from recordkeeper.models import DatasetVersion, Shard
@@ -41,20 +44,62 @@ _TF_COMPRESSION = {"none": "", "gzip": "GZIP", "zlib": "ZLIB"}
 
 
 def read_shard_batches(
-    uri: str, compression: str, storage_options: Mapping[str, Any] | None = None
+    uri: str,
+    compression: str,
+    storage_options: Mapping[str, Any] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> Iterator[list[bytes]]:
-    """Yield the records of one shard in lists of up to 256, read through fsspec."""
-    from recordkeeper.tfrecord import iter_records
+    """Yield the records of one shard in lists of up to 256, read through fsspec.
 
-    with open_read(uri, storage_options) as fh:  # seekable: claimed lengths are bounded
-        batch: list[bytes] = []
-        for record in iter_records(fh, compression):
-            batch.append(bytes(record))
-            if len(batch) >= _BATCH:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+    Damage found in a read is confirmed before it is blamed on the shard (as deep
+    verification does): the object is read again and the records already yielded skipped.
+    The same damage again raises :class:`~recordkeeper.errors.CorruptShard`; reads that keep
+    disagreeing raise :class:`~recordkeeper.errors.StorageError` with reason ``transport``.
+    ``stop()``, once true, ends the reading between batches (its iteration has failed).
+    """
+    from recordkeeper.tfrecord import iter_records
+    from recordkeeper.verify import REREADS
+
+    yielded = 0  # records handed out so far: a re-read skips them
+    seen: CorruptShard | None = None
+    for _ in range(REREADS + 1):
+        skip = yielded
+        try:
+            with open_read(uri, storage_options) as fh, storage_errors(uri):
+                batch: list[bytes] = []  # (fh is seekable: claimed lengths are bounded)
+                for record in iter_records(fh, compression):
+                    if skip:
+                        skip -= 1
+                        continue
+                    batch.append(bytes(record))
+                    if len(batch) >= _BATCH:
+                        if stop is not None and stop():
+                            return
+                        yielded += len(batch)
+                        yield batch
+                        batch = []
+                if batch:
+                    yield batch
+                return
+        except CorruptShard as exc:
+            if seen is not None and _same_damage(seen, exc):
+                raise
+            seen = exc
+    assert seen is not None
+    raise StorageError(
+        f"{uri}: {REREADS + 1} reads of the object gave different bytes (last: {seen.detail}); "
+        "the answers are being damaged in transit, the stored shard was not judged",
+        uri=uri,
+        reason="transport",
+    )
+
+
+def _same_damage(a: CorruptShard, b: CorruptShard) -> bool:
+    return (a.detail, a.extra.get("offset"), a.extra.get("compressed_offset")) == (
+        b.detail,
+        b.extra.get("offset"),
+        b.extra.get("compressed_offset"),
+    )
 
 
 def _native(uri: str, options: Mapping[str, Any]) -> str | None:
@@ -121,10 +166,24 @@ def tf_dataset(
     def generate(uri: Any, compression: Any) -> Iterator[list[bytes]]:
         text_uri = uri.decode() if isinstance(uri, bytes) else str(uri)
         text_comp = compression.decode() if isinstance(compression, bytes) else str(compression)
+        failures = errors.failures
+
+        def stop() -> bool:  # an error ended the iteration this reader belongs to
+            return errors.failures != failures or errors.settling
+
+        batches = read_shard_batches(text_uri, text_comp, opts, stop)
         try:
-            yield from read_shard_batches(text_uri, text_comp, opts)
+            while not errors.settling:  # a reader started while an error settles reads nothing
+                with errors.reading():  # counted while it may wait on the store
+                    batch = next(batches, None)
+                if batch is None:
+                    return
+                yield batch
         except CorruptShard as exc:
             raise errors.found_in(text_uri, exc) from None
+        except StorageError as exc:
+            errors.found.append(exc)
+            raise
 
     def read_one(uri: Any, compression: Any) -> Any:
         batches = tf.data.Dataset.from_generator(
@@ -160,7 +219,13 @@ class _ShardErrors:
         self.split = split
         self.shards = list(shards)
         self.options = options
-        self.found: list[CorruptShard] = []  # from the fsspec readers, in this process
+        self.found: list[StorageError] = []  # from the fsspec readers, in this process
+        #: errors that reached an iterator: a reader started before the last one stops (its
+        #: iteration is over) at its next batch instead of reading on in TensorFlow's threads
+        self.failures = 0
+        self._reading = 0  # readers inside a read (TensorFlow's threads), see reading()
+        self.settling = False  # an error is on its way to the caller: readers stop
+        self._idle = threading.Condition()
 
     def named(self, shard: Shard, detail: str, offset: Any, compressed_offset: Any) -> CorruptShard:
         where = f"offset {offset}" if offset is not None else "an unknown offset"
@@ -177,6 +242,37 @@ class _ShardErrors:
             compressed_offset=compressed_offset,
         )
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Count a reader in a read (it may wait on the filesystem's event loop)."""
+        with self._idle:
+            self._reading += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._reading -= 1
+                self._idle.notify_all()
+
+    def settle(self) -> None:
+        """Before an error reaches the caller: let the readers still in a read finish (they
+        stop at their next batch, bounded by the retry policy), then collect the garbage here.
+
+        A failed pipeline left readers waiting on fsspec's event loop inside TensorFlow's
+        threads; when the garbage collector later ran on the loop's own thread, the finalizer
+        of the pipeline's resources waited for those readers, which waited for the loop: every
+        later S3 call of the process hung (issue 21).  Finalized here, nothing waits on the loop.
+        """
+        from recordkeeper.storage import LOOP_TIMEOUT
+
+        self.settling = True
+        try:
+            with self._idle:
+                self._idle.wait_for(lambda: self._reading == 0, timeout=LOOP_TIMEOUT)
+            gc.collect()
+        finally:
+            self.settling = False
+
     def found_in(self, uri: str, exc: CorruptShard) -> CorruptShard:
         """The engine's error while reading ``uri``, naming its shard; remembered."""
         shard = next(s for s in self.shards if s.uri == uri)
@@ -186,10 +282,13 @@ class _ShardErrors:
         self.found.append(error)
         return error
 
-    def translate(self, exc: Exception) -> CorruptShard | None:
-        """The :class:`CorruptShard` behind TensorFlow's ``exc``, or None if it is not one."""
+    def translate(self, exc: Exception) -> StorageError | None:
+        """The :class:`CorruptShard` (or other :class:`StorageError` of an fsspec reader)
+        behind TensorFlow's ``exc``, or None if it is not one."""
         import tensorflow as tf
 
+        self.failures += 1
+        self.settle()
         if self.found:  # the first error of this iteration; a later one starts afresh
             error = self.found[0]
             self.found.clear()
@@ -208,7 +307,7 @@ class _ShardErrors:
         return None
 
 
-_Translate = Callable[[Exception], CorruptShard | None]
+_Translate = Callable[[Exception], StorageError | None]
 _TYPED: dict[str, type] = {}
 
 
