@@ -215,7 +215,7 @@ def _shared_pair(client: TestClient) -> tuple[str, str, str]:
 def test_a_shared_object_is_never_freed_while_a_live_version_references_it(
     client: TestClient,
 ) -> None:
-    first, second, uri = _shared_pair(client)
+    first, _second, uri = _shared_pair(client)
     set_policy(client, keep_last=2)  # keeps v2 (which shares uri with v1) and v3
     answer = plan(client)
     item = answer["items"][0]

@@ -183,9 +183,7 @@ def get_policy(scope: str, repository: RepositoryDep, _who: Reader) -> dict[str,
 @router.put(
     "/retention/policies/{scope}", response_model=PolicyOut, responses=errors(400, 404, 413)
 )
-def set_policy(
-    scope: str, body: PolicyIn, repository: RepositoryDep, who: Admin
-) -> dict[str, Any]:
+def set_policy(scope: str, body: PolicyIn, repository: RepositoryDep, who: Admin) -> dict[str, Any]:
     """Set a dataset's policy, or the service-wide default (``*``); admin scope, audited."""
     policy = RetentionPolicy.from_json(body.model_dump())
     return repository.retention.set_policy(scope, policy, actor=who.name).to_json()
