@@ -7,7 +7,7 @@ docs/rest-api.md (dates ``YYYY-MM-DD``, timestamps ISO 8601 UTC with ``Z``).
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
@@ -22,6 +22,7 @@ __all__ = [
     "DatasetRecord",
     "EventRecord",
     "GcCandidate",
+    "GcObjects",
     "Page",
     "RegisterResult",
     "SchemaRecord",
@@ -347,6 +348,28 @@ class GcCandidate:
             "collected_at": iso_timestamp(self.collected_at),
             "claimed_by": self.claimed_by,
             "claimed_at": iso_timestamp(self.claimed_at),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GcObjects:
+    """The service's answer to "which of these objects may I delete?" for a released version.
+
+    ``keep`` maps each object to keep to the live versions that reference it (empty: it lies
+    outside the version's storage prefix).
+    """
+
+    version: str
+    delete: tuple[str, ...]
+    keep: Mapping[str, tuple[str, ...]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "delete": list(self.delete),
+            "keep": [
+                {"uri": uri, "referenced_by": list(names)} for uri, names in self.keep.items()
+            ],
         }
 
 

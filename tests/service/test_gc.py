@@ -219,3 +219,85 @@ def test_only_the_claimant_reports_collected(
     refused = error(client.post(url, headers=second), 409, "conflict")
     assert refused["claimed_by"] == "gc-a"
     assert client.post(url, json={"objects": 2}, headers=first).status_code == 200
+
+
+OBJECTS = API + "/versions/{}/gc-objects"
+
+
+def test_registration_in_released_storage_is_refused(client: TestClient) -> None:
+    """Once a version's storage is claimed, no shard may be registered at or under its prefix
+    (in place or written), nor at one of its objects: ``409 storage_released``."""
+    old = stage(client)
+    inside = shards(old["storage_prefix"], 1)
+    assert register(client, old["name"], inside).status_code == 200
+    assert client.post(f"{API}/versions/{old['name']}/abandon").status_code == 200
+    assert claim(client) == [old["name"]]
+    late = stage(client)
+    refused = error(register(client, late["name"], inside), 409, "storage_released")
+    assert refused["released_by"] == old["name"] and old["name"] in refused["detail"]
+    deeper = shards(old["storage_prefix"] + "sub/dir/", 1)
+    error(register(client, late["name"], deeper), 409, "storage_released")
+    # An object the released version registered in place, outside its prefix, is released too.
+    in_place = shards(old["storage_prefix"].rsplit("/", 3)[0] + "/elsewhere/", 1, content="p")
+    first = stage(client)
+    assert register(client, first["name"], in_place).status_code == 200
+    assert client.post(f"{API}/versions/{first['name']}/abandon").status_code == 200
+    assert claim(client) == [first["name"]]
+    refused = error(register(client, late["name"], in_place), 409, "storage_released")
+    assert refused["released_by"] == first["name"]
+    # The version's own prefix and unrelated storage stay open.
+    assert register(client, late["name"], shards(late["storage_prefix"], 1)).status_code == 200
+
+
+def test_gc_objects_keeps_what_a_live_version_references(client: TestClient) -> None:
+    """The collector asks which objects it may delete; another live version's shard is kept."""
+    old = stage(client)
+    assert client.post(f"{API}/versions/{old['name']}/abandon").status_code == 200
+    other = stage(client)  # registers a file under the abandoned version's prefix, in place
+    kept = shards(old["storage_prefix"], 1)
+    assert register(client, other["name"], kept).status_code == 200
+    assert claim(client) == [old["name"]]
+    junk = old["storage_prefix"] + "_incomplete/train-00001.tfrecord"
+    outside = other["storage_prefix"] + "x.tfrecord"
+    answer = client.post(
+        OBJECTS.format(old["name"]), json={"uris": [kept[0]["uri"], junk, outside]}
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {
+        "version": old["name"],
+        "delete": [junk],
+        "keep": [
+            {"uri": kept[0]["uri"], "referenced_by": [other["name"]]},
+            {"uri": outside, "referenced_by": []},
+        ],
+    }
+    # The referencing version commits, and gc-done is accepted: nothing slipped in after.
+    assert client.post(f"{API}/versions/{other['name']}/commit", json={}).status_code == 200
+    assert client.post(f"{API}/versions/{old['name']}/gc-done").status_code == 200
+    error(client.post(OBJECTS.format(old["name"]), json={"uris": [junk]}), 409, "conflict")
+
+
+def test_gc_objects_claimant_only(
+    make_client: Callable[..., TestClient], database_url: str
+) -> None:
+    secrets = {s: bearer(make_token(database_url, s)) for s in ("write", "admin")}
+    other_admin = bearer(make_token(database_url, "admin", name="ops2"))
+    client = make_client(auth="required")
+    staged = client.post(f"{API}/datasets/coco/versions", json={}, headers=secrets["write"])
+    name = staged.json()["name"]
+    url = OBJECTS.format(name)
+    body = {"uris": [staged.json()["storage_prefix"] + "a"]}
+    error(client.post(url, json=body, headers=secrets["admin"]), 409, "conflict")  # not claimed
+    client.post(f"{API}/versions/{name}/abandon", headers=secrets["write"])
+    error(client.post(url, json=body, headers=secrets["write"]), 403, "forbidden")
+    assert client.post(CLAIMS, json={}, headers=secrets["admin"]).status_code == 200
+    refused = error(client.post(url, json=body, headers=other_admin), 409, "conflict")
+    assert "only the claimant" in refused["detail"]
+    assert client.post(url, json=body, headers=secrets["admin"]).json()["delete"] == body["uris"]
+    error(
+        client.post(url, json={"uris": ["no-scheme"]}, headers=secrets["admin"]),
+        422,
+        "invalid_request",
+    )
+    too_many = {"uris": [f"{body['uris'][0]}{i}" for i in range(1001)]}
+    error(client.post(url, json=too_many, headers=secrets["admin"]), 422, "invalid_request")

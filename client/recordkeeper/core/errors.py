@@ -43,7 +43,8 @@ Exception tree::
     │   ├── VersionDataDeleted                    version_data_deleted (its storage was deleted)
     │   ├── StaleLock                             stale_lock (client side: pinned data)
     │   ├── CheckpointConflict                    checkpoint_conflict
-    │   └── AmbiguousCheckpoint                   ambiguous_checkpoint
+    │   ├── AmbiguousCheckpoint                   ambiguous_checkpoint
+    │   └── StorageReleased                       storage_released
     ├── DigestMismatch                            digest_mismatch (409)
     ├── StorageRootNotAllowed (PermissionError)   storage_root_not_allowed (403)
     ├── AuthenticationRequired (PermissionError)  unauthorized (401)
@@ -96,6 +97,7 @@ __all__ = [
     "ShardConflict",
     "StaleLock",
     "StorageError",
+    "StorageReleased",
     "StorageRootNotAllowed",
     "TokenNotFound",
     "VersionDataDeleted",
@@ -316,6 +318,14 @@ class AmbiguousCheckpoint(Conflict):
     one's full reference (``model@run/ckpt-N``)."""
 
     code = "ambiguous_checkpoint"
+
+
+class StorageReleased(Conflict):
+    """A shard lies at or under storage released for deletion (a version gc claimed or
+    collected), or is an object of such a version: it may be deleted at any moment, so no
+    version may reference it (``extra["released_by"]``: the releasing version's name)."""
+
+    code = "storage_released"
 
 
 class DigestMismatch(RecordkeeperError):

@@ -28,6 +28,8 @@ __all__ = [
     "UriEscapes",
     "as_root",
     "check_object_uri",
+    "enclosing_prefixes",
+    "intersect_roots",
     "normalize_uri",
 ]
 
@@ -100,6 +102,41 @@ def check_object_uri(uri: str, containers: Iterable[str] = (), what: str = "an o
     if normalized + "/" in {as_root(c) for c in containers}:
         raise UriError(f"{_shown(uri)} is a directory (a storage root or prefix), not {what}")
     return normalized
+
+
+def enclosing_prefixes(uri: str) -> tuple[str, ...]:
+    """Every directory prefix (ending in ``/``) that ``uri`` lies at or under, outermost first.
+
+    ``s3://b/ds/v/x.tfrecord`` → ``s3://b/``, ``s3://b/ds/``, ``s3://b/ds/v/``,
+    ``s3://b/ds/v/x.tfrecord/``: the last one is the URI itself as a directory, so a storage
+    prefix equal to the URI counts too.  ``uri`` is normalised first (:class:`UriError` if it
+    cannot be).
+    """
+    normalized = normalize_uri(uri).rstrip("/")
+    scheme, _, rest = normalized.partition("://")
+    if scheme == "file":
+        head, parts = "file:///", rest[1:].split("/")
+    else:
+        bucket, _, path = rest.partition("/")
+        head, parts = f"{scheme}://{bucket}/", path.split("/") if path else []
+    found = [head]
+    for part in parts:
+        if part:
+            found.append(found[-1] + part + "/")
+    return tuple(found)
+
+
+def intersect_roots(trusted: Iterable[str], reported: Iterable[str]) -> tuple[str, ...]:
+    """The roots inside both lists: each root of one that lies inside a root of the other.
+
+    Deletions use this: the roots a service reports (which a lying service or proxy could
+    widen to ``file:///``) intersected with the roots configured where the deletion runs.
+    """
+    ours, theirs = AllowedRoots.of(trusted), AllowedRoots.of(reported)
+    both = [r for r in ours.roots if theirs.allows(r)]
+    both += [r for r in theirs.roots if ours.allows(r) and r not in both]
+    # A root inside another root of the result adds nothing.
+    return tuple(sorted(r for r in both if not any(o != r and r.startswith(o) for o in both)))
 
 
 def _shown(uri: str) -> str:

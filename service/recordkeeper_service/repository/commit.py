@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 from recordkeeper.core.errors import (
     DuplicateContent,
     InvalidRequest,
+    StorageReleased,
     VersionIncomplete,
     VersionNotStaged,
 )
@@ -40,6 +41,7 @@ from recordkeeper_service.domain import VersionRecord
 from recordkeeper_service.metrics import ServiceMetrics
 from recordkeeper_service.repository import convert
 from recordkeeper_service.repository.common import PUBLISHED_STATES, record_event, version_view
+from recordkeeper_service.repository.deletion import slipped_into
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.shards import store_schemas
 from recordkeeper_service.repository.versions import allocate, parse_version_ref
@@ -124,6 +126,7 @@ def _commit_staged(
         )
     ]
     _check_complete(version.name, rows)
+    _check_not_released(session, version)
     digest = content_digest(
         ManifestEntry(r.split, r.index, r.count, r.records_sha256, r.record_count) for r in rows
     )
@@ -194,6 +197,20 @@ def _commit_staged(
     )
     session.flush()
     return convert.version_record(version, dataset=dataset)
+
+
+def _check_not_released(session: Session, version: m.Version) -> None:
+    """Refuse to commit a version with a shard registered in storage after it was released
+    for deletion (registration refuses that; this re-check makes a broken lock visible)."""
+    slipped = slipped_into(session, version.id, version.storage_prefix)
+    if slipped:
+        uri, released = slipped[0]
+        raise StorageReleased(
+            f"{version.name} cannot be committed: its shard {uri!r} was registered in the "
+            f"storage of {released} after it was released for deletion",
+            uri=uri,
+            released_by=released,
+        )
 
 
 def _existing_answer(session: Session, version_id: int, dataset: str) -> VersionRecord:

@@ -15,9 +15,14 @@ place).
 Deleting is authorized by the server before it happens: :meth:`GcRepository.claim` (admin scope
 at the route) selects candidates, re-checks each under its row lock, abandons a staged one (so a
 late writer cannot commit after its files are gone), records who claimed it and when, and
-releases its storage prefix; :meth:`GcRepository.mark_collected` accepts only the claimant's
-report.  Every step writes an audit event.  A claim older than :data:`CLAIM_LEASE` seconds (a
-collector that died) may be taken over by another claim.
+releases its storage prefix.  The collector then asks, per batch of the objects it found under
+the prefix, which it may delete (:meth:`GcRepository.deletable`, the claimant only): the
+answer applies :mod:`~recordkeeper_service.repository.deletion`, the one deletion rule — an
+object a live version references (a shard registered in place under the prefix, a derived
+version's) is kept.  :meth:`GcRepository.mark_collected` accepts only the claimant's report, and
+re-checks that no live shard slipped into the released prefix.  Every step writes an audit
+event.  A claim older than :data:`CLAIM_LEASE` seconds (a collector that died) may be taken
+over by another claim.
 """
 
 from __future__ import annotations
@@ -29,16 +34,22 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, exists, or_, select
 from sqlalchemy.orm import Session
 
-from recordkeeper.core.errors import Conflict, InvalidRequest
+from recordkeeper.core.errors import Conflict, InvalidRequest, StorageReleased
+from recordkeeper.core.roots import UriError, normalize_uri
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
-from recordkeeper_service.domain import GcCandidate, Page
+from recordkeeper_service.domain import GcCandidate, GcObjects, Page
 from recordkeeper_service.repository import convert
 from recordkeeper_service.repository.common import (
     PUBLISHED_STATES,
     ensure_unpublished,
     record_event,
     state_error,
+)
+from recordkeeper_service.repository.deletion import (
+    MAX_OBJECTS_PER_QUESTION,
+    referencing_versions,
+    slipped_under,
 )
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, versions_in_use
 from recordkeeper_service.repository.resolve import find_version
@@ -50,6 +61,7 @@ __all__ = [
     "MAX_CLAIMS",
     "MIN_STAGED_IDLE",
     "GcCandidate",
+    "GcObjects",
     "GcRepository",
 ]
 
@@ -161,17 +173,24 @@ class GcRepository:
                 if len(claimed) >= limit:
                     break
                 # Re-check under the row lock: a writer may have registered or committed since.
+                # A row another transaction holds (a registration reading it FOR SHARE, a
+                # commit, another claim) is skipped, never waited for: no lock cycle with a
+                # registration that holds its own version and reads this one.
                 locked = session.scalars(
                     select(m.Version)
                     .where(m.Version.id == row.id, _candidate_clause(cutoff), free)
-                    .with_for_update()
+                    .with_for_update(skip_locked=True)
+                    .execution_options(populate_existing=True)
                 ).one_or_none()
                 if locked is None:
                     continue
+                # Stamped once the lock is held: every shard registered before is older, every
+                # later registration under the prefix waits for this and is refused.
+                stamp = m.utcnow()
                 previous_claimant = locked.gc_claimed_by
                 if locked.state == "staged":
                     locked.state = "abandoned"
-                    locked.abandoned_at = now
+                    locked.abandoned_at = stamp
                     record_event(
                         session,
                         actor,
@@ -181,7 +200,7 @@ class GcRepository:
                         reason="gc",
                     )
                 locked.gc_claimed_by = actor
-                locked.gc_claimed_at = now
+                locked.gc_claimed_at = stamp
                 detail: dict[str, Any] = {
                     "storage_prefix": locked.storage_prefix,
                     "staged_older_than": staged_older_than,
@@ -223,6 +242,7 @@ class GcRepository:
                 )
             # Only committed versions can train checkpoints, but the guard is explicit.
             ensure_not_in_use(session, row)
+            _ensure_nothing_slipped_in(session, row)
             row.collected_at = m.utcnow()
             detail: dict[str, Any] = {"storage_prefix": row.storage_prefix}
             if objects is not None:
@@ -234,3 +254,69 @@ class GcRepository:
             )
             session.flush()
             return convert.gc_candidate(row, ref.dataset)
+
+    def deletable(self, version_name: str, uris: Sequence[str], *, actor: str) -> GcObjects:
+        """Which of ``uris`` (objects the collector found under a version's released prefix)
+        it may delete, and which it must keep (the claimant only; nothing changes).
+
+        An object is kept when it lies outside the version's storage prefix or a live version
+        other than this one references it (:mod:`~recordkeeper_service.repository.deletion`).
+        """
+        if len(uris) > MAX_OBJECTS_PER_QUESTION:
+            raise InvalidRequest(
+                f"at most {MAX_OBJECTS_PER_QUESTION} object URIs per question, got {len(uris)}"
+            )
+        for position, uri in enumerate(uris):
+            try:
+                normalize_uri(uri)
+            except UriError as exc:
+                raise InvalidRequest(f"uris[{position}]: {exc}") from None
+        ref = parse_version_ref(version_name)
+        with self._db.transaction(write=False) as session:
+            row = find_version(session, ref)
+            ensure_unpublished(row, "its storage is never collected")
+            _ensure_claimant(row, actor, "asks which of its objects may be deleted")
+            prefix = row.storage_prefix
+            inside = [u for u in dict.fromkeys(uris) if u.startswith(prefix) and u != prefix]
+            referenced = referencing_versions(session, inside, releasing=[row.id])
+        keep: dict[str, tuple[str, ...]] = {}
+        for uri in dict.fromkeys(uris):
+            if uri not in inside:
+                keep[uri] = ()
+            elif uri in referenced:
+                keep[uri] = tuple(sorted(referenced[uri]))
+        return GcObjects(
+            version=row.name,
+            delete=tuple(u for u in inside if u not in keep),
+            keep=keep,
+        )
+
+
+def _ensure_claimant(row: m.Version, actor: str, what: str) -> None:
+    if row.state != "abandoned" or row.gc_claimed_by is None:
+        raise state_error(
+            Conflict, row, "its storage was not released: claim it first (POST /gc/claims)"
+        )
+    if row.collected_at is not None:
+        raise Conflict(f"{row.name}'s storage was already recorded collected", state=row.state)
+    if row.gc_claimed_by != actor:
+        raise Conflict(
+            f"{row.name} is claimed by {row.gc_claimed_by!r}; only the claimant {what}",
+            state=row.state,
+            claimed_by=row.gc_claimed_by,
+        )
+
+
+def _ensure_nothing_slipped_in(session: Session, row: m.Version) -> None:
+    """Refuse to record storage collected while a live shard was registered in it after the
+    claim (the locks make this impossible; the re-check makes a broken lock visible)."""
+    slipped = slipped_under(session, row)
+    if slipped:
+        holder, uri = slipped[0]
+        raise StorageReleased(
+            f"{holder} registered {uri!r} under {row.name}'s storage after it was released; "
+            "its storage is not recorded collected",
+            uri=uri,
+            released_by=row.name,
+            version=holder,
+        )

@@ -4,6 +4,11 @@ One request may carry 10,000 shards, so the work is set-based: one query loads t
 existing shards for the conflict check, missing schema bodies are inserted once per digest, and
 the new shards go in as one multi-row ``INSERT`` (executemany).  The version row is locked for the
 duration, so a concurrent commit either sees all of this request's shards or none.
+
+No new shard may lie in storage released for deletion (``409 storage_released``,
+:func:`~recordkeeper_service.repository.deletion.ensure_not_released`): the check reads the
+releasing versions under a lock a claim conflicts with, so a claim and a registration under its
+prefix never both succeed unseen by the other.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from recordkeeper_service.repository.common import (
     state_error,
     table_of,
 )
+from recordkeeper_service.repository.deletion import ensure_not_released
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.versions import parse_version_ref
 from recordkeeper_service.validation import ValidShard, validate_shards
@@ -96,6 +102,9 @@ class ShardRepository:
             _not_the_prefix(valid, version.storage_prefix)
             existing, split_counts = _existing(session, version.id, valid)
             new, unchanged = _plan(valid, existing, split_counts)
+            # Only new shards: one already registered stays this version's (and was kept by
+            # the collector if it lies under a released prefix).
+            ensure_not_released(session, [shard.record.uri for shard in new])
             # Before anything is written: the version's totals (its row is locked) plus the
             # new shards stay 64-bit, so no stored sum can make a read fail.
             check_totals(

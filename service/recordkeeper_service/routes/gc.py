@@ -7,12 +7,21 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import ConfigDict, Field
 
-from recordkeeper.core.limits import MAX_INT64
+from recordkeeper.core.limits import MAX_INT64, MAX_URI_LENGTH
 from recordkeeper_service.deps import Admin, Limit, Offset, Reader, RepositoryDep
+from recordkeeper_service.repository.deletion import MAX_OBJECTS_PER_QUESTION
 from recordkeeper_service.repository.gc import DEFAULT_STAGED_OLDER_THAN, MAX_CLAIMS
 from recordkeeper_service.routes.common import AUTHENTICATED, InModel, ListOut, OutModel, errors
 
-__all__ = ["GcCandidateOut", "GcClaimIn", "GcClaimsOut", "GcDoneIn", "router"]
+__all__ = [
+    "GcCandidateOut",
+    "GcClaimIn",
+    "GcClaimsOut",
+    "GcDoneIn",
+    "GcObjectsIn",
+    "GcObjectsOut",
+    "router",
+]
 
 
 class GcCandidateOut(OutModel):
@@ -52,6 +61,26 @@ class GcDoneIn(InModel):
     bytes: int | None = Field(default=None, ge=0, le=MAX_INT64, description="bytes deleted")
 
 
+class GcObjectsIn(InModel):
+    model_config = ConfigDict(extra="forbid")
+
+    uris: list[Annotated[str, Field(max_length=MAX_URI_LENGTH)]] = Field(
+        max_length=MAX_OBJECTS_PER_QUESTION,
+        description="object URIs the collector found under the version's storage prefix",
+    )
+
+
+class GcKeptOut(OutModel):
+    uri: str
+    referenced_by: list[str]
+
+
+class GcObjectsOut(OutModel):
+    version: str
+    delete: list[str]
+    keep: list[GcKeptOut]
+
+
 router = APIRouter(tags=["gc"], responses=AUTHENTICATED)
 
 
@@ -81,6 +110,21 @@ def gc_claim(
         staged_older_than=body.staged_older_than, limit=body.limit, actor=who.name
     )
     return {"data": [c.to_json() for c in claimed]}
+
+
+@router.post(
+    "/versions/{version_name}/gc-objects",
+    response_model=GcObjectsOut,
+    responses=errors(400, 404, 409, 413),
+)
+def gc_objects(
+    version_name: str, repository: RepositoryDep, who: Admin, body: GcObjectsIn
+) -> dict[str, Any]:
+    """Which of these objects under a claimed version's storage prefix the claimant may delete
+    (admin scope; the claimant only; nothing changes).  Objects a live version references, or
+    outside the prefix, are listed under ``keep``: the collector never deletes them."""
+    answer = repository.gc.deletable(version_name, body.uris, actor=who.name)
+    return answer.to_json()
 
 
 @router.post(

@@ -1,0 +1,260 @@
+"""The deletion rule, once: which storage objects may be deleted, and which may be referenced.
+
+An object may be deleted only when
+
+1. no *live* version references it (:func:`live_version_clause`: staged, committed or
+   deprecated, and its storage not released for deletion) other than the versions whose storage
+   is being released (:func:`referenced_elsewhere`) — derived and in-place versions share
+   objects by design, so "under the released prefix" is never enough;
+2. it lies inside the allowed roots after resolution (checked by the collector, where the
+   storage is: :mod:`recordkeeper.storage_safety` on local disk, the service's roots intersected
+   with the collector's own);
+3. an admin has authorized it: the storage was *released* to that admin by a claim (gc today,
+   retention later), and the collector asks, per batch of objects, which of them it may delete
+   (``POST /versions/{name}/gc-objects``, answered from this module).
+
+The other half of the rule keeps released storage released: once a version's storage is
+released (:func:`released_version_clause`), no shard may be registered at or under its storage
+prefix, nor at one of its objects (:func:`released_prefixes_for`, ``409 storage_released``).
+Registration reads the versions it could collide with ``FOR SHARE``; a claim locks a version
+``FOR UPDATE`` before releasing it.  On PostgreSQL the two therefore serialize: a registration
+that comes second waits, then sees the release (a locking read returns the row's newest
+version) and is refused; a claim that comes second waits for the registration to commit, and
+the collector's per-batch question then sees the new shard and keeps its object.  On SQLite
+every write transaction holds the database write lock, which serializes them the same way.
+
+Commit and ``gc-done`` re-check (:func:`slipped_into`, :func:`slipped_under`): a version
+never commits, and storage is never recorded collected, while a live shard was registered
+under storage after it was released.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Collection, Iterable, Sequence
+
+from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from recordkeeper.core.errors import StorageReleased
+from recordkeeper.core.roots import UriError, enclosing_prefixes
+from recordkeeper_service import models as m
+
+__all__ = [
+    "LIVE_STATES",
+    "MAX_OBJECTS_PER_QUESTION",
+    "ensure_not_released",
+    "live_version_clause",
+    "referenced_elsewhere",
+    "referencing_versions",
+    "released_prefix_for",
+    "released_prefixes_for",
+    "released_version_clause",
+    "slipped_into",
+    "slipped_under",
+]
+
+#: States whose versions may still be read or committed: their objects are never deleted.
+LIVE_STATES = ("staged", "committed", "deprecated")
+#: Most object URIs one "may I delete these?" question carries.
+MAX_OBJECTS_PER_QUESTION = 1000
+_CHUNK = 500
+
+
+def released_version_clause() -> ColumnElement[bool]:
+    """The version's storage was released for deletion: claimed (by gc) or collected.
+
+    Released storage stays released: a claim is never undone (it may only be taken over by
+    another collector).  Retention extends this with its own "storage deleted / being deleted"
+    columns; every caller goes through this function.
+    """
+    return or_(m.Version.gc_claimed_at.is_not(None), m.Version.collected_at.is_not(None))
+
+
+def live_version_clause() -> ColumnElement[bool]:
+    """The version is live: staged, committed or deprecated, and its storage not released.
+
+    Objects a live version references are never deleted.  (An abandoned version that nobody
+    claimed yet is neither live nor released: its objects may be released by a claim.)
+    """
+    return and_(m.Version.state.in_(LIVE_STATES), ~released_version_clause())
+
+
+def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def referencing_versions(
+    session: Session, uris: Iterable[str], *, releasing: Collection[int]
+) -> dict[str, set[str]]:
+    """For each of these exact object URIs that a shard of a live version *not* in
+    ``releasing`` (version ids) references, the names of those versions."""
+    wanted = sorted(set(uris))
+    found: dict[str, set[str]] = {}
+    for chunk in _chunks(wanted):
+        stmt = (
+            select(m.Shard.uri, m.Version.name)
+            .join(m.Version, m.Version.id == m.Shard.version_id)
+            .where(m.Shard.uri.in_(chunk), live_version_clause())
+        )
+        if releasing:
+            stmt = stmt.where(m.Version.id.not_in(list(releasing)))
+        for uri, name in session.execute(stmt.distinct()):
+            found.setdefault(uri, set()).add(name)
+    return found
+
+
+def referenced_elsewhere(
+    session: Session, uris: Iterable[str], *, releasing: Collection[int]
+) -> set[str]:
+    """Which of these exact object URIs a shard of a live version not in ``releasing``
+    references: the collector never deletes those."""
+    return set(referencing_versions(session, uris, releasing=releasing))
+
+
+def released_prefixes_for(session: Session, uris: Iterable[str]) -> dict[str, str]:
+    """For each URI lying at or under a released version's storage prefix, or being an object
+    (shard URI) of a released version: that version's name.  URIs not found are free.
+
+    Reads the candidate versions ``FOR SHARE`` (see the module docstring): call it inside the
+    write transaction that registers the URIs, before inserting them.  The candidates are
+    chosen by columns a release never changes (storage prefix, shard URIs) and judged by the
+    locked row's newest values, so a release committed while this waited is seen.
+    """
+    wanted = sorted(set(uris))
+    by_prefix = _by_enclosing_prefix(wanted)
+    released: dict[str, str] = {}
+    columns = (
+        m.Version.id,
+        m.Version.name,
+        m.Version.storage_prefix,
+        released_version_clause().label("released"),
+    )
+    # At or under a released storage prefix.
+    for chunk in _chunks(sorted(by_prefix)):
+        rows = session.execute(
+            select(*columns)
+            .where(m.Version.storage_prefix.in_(chunk))
+            .order_by(m.Version.id)
+            .with_for_update(read=True)
+        )
+        for row in rows:
+            if row.released:
+                for uri in by_prefix.get(row.storage_prefix, ()):
+                    released.setdefault(uri, row.name)
+    # An object of a released version (shards registered in place, anywhere in the roots).
+    for chunk in _chunks(wanted):
+        rows = session.execute(
+            select(m.Shard.uri, *columns)
+            .join(m.Version, m.Version.id == m.Shard.version_id)
+            .where(m.Shard.uri.in_(chunk))
+            .order_by(m.Version.id)
+            .with_for_update(read=True, of=m.Version)
+        )
+        for row in rows:
+            if row.released:
+                released.setdefault(row.uri, row.name)
+    return released
+
+
+def _by_enclosing_prefix(uris: Iterable[str]) -> dict[str, list[str]]:
+    """Each directory prefix the URIs lie at or under → those URIs (computed once per parent
+    directory: 10,000 shards of one directory cost one parse)."""
+    by_parent: dict[str, list[str]] = {}
+    for uri in uris:
+        by_parent.setdefault(uri.rpartition("/")[0], []).append(uri)
+    by_prefix: dict[str, list[str]] = {}
+    for members in by_parent.values():
+        try:
+            parents = enclosing_prefixes(members[0])[:-1]
+        except UriError:
+            continue  # validation refuses it before anything is stored
+        for prefix in parents:
+            by_prefix.setdefault(prefix, []).extend(members)
+        for uri in members:  # the URI itself as a directory (a prefix equal to it)
+            by_prefix.setdefault(uri.rstrip("/") + "/", []).append(uri)
+    return by_prefix
+
+
+def released_prefix_for(session: Session, uri: str) -> str | None:
+    """The released version ``uri`` lies at or under (or is an object of), or None."""
+    return released_prefixes_for(session, [uri]).get(uri)
+
+
+def ensure_not_released(session: Session, uris: Sequence[str]) -> None:
+    """Raise ``409 storage_released`` if any of ``uris`` lies in released storage."""
+    released = released_prefixes_for(session, uris)
+    if released:
+        uri = next(u for u in uris if u in released)
+        version = released[uri]
+        raise StorageReleased(
+            f"shard uri {uri!r} lies in the storage of {version}, which was released for "
+            f"deletion (gc); it may be deleted at any moment, so no version may reference it — "
+            "write the shard under this version's own storage prefix",
+            uri=uri,
+            released_by=version,
+            shards=len(released),
+        )
+
+
+def slipped_into(session: Session, version_id: int, own_prefix: str) -> list[tuple[str, str]]:
+    """Shards of a version registered under another version's storage prefix *after* that
+    storage was released: ``(uri, released version)``.
+
+    Registration refuses those (:func:`ensure_not_released`, under a lock the claim conflicts
+    with), so this is empty; commit re-checks it anyway, so a broken serialization shows as a
+    refusal rather than as a committed version pointing at deleted files.  Only shards outside
+    the version's own prefix are looked at (prefixes ``{root}/{dataset}/{name}/`` never nest).
+    """
+    own = func.substr(m.Shard.uri, 1, len(own_prefix)) == own_prefix
+    rows = session.execute(
+        select(m.Shard.uri, m.Shard.registered_at).where(m.Shard.version_id == version_id, ~own)
+    ).all()
+    if not rows:
+        return []
+    by_prefix = _by_enclosing_prefix(uri for uri, _ in rows)
+    registered = {uri: at for uri, at in rows}
+    found: list[tuple[str, str]] = []
+    for chunk in _chunks(sorted(by_prefix)):
+        released = session.execute(
+            select(m.Version.name, m.Version.storage_prefix, m.Version.gc_claimed_at).where(
+                m.Version.storage_prefix.in_(chunk), m.Version.gc_claimed_at.is_not(None)
+            )
+        )
+        for name, prefix, claimed_at in released:
+            found += [
+                (uri, name)
+                for uri in by_prefix[prefix]
+                if claimed_at is not None and _naive(registered[uri]) >= _naive(claimed_at)
+            ]
+    return sorted(found)
+
+
+def slipped_under(session: Session, released: m.Version) -> list[tuple[str, str]]:
+    """Live shards of other versions registered under ``released``'s storage prefix after it
+    was released: ``(version, uri)``.  Empty by the locks; ``gc-done`` re-checks it."""
+    if released.gc_claimed_at is None:
+        return []
+    rows = session.execute(
+        select(m.Version.name, m.Shard.uri)
+        .join(m.Version, m.Version.id == m.Shard.version_id)
+        .where(
+            m.Shard.uri.startswith(released.storage_prefix, autoescape=True),
+            m.Shard.registered_at >= released.gc_claimed_at,
+            m.Version.id != released.id,
+            live_version_clause(),
+        )
+        .order_by(m.Version.name, m.Shard.uri)
+        .limit(10)
+    )
+    return [(name, uri) for name, uri in rows]
+
+
+def _naive(value: datetime.datetime) -> datetime.datetime:
+    """Comparable timestamps: SQLite hands back naive UTC, PostgreSQL aware ones."""
+    return (
+        value.replace(tzinfo=None)
+        if value.tzinfo is None
+        else value.astimezone(datetime.UTC).replace(tzinfo=None)
+    )
