@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Collection, Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
@@ -61,23 +62,26 @@ MAX_OBJECTS_PER_QUESTION = 1000
 _CHUNK = 500
 
 
-def released_version_clause() -> ColumnElement[bool]:
-    """The version's storage was released for deletion: claimed (by gc) or collected.
+def released_version_clause(version: Any = m.Version) -> ColumnElement[bool]:
+    """The version's storage was released for deletion: claimed or collected.
 
     Released storage stays released: a claim is never undone (it may only be taken over by
-    another collector).  Retention extends this with its own "storage deleted / being deleted"
-    columns; every caller goes through this function.
+    another collector).  Retention releases committed versions through the same columns
+    (``gc_claimed_at`` while it deletes, ``collected_at`` once done, ``collected_reason``
+    saying which collector), so both collectors and every caller go through this function.
+    ``version``: the ``Version`` entity or an alias of it.
     """
-    return or_(m.Version.gc_claimed_at.is_not(None), m.Version.collected_at.is_not(None))
+    return or_(version.gc_claimed_at.is_not(None), version.collected_at.is_not(None))
 
 
-def live_version_clause() -> ColumnElement[bool]:
+def live_version_clause(version: Any = m.Version) -> ColumnElement[bool]:
     """The version is live: staged, committed or deprecated, and its storage not released.
 
     Objects a live version references are never deleted.  (An abandoned version that nobody
     claimed yet is neither live nor released: its objects may be released by a claim.)
+    ``version``: the ``Version`` entity or an alias of it (correlated subqueries).
     """
-    return and_(m.Version.state.in_(LIVE_STATES), ~released_version_clause())
+    return and_(version.state.in_(LIVE_STATES), ~released_version_clause(version))
 
 
 def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
@@ -190,7 +194,7 @@ def ensure_not_released(session: Session, uris: Sequence[str]) -> None:
         version = released[uri]
         raise StorageReleased(
             f"shard uri {uri!r} lies in the storage of {version}, which was released for "
-            f"deletion (gc); it may be deleted at any moment, so no version may reference it — "
+            "deletion; it may be deleted at any moment, so no version may reference it — "
             "write the shard under this version's own storage prefix",
             uri=uri,
             released_by=version,

@@ -4,8 +4,8 @@ The rules that keep a version live in :mod:`recordkeeper.core.retention`; this m
 the facts they look at (aliases and ``latest``, checkpoints not deleted that trained on a
 version, pins, numbers and commit times) in a few set-wise queries, whatever the number of
 versions, and counts what deleting the expired ones frees: each object once, and never an
-object a live version that is not being deleted references (the deletion rule,
-:func:`referenced_elsewhere`).
+object a live version that is not being deleted references (the deletion rule, once, in
+:mod:`recordkeeper_service.repository.deletion`).
 
 Deleting goes through claims, like gc: :meth:`RetentionRepository.claim` (admin scope at the
 route) re-checks each expired version under its row lock and releases it to the caller
@@ -49,6 +49,7 @@ from recordkeeper_service.domain import PUBLISHED_STATES, iso_timestamp
 from recordkeeper_service.models import lineage as lm
 from recordkeeper_service.models import retention as rm
 from recordkeeper_service.repository.common import dataset_row, record_event
+from recordkeeper_service.repository.deletion import live_version_clause, referenced_elsewhere
 from recordkeeper_service.repository.lineage.epoch import bump_epoch
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.versions import parse_version_ref
@@ -63,8 +64,6 @@ __all__ = [
     "RetentionPlan",
     "RetentionRepository",
     "ensure_data_stored",
-    "live_version_clause",
-    "referenced_elsewhere",
 ]
 
 #: A claim older than this (seconds) may be taken over by another collector.
@@ -76,20 +75,12 @@ MAX_URIS_PER_REQUEST = 10_000
 _CHUNK = 500
 
 
-# -- the deletion rule ---------------------------------------------------------------------
-
-
-def live_version_clause(version: Any = m.Version) -> ColumnElement[bool]:
-    """A *live* version: staged, committed or deprecated, and not released for deletion
-    (claimed by gc or retention) nor with its storage deleted."""
-    return and_(
-        version.state.in_(("staged", "committed", "deprecated")),
-        version.gc_claimed_at.is_(None),
-        version.collected_at.is_(None),
-    )
+# -- the deletion rule (repository.deletion) applied to a whole plan -----------------------
 
 
 def _other_live_reference(shard: Any, releasing: Collection[int]) -> ColumnElement[bool]:
+    """``shard``'s object is referenced by a live version not in ``releasing`` (the set-wise
+    form of :func:`~recordkeeper_service.repository.deletion.referenced_elsewhere`)."""
     other = aliased(m.Shard)
     owner = aliased(m.Version)
     clause = (
@@ -100,27 +91,6 @@ def _other_live_reference(shard: Any, releasing: Collection[int]) -> ColumnEleme
     if releasing:
         clause = clause.where(owner.id.not_in(bindparam("rk_releasing", expanding=True)))
     return clause
-
-
-def referenced_elsewhere(
-    session: Session, uris: Iterable[str], *, releasing: Collection[int]
-) -> set[str]:
-    """Which of ``uris`` a shard of a live version not in ``releasing`` references: never
-    deleted."""
-    wanted = sorted(set(uris))
-    found: set[str] = set()
-    owner = aliased(m.Version)
-    for start in range(0, len(wanted), _CHUNK):
-        stmt = (
-            select(m.Shard.uri)
-            .join(owner, owner.id == m.Shard.version_id)
-            .where(m.Shard.uri.in_(wanted[start : start + _CHUNK]), live_version_clause(owner))
-            .distinct()
-        )
-        if releasing:
-            stmt = stmt.where(owner.id.not_in(sorted(releasing)))
-        found |= set(session.scalars(stmt))
-    return found
 
 
 # -- records -------------------------------------------------------------------------------
@@ -724,7 +694,9 @@ class RetentionRepository:
                         m.Version.state.in_(PUBLISHED_STATES),
                         m.Version.collected_at.is_(None),
                     )
-                    .with_for_update()
+                    # SKIP LOCKED, as gc's claim: a registration reading it FOR SHARE (the
+                    # deletion rule) is never in a lock cycle with us; it is claimed next time.
+                    .with_for_update(skip_locked=True)
                 ).one_or_none()
                 if locked is None or (action == "delete" and locked.gc_claimed_at is not None):
                     continue
