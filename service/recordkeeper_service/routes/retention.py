@@ -216,7 +216,11 @@ def add_pins(body: PinIn, repository: RepositoryDep, who: Writer) -> dict[str, A
     return {"data": [p.to_json() for p in pins]}
 
 
-@router.delete("/retention/pins", responses=errors(400))
+class UnpinnedOut(OutModel):
+    removed: int
+
+
+@router.delete("/retention/pins", response_model=UnpinnedOut, responses=errors(400))
 def delete_pins(
     repository: RepositoryDep, who: Writer, label: Annotated[str, Query(min_length=1)]
 ) -> dict[str, int]:
