@@ -10,13 +10,23 @@ With ``dry_run=False``, :func:`collect_garbage` asks the service to *claim* cand
 (``POST /api/v1/gc/claims``, scope ``admin``: a token without it is refused before anything is
 abandoned or deleted).  The server abandons a claimed staged version itself (a late writer cannot
 commit after its files are gone), records the claim and an audit event, and releases the
-version's storage prefix.  Then, for each released version only:
+version's storage prefix: from then on no version may register a shard there.  Then, for each
+released version only:
 
-1. refuses a storage prefix that is not ``{root}/{dataset}/{version_name}/`` with ``root`` inside
-   the service's allowed roots (nothing outside the prefix the service allocated is touched);
-2. deletes every object under the prefix through fsspec and counts objects and bytes;
-3. tells the service the storage was collected (``POST /versions/{name}/gc-done``, accepted from
-   the claimant only; audit event with the counts).
+1. refuses a storage prefix that is not ``{root}/{dataset}/{version_name}/`` with ``root``
+   inside the *deletion roots*: the service's allowed roots intersected with the roots
+   configured where the collector runs (``allowed_roots=``, ``recordkeeper gc --root``, else
+   ``RECORDKEEPER_ALLOWED_ROOTS`` in its environment).  A service — or a proxy — that reports
+   wider roots (``file:///``) widens nothing; with no local roots configured nothing is deleted;
+2. lists the objects under the prefix: on local disk by real path, inside the real paths of the
+   deletion roots, never entering a symbolic link (:mod:`recordkeeper.local_files`; a link is
+   an object of its own, removed as a link); elsewhere through fsspec;
+3. asks the service, per batch, which of them it may delete
+   (``POST /versions/{name}/gc-objects``): an object another live version references (a shard
+   registered in place under the prefix) is *kept*, and reported as kept;
+4. deletes the others (locally by descriptor, never following a link) and counts objects and
+   bytes, then tells the service the storage was collected (``POST /versions/{name}/gc-done``,
+   accepted from the claimant only; audit event with the counts).
 
 Counts are what was deleted: a deletion that failed half-way reports the objects that are gone.
 """
@@ -25,14 +35,25 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from recordkeeper.core.errors import RecordkeeperError, StorageError
+from recordkeeper import local_files
+from recordkeeper.core.errors import (
+    RecordkeeperError,
+    StorageError,
+    StorageRootNotAllowed,
+    UnsafeStoragePath,
+)
 from recordkeeper.core.naming import is_staged_name, parse_staged_name, parse_version_name
-from recordkeeper.core.roots import AllowedRoots, UriError, normalize_uri
+from recordkeeper.core.roots import (
+    AllowedRoots,
+    UriError,
+    configured_roots,
+    intersect_roots,
+    normalize_uri,
+)
 from recordkeeper.http import quote_segment
 from recordkeeper.storage import backend_of, storage_errors, url_to_fs
 
@@ -45,11 +66,16 @@ __all__ = [
     "GcReport",
     "check_prefix",
     "collect_garbage",
+    "deletion_roots",
     "gc_candidates",
     "gc_claim",
 ]
 
 DEFAULT_STAGED_OLDER_THAN = 86400
+#: The collector's own roots when none are passed: the service's setting, read where gc runs.
+ROOTS_ENV = "RECORDKEEPER_ALLOWED_ROOTS"
+#: Object URIs per "which of these may I delete?" question (the service's maximum).
+QUESTION_SIZE = 1000
 
 
 @dataclass(frozen=True)
@@ -87,10 +113,12 @@ class GcCandidate:
 class GcItem:
     """What happened (or would happen) to one candidate.
 
-    ``action``: ``would_delete`` (dry run), ``deleted``, ``refused`` (unsafe prefix) or
-    ``skipped`` (a storage error; see ``error``).  ``objects``/``bytes`` are what was deleted
-    (or would be): a ``skipped`` item may have lost some objects before the error, and a
-    ``deleted`` one carries an ``error`` when the service did not record it collected.
+    ``action``: ``would_delete`` (dry run), ``deleted``, ``refused`` (unsafe prefix, a link
+    leaving the roots) or ``skipped`` (a storage error; see ``error``).  ``objects``/``bytes``
+    are what was deleted (or would be): a ``skipped`` item may have lost some objects before
+    the error, and a ``deleted`` one carries an ``error`` when the service did not record it
+    collected.  ``kept`` counts objects under the prefix the service said another live version
+    references: they were not deleted (a dry run cannot ask, and counts them as would-delete).
     """
 
     name: str
@@ -100,6 +128,7 @@ class GcItem:
     action: str
     objects: int = 0
     bytes: int = 0
+    kept: int = 0
     error: str | None = None
 
 
@@ -120,6 +149,11 @@ class GcReport:
         return sum(i.bytes for i in self.items)
 
     @property
+    def kept(self) -> int:
+        """Objects kept because another live version references them."""
+        return sum(i.kept for i in self.items)
+
+    @property
     def versions(self) -> int:
         """Versions whose storage was removed (or would be)."""
         return sum(i.action in ("deleted", "would_delete") for i in self.items)
@@ -134,6 +168,7 @@ class GcReport:
             "dry_run": self.dry_run,
             "objects": self.objects,
             "bytes": self.bytes,
+            "kept": self.kept,
             "versions": self.versions,
             "ok": self.ok,
             "items": [asdict(i) for i in self.items],
@@ -153,7 +188,30 @@ def gc_candidates(
     ]
 
 
-def check_prefix(candidate: GcCandidate, allowed_roots: list[str]) -> str:
+def deletion_roots(reported: Iterable[str], local: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The roots the collector may delete in: the service's ``reported`` roots intersected
+    with ``local`` (default: ``RECORDKEEPER_ALLOWED_ROOTS`` where this runs, comma-separated).
+
+    Raises :class:`~recordkeeper.core.errors.StorageRootNotAllowed` when no local roots are
+    configured, or one is malformed or admits every location (``file:///``).
+    """
+    if local is None:
+        local = [r.strip() for r in os.environ.get(ROOTS_ENV, "").split(",") if r.strip()]
+    if not local:
+        raise StorageRootNotAllowed(
+            "gc --delete deletes only inside roots configured where it runs, intersected with "
+            f"the service's: pass --root (allowed_roots=) or set {ROOTS_ENV}; nothing was "
+            "claimed or deleted",
+            allowed_roots=[],
+        )
+    try:
+        ours = configured_roots(local, "gc roots")
+    except UriError as exc:
+        raise StorageRootNotAllowed(str(exc), allowed_roots=list(local)) from None
+    return intersect_roots(ours, reported)
+
+
+def check_prefix(candidate: GcCandidate, allowed_roots: Sequence[str]) -> str:
     """The candidate's prefix if it is ``{root}/{dataset}/{name}/`` inside an allowed root.
 
     Raises :class:`ValueError` otherwise.
@@ -175,7 +233,8 @@ def check_prefix(candidate: GcCandidate, allowed_roots: list[str]) -> str:
     roots = list(allowed.roots)
     if not roots or not allowed.allows(root):
         raise ValueError(
-            f"storage prefix {prefix!r} is outside the service's allowed roots ({', '.join(roots)})"
+            f"storage prefix {prefix!r} is outside the allowed roots gc deletes in (the "
+            f"service's intersected with this collector's: {', '.join(roots) or 'none'})"
         )
     return prefix
 
@@ -194,7 +253,9 @@ def gc_claim(
     return [GcCandidate.from_dict(item) for item in body["data"]]
 
 
-def _objects(prefix: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str, dict]:
+def _remote_objects(
+    prefix: str, storage_options: Mapping[str, Any] | None
+) -> tuple[Any, str, dict[str, int]]:
     """The filesystem, the prefix path (with '/') and {path: size} of every object under it."""
     fs, path = url_to_fs(prefix, storage_options)
     base = path.rstrip("/") + "/"
@@ -212,17 +273,48 @@ def _objects(prefix: str, storage_options: Mapping[str, Any] | None) -> tuple[An
     return fs, base, sizes
 
 
-def _delete(fs: Any, base: str, paths: list[str], prefix: str) -> None:
-    with storage_errors(prefix):
-        if paths:
-            fs.rm(paths)
-        if backend_of(prefix) == "file" and os.path.isdir(base):
-            # Only empty directories are left; remove them (and never follow anything else).
-            leftovers = [p for p in fs.find(base) if p.startswith(base)]
-            if not leftovers:
-                shutil.rmtree(base)
-        with contextlib.suppress(Exception):
-            fs.invalidate_cache(base)
+class _Storage:
+    """The objects under one released prefix, as ``{relative path: size}``, and deleting them:
+    on local disk by descriptor inside the real deletion roots (never through a link), else
+    through fsspec."""
+
+    def __init__(
+        self, prefix: str, roots: Sequence[str], options: Mapping[str, Any] | None
+    ) -> None:
+        self.prefix = prefix
+        self.local = backend_of(prefix) == "file"
+        self._roots = local_files.real_roots(roots)
+        self._options = options
+        self._fs: Any = None
+        self._base = ""
+
+    def listing(self) -> dict[str, int]:
+        if self.local:
+            with storage_errors(self.prefix):
+                path = local_files.local_path(self.prefix)
+                return {o.relative: o.size for o in local_files.walk_objects(path, self._roots)}
+        self._fs, self._base, sizes = _remote_objects(self.prefix, self._options)
+        return {p[len(self._base) :]: size for p, size in sizes.items()}
+
+    def delete(self, relatives: list[str]) -> set[str]:
+        """Delete these; returns the ones gone.  Raises StorageError on a store failure."""
+        if not relatives:
+            return set()
+        if self.local:
+            with storage_errors(self.prefix):
+                path = local_files.local_path(self.prefix)
+                return set(local_files.delete_objects(path, self._roots, relatives))
+        with storage_errors(self.prefix):
+            self._fs.rm([self._base + r for r in relatives])
+            with contextlib.suppress(Exception):
+                self._fs.invalidate_cache(self._base)
+        return set(relatives)
+
+    def remove_empty_directories(self) -> None:
+        if self.local:
+            with storage_errors(self.prefix):
+                path = local_files.local_path(self.prefix)
+                local_files.remove_empty_directories(path, self._roots)
 
 
 def collect_garbage(
@@ -231,15 +323,29 @@ def collect_garbage(
     staged_older_than: int = DEFAULT_STAGED_OLDER_THAN,
     dry_run: bool = True,
     storage_options: Mapping[str, Any] | None = None,
+    allowed_roots: Sequence[str] | None = None,
 ) -> GcReport:
-    """List (dry run) or delete the storage the service releases (see the module docstring)."""
+    """List (dry run) or delete the storage the service releases (see the module docstring).
+
+    ``allowed_roots``: the roots this collector may delete in (default
+    ``RECORDKEEPER_ALLOWED_ROOTS`` here), intersected with the service's; required to delete
+    (:class:`~recordkeeper.core.errors.StorageRootNotAllowed` before anything is claimed).
+    A dry run uses them when given, else the service's roots (it deletes nothing).
+    """
     options = storage_options if storage_options is not None else registry.storage_options or None
-    allowed = list(registry.info().get("allowed_roots") or [])
+    reported = list(registry.info().get("allowed_roots") or [])
     report = GcReport(dry_run=dry_run)
     if dry_run:
+        env_roots = os.environ.get(ROOTS_ENV, "").strip()
+        roots = (
+            deletion_roots(reported, allowed_roots)
+            if allowed_roots is not None or env_roots
+            else tuple(reported)
+        )
         for candidate in gc_candidates(registry, staged_older_than=staged_older_than):
-            report.items.append(_collect(registry, candidate, allowed, True, options))
+            report.items.append(_collect(registry, candidate, roots, True, options))
         return report
+    roots = deletion_roots(reported, allowed_roots)
     # The service does not give a caller what it claimed less than a lease ago, so this ends;
     # ``seen`` stops it too if a run outlasts the lease (a refused prefix claimed again).
     seen: set[str] = set()
@@ -248,14 +354,14 @@ def collect_garbage(
     ]:
         for candidate in fresh:
             seen.add(candidate.name)
-            report.items.append(_collect(registry, candidate, allowed, False, options))
+            report.items.append(_collect(registry, candidate, roots, False, options))
     return report
 
 
 def _collect(
     registry: Registry,
     candidate: GcCandidate,
-    allowed: list[str],
+    roots: Sequence[str],
     dry_run: bool,
     options: Mapping[str, Any] | None,
 ) -> GcItem:
@@ -268,30 +374,43 @@ def _collect(
         action="would_delete" if dry_run else "deleted",
     )
     try:
-        prefix = check_prefix(candidate, allowed)
+        prefix = check_prefix(candidate, roots)
     except ValueError as exc:
         item.action, item.error = "refused", str(exc)
         return item
+    storage = _Storage(prefix, roots, options)
     try:
-        fs, base, sizes = _objects(prefix, options)
+        sizes = storage.listing()
+    except UnsafeStoragePath as exc:
+        item.action, item.error = "refused", exc.detail
+        return item
     except StorageError as exc:
         item.action, item.error = "skipped", exc.detail
         return item
     if dry_run:
         item.objects, item.bytes = len(sizes), sum(sizes.values())
         return item
+    gone: set[str] = set()
     try:
-        _delete(fs, base, sorted(sizes), prefix)
+        for batch in _batches(sorted(sizes), QUESTION_SIZE):
+            allowed = _may_delete(registry, candidate.name, prefix, batch)
+            item.kept += len(batch) - len(allowed)
+            gone |= storage.delete(allowed)
+    except UnsafeStoragePath as exc:
+        item.action, item.error = "refused", exc.detail
     except StorageError as exc:
         item.action, item.error = "skipped", exc.detail
-        try:  # count what is gone: the report never claims more, or less, than happened
-            left = set(_objects(prefix, options)[2])
-        except StorageError:
-            left = set(sizes)
-        gone = [p for p in sizes if p not in left]
-        item.objects, item.bytes = len(gone), sum(sizes[p] for p in gone)
+        with contextlib.suppress(StorageError):  # count what is gone: never more, or less
+            left = storage.listing()
+            gone = {p for p in sizes if p not in left}
+    except RecordkeeperError as exc:
+        item.action, item.error = "skipped", f"the service did not answer what to keep: {exc}"
+    item.objects, item.bytes = len(gone), sum(sizes[p] for p in gone)
+    if item.action != "deleted":
         return item
-    item.objects, item.bytes = len(sizes), sum(sizes.values())
+    if not item.kept:
+        with contextlib.suppress(StorageError):
+            storage.remove_empty_directories()
     try:
         registry.http.api(
             "POST",
@@ -302,3 +421,20 @@ def _collect(
     except RecordkeeperError as exc:
         item.error = f"deleted, but not recorded collected: {exc.detail}"
     return item
+
+
+def _batches(items: list[str], size: int) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _may_delete(registry: Registry, name: str, prefix: str, relatives: list[str]) -> list[str]:
+    """Those of ``relatives`` (under ``prefix``) the service says no live version references."""
+    by_uri = {prefix + relative: relative for relative in relatives}
+    answer = registry.http.api(
+        "POST",
+        f"/versions/{quote_segment(name)}/gc-objects",
+        json={"uris": list(by_uri)},
+        idempotent=True,
+    )
+    return [by_uri[uri] for uri in answer.get("delete") or [] if uri in by_uri]

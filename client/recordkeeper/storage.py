@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from recordkeeper import local_files
 from recordkeeper.core.errors import StorageError
 
 __all__ = [
@@ -378,14 +379,21 @@ def open_read(
         return fs.open(path, "rb", block_size=8 * 2**20)
 
 
-def open_write(uri: str, storage_options: Mapping[str, Any] | None = None) -> IO[bytes]:
+def open_write(
+    uri: str, storage_options: Mapping[str, Any] | None = None, *, root: str | None = None
+) -> IO[bytes]:
     """Open an object for streaming writes.
 
     S3 uploads ask for ``ChecksumAlgorithm=SHA256`` so the object carries a server-side
-    checksum that fast verification can read back without downloading.
+    checksum that fast verification can read back without downloading.  ``root``: on local
+    disk, the file is created exclusively inside this root's real path, never through a link
+    (:func:`recordkeeper.local_files.create_exclusive`; shards of a version).
     """
     fs, path = url_to_fs(uri, storage_options)
     backend = backend_of(uri)
+    if backend == "file" and root is not None:
+        with storage_errors(uri):
+            return local_files.create_exclusive(path, local_files.real_roots([root]))
     with storage_errors(uri):
         if backend == "file":
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -406,10 +414,24 @@ def discard_upload(sink: Any) -> None:
             sink.close()
 
 
-def rename(src: str, dst: str, storage_options: Mapping[str, Any] | None = None) -> None:
-    """Move ``src`` to ``dst`` on the same store (server-side copy + delete on object stores)."""
+def rename(
+    src: str,
+    dst: str,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    root: str | None = None,
+) -> None:
+    """Move ``src`` to ``dst`` on the same store (server-side copy + delete on object stores).
+
+    ``root``: on local disk, both stay inside this root's real path, no link is followed, and
+    an existing ``dst`` is refused (:func:`recordkeeper.local_files.move_exclusive`).
+    """
     fs, src_path = url_to_fs(src, storage_options)
     _, dst_path = url_to_fs(dst, storage_options)
+    if backend_of(src) == "file" and root is not None:
+        with storage_errors(src):
+            local_files.move_exclusive(src_path, dst_path, local_files.real_roots([root]))
+        return
     with storage_errors(src):
         if backend_of(src) == "file":
             os.replace(src_path, dst_path)

@@ -48,6 +48,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from recordkeeper.core.errors import InvalidRequest, InvalidShard, StorageError
+from recordkeeper.core.roots import storage_root_of
 from recordkeeper.core.shards import ShardRecord
 from recordkeeper.core.splits import shard_file_name, validate_split_name
 from recordkeeper.dataset import compression_suffix
@@ -226,11 +227,11 @@ class _LocalSink:
 
     copies_writes = True  # write() copies into the page cache: the TFRecordWriter reuses buffers
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, root: str | None = None) -> None:
         self.uri = uri
         self.size = 0
         with storage_errors(uri):
-            self._file = open_write(uri, None)
+            self._file = open_write(uri, None, root=root)
             self._fd = self._file.fileno()
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
@@ -292,19 +293,25 @@ def temp_shard_name(split: str, key: int | str, compression: str) -> str:
 
 
 def open_shard(
-    uri: str, compression: str, storage_options: Mapping[str, Any] | None
+    uri: str,
+    compression: str,
+    storage_options: Mapping[str, Any] | None,
+    *,
+    root: str | None = None,
 ) -> tuple[_UploadPipe | _LocalSink, TFRecordWriter]:
     """Start one shard at ``uri``: a framing, hashing, schema-inferring writer over an upload.
 
     Write records to the returned :class:`~recordkeeper.tfrecord.TFRecordWriter`; its
     ``close()`` gives the shard's stats, then ``pipe.finish()`` and ``pipe.join()`` end the
-    upload (``pipe.abort()`` discards it); local files are written directly.
+    upload (``pipe.abort()`` discards it); local files are written directly — created
+    exclusively inside ``root`` (the version's storage root), never through a link: a link or
+    file planted at ``uri`` raises :class:`~recordkeeper.core.errors.UnsafeStoragePath`.
     """
     from recordkeeper.tfrecord import TFRecordWriter  # not at import: rk stays light
 
     # a local file needs no upload thread
     pipe: _UploadPipe | _LocalSink = (
-        _LocalSink(uri) if backend_of(uri) == "file" else _UploadPipe(uri, storage_options)
+        _LocalSink(uri, root) if backend_of(uri) == "file" else _UploadPipe(uri, storage_options)
     )
     return pipe, TFRecordWriter(pipe, compression=compression)
 
@@ -318,15 +325,17 @@ def finalize_shard(
     index: int,
     count: int,
     storage_options: Mapping[str, Any] | None,
+    root: str | None = None,
 ) -> dict[str, Any]:
     """Move a written shard to its final name and return its REST registration.
 
     The storage identity is read after the move, and the stored size must equal what was
     written.  Idempotent: when ``temp_uri`` is gone and ``final_uri`` holds ``stats.size``
-    bytes (a retried finalisation), the move is skipped.
+    bytes (a retried finalisation), the move is skipped.  ``root``: on local disk the move stays
+    inside the version's storage root and refuses a planted final name (see :func:`open_shard`).
     """
     try:
-        rename(temp_uri, final_uri, storage_options)
+        rename(temp_uri, final_uri, storage_options, root=root)
     except StorageError as exc:
         if exc.extra.get("reason") != "missing":
             raise
@@ -561,7 +570,9 @@ class VersionWriter:
         while len([s for s in self._done if s.pipe.uploading]) >= _MAX_PENDING_UPLOADS:
             next(s for s in self._done if s.pipe.uploading).pipe.join()
         temp_uri = join_uri(prefix, temp_shard_name(split, index, self.compression))
-        pipe, tfw = open_shard(temp_uri, self.compression, self.storage_options)
+        pipe, tfw = open_shard(
+            temp_uri, self.compression, self.storage_options, root=storage_root_of(prefix)
+        )
         shard = _Shard(split, index, temp_uri, pipe)
         current = self._open[split] = _OpenShard(shard, tfw, min(_BATCH_BYTES, self.shard_size))
         return current
@@ -600,6 +611,7 @@ class VersionWriter:
                     index=shard.index,
                     count=count,
                     storage_options=self.storage_options,
+                    root=storage_root_of(prefix),
                 )
             )
         self._remove_temp_dir()

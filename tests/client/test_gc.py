@@ -29,7 +29,9 @@ def database_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def client(database_url: str, store: Path) -> Iterator[rk.Client]:
+def client(
+    database_url: str, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[rk.Client]:
     from fastapi.testclient import TestClient
 
     from recordkeeper_service import migrate
@@ -42,6 +44,7 @@ def client(database_url: str, store: Path) -> Iterator[rk.Client]:
     migrate.upgrade(database)
     database.dispose()
     root = store.as_uri()
+    monkeypatch.setenv("RECORDKEEPER_ALLOWED_ROOTS", root)  # the collector's own roots
     settings = Settings(database_url=url, storage_root=root, allowed_roots=[root])
     with TestClient(create_app(settings)) as http:
         yield rk.Client(http_client=http)

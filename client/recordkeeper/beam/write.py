@@ -59,6 +59,7 @@ from recordkeeper.beam._service import ServiceConfig, ServiceDoFn
 from recordkeeper.beam.read import ReadVersion
 from recordkeeper.client import Client
 from recordkeeper.core.errors import InvalidRequest, InvalidShard, StorageError
+from recordkeeper.core.roots import storage_root_of
 from recordkeeper.core.splits import shard_file_name, validate_split_name
 from recordkeeper.dataset import compression_suffix
 from recordkeeper.models import DatasetVersion
@@ -167,7 +168,9 @@ class _WriteShards(beam.DoFn):
                         self._prefix,
                         temp_shard_name(split, f"{key:05d}-{part:03d}", self._compression),
                     )
-                    pipe, tfw = open_shard(uri, self._compression, self._options)
+                    pipe, tfw = open_shard(
+                        uri, self._compression, self._options, root=storage_root_of(self._prefix)
+                    )
                     current = (pipe, tfw, uri)
                     framed = 0
                 data = record if type(record) is bytes else record_bytes(record)
@@ -244,6 +247,7 @@ class _CommitVersion(ServiceDoFn):
                 index=i,
                 count=counts[shard.split],
                 storage_options=options,
+                root=storage_root_of(self._prefix),
             )
 
         with ThreadPoolExecutor(max_workers=min(16, len(places))) as pool:

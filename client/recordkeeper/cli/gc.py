@@ -3,7 +3,9 @@
 Dry run by default (lists what would be removed, with sizes; a ``read`` token will do);
 ``--delete`` asks the service to claim the candidates (an ``admin`` token: any other is refused
 before anything is abandoned or deleted) and removes only the storage it releases.  Added to
-the main app by :func:`register` (listed in :data:`recordkeeper.cli.app.COMMANDS`).
+the main app by :func:`register` (listed in :data:`recordkeeper.cli.app.COMMANDS`).  Deleting
+happens only inside ``--root`` (or ``RECORDKEEPER_ALLOWED_ROOTS`` here) intersected with the
+service's roots; objects another live version references are kept and counted as kept.
 """
 
 from __future__ import annotations
@@ -56,6 +58,14 @@ def gc_cmd(
             "--delete", help="claim and delete (admin token; default: dry run, list only)"
         ),
     ] = False,
+    root: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--root",
+            help="a root gc may delete in (repeatable; default: RECORDKEEPER_ALLOWED_ROOTS "
+            "here); intersected with the service's roots, never widened by them",
+        ),
+    ] = None,
     storage_option: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -64,11 +74,15 @@ def gc_cmd(
 
     seconds = parse_duration(older_than)
     client = connect(parse_storage_options(storage_option) or None)
-    report = client.collect_garbage(staged_older_than=seconds, dry_run=not delete)
+    report = client.collect_garbage(
+        staged_older_than=seconds, dry_run=not delete, allowed_roots=root or None
+    )
     if as_json:
         print_json(report.to_dict())
     else:
-        table = Table("version", "state", "action", "objects", "size", "storage prefix / error")
+        table = Table(
+            "version", "state", "action", "objects", "size", "kept", "storage prefix / error"
+        )
         for item in report.items:
             table.add_row(
                 item.name,
@@ -76,6 +90,7 @@ def gc_cmd(
                 item.action,
                 str(item.objects),
                 size(item.bytes),
+                str(item.kept),
                 item.error or item.storage_prefix,
             )
         out = console()
@@ -85,6 +100,7 @@ def gc_cmd(
         out.print(
             f"{verb} {report.objects} object(s), {size(report.bytes)} "
             f"from {report.versions} version(s)"
+            + (f"; kept {report.kept} object(s) other versions reference" if report.kept else "")
             + ("; run with --delete to remove them" if report.dry_run else "")
         )
     if not report.ok:

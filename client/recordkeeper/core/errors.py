@@ -50,7 +50,8 @@ Exception tree::
     ├── AuthenticationRequired (PermissionError)  unauthorized (401)
     ├── PermissionDenied (PermissionError)        forbidden (403)
     ├── StorageError (OSError)                    storage_error (client side)
-    │   └── CorruptShard                          corrupt_shard (client side)
+    │   ├── CorruptShard                          corrupt_shard (client side)
+    │   └── UnsafeStoragePath                     unsafe_storage_path (client side)
     ├── ServiceUnavailable (ConnectionError)      service_unavailable (503 / no answer)
     └── ServerError                               internal_error (500; a bug)
 """
@@ -100,6 +101,7 @@ __all__ = [
     "StorageReleased",
     "StorageRootNotAllowed",
     "TokenNotFound",
+    "UnsafeStoragePath",
     "VersionDataDeleted",
     "VersionDeprecated",
     "VersionImmutable",
@@ -359,6 +361,15 @@ class CorruptShard(StorageError):
     """A shard's bytes are not valid TFRecord framing; ``extra["offset"]`` is where it broke."""
 
     code = "corrupt_shard"
+
+
+class UnsafeStoragePath(StorageError):
+    """A local path would be written, deleted or registered through a symbolic link, or
+    resolves outside the allowed roots, or is a file recordkeeper did not create where it
+    creates its own (``extra["path"]``, ``extra["reason"]``: ``symlink``, ``outside_roots``,
+    ``exists``).  Nothing was written or deleted there."""
+
+    code = "unsafe_storage_path"
 
 
 class ServiceUnavailable(RecordkeeperError, ConnectionError):

@@ -28,9 +28,12 @@ __all__ = [
     "UriEscapes",
     "as_root",
     "check_object_uri",
+    "configured_roots",
     "enclosing_prefixes",
     "intersect_roots",
     "normalize_uri",
+    "path_is_inside",
+    "storage_root_of",
 ]
 
 _SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)
@@ -137,6 +140,44 @@ def intersect_roots(trusted: Iterable[str], reported: Iterable[str]) -> tuple[st
     both += [r for r in theirs.roots if ours.allows(r) and r not in both]
     # A root inside another root of the result adds nothing.
     return tuple(sorted(r for r in both if not any(o != r and r.startswith(o) for o in both)))
+
+
+def configured_roots(values: Iterable[str], setting: str) -> tuple[str, ...]:
+    """Roots an operator configured (``RECORDKEEPER_ALLOWED_ROOTS``, the collector's
+    ``--root``), normalised; :class:`UriError` for a malformed one, or one that would admit
+    every location of its scheme (``file:///``, ``s3://``)."""
+    roots = []
+    for value in values:
+        try:
+            normalized = as_root(value)
+        except UriError as exc:
+            raise UriError(f"{setting}: {exc}") from None
+        scheme, _, rest = normalized.partition("://")
+        if rest.strip("/") == "":
+            raise UriError(
+                f"{setting}: {value!r} would allow every {scheme} location "
+                "(the whole file system or every bucket); name a directory or bucket"
+            )
+        roots.append(normalized)
+    return tuple(roots)
+
+
+def storage_root_of(prefix: str) -> str:
+    """The storage root a version's prefix ``{root}/{dataset}/{version}/`` lies in (two
+    segments up, ending in ``/``); :class:`UriError` if there is no such root."""
+    normalized = as_root(prefix)
+    head, _, _ = normalized.rstrip("/").rpartition("/")
+    root, _, _ = head.rpartition("/")
+    if "://" not in root or root.endswith(":/") or root.endswith(":"):
+        raise UriError(f"storage prefix {_shown(prefix)} is not {{root}}/{{dataset}}/{{version}}/")
+    return root + "/"
+
+
+def path_is_inside(path: str, directory: str) -> bool:
+    """Whether the absolute, already resolved ``path`` is ``directory`` or lies under it
+    (compared by whole segments: ``/data-evil`` is not inside ``/data``)."""
+    base = directory.rstrip("/")
+    return path == base or path.startswith(base + "/") or base == ""
 
 
 def _shown(uri: str) -> str:
