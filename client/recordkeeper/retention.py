@@ -10,9 +10,12 @@ through the service's claims (an ``admin`` token):
 2. for each released version, its shard list is read page by page and, per batch of objects,
    ``POST /retention/deletable`` answers which of them may be deleted (never one a live
    version references);
-3. each such object is deleted if it lies inside the service's allowed roots (on local disk:
-   its real path, and never through a symbolic link); a missing object counts as deleted (a
-   previous run, or someone else, removed it);
+3. each such object is deleted if it lies inside the deletion roots — the service's allowed
+   roots intersected with the collector's own (``allowed_roots=``, ``--root``, else
+   ``RECORDKEEPER_ALLOWED_ROOTS`` where apply runs; :func:`recordkeeper.gc.deletion_roots`, the
+   same rule as gc) — on local disk by real path and never through a symbolic link (a link is
+   removed as itself, its target untouched: :mod:`recordkeeper.local_files`); a missing object
+   counts as deleted (a previous run, or someone else, removed it);
 4. ``POST /versions/{name}/retention-done`` records the version's data deleted.  A version
    with an object that could not be deleted (a storage error) is not reported done: it stays
    claimed, the report says what was left, and running apply again finishes it.
@@ -21,15 +24,15 @@ through the service's claims (an ``admin`` token):
 from __future__ import annotations
 
 import contextlib
-import os
-import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from recordkeeper.core.errors import RecordkeeperError, StorageError
+from recordkeeper import local_files
+from recordkeeper.core.errors import RecordkeeperError, StorageError, UnsafeStoragePath
 from recordkeeper.core.retention import DEFAULT_SCOPE, RetentionPolicy
 from recordkeeper.core.roots import AllowedRoots, UriError, normalize_uri
+from recordkeeper.gc import deletion_roots
 from recordkeeper.http import quote_segment
 from recordkeeper.storage import backend_of, storage_errors, url_to_fs
 
@@ -317,10 +320,18 @@ def apply_retention(
     force: bool = False,
     reason: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    allowed_roots: Sequence[str] | None = None,
 ) -> RetentionReport:
-    """Delete the data of expired versions through the service's claims (module docstring)."""
+    """Delete the data of expired versions through the service's claims (module docstring).
+
+    ``force`` (with ``reason``, recorded in the audit log) also deletes data checkpoints that
+    are not deleted trained on.  ``allowed_roots``: where this collector may delete (default
+    ``RECORDKEEPER_ALLOWED_ROOTS`` here), intersected with the service's; required
+    (:class:`~recordkeeper.core.errors.StorageRootNotAllowed` before anything is claimed).
+    """
     options = storage_options if storage_options is not None else registry.storage_options or None
-    roots = AllowedRoots.of(registry.info().get("allowed_roots") or [])
+    reported = list(registry.info().get("allowed_roots") or [])
+    roots = AllowedRoots.of(deletion_roots(reported, allowed_roots))
     report = RetentionReport()
     seen: list[str] = []
     while True:
@@ -360,14 +371,10 @@ def _finish(
                 idempotent=True,
             )
             item.kept += len(answer["kept"])
-            for uri in answer["deletable"]:
-                try:
-                    delete_object(uri, roots, options)
-                except (StorageError, UnsafeLocation) as exc:
-                    item.failed.append({"uri": uri, "error": str(exc)})
-                    continue
-                item.objects += 1
-                item.bytes += sizes.get(uri, 0)
+            gone, failed = delete_objects(answer["deletable"], roots, options)
+            item.objects += len(gone)
+            item.bytes += sum(sizes.get(uri, 0) for uri in gone)
+            item.failed += [{"uri": uri, "error": why} for uri, why in failed.items()]
     except RecordkeeperError as exc:
         item.action, item.error = "incomplete", exc.detail
         return item
@@ -399,44 +406,72 @@ def _batches(registry: Registry, name: str) -> Iterator[list[tuple[str, int]]]:
         yield list(batch.items())
 
 
-class UnsafeLocation(Exception):
-    """An object the service released lies outside the allowed roots, or behind a link."""
+def delete_objects(
+    uris: Sequence[str], roots: AllowedRoots, options: Mapping[str, Any] | None
+) -> tuple[list[str], dict[str, str]]:
+    """Delete released objects that lie inside ``roots``: ``(deleted, {uri: why not})``.
 
-
-def _local_path(uri: str, roots: AllowedRoots) -> str:
-    """The real path of a local object inside a local allowed root, never through a link."""
-    path = uri[len("file://") :]
-    parent = os.path.realpath(os.path.dirname(path))
-    for root in roots.roots:
-        if backend_of(root) != "file":
+    A missing object counts as deleted.  Local objects are unlinked by directory descriptor,
+    never through a link (:func:`recordkeeper.local_files.delete_objects`); object-store ones
+    in one bulk request per batch, then one by one if that fails, so each failure is named.
+    """
+    deleted: list[str] = []
+    failed: dict[str, str] = {}
+    local: dict[str, dict[str, str]] = {}
+    remote: dict[str, list[tuple[str, str]]] = {}
+    for uri in uris:
+        try:
+            normalized = normalize_uri(uri)
+        except UriError as exc:
+            failed[uri] = str(exc)
             continue
-        base = os.path.realpath(root[len("file://") :])
-        if os.path.commonpath([parent, base]) == base:
-            break
-    else:
-        raise UnsafeLocation(f"{uri}: its real location is outside the allowed roots")
-    real = os.path.join(parent, os.path.basename(path))
-    with contextlib.suppress(FileNotFoundError):
-        if stat.S_ISLNK(os.lstat(real).st_mode):
-            raise UnsafeLocation(f"{uri} is a symbolic link; links are never deleted through")
-    return real
+        if not roots.allows(normalized):
+            failed[uri] = f"{uri} is outside the deletion roots"
+        elif backend_of(normalized) == "file":
+            directory, _, name = local_files.local_path(normalized).rpartition("/")
+            local.setdefault(directory, {})[name] = uri
+        else:
+            remote.setdefault(backend_of(normalized), []).append((uri, normalized))
+    real = local_files.real_roots(roots.roots)
+    for directory, names in local.items():
+        try:
+            gone = set(local_files.delete_objects(directory, real, list(names)))
+        except FileNotFoundError:
+            gone = set(names)  # its directory is gone: so are they
+        except (StorageError, UnsafeStoragePath, OSError) as exc:
+            failed.update({uri: str(exc) for uri in names.values()})
+            continue
+        for name, uri in names.items():
+            if name in gone:
+                deleted.append(uri)
+            else:
+                failed[uri] = f"{uri} is a directory, or lies behind a link: not deleted"
+    for objects in remote.values():
+        _delete_remote(objects, options, deleted, failed)
+    return deleted, failed
 
 
-def delete_object(uri: str, roots: AllowedRoots, options: Mapping[str, Any] | None) -> None:
-    """Delete one released object if it lies inside ``roots`` (a missing one is fine)."""
+def _delete_remote(
+    objects: list[tuple[str, str]],
+    options: Mapping[str, Any] | None,
+    deleted: list[str],
+    failed: dict[str, str],
+) -> None:
+    fs, _ = url_to_fs(objects[0][1], options)
+    paths = [url_to_fs(normalized, options)[1] for _, normalized in objects]
     try:
-        normalized = normalize_uri(uri)
-    except UriError as exc:
-        raise UnsafeLocation(f"{uri}: {exc}") from None
-    if not roots.allows(normalized):
-        raise UnsafeLocation(f"{uri} is outside the allowed roots")
-    if backend_of(normalized) == "file":
-        real = _local_path(normalized, roots)
-        with storage_errors(uri), contextlib.suppress(FileNotFoundError):
-            os.unlink(real)
+        with storage_errors(objects[0][0]), contextlib.suppress(FileNotFoundError):
+            fs.rm(paths)
+        deleted.extend(uri for uri, _ in objects)
         return
-    fs, path = url_to_fs(normalized, options)
-    with storage_errors(uri), contextlib.suppress(FileNotFoundError):
-        fs.rm_file(path)
+    except StorageError:
+        pass  # name each failure: one by one
+    for (uri, _), path in zip(objects, paths, strict=True):
+        try:
+            with storage_errors(uri), contextlib.suppress(FileNotFoundError):
+                fs.rm_file(path)
+            deleted.append(uri)
+        except StorageError as exc:
+            failed[uri] = exc.detail
     with contextlib.suppress(Exception):
-        fs.invalidate_cache(path)
+        fs.invalidate_cache()

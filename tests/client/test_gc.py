@@ -29,9 +29,7 @@ def database_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def client(
-    database_url: str, store: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[rk.Client]:
+def client(database_url: str, store: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[rk.Client]:
     from fastapi.testclient import TestClient
 
     from recordkeeper_service import migrate

@@ -67,7 +67,8 @@ def _scenario(service: LiveService, root: str, opts: dict[str, Any]) -> None:
     )
     fs.rm_file(path)
 
-    report = client.apply_retention("coco")
+    roots = [root]
+    report = client.apply_retention("coco", allowed_roots=roots)
     assert report.ok, report.to_dict()
     by_name = {i.name: i for i in report.items}
     assert set(by_name) == {v3.name, v4.name}
@@ -77,7 +78,7 @@ def _scenario(service: LiveService, root: str, opts: dict[str, Any]) -> None:
     assert not _exists(s1, opts) and _exists(s0, opts) and _exists(t1, opts)
     for kept in (v1, v2, v5):
         assert all(_exists(s.uri, opts) for s in kept.shards)
-    assert client.apply_retention("coco").items == []  # nothing left
+    assert client.apply_retention("coco", allowed_roots=roots).items == []  # nothing left
 
     # History is kept: the row, digests and shards answer; reading is refused, typed.
     gone = client.resolve(v3.name)
@@ -92,8 +93,10 @@ def _scenario(service: LiveService, root: str, opts: dict[str, Any]) -> None:
     client.set_retention_policy("coco", keep_last=1, keep_trained=False)
     plan = client.retention_plan("coco")
     assert {i.number: i.action for i in plan.items}[1] == "needs_force"
-    assert client.apply_retention("coco").items == []
-    forced = client.apply_retention("coco", force=True, reason="labels were wrong")
+    assert client.apply_retention("coco", allowed_roots=roots).items == []
+    forced = client.apply_retention(
+        "coco", force=True, reason="labels were wrong", allowed_roots=roots
+    )
     assert forced.ok and [i.name for i in forced.items] == [v1.name] and forced.items[0].forced
     assert not any(_exists(s.uri, opts) for s in v1.shards)
     lineage = client.lineage("det/ckpt-1")
@@ -168,7 +171,8 @@ def test_apply_never_deletes_through_a_symlink_and_the_cli_reports_it(
     old = _write(client, {}, 0)
     _write(client, {}, 100)
     client.set_retention_policy("coco", keep_last=1)
-    # Someone replaced a committed shard by a link to a file outside the roots.
+    # Someone replaced a committed shard by a link to a file outside the roots, and the
+    # version's directory of another shard by a link to a folder outside.
     victim = outside / "precious.tfrecord"
     victim.write_bytes(b"precious")
     link = Path(old.shards[0].uri[len("file://") :])
@@ -176,18 +180,49 @@ def test_apply_never_deletes_through_a_symlink_and_the_cli_reports_it(
     os.symlink(victim, link)
 
     runner = CliRunner()
-    env = service.env
+    env = {**service.env, "RECORDKEEPER_ALLOWED_ROOTS": root.as_uri()}
     shown = runner.invoke(app, ["retention", "plan", "coco"], env=env)
     assert shown.exit_code == 0, shown.output
     assert "would delete 1 version(s)" in shown.output
+    # Without roots of its own, apply refuses before claiming anything.
+    refused = runner.invoke(app, ["retention", "apply", "coco"], env=service.env)
+    assert refused.exit_code != 0 and "storage_root_not_allowed" in refused.output
+    assert client.resolve(old.name).data_state == "stored"
     applied = runner.invoke(app, ["retention", "apply", "coco"], env=env)
-    assert applied.exit_code == 1, applied.output
-    assert "run apply again" in applied.output
-    assert victim.read_bytes() == b"precious" and link.is_symlink()
-    assert client.resolve(old.name).data_state == "deleting"  # released, not finished
-    # The link is removed by hand; the next apply finishes the version.
-    link.unlink()
-    again = runner.invoke(app, ["retention", "apply", "coco", "--json"], env=env)
-    assert again.exit_code == 0, again.output
+    assert applied.exit_code == 0, applied.output
+    # The link was removed as itself; what it pointed at is untouched.
+    assert victim.read_bytes() == b"precious" and not link.is_symlink()
+    assert not any(Path(s.uri[len("file://") :]).exists() for s in old.shards)
     listed = runner.invoke(app, ["ls", "coco"], env=env)
     assert "data deleted" in listed.output and "(retention)" in listed.output
+
+
+def test_apply_keeps_a_version_whose_directory_became_a_link_released_and_says_so(
+    live_service_factory: Callable[..., LiveService], tmp_path: Path
+) -> None:
+    root = tmp_path / "data"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    service = live_service_factory(
+        storage_root=f"{root.as_uri()}/datasets", allowed_roots=[root.as_uri()]
+    )
+    client = service.client()
+    old = _write(client, {}, 0)
+    _write(client, {}, 100)
+    client.set_retention_policy("coco", keep_last=1)
+    directory = Path(old.shards[0].uri[len("file://") :]).parent
+    for shard in directory.iterdir():
+        (outside / shard.name).write_bytes(b"precious")
+        shard.unlink()
+    directory.rmdir()
+    os.symlink(outside, directory)
+    report = client.apply_retention("coco", allowed_roots=[root.as_uri()])
+    assert not report.ok and report.items[0].action == "incomplete"
+    failed = report.items[0].failed
+    assert len(failed) == len(old.shards) and "outside" in failed[0]["error"]
+    assert all(p.read_bytes() == b"precious" for p in outside.iterdir())
+    assert client.resolve(old.name).data_state == "deleting"  # released, not finished
+    directory.unlink()  # the link removed by hand: the next apply finishes the version
+    assert client.apply_retention("coco", allowed_roots=[root.as_uri()]).ok
+    assert client.resolve(old.name).data_state == "deleted"

@@ -138,6 +138,14 @@ def retention_apply(
     reason: Annotated[
         str | None, typer.Option("--reason", help="why (required with --force; audited)")
     ] = None,
+    root: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--root",
+            help="a root apply may delete in (repeatable; default: RECORDKEEPER_ALLOWED_ROOTS "
+            "here); intersected with the service's roots, never widened by them",
+        ),
+    ] = None,
     storage_option: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -147,7 +155,7 @@ def retention_apply(
     if force and not reason:
         raise typer.BadParameter("--force needs --reason (it is recorded in the audit log)")
     client = connect(parse_storage_options(storage_option) or None)
-    report = client.apply_retention(dataset, force=force, reason=reason)
+    report = client.apply_retention(dataset, force=force, reason=reason, allowed_roots=root or None)
     if as_json:
         print_json(report.to_dict())
     else:
