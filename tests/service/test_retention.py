@@ -281,3 +281,29 @@ def test_only_the_claimant_asks_and_reports(client: TestClient) -> None:
         client.post(DELETABLE, json={"version": names[0], "uris": []}), 409, "conflict"
     )  # not claimed
     error(client.post(f"{API}/versions/{names[0]}/retention-done", json={}), 409, "conflict")
+
+
+def test_nothing_new_may_depend_on_released_data(client: TestClient) -> None:
+    names = publish_n(client, 2)
+    set_policy(client, keep_last=1)
+    claimed = client.post(CLAIMS, json={}).json()["data"]
+    assert [c["name"] for c in claimed] == [names[0]]
+    # no alias may point at it, and no staged version may register its objects in place
+    error(
+        client.put(f"{API}/datasets/coco/aliases/prod", json={"version": names[0]}),
+        409,
+        "version_data_deleted",
+    )
+    obj = f"{claimed[0]['storage_prefix']}train-00000-of-00002.tfrecord"
+    staged = stage(client)
+    bodies = shards(staged["storage_prefix"], 1)
+    bodies[0] = dict(bodies[0], uri=obj)
+    error(register(client, staged["name"], bodies), 409, "storage_released")
+
+
+def test_an_alias_set_after_the_plan_keeps_the_version_at_claim(client: TestClient) -> None:
+    names = publish_n(client, 2)
+    set_policy(client, keep_last=1)
+    assert actions(plan(client))[1] == "delete"
+    client.put(f"{API}/datasets/coco/aliases/prod", json={"version": names[0]})
+    assert client.post(CLAIMS, json={}).json()["data"] == []

@@ -37,13 +37,14 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from recordkeeper.core.errors import StorageReleased
+from recordkeeper.core.errors import StorageReleased, VersionDataDeleted
 from recordkeeper.core.roots import UriError, enclosing_prefixes
 from recordkeeper_service import models as m
 
 __all__ = [
     "LIVE_STATES",
     "MAX_OBJECTS_PER_QUESTION",
+    "ensure_data_stored",
     "ensure_not_released",
     "live_version_clause",
     "referenced_elsewhere",
@@ -261,4 +262,20 @@ def _naive(value: datetime.datetime) -> datetime.datetime:
         value.replace(tzinfo=None)
         if value.tzinfo is None
         else value.astimezone(datetime.UTC).replace(tzinfo=None)
+    )
+
+
+def ensure_data_stored(row: m.Version) -> None:
+    """Refuse a version whose storage was released or deleted (``409 version_data_deleted``):
+    nothing new may come to depend on it (an alias, a pin).  Call it on a locked row."""
+    if row.collected_at is None and row.gc_claimed_at is None:
+        return
+    reason = row.collected_reason or ("retention" if row.state != "abandoned" else "gc")
+    when = row.collected_at.date().isoformat() if row.collected_at is not None else None
+    status = f"data deleted {when} ({reason})" if when else f"data being deleted ({reason})"
+    raise VersionDataDeleted(
+        f"{row.name}: {status}; its row, digests, schema and lineage are kept, its records are not",
+        version=row.name,
+        deleted_at=row.collected_at.isoformat() if row.collected_at is not None else None,
+        reason=reason,
     )

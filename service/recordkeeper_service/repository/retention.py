@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, bindparam, exists, func, select
 from sqlalchemy.orm import Session, aliased
 
-from recordkeeper.core.errors import Conflict, InvalidRequest, VersionDataDeleted
+from recordkeeper.core.errors import Conflict, InvalidRequest
 from recordkeeper.core.lineage import CheckpointRef
 from recordkeeper.core.naming import validate_dataset_name
 from recordkeeper.core.refs import parse_reference
@@ -49,7 +49,11 @@ from recordkeeper_service.domain import PUBLISHED_STATES, iso_timestamp
 from recordkeeper_service.models import lineage as lm
 from recordkeeper_service.models import retention as rm
 from recordkeeper_service.repository.common import dataset_row, record_event
-from recordkeeper_service.repository.deletion import live_version_clause, referenced_elsewhere
+from recordkeeper_service.repository.deletion import (
+    ensure_data_stored,
+    live_version_clause,
+    referenced_elsewhere,
+)
 from recordkeeper_service.repository.lineage.epoch import bump_epoch
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.versions import parse_version_ref
@@ -63,7 +67,6 @@ __all__ = [
     "PolicyRecord",
     "RetentionPlan",
     "RetentionRepository",
-    "ensure_data_stored",
 ]
 
 #: A claim older than this (seconds) may be taken over by another collector.
@@ -676,6 +679,8 @@ class RetentionRepository:
         out: list[RetentionClaim] = []
         with self._db.transaction() as session:
             rows, decisions, _ = self._decisions(session, dataset, now)
+            stored = self._policies(session)
+            policies = {r.dataset: self._effective(r.dataset, stored).policy for r in rows}
             for r in rows:
                 if len(out) >= limit:
                     break
@@ -700,6 +705,8 @@ class RetentionRepository:
                 ).one_or_none()
                 if locked is None or (action == "delete" and locked.gc_claimed_at is not None):
                     continue
+                if action == "delete" and self._kept_now(session, r, policies.get(r.dataset)):
+                    continue  # an alias, a pin or a checkpoint arrived since the plan
                 previous = locked.gc_claimed_by
                 locked.gc_claimed_by, locked.gc_claimed_at = actor, now
                 detail: dict[str, Any] = {
@@ -735,6 +742,21 @@ class RetentionRepository:
                 )
             session.flush()
         return out
+
+    @staticmethod
+    def _kept_now(session: Session, row: _Row, policy: RetentionPolicy | None) -> bool:
+        """Whether, read again under the version's row lock, an alias, a pin or (without
+        force) a checkpoint keeps it: those may have been added since the plan was made.
+        (Pins and aliases lock the row too, so they either came before this or see the
+        release and are refused.)"""
+        if policy is None:
+            return True
+        ids = [row.id]
+        return bool(
+            (policy.keep_aliased and _aliases(session, ids, {row.dataset_id}).get(row.id))
+            or (policy.keep_pinned and _pins(session, ids).get(row.id))
+            or (policy.keep_trained and _trained(session, ids).get(row.id))
+        )
 
     def _claimed(self, session: Session, version_name: str, actor: str) -> m.Version:
         ref = parse_version_ref(version_name)
@@ -836,19 +858,3 @@ def _aware(value: datetime.datetime | None) -> datetime.datetime:
 
 def _dataset_name(session: Session, row: m.Version) -> str:
     return str(session.scalar(select(m.Dataset.name).where(m.Dataset.id == row.dataset_id)))
-
-
-def ensure_data_stored(row: m.Version) -> None:
-    """Refuse a version whose data is deleted or being deleted (``version_data_deleted``)."""
-    if row.collected_at is not None or row.gc_claimed_at is not None:
-        raise VersionDataDeleted(
-            f"{row.name}: data "
-            + (
-                f"deleted {iso_timestamp(row.collected_at)} ({row.collected_reason or 'gc'})"
-                if row.collected_at is not None
-                else "being deleted (retention)"
-            ),
-            version=row.name,
-            deleted_at=iso_timestamp(row.collected_at),
-            reason=row.collected_reason or ("retention" if row.gc_claimed_at else None),
-        )
