@@ -33,6 +33,7 @@ from recordkeeper.core.roots import path_is_inside
 
 __all__ = [
     "LocalObject",
+    "check_in_place",
     "create_exclusive",
     "delete_objects",
     "local_path",
@@ -106,6 +107,31 @@ def open_directory(path: str, roots: Iterable[str], *, create: bool = False) -> 
         os.close(fd)
         raise
     return fd
+
+
+def check_in_place(path: str, roots: Iterable[str]) -> None:
+    """Refuse to register a local file in place that is a symbolic link, or whose real path
+    lies outside the real ``roots``: a shard is recorded as the file it is, and a link could be
+    re-pointed after its digests were taken.  A missing file is left to the caller."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise _unsafe(
+            path,
+            "symlink",
+            f"is a symbolic link (to {os.readlink(path)}); publish the file "
+            "it points to by its own path, or copy it (copy_to=True, CLI --copy)",
+        )
+    real = os.path.realpath(path)
+    if _inside(real, list(roots)) is None:
+        raise _unsafe(
+            path,
+            "outside_roots",
+            f"resolves to {real}, outside the allowed roots (a "
+            "directory on its path is a link); copy it (copy_to=True, CLI --copy)",
+        )
 
 
 def create_exclusive(path: str, roots: Iterable[str]) -> IO[bytes]:

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, cast
 
+from recordkeeper import local_files
 from recordkeeper._parallel import parallel_map, use_processes
 from recordkeeper.core.errors import (
     CorruptShard,
@@ -261,7 +262,12 @@ def copy_target(info: Mapping[str, Any], uris: list[str], copy_to: str | bool | 
     if copy_to is True:
         return str(info["storage_root"])
     if copy_to is None or copy_to is False:
-        check_allowed(uris, list(info.get("allowed_roots") or []))
+        roots = list(info.get("allowed_roots") or [])
+        check_allowed(uris, roots)
+        real = local_files.real_roots(roots)
+        for uri in uris:  # in place on local disk: the file itself, no link out of the roots
+            if backend_of(uri) == "file":
+                local_files.check_in_place(local_files.local_path(to_uri(uri)), real)
         return None
     return to_uri(copy_to)
 

@@ -93,6 +93,7 @@ def test_gc_delete_is_authorized_and_claimed_by_the_server(
 
     runner = CliRunner()
     gc = ["--url", service.url, "--token"]
+    root = ["--root", service.storage_root]  # the collector's own roots
     everything = {
         crashed["name"]: crashed_files,
         dropped["name"]: dropped_files,
@@ -105,7 +106,7 @@ def test_gc_delete_is_authorized_and_claimed_by_the_server(
         return {name: files(prefix) for name, prefix in prefixes.items()}
 
     # A write token: refused before anything is abandoned or deleted.
-    refused = runner.invoke(app, [*gc, writer, "gc", "--older-than", "0", "--delete"])
+    refused = runner.invoke(app, [*gc, writer, "gc", "--older-than", "0", "--delete", *root])
     assert storage() == everything
     assert refused.exit_code == 6, refused.output  # refused
     assert "admin" in refused.output and "forbidden" in refused.output
@@ -124,7 +125,7 @@ def test_gc_delete_is_authorized_and_claimed_by_the_server(
     assert storage() == everything
 
     # An admin token: the server claims the crashed and the abandoned version, nothing else.
-    done = runner.invoke(app, [*gc, admin, "gc", "--older-than", "0", "--delete"])
+    done = runner.invoke(app, [*gc, admin, "gc", "--older-than", "0", "--delete", *root])
     assert done.exit_code == 0, done.output
     assert "removed 12 object(s), 111 B from 2 version(s)" in " ".join(done.output.split())
     assert storage() == {
@@ -162,6 +163,6 @@ def test_gc_delete_is_authorized_and_claimed_by_the_server(
     }
 
     # Nothing left to claim; a second run removes nothing.
-    again = runner.invoke(app, [*gc, admin, "gc", "--older-than", "0", "--delete", "--json"])
+    again = runner.invoke(app, [*gc, admin, "gc", "--older-than", "0", "--delete", "--json", *root])
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["items"] == []

@@ -90,7 +90,7 @@ def test_gc_deletes_a_crashed_writers_objects_only(
     assert report["objects"] == 2 and report["bytes"] == sum(written.values())
     assert len(_objects(prefix, opts)) == 2
 
-    done = runner.invoke(app, [*base, "--delete"])
+    done = runner.invoke(app, [*base, "--delete", "--root", s3_bucket])
     assert done.exit_code == 0, done.output
     report = json.loads(done.stdout)
     assert not report["dry_run"] and report["ok"] and report["objects"] == 2

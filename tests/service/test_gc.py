@@ -127,18 +127,32 @@ def test_a_version_that_trained_a_checkpoint_is_never_a_candidate(client: TestCl
     error(client.post(f"{API}/versions/{trained['name']}/gc-done"), 409, "version_immutable")
 
 
-def test_prefix_holding_published_shards_is_not_a_candidate(
+def test_prefix_holding_published_shards_is_collected_but_they_are_kept(
     client: TestClient, database_url: str
 ) -> None:
-    """Shards registered in place under an abandoned version's prefix protect that prefix."""
+    """Shards registered in place under an abandoned version's prefix no longer protect the
+    whole prefix: the version is a candidate, and the collector is told to keep those objects;
+    other versions may still reference them after the release (they were kept)."""
     old = stage(client)
     assert client.post(f"{API}/versions/{old['name']}/abandon").status_code == 200
     other = stage(client)
-    assert register(client, other["name"], shards(old["storage_prefix"], 1)).status_code == 200
+    in_place = shards(old["storage_prefix"], 1)
+    assert register(client, other["name"], in_place).status_code == 200
     age(database_url, other["name"], 2 * HOUR)
     assert names(client, staged_older_than=0) == [other["name"], old["name"]]  # aged: older
-    assert client.post(f"{API}/versions/{other['name']}/commit", json={}).status_code == 200
-    assert names(client, staged_older_than=0) == []
+    committed = client.post(f"{API}/versions/{other['name']}/commit", json={})
+    assert committed.status_code == 200
+    assert names(client, staged_older_than=0) == [old["name"]]
+    assert claim(client) == [old["name"]]
+    answer = client.post(OBJECTS.format(old["name"]), json={"uris": [in_place[0]["uri"]]})
+    kept = [{"uri": in_place[0]["uri"], "referenced_by": [committed.json()["name"]]}]
+    assert answer.json()["keep"] == kept
+    # A version derived from the committed one references the kept object: allowed.
+    derived = stage(client)
+    assert register(client, derived["name"], in_place).status_code == 200
+    body = {"on_duplicate": "commit"}  # the same content, on purpose
+    assert client.post(f"{API}/versions/{derived['name']}/commit", json=body).status_code == 200
+    assert client.post(f"{API}/versions/{old['name']}/gc-done").status_code == 200
 
 
 def test_scopes(make_client: Callable[..., TestClient], database_url: str) -> None:

@@ -34,8 +34,8 @@ import datetime
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, and_, exists, func, or_, select
+from sqlalchemy.orm import Session, aliased
 
 from recordkeeper.core.errors import StorageReleased, VersionDataDeleted
 from recordkeeper.core.roots import UriError, enclosing_prefixes
@@ -118,9 +118,17 @@ def referenced_elsewhere(
     return set(referencing_versions(session, uris, releasing=releasing))
 
 
-def released_prefixes_for(session: Session, uris: Iterable[str]) -> dict[str, str]:
+def released_prefixes_for(
+    session: Session, uris: Iterable[str], *, registering: int | None = None
+) -> dict[str, str]:
     """For each URI lying at or under a released version's storage prefix, or being an object
-    (shard URI) of a released version: that version's name.  URIs not found are free.
+    (shard URI) of a released version, and referenced by no live version (other than
+    ``registering``, the version about to reference them): that released version's name.
+    URIs not found are free.
+
+    An object a live version references was kept by every collector (they ask
+    :func:`referenced_elsewhere` before deleting), so another version may reference it too —
+    a version derived from one whose files lie under a collected prefix still can.
 
     Reads the candidate versions ``FOR SHARE`` (see the module docstring): call it inside the
     write transaction that registers the URIs, before inserting them.  The candidates are
@@ -133,6 +141,7 @@ def released_prefixes_for(session: Session, uris: Iterable[str]) -> dict[str, st
     columns = (
         m.Version.id,
         m.Version.name,
+        m.Version.state,
         m.Version.storage_prefix,
         released_version_clause().label("released"),
     )
@@ -148,7 +157,9 @@ def released_prefixes_for(session: Session, uris: Iterable[str]) -> dict[str, st
             if row.released:
                 for uri in by_prefix.get(row.storage_prefix, ()):
                     released.setdefault(uri, row.name)
-    # An object of a released version (shards registered in place, anywhere in the roots).
+    # An object of a released version (shards registered in place, anywhere in the roots);
+    # and which objects a live version references (kept, so free to reference).
+    referenced: set[str] = set()
     for chunk in _chunks(wanted):
         rows = session.execute(
             select(m.Shard.uri, *columns)
@@ -160,7 +171,9 @@ def released_prefixes_for(session: Session, uris: Iterable[str]) -> dict[str, st
         for row in rows:
             if row.released:
                 released.setdefault(row.uri, row.name)
-    return released
+            elif row.state in LIVE_STATES and row.id != registering:
+                referenced.add(row.uri)
+    return {uri: name for uri, name in released.items() if uri not in referenced}
 
 
 def _by_enclosing_prefix(uris: Iterable[str]) -> dict[str, list[str]]:
@@ -187,9 +200,12 @@ def released_prefix_for(session: Session, uri: str) -> str | None:
     return released_prefixes_for(session, [uri]).get(uri)
 
 
-def ensure_not_released(session: Session, uris: Sequence[str]) -> None:
-    """Raise ``409 storage_released`` if any of ``uris`` lies in released storage."""
-    released = released_prefixes_for(session, uris)
+def ensure_not_released(
+    session: Session, uris: Sequence[str], *, registering: int | None = None
+) -> None:
+    """Raise ``409 storage_released`` if any of ``uris`` lies in released storage that no live
+    version references (see :func:`released_prefixes_for`)."""
+    released = released_prefixes_for(session, uris, registering=registering)
     if released:
         uri = next(u for u in uris if u in released)
         version = released[uri]
@@ -220,7 +236,7 @@ def slipped_into(session: Session, version_id: int, own_prefix: str) -> list[tup
         return []
     by_prefix = _by_enclosing_prefix(uri for uri, _ in rows)
     registered = {uri: at for uri, at in rows}
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, str, datetime.datetime]] = []
     for chunk in _chunks(sorted(by_prefix)):
         released = session.execute(
             select(m.Version.name, m.Version.storage_prefix, m.Version.gc_claimed_at).where(
@@ -229,11 +245,28 @@ def slipped_into(session: Session, version_id: int, own_prefix: str) -> list[tup
         )
         for name, prefix, claimed_at in released:
             found += [
-                (uri, name)
+                (uri, name, claimed_at)
                 for uri in by_prefix[prefix]
                 if claimed_at is not None and _naive(registered[uri]) >= _naive(claimed_at)
             ]
-    return sorted(found)
+    if not found:
+        return []
+    # Kept objects are free to reference: one a live version referenced before the release.
+    earliest: dict[str, datetime.datetime] = {}
+    for chunk in _chunks(sorted({uri for uri, _, _ in found})):
+        others = session.execute(
+            select(m.Shard.uri, m.Shard.registered_at)
+            .join(m.Version, m.Version.id == m.Shard.version_id)
+            .where(m.Shard.uri.in_(chunk), m.Version.id != version_id, live_version_clause())
+        )
+        for uri, at in others:
+            if uri not in earliest or _naive(at) < _naive(earliest[uri]):
+                earliest[uri] = at
+    return sorted(
+        (uri, name)
+        for uri, name, claimed_at in found
+        if uri not in earliest or _naive(earliest[uri]) >= _naive(claimed_at)
+    )
 
 
 def slipped_under(session: Session, released: m.Version) -> list[tuple[str, str]]:
@@ -249,11 +282,30 @@ def slipped_under(session: Session, released: m.Version) -> list[tuple[str, str]
             m.Shard.registered_at >= released.gc_claimed_at,
             m.Version.id != released.id,
             live_version_clause(),
+            ~_kept_before(released.gc_claimed_at),
         )
         .order_by(m.Version.name, m.Shard.uri)
         .limit(10)
     )
     return [(name, uri) for name, uri in rows]
+
+
+def _kept_before(moment: datetime.datetime) -> ColumnElement[bool]:
+    """Another live version referenced the shard's URI before ``moment`` (so it was kept)."""
+    other, holder = aliased(m.Shard), aliased(m.Version)
+    return (
+        exists()
+        .where(
+            other.uri == m.Shard.uri,
+            other.version_id != m.Shard.version_id,
+            other.registered_at < moment,
+            holder.id == other.version_id,
+            holder.state.in_(LIVE_STATES),
+            holder.gc_claimed_at.is_(None),
+            holder.collected_at.is_(None),
+        )
+        .correlate(m.Shard)
+    )
 
 
 def _naive(value: datetime.datetime) -> datetime.datetime:

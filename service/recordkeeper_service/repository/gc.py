@@ -9,8 +9,9 @@ A *candidate* is a version whose storage prefix may be emptied:
 
 never a committed or deprecated version, never one a checkpoint references (the lineage guard's
 :func:`~recordkeeper_service.repository.lineage.guard.versions_in_use`), never one already
-collected, and never one whose prefix holds shards of a published version (shards registered in
-place).
+collected.  A candidate's prefix may hold objects other versions reference (shards registered in
+place there): those are kept object by object (:meth:`GcRepository.deletable`), so the prefix
+is still collected — what else lies there is deleted.
 
 Deleting is authorized by the server before it happens: :meth:`GcRepository.claim` (admin scope
 at the route) selects candidates, re-checks each under its row lock, abandons a staged one (so a
@@ -84,17 +85,6 @@ def _in_use(session: Session, ids: Sequence[int]) -> set[int]:
     return found
 
 
-def _holds_published_shards(session: Session, prefix: str) -> bool:
-    """Whether a committed/deprecated version has a shard stored under ``prefix``."""
-    stmt = select(
-        exists()
-        .where(m.Shard.version_id == m.Version.id)
-        .where(m.Version.state.in_(PUBLISHED_STATES))
-        .where(m.Shard.uri.startswith(prefix, autoescape=True))
-    )
-    return bool(session.scalar(stmt))
-
-
 def _ago(now: datetime.datetime, seconds: int) -> datetime.datetime:
     # No staged version is older than the calendar: clamp, or timedelta/datetime overflow.
     since_year_one = now - datetime.datetime.min.replace(tzinfo=datetime.UTC)
@@ -141,9 +131,7 @@ class GcRepository:
         return [
             (row, dataset)
             for row, dataset in rows
-            if row.id not in in_use
-            and row.state not in PUBLISHED_STATES
-            and not _holds_published_shards(session, row.storage_prefix)
+            if row.id not in in_use and row.state not in PUBLISHED_STATES
         ]
 
     def candidates(self, *, staged_older_than: int, limit: int, offset: int) -> Page[GcCandidate]:

@@ -104,7 +104,9 @@ class ShardRepository:
             new, unchanged = _plan(valid, existing, split_counts)
             # Only new shards: one already registered stays this version's (and was kept by
             # the collector if it lies under a released prefix).
-            ensure_not_released(session, [shard.record.uri for shard in new])
+            ensure_not_released(
+                session, [shard.record.uri for shard in new], registering=version.id
+            )
             # Before anything is written: the version's totals (its row is locked) plus the
             # new shards stay 64-bit, so no stored sum can make a read fail.
             check_totals(
