@@ -12,6 +12,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from recordkeeper.core.roots import AllowedRoots
 from recordkeeper_service.db import Database
 from tests.service._helpers import API, commit, error, publish, register, shards, stage
 
@@ -307,3 +308,65 @@ def test_an_alias_set_after_the_plan_keeps_the_version_at_claim(client: TestClie
     assert actions(plan(client))[1] == "delete"
     client.put(f"{API}/datasets/coco/aliases/prod", json={"version": names[0]})
     assert client.post(CLAIMS, json={}).json()["data"] == []
+
+
+def _derived(client: TestClient, dataset: str, n: int, shards_per: int) -> None:
+    """``n`` versions; every even shard is the object the first version registered in place."""
+    first: list[dict[str, Any]] = []
+    for k in range(n):
+        version = stage(client, dataset)
+        bodies = shards(
+            f"s3://ml-data/datasets/{dataset}/{k}/", shards_per, content=f"{dataset}{k}"
+        )
+        if not first:
+            first = bodies
+        bodies = [first[i] if i % 2 == 0 else b for i, b in enumerate(bodies)]
+        assert register(client, version["name"], bodies).status_code == 200
+        assert commit(client, version["name"]).status_code == 200
+
+
+def test_a_plan_runs_a_bounded_number_of_queries_and_counts_shared_objects_once(
+    client: TestClient, database_url: str
+) -> None:
+    """Scale without timing: the plan's statements do not grow with versions or shards (a
+    bounded instance of bench/bench_retention.py), and its counts match a brute force."""
+    from sqlalchemy import event
+
+    from recordkeeper_service.repository.retention import RetentionRepository
+
+    set_policy(client, "*", keep_last=2)
+    database = Database(database_url, pool_size=1)
+    repo = RetentionRepository(database, AllowedRoots.of(["s3://ml-data/"]))
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(str(args[2]))
+
+    event.listen(database.engine, "before_cursor_execute", count)
+    try:
+        sizes = {}
+        for n, per in ((4, 10), (12, 40)):
+            dataset = f"ds{n}"
+            _derived(client, dataset, n, per)
+            statements.clear()
+            answer = repo.plan(dataset).to_json()
+            sizes[n] = len(statements)
+            # brute force: objects of expired versions no kept version references
+            items = {i["number"]: i for i in answer["items"]}
+            expired = [k for k, i in items.items() if i["action"] == "delete"]
+            assert expired == list(range(1, n - 1))
+            kept_uris, freed = set(), {}
+            for number, item in items.items():
+                got = client.get(f"{API}/versions/{item['name']}").json()["splits"]["train"]
+                for s in got["shards"]:
+                    if number in expired:
+                        freed.setdefault(s["uri"], s["size"])
+                    else:
+                        kept_uris.add(s["uri"])
+            freed = {u: size for u, size in freed.items() if u not in kept_uris}
+            assert (answer["objects"], answer["bytes"]) == (len(freed), sum(freed.values()))
+            assert answer["objects"] == len(expired) * per // 2
+        assert sizes[12] == sizes[4], sizes
+    finally:
+        event.remove(database.engine, "before_cursor_execute", count)
+        database.dispose()
