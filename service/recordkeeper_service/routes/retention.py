@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import ConfigDict, Field
 
 from recordkeeper.core.limits import MAX_INT64
-from recordkeeper.core.retention import RetentionPolicy
+from recordkeeper.core.retention import MAX_KEEP_DAYS, MAX_KEEP_LAST, RetentionPolicy
 from recordkeeper_service.deps import Admin, Reader, RepositoryDep, Writer
 from recordkeeper_service.repository.retention import MAX_CLAIMS, MAX_URIS_PER_REQUEST
 from recordkeeper_service.routes.common import AUTHENTICATED, InModel, OutModel, errors
@@ -29,8 +29,12 @@ __all__ = [
 class PolicyIn(InModel):
     model_config = ConfigDict(extra="forbid")
 
-    keep_last: int | None = Field(default=None, description="keep the N highest-numbered versions")
-    keep_days: int | None = Field(default=None, description="keep versions newer than D days")
+    keep_last: int | None = Field(
+        default=None, ge=1, le=MAX_KEEP_LAST, description="keep the N highest-numbered versions"
+    )
+    keep_days: int | None = Field(
+        default=None, ge=1, le=MAX_KEEP_DAYS, description="keep versions newer than D days"
+    )
     keep_aliased: bool = Field(default=True, description="keep versions an alias (or latest) names")
     keep_trained: bool = Field(
         default=True, description="keep versions a checkpoint that is not deleted trained on"
