@@ -17,11 +17,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import recordkeeper.lineage as lineage_calls
-from recordkeeper import checkpoint_check, gc
+from recordkeeper import checkpoint_check, gc, retention
 from recordkeeper.compare import compare
+from recordkeeper.core.errors import InvalidInput
 from recordkeeper.http import DEFAULT_URL, HttpCore
 from recordkeeper.lineage_queue import FlushResult, RegistrationQueue
-from recordkeeper.pinned import PinnedData, load_pinned
+from recordkeeper.pinned import (
+    DATA_KEY,
+    PinnedData,
+    data_section,
+    load_pinned,
+    parse_entries,
+    read_config,
+)
 from recordkeeper.publish import publish
 from recordkeeper.registry import (
     MAX_SHARDS_PER_REQUEST,
@@ -183,3 +191,34 @@ class Client:
     # garbage collection (recordkeeper.gc)
     gc_candidates = _on_registry(gc.gc_candidates)
     collect_garbage = _on_registry(gc.collect_garbage)
+
+    # retention of committed versions (recordkeeper.retention)
+    retention_policy = _on_registry(retention.get_policy)
+    retention_policies = _on_registry(retention.list_policies)
+    set_retention_policy = _on_registry(retention.set_policy)
+    delete_retention_policy = _on_registry(retention.delete_policy)
+    retention_plan = _on_registry(retention.retention_plan)
+    apply_retention = _on_registry(retention.apply_retention)
+    pin_versions = _on_registry(retention.pin_versions)
+    unpin = _on_registry(retention.unpin)
+    pins = _on_registry(retention.list_pins)
+
+    def pin_lock(
+        self, lock: str | Path, *, label: str | None = None, data_key: str = DATA_KEY
+    ) -> list[dict[str, Any]]:
+        """Register the versions a lock file names as retention pins (``recordkeeper retention
+        pin LOCK``): while a policy keeps pinned versions, retention never deletes their data.
+
+        ``label`` defaults to the lock file's path as given; pinning again is a no-op and
+        :meth:`unpin` (``label``) releases them.  A config that is not locked (an entry
+        without a digest) is refused: pin what training reads, not an alias that may move.
+        """
+        path = Path(lock)
+        entries = parse_entries(data_section(read_config(path), data_key, str(path)), str(path))
+        loose = [e.key for e in entries if not e.locked]
+        if loose:
+            raise InvalidInput(
+                f"{path}: data.{loose[0]} is not locked (no digest); pin a lock file "
+                "(recordkeeper lock CONFIG writes one)"
+            )
+        return retention.pin_versions(self.registry, label or str(lock), [e.ref for e in entries])

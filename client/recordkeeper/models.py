@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, TypedDict, Unpack
 
-from recordkeeper.core.errors import CorruptShard
+from recordkeeper.core.errors import CorruptShard, VersionDataDeleted
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.core.shards import ShardRecord
@@ -268,6 +268,12 @@ class DatasetVersion:
     duplicate_of: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=lambda: _frozen(None))
     staged_name: str | None = None
+    #: ``stored``, ``deleting`` (released for deletion) or ``deleted``: a version whose data
+    #: retention (or gc) deleted keeps its row, digests, schema and lineage, but its records
+    #: cannot be read (:meth:`ensure_readable`).
+    data_state: str = "stored"
+    data_deleted_at: str | None = None
+    data_deleted_reason: str | None = None
     _client: VersionServices | None = field(default=None, repr=False, compare=False)
     _storage_options: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
     _schema_cache: list[Schema] = field(default_factory=list, repr=False, compare=False)
@@ -327,6 +333,9 @@ class DatasetVersion:
             duplicate_of=data.get("duplicate_of"),
             metadata=_frozen(data.get("metadata")),
             staged_name=data.get("staged_name"),
+            data_state=data.get("data_state") or "stored",
+            data_deleted_at=data.get("data_deleted_at"),
+            data_deleted_reason=data.get("data_deleted_reason"),
             _client=client,
             _storage_options=storage_options,
             _schema_cache=[schema] if schema is not None else [],
@@ -384,6 +393,33 @@ class DatasetVersion:
 
     # -- actions -------------------------------------------------------------------------
 
+    @property
+    def data_deleted(self) -> bool:
+        """Whether the version's data was deleted (or is being deleted) by retention or gc."""
+        return self.data_state != "stored"
+
+    def data_status(self) -> str:
+        """``stored``, or ``data deleted 2026-12-01 (retention)`` / ``data being deleted
+        (retention)``: how the CLI and the UI show it."""
+        why = self.data_deleted_reason or "retention"
+        if self.data_state == "deleted":
+            return f"data deleted {(self.data_deleted_at or '')[:10]} ({why})"
+        if self.data_state == "deleting":
+            return f"data being deleted ({why})"
+        return "stored"
+
+    def ensure_readable(self) -> None:
+        """Raise :class:`~recordkeeper.errors.VersionDataDeleted` (saying why and when) if the
+        version's data was deleted: its records cannot be read or verified."""
+        if self.data_deleted:
+            raise VersionDataDeleted(
+                f"{self.name}: {self.data_status()}; its row, digests, schema and lineage are "
+                "kept, its records cannot be read",
+                version=self.name,
+                deleted_at=self.data_deleted_at,
+                reason=self.data_deleted_reason,
+            )
+
     def verify(
         self,
         deep: bool = False,
@@ -399,6 +435,7 @@ class DatasetVersion:
         one, no download.  ``deep=True``: re-read every shard, re-hash, check every record's
         CRC and report the first bad offset.
         """
+        self.ensure_readable()
         return self._services("verify").verify_version(
             self,
             deep=deep,
@@ -424,6 +461,7 @@ class DatasetVersion:
 
         See :func:`recordkeeper.tf.data.tf_dataset`.
         """
+        self.ensure_readable()
         return self._services("tf_dataset").tf_dataset(
             self,
             split,
@@ -460,6 +498,9 @@ class DatasetVersion:
             "dataset": self.dataset,
             "number": self.number,
             "staged_name": self.staged_name,
+            "data_state": self.data_state,
+            "data_deleted_at": self.data_deleted_at,
+            "data_deleted_reason": self.data_deleted_reason,
             "date": self.date.isoformat(),
             "desc": self.desc,
             "state": self.state,

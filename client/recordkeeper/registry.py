@@ -338,6 +338,7 @@ class Registry:
         shards: the way to verify a version of 100,000 shards or more.
         """
         version = self.resolve(ref, shards=False)
+        version.ensure_readable()
         wanted = None if splits is None else set(splits)
         pages: Iterable[Sequence[Shard]] = self.shard_pages(version.name, page_size=self.page_size)
         if wanted is not None:

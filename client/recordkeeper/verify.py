@@ -373,7 +373,9 @@ def verify_version(
     max_workers: int | None = None,
     progress: bool | None = None,
 ) -> VerifyReport:
-    """Verify the shards of ``version`` (all splits, or only ``splits``)."""
+    """Verify the shards of ``version`` (all splits, or only ``splits``); a version whose
+    data was deleted raises :class:`~recordkeeper.errors.VersionDataDeleted`."""
+    version.ensure_readable()
     if splits is None:
         shards = version.shards
     else:

@@ -111,6 +111,12 @@ class VersionRecord:
     #: staged when numbers were still given at staging.
     staged_name: str | None = None
     shards: tuple[ShardRecord, ...] | None = None
+    #: When its storage was released for deletion (gc or retention claimed it), deleted, and
+    #: by what (``gc``, ``retention``): the only parts of a published version that change
+    #: besides its state (see :attr:`data_state`).
+    released_at: datetime.datetime | None = None
+    collected_at: datetime.datetime | None = None
+    collected_reason: str | None = None
     #: ``splits`` rendered once (see :meth:`with_rendered_splits`); never compared.
     rendered_splits: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
@@ -118,6 +124,13 @@ class VersionRecord:
     def published(self) -> bool:
         """Committed or deprecated: its shards and content digest never change again."""
         return self.state in PUBLISHED_STATES
+
+    @property
+    def data_state(self) -> str:
+        """``stored``, ``deleting`` (released for deletion, not finished) or ``deleted``."""
+        if self.collected_at is not None:
+            return "deleted"
+        return "deleting" if self.released_at is not None else "stored"
 
     def with_rendered_splits(self) -> VersionRecord:
         """A copy that keeps its ``splits`` JSON, for records answered many times (cached).
@@ -153,6 +166,11 @@ class VersionRecord:
             "metadata": self.metadata,
             "duplicate_of": self.duplicate_of,
             "staged_name": self.staged_name,
+            "data_state": self.data_state,
+            "data_deleted_at": iso_timestamp(self.collected_at),
+            "data_deleted_reason": (
+                (self.collected_reason or "gc") if self.data_state != "stored" else None
+            ),
             "splits": self._splits(),
         }
 

@@ -225,6 +225,28 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
         version_name=abandoned,
     )
 
+    publish(client, "coco", content="c")  # v3: kept as the last; v2 (deprecated) expires
+    policy = "/retention/policies/{scope}"
+    call("PUT", f"{API}{policy}", json={"keep_last": 1}, scope="coco")
+    call("GET", f"{API}{policy}", scope="coco")
+    call("GET", f"{API}/retention/policies")
+    pins = {"label": "train.lock.yaml", "versions": [name]}
+    call("POST", f"{API}/retention/pins", json=pins)
+    call("GET", f"{API}/retention/pins", dataset="coco")
+    call("DELETE", f"{API}/retention/pins", label="train.lock.yaml")
+    assert call("GET", f"{API}/retention/plan", dataset="coco")["delete"] == 1
+    claimed = call("POST", f"{API}/retention/claims", json={"dataset": "coco"})
+    assert [c["name"] for c in claimed["data"]] == [other]
+    uris = [bodies[0]["uri"], "s3://ml-data/x"]
+    call("POST", f"{API}/retention/deletable", json={"version": other, "uris": uris})
+    call(
+        "POST",
+        f"{API}/versions/{{version_name}}/retention-done",
+        json={"objects": 1},
+        version_name=other,
+    )
+    assert call("GET", f"{API}/versions/{{ref}}", ref=other)["data_state"] == "deleted"
+
     with_model = {key for key, route in call.routes.items() if route.response_model is not None}
     assert with_model - call.checked == set()
 

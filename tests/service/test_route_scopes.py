@@ -82,6 +82,17 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("GET", f"{API}/lineage/graph"): "read",
     ("GET", f"{API}/gc/candidates"): "read",
     ("POST", f"{API}/gc/claims"): "admin",
+    ("GET", f"{API}/retention/policies"): "read",
+    ("GET", f"{API}/retention/policies/{{scope}}"): "read",
+    ("PUT", f"{API}/retention/policies/{{scope}}"): "admin",
+    ("DELETE", f"{API}/retention/policies/{{scope}}"): "admin",
+    ("GET", f"{API}/retention/pins"): "read",
+    ("POST", f"{API}/retention/pins"): "write",
+    ("DELETE", f"{API}/retention/pins"): "write",
+    ("GET", f"{API}/retention/plan"): "read",
+    ("POST", f"{API}/retention/claims"): "admin",
+    ("POST", f"{API}/retention/deletable"): "admin",
+    ("POST", f"{API}/versions/{{version_name}}/retention-done"): "admin",
     ("POST", f"{API}/versions/{{ref}}/verifications"): "read",  # readers verify data
 }
 
@@ -107,6 +118,7 @@ PATH_VALUES = {
     "checkpoint": "nosuchcheckpoint",
     "other": "nosuchdataset@v1",
     "asset": "app.js",
+    "scope": "nosuchdataset",
 }
 
 CALLERS = ("none", "garbage", "revoked", "read", "write", "admin")

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from recordkeeper.cli import alias, check_model, gc, lineage, models, versions
+from recordkeeper.cli import alias, check_model, gc, lineage, models, retention, versions
 from recordkeeper.cli.common import (
     ExitCode,
     arrange_global_options,
@@ -81,6 +81,7 @@ COMMANDS: list[Register] = [
     *_service_commands(),  # serve, db, token
     lineage.register,  # lineage, consumers, lock, checkpoints
     gc.register,  # gc
+    retention.register,  # retention set|show|plan|apply|pin|unpin|pins
     check_model.register,  # check-model
     models.register,  # compare, inspect-model
 ]

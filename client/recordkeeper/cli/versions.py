@@ -114,7 +114,8 @@ def resolve(
         data.pop("splits", None)
         print_json(data)
         return
-    print(f"{version.name}\t{version.content_digest}\t{version.state}")
+    state = version.state + (f", {version.data_status()}" if version.data_deleted else "")
+    print(f"{version.name}\t{version.content_digest}\t{state}")
 
 
 def show(
@@ -131,6 +132,8 @@ def show(
 
     out = console()
     out.print(f"[bold]{version.name}[/]  ({version.state}, resolved from {version.ref})")
+    if version.data_deleted:
+        out.print(f"  [bold red]{version.data_status()}[/]: digests, schema and lineage kept")
     out.print(f"  date {version.date}  desc {version.desc or '-'}  convention {version.convention}")
     out.print(f"  content {version.content_digest}")
     out.print(f"  prefix  {version.storage_prefix}")
@@ -211,7 +214,7 @@ def list_(
     for v in versions:
         table.add_row(
             v.name,
-            v.state,
+            v.state + (f", {v.data_status()}" if v.data_deleted else ""),
             str(v.date),
             str(v.shard_count),
             str(v.record_count),

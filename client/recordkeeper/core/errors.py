@@ -42,6 +42,7 @@ Exception tree::
     │   ├── DuplicateContent                      duplicate_content
     │   ├── VersionInUse                          version_in_use
     │   ├── VersionDeprecated                     version_deprecated (client side: pinned data)
+    │   ├── VersionDataDeleted                    version_data_deleted (its storage was deleted)
     │   ├── StaleLock                             stale_lock (client side: pinned data)
     │   ├── CheckpointConflict                    checkpoint_conflict
     │   ├── AmbiguousCheckpoint                   ambiguous_checkpoint
@@ -113,6 +114,7 @@ __all__ = [
     "TokenNotFound",
     "UnsafeStoragePath",
     "UnsupportedFormat",
+    "VersionDataDeleted",
     "VersionDeprecated",
     "VersionImmutable",
     "VersionInUse",
@@ -320,6 +322,14 @@ class VersionDeprecated(Conflict):
     """Pinned data names a version that has since been deprecated (``extra["reason"]``)."""
 
     code = "version_deprecated"
+
+
+class VersionDataDeleted(Conflict):
+    """The version's storage was deleted (or is being deleted) by retention: its row, digests,
+    schema and lineage are kept, its records cannot be read (``extra``: ``version``,
+    ``deleted_at`` (None while the deletion runs), ``reason``)."""
+
+    code = "version_data_deleted"
 
 
 class StaleLock(Conflict):

@@ -132,6 +132,7 @@ def tf_dataset(
     """
     import tensorflow as tf
 
+    version.ensure_readable()  # VersionDataDeleted: retention deleted its data
     shards = version.splits[split].shards if split in version.splits else None
     if shards is None:
         version.files(split)  # raises KeyError naming the splits

@@ -164,7 +164,10 @@ class Version(Base):
     deprecated_at: Mapped[datetime.datetime | None] = mapped_column()
     deprecated_reason: Mapped[str | None] = mapped_column(Text)
     abandoned_at: Mapped[datetime.datetime | None] = mapped_column()
+    #: When the version's storage was deleted, and by what: ``gc`` (staged storage) or
+    #: ``retention`` (a committed version's data; its row, digests and lineage are kept).
     collected_at: Mapped[datetime.datetime | None] = mapped_column()
+    collected_reason: Mapped[str | None] = mapped_column(String(16))
     #: Who claimed the version's storage for garbage collection (``POST /gc/claims``), and when.
     gc_claimed_by: Mapped[str | None] = mapped_column(String(128))
     gc_claimed_at: Mapped[datetime.datetime | None] = mapped_column()

@@ -20,6 +20,7 @@ module             resource
 ``cache``          committed versions by id (immutable parts), rendered answers, per process
 ``fastpath``       the resolve query on asyncio psycopg (PostgreSQL hot path)
 ``gc``             garbage-collection candidates, marking storage collected
+``retention``      retention policies, pins, plans, claims deleting expired versions' data
 ``verifications``  failed verifications reported by clients (audit event, metrics)
 ``lineage``        models, runs, checkpoints, upstream/downstream, graph, and the
                    ``version_in_use`` guard (a package: queries, assembly, records)
@@ -41,6 +42,7 @@ from recordkeeper_service.repository.events import EventRepository
 from recordkeeper_service.repository.fastpath import AsyncPostgresReader
 from recordkeeper_service.repository.gc import GcRepository
 from recordkeeper_service.repository.lineage import LineageRepository
+from recordkeeper_service.repository.retention import RetentionRepository
 from recordkeeper_service.repository.schemas import SchemaRepository
 from recordkeeper_service.repository.shards import ShardRepository
 from recordkeeper_service.repository.tokens import TokenRepository
@@ -83,6 +85,7 @@ class Repository:
         self.events = EventRepository(db)
         self.tokens = TokenRepository(db)
         self.gc = GcRepository(db)
+        self.retention = RetentionRepository(db, allowed_roots)
         self.lineage = LineageRepository(db, cache_bytes=lineage_cache_bytes)
         self.verifications = VerificationRepository(db, metrics=metrics)
 

@@ -19,6 +19,7 @@ from recordkeeper_service.db import Database
 from recordkeeper_service.domain import AliasMove, AliasRecord, Page
 from recordkeeper_service.repository import convert
 from recordkeeper_service.repository.common import dataset_row, record_event, state_error
+from recordkeeper_service.repository.deletion import ensure_data_stored
 from recordkeeper_service.repository.resolve import find_version
 
 __all__ = ["AliasRepository"]
@@ -47,11 +48,14 @@ class AliasRepository:
             )
         with self._db.transaction() as session:
             ds = dataset_row(session, dataset, for_update=True)
-            version = find_version(session, ref, published_only=True)
+            # Locked: retention's claim releases a version under the same lock, so an alias
+            # either comes first (and keeps it) or sees the release and is refused.
+            version = find_version(session, ref, published_only=True, for_update=True)
             if version.state != "committed":
                 raise state_error(
                     VersionNotFound, version, "aliases can only be moved to committed versions"
                 )
+            ensure_data_stored(version)
             row = session.scalars(
                 select(m.Alias).where(m.Alias.dataset_id == ds.id, m.Alias.name == alias)
             ).one_or_none()

@@ -57,6 +57,9 @@ VERSION_COLUMNS = (
     m.Version.deprecated_reason,
     m.Version.duplicate_of_id,
     m.Version.staged_name,
+    m.Version.gc_claimed_at,
+    m.Version.collected_at,
+    m.Version.collected_reason,
 )
 
 
@@ -107,6 +110,9 @@ def version_record(
         duplicate_of=duplicate_of,
         staged_name=row.staged_name,
         shards=shards,
+        released_at=row.gc_claimed_at,
+        collected_at=row.collected_at,
+        collected_reason=row.collected_reason,
     )
 
 

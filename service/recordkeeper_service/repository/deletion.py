@@ -32,17 +32,19 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Collection, Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import ColumnElement, and_, exists, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
-from recordkeeper.core.errors import StorageReleased
+from recordkeeper.core.errors import StorageReleased, VersionDataDeleted
 from recordkeeper.core.roots import UriError, enclosing_prefixes
 from recordkeeper_service import models as m
 
 __all__ = [
     "LIVE_STATES",
     "MAX_OBJECTS_PER_QUESTION",
+    "ensure_data_stored",
     "ensure_not_released",
     "live_version_clause",
     "referenced_elsewhere",
@@ -61,23 +63,26 @@ MAX_OBJECTS_PER_QUESTION = 1000
 _CHUNK = 500
 
 
-def released_version_clause() -> ColumnElement[bool]:
-    """The version's storage was released for deletion: claimed (by gc) or collected.
+def released_version_clause(version: Any = m.Version) -> ColumnElement[bool]:
+    """The version's storage was released for deletion: claimed or collected.
 
     Released storage stays released: a claim is never undone (it may only be taken over by
-    another collector).  Retention extends this with its own "storage deleted / being deleted"
-    columns; every caller goes through this function.
+    another collector).  Retention releases committed versions through the same columns
+    (``gc_claimed_at`` while it deletes, ``collected_at`` once done, ``collected_reason``
+    saying which collector), so both collectors and every caller go through this function.
+    ``version``: the ``Version`` entity or an alias of it.
     """
-    return or_(m.Version.gc_claimed_at.is_not(None), m.Version.collected_at.is_not(None))
+    return or_(version.gc_claimed_at.is_not(None), version.collected_at.is_not(None))
 
 
-def live_version_clause() -> ColumnElement[bool]:
+def live_version_clause(version: Any = m.Version) -> ColumnElement[bool]:
     """The version is live: staged, committed or deprecated, and its storage not released.
 
     Objects a live version references are never deleted.  (An abandoned version that nobody
     claimed yet is neither live nor released: its objects may be released by a claim.)
+    ``version``: the ``Version`` entity or an alias of it (correlated subqueries).
     """
-    return and_(m.Version.state.in_(LIVE_STATES), ~released_version_clause())
+    return and_(version.state.in_(LIVE_STATES), ~released_version_clause(version))
 
 
 def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
@@ -206,7 +211,7 @@ def ensure_not_released(
         version = released[uri]
         raise StorageReleased(
             f"shard uri {uri!r} lies in the storage of {version}, which was released for "
-            f"deletion (gc); it may be deleted at any moment, so no version may reference it — "
+            "deletion; it may be deleted at any moment, so no version may reference it — "
             "write the shard under this version's own storage prefix",
             uri=uri,
             released_by=version,
@@ -309,4 +314,20 @@ def _naive(value: datetime.datetime) -> datetime.datetime:
         value.replace(tzinfo=None)
         if value.tzinfo is None
         else value.astimezone(datetime.UTC).replace(tzinfo=None)
+    )
+
+
+def ensure_data_stored(row: m.Version) -> None:
+    """Refuse a version whose storage was released or deleted (``409 version_data_deleted``):
+    nothing new may come to depend on it (an alias, a pin).  Call it on a locked row."""
+    if row.collected_at is None and row.gc_claimed_at is None:
+        return
+    reason = row.collected_reason or ("retention" if row.state != "abandoned" else "gc")
+    when = row.collected_at.date().isoformat() if row.collected_at is not None else None
+    status = f"data deleted {when} ({reason})" if when else f"data being deleted ({reason})"
+    raise VersionDataDeleted(
+        f"{row.name}: {status}; its row, digests, schema and lineage are kept, its records are not",
+        version=row.name,
+        deleted_at=row.collected_at.isoformat() if row.collected_at is not None else None,
+        reason=reason,
     )

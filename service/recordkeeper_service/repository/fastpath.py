@@ -57,6 +57,9 @@ HOT_COLUMNS = (
     m.Version.duplicate_of_id,
     m.Version.deprecated_at,
     m.Version.deprecated_reason,
+    m.Version.gc_claimed_at,
+    m.Version.collected_at,
+    m.Version.collected_reason,
 )
 
 _DIALECT = postgresql.psycopg.dialect()

@@ -158,12 +158,16 @@ def _read_statement(ref: Reference) -> AnySelect:
 
 
 def _overlay(record: VersionRecord, row: Any, with_shards: bool) -> VersionRecord:
-    """The cached immutable ``record`` with the live state and deprecation of ``row``."""
+    """The cached immutable ``record`` with the live state, deprecation and data state of
+    ``row``."""
     return replace(
         record,
         state=row.state,
         deprecated_at=row.deprecated_at,
         deprecated_reason=row.deprecated_reason,
+        released_at=row.gc_claimed_at,
+        collected_at=row.collected_at,
+        collected_reason=row.collected_reason,
         shards=record.shards if with_shards else None,
     )
 

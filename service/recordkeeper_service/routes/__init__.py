@@ -19,6 +19,7 @@ module             resource
 ``tokens``         API tokens (admin)
 ``lineage``        models, runs, checkpoints, upstream/downstream, graph
 ``gc``             garbage-collection candidates, ``gc-done``
+``retention``      retention policies, pins, plan, claims, ``deletable``, ``retention-done``
 ``verifications``  failed verifications reported by clients
 ``info``           ``/info``
 ``whoami``         ``/whoami``: the caller's name and scope
@@ -42,6 +43,7 @@ from recordkeeper_service.routes import (
     health,
     info,
     lineage,
+    retention,
     schemas,
     shards,
     tokens,
@@ -70,6 +72,7 @@ for module in (
     tokens,
     lineage,
     gc,
+    retention,
     verifications,
 ):
     api_router.include_router(module.router)

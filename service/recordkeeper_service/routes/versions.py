@@ -102,6 +102,16 @@ class VersionOut(OutModel):
         description="the name the version was staged under (coco_20231015_staged4); "
         "it keeps answering after the commit"
     )
+    data_state: Literal["stored", "deleting", "deleted"] = Field(
+        default="stored",
+        description="whether the version's objects are stored; 'deleting' once gc or retention "
+        "released them, 'deleted' after: its row, digests, schema and lineage stay, reading "
+        "its records answers 409 version_data_deleted",
+    )
+    data_deleted_at: str | None = Field(default=None, description="when its data was deleted")
+    data_deleted_reason: str | None = Field(
+        default=None, description="what deleted (or is deleting) it: 'retention' or 'gc'"
+    )
     splits: dict[str, SplitOut] | None
 
 
@@ -180,8 +190,8 @@ def version_etag(record: Any, shards: bool) -> str | None:
     """The ``ETag`` of a published version's answer (None for staged and abandoned ones).
 
     It covers everything the answer says except the echoed ``ref`` (hence a weak tag): the
-    version's identity and content digest, which never change, and its state and deprecation,
-    which may.
+    version's identity and content digest, which never change, and its state, deprecation and
+    data state (retention deletes a version's data), which may.
     """
     if not record.published:
         return None
@@ -191,6 +201,9 @@ def version_etag(record: Any, shards: bool) -> str | None:
         record.state,
         record.deprecated_at,
         record.deprecated_reason,
+        record.data_state,
+        record.collected_at,
+        record.collected_reason,
         shards,
         weak=True,
     )

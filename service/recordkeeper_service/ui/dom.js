@@ -87,6 +87,19 @@ export function badge(state) {
   return h("span", { class: `badge badge-${state}` }, state);
 }
 
+/** "data deleted 2026-12-01 (retention)" for a version whose storage was deleted (or is being
+ * deleted); null while its data is stored.  Its row, digests, schema and lineage stay. */
+export function dataStatus(version) {
+  const state = version.data_state || "stored";
+  if (state === "stored") return null;
+  const why = version.data_deleted_reason || "retention";
+  const text =
+    state === "deleted"
+      ? `data deleted ${(version.data_deleted_at || "").slice(0, 10)} (${why})`
+      : `data being deleted (${why})`;
+  return h("span", { class: "badge badge-data-deleted", "data-testid": "data-status" }, text);
+}
+
 export function json(value) {
   return h("pre", { class: "json" }, JSON.stringify(value, null, 2));
 }

@@ -1,6 +1,6 @@
 // Pages about data: datasets, a dataset's versions and aliases, one version, compare two.
 import { api, seg } from "./api.js";
-import { badge, bytes, clear, count, errorBox, h, hash, json, link, table, when } from "./dom.js";
+import { badge, bytes, clear, count, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
 
 const PAGE = 50;
 const SHARDS_SHOWN = 200;
@@ -107,7 +107,7 @@ export async function datasetPage(main, [name], query, ctx) {
     table(
       [
         ["Version", (v) => link(versionHref(v.name), v.name)],
-        ["State", (v) => h("span", {}, badge(v.state), v.deprecated_reason ? h("span", { class: "reason" }, ` ${v.deprecated_reason}`) : null)],
+        ["State", (v) => h("span", {}, badge(v.state), v.deprecated_reason ? h("span", { class: "reason" }, ` ${v.deprecated_reason}`) : null, dataStatus(v) ? [" ", dataStatus(v)] : null)],
         ["Date", (v) => v.date],
         ["Desc", (v) => v.desc || "—"],
         ["Records per split", (v) => {
@@ -352,6 +352,7 @@ export async function versionPage(main, [ref], _query, ctx) {
   const previous = version.number > 1 ? `${version.dataset}@v${version.number - 1}` : null;
   const facts = [
     ["State", h("span", {}, badge(version.state), version.deprecated_reason ? ` — ${version.deprecated_reason}` : "")],
+    ...(dataStatus(version) ? [["Data", h("span", {}, dataStatus(version), " — its digests, schema and lineage are kept; its records cannot be read")]] : []),
     ["Number / date / desc", `v${version.number} · ${version.date} · ${version.desc || "—"}`],
     ["Content digest", hash(version.content_digest, 64)],
     ["Schema digest", hash(version.schema_digest, 64)],

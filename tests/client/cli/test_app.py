@@ -33,7 +33,7 @@ def test_every_command_module_is_registered_in_the_one_list() -> None:
         for info in pkgutil.iter_modules(recordkeeper.cli.__path__)
         if info.name not in _NOT_COMMAND_MODULES
     }
-    assert modules == {"alias", "check_model", "gc", "lineage", "models", "versions"}
+    assert modules == {"alias", "check_model", "gc", "lineage", "models", "retention", "versions"}
     registered = {f.__module__ for f in COMMANDS}
     for name in modules:
         module = importlib.import_module(f"recordkeeper.cli.{name}")
@@ -52,7 +52,7 @@ def test_the_app_has_exactly_what_the_registered_modules_add() -> None:
     assert _names(app) == set(added)
     documented = {
         "publish", "resolve", "show", "ls", "verify", "diff", "alias",
-        "lineage", "consumers", "lock", "checkpoints", "gc", "check-model",
+        "lineage", "consumers", "lock", "checkpoints", "gc", "check-model", "retention",
     }  # fmt: skip
     assert documented <= set(added)
 
