@@ -7,8 +7,10 @@ are counted once and never released while a live version references them.
 from __future__ import annotations
 
 import datetime
+import threading
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
@@ -370,3 +372,36 @@ def test_a_plan_runs_a_bounded_number_of_queries_and_counts_shared_objects_once(
     finally:
         event.remove(database.engine, "before_cursor_execute", count)
         database.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_checkpoint_registration_waits_for_a_release_in_progress(
+    client: TestClient, database_url: str
+) -> None:
+    """A claim in progress holds the version's row; a checkpoint naming it is recorded only
+    after the claim has committed (so the claim's re-read of "trained" was never stale)."""
+    (name,) = publish_n(client, 1)
+    database = Database(database_url, pool_size=1)
+    outcome: dict[str, Any] = {}
+
+    def register_checkpoint() -> None:
+        outcome["answer"] = client.put(
+            f"{API}/models/det/checkpoints/ckpt-1", json={"run": "r1", "data": [{"version": name}]}
+        )
+
+    try:
+        with database.engine.connect() as conn:
+            transaction = conn.begin()
+            # what a claim holds between its re-check and its commit
+            conn.execute(text("SELECT id FROM versions WHERE name = :n FOR UPDATE"), {"n": name})
+            worker = threading.Thread(target=register_checkpoint, daemon=True)
+            worker.start()
+            worker.join(timeout=1.0)
+            waited = worker.is_alive()
+            transaction.commit()
+        worker.join(timeout=60)
+    finally:
+        database.dispose()
+    assert waited, "the registration did not wait for the claim holding the version"
+    assert outcome["answer"].status_code == 201, outcome["answer"].text

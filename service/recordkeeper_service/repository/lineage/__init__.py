@@ -268,7 +268,26 @@ def _resolve_data(
                 )
             splits = tuple(entry.splits)
         triples.update((row.id, split, entry.role) for split in splits)
+    _lock_against_release(session, sorted(rows))
     return triples, rows
+
+
+def _lock_against_release(session: Session, version_ids: Sequence[int]) -> None:
+    """Hold the versions a checkpoint names FOR SHARE until it is recorded.
+
+    A release of a version's storage (gc's or retention's claim) locks its row FOR UPDATE SKIP
+    LOCKED and then re-reads the checkpoints that trained on it: with this lock a claim either
+    sees this checkpoint (and keeps the data unless forced) or commits before it is recorded,
+    never in between.  Sorted ids, so two registrations never wait on each other in opposite
+    orders; SQLite serialises write transactions and ignores the clause.
+    """
+    if version_ids:
+        session.execute(
+            select(m.Version.id)
+            .where(m.Version.id.in_(version_ids))
+            .order_by(m.Version.id)
+            .with_for_update(read=True)
+        )
 
 
 def _differences(
