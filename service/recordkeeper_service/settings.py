@@ -18,7 +18,7 @@ import platformdirs
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from recordkeeper.core.roots import UriError, allowed_root, as_root
+from recordkeeper.core.roots import UriError, as_root, configured_roots
 
 __all__ = [
     "DEFAULT_LINEAGE_CACHE_BYTES",
@@ -173,13 +173,10 @@ class Settings(BaseSettings):
     @field_validator("allowed_roots")
     @classmethod
     def _check_allowed_roots(cls, value: list[str]) -> list[str]:
-        roots = []
-        for root in value:
-            try:
-                roots.append(allowed_root(root))
-            except UriError as exc:
-                raise ValueError(f"RECORDKEEPER_ALLOWED_ROOTS: {exc}") from None
-        return roots
+        try:
+            return list(configured_roots(value, "RECORDKEEPER_ALLOWED_ROOTS"))
+        except UriError as exc:
+            raise ValueError(str(exc)) from None
 
     @model_validator(mode="after")
     def _roots_contain_storage_root(self) -> Settings:
