@@ -229,7 +229,10 @@ def _run(store: Store, operation: str, fault: str, tensorflow: Callable[[], Modu
     store.inject(fault, operation)
     try:
         report = client.collect_garbage(
-            staged_older_than=0, dry_run=False, storage_options=store.faulty
+            staged_older_than=0,
+            dry_run=False,
+            storage_options=store.faulty,
+            allowed_roots=[client.info()["storage_root"]],  # the collector's own roots
         )
     except Exception as exc:
         _typed(exc)
