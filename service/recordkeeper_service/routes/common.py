@@ -216,7 +216,19 @@ class ErrorOut(BaseModel):
     content_digest: str | None = _extra("`duplicate_content`", "the shared content digest")
     expected: str | None = _extra("`digest_mismatch`", "the `expect_digest` sent")
     actual: str | None = _extra("`digest_mismatch`", "the version's content digest")
-    version: str | None = _extra("`digest_mismatch`", "the version the reference resolved to")
+    version: str | None = _extra(
+        "`digest_mismatch`, `version_data_deleted`, `storage_released` (gc-done)",
+        "the version the reference resolved to (`digest_mismatch`), whose data was deleted "
+        "(`version_data_deleted`), or whose gc-done found a shard in released storage",
+    )
+    deleted_at: str | None = _extra(
+        "`version_data_deleted`", "when the version's data was deleted (null while deleting)"
+    )
+    reason: str | None = _extra(
+        "`version_data_deleted`", "which collector deleted it: `retention` or `gc`"
+    )
+    uri: str | None = _extra("`storage_released`", "the shard URI in released storage")
+    released_by: str | None = _extra("`storage_released`", "the version that released it")
     checkpoints: list[str] | None = _extra(
         "`version_in_use`", "`model@run/checkpoint` names trained on the version (the first 50)"
     )
