@@ -120,7 +120,7 @@ class S3Server:
             )
         return self._client
 
-    def make_bucket(self, name: str | None = None, timeout: float = 15.0) -> str:
+    def make_bucket(self, name: str | None = None, timeout: float = 60.0) -> str:
         """Create bucket ``name`` (a unique name if omitted) and return ``"s3://name"``.
 
         Retries for up to ``timeout`` seconds: right after start-up SeaweedFS rejects bucket
@@ -196,7 +196,7 @@ def s3_identity_config(key: str = DEFAULT_KEY, secret: str = DEFAULT_SECRET) -> 
     }
 
 
-def start_seaweedfs(weed: Path, timeout: float = 60.0) -> S3Server:
+def start_seaweedfs(weed: Path, timeout: float = 120.0) -> S3Server:
     """Start ``weed server`` with master, volume, filer and S3 on free loopback ports.
 
     Raises:
@@ -262,7 +262,7 @@ def start_seaweedfs(weed: Path, timeout: float = 60.0) -> S3Server:
     # The gateway answers before the volume server is usable: make sure a bucket can be created
     # and written to, so that the first test does not pay (or flake on) that wait.
     try:
-        bucket = server.make_bucket(f"rk-warmup-{uuid.uuid4().hex[:8]}", timeout=30.0)
+        bucket = server.make_bucket(f"rk-warmup-{uuid.uuid4().hex[:8]}", timeout=90.0)
         client = server.boto3_client()
         name = bucket.removeprefix("s3://")
         client.put_object(Bucket=name, Key="warmup", Body=b"ok")
