@@ -29,13 +29,13 @@ from recordkeeper.core.lineage import (
     LineageEntry,
     ParentKind,
     Segment,
+    checkpoint_parent,
     entries_from_columns,
     parse_checkpoint_ref,
     run_of,
     validate_checkpoint_name,
     validate_deletion_reason,
     validate_model_name,
-    validate_parent_kind,
     validate_role,
     validate_run_name,
 )
@@ -625,18 +625,12 @@ def checkpoint_body(
     step = fields.get("step")
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
         raise InvalidCheckpoint(f"step must be a non-negative integer, got {step!r}")
-    parent = fields.get("parent")
-    parent_kind = fields.get("parent_kind")
-    parent_ref = parse_checkpoint_ref(parent) if parent is not None else None
-    if parent_ref is None and parent_kind is not None:
-        raise InvalidCheckpoint("parent_kind given without a parent")
-    if parent_kind is not None:
-        validate_parent_kind(parent_kind)
     uri = fields.get("uri")
     run = run_of(fields.get("run"), uri)
     own = CheckpointRef(model, checkpoint, run)
-    if parent_ref is not None and parent_ref in (own, own.without_run()):
-        raise InvalidCheckpoint(f"checkpoint {own} cannot be its own parent")
+    parent_ref, parent_kind = checkpoint_parent(
+        own, fields.get("parent"), fields.get("parent_kind")
+    )
     return {
         "model": model,
         "checkpoint": checkpoint,
@@ -644,7 +638,7 @@ def checkpoint_body(
         "uri": uri,
         "run": run,
         "parent": str(parent_ref) if parent_ref else None,
-        "parent_kind": (parent_kind or "restored_from") if parent_ref else None,
+        "parent_kind": parent_kind,
         "data": [d.to_json() for d in normalize_data(fields.get("data"))],
         "saved_models": [s.to_json() for s in normalize_saved_models(fields.get("saved_models"))],
         "metrics": dict(fields.get("metrics") or {}),

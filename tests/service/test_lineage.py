@@ -156,6 +156,9 @@ def test_default_and_explicit_splits(client: TestClient) -> None:
         ("m/c", {"parent": "nomodel/ckpt-1"}, 404, "checkpoint_not_found"),
         ("m/c", {"parent": "no-slash"}, 400, "invalid_checkpoint"),
         ("m/c", {"parent": "m/c"}, 400, "invalid_checkpoint"),
+        # the client's rule too (core.lineage.checkpoint_parent): a kind needs a parent
+        ("m/c", {"parent_kind": "restored_from"}, 400, "invalid_checkpoint"),
+        ("m/c", {"parent_kind": "forked_from", "parent": "m/x"}, 400, "invalid_checkpoint"),
         (
             "m/c",
             {"parent_kind": "restored_from", "parent": "m/x", "step": -1},

@@ -53,6 +53,7 @@ __all__ = [
     "Segment",
     "ambiguous_checkpoint_message",
     "checkpoint_directory",
+    "checkpoint_parent",
     "entries_from_columns",
     "parse_checkpoint_ref",
     "parse_deleted_at",
@@ -275,6 +276,26 @@ def parse_checkpoint_ref(text: str | CheckpointRef) -> CheckpointRef:
         validate_checkpoint_name(name),
         validate_run_name(run) if at else None,
     )
+
+
+def checkpoint_parent(
+    own: CheckpointRef, parent: str | CheckpointRef | None, parent_kind: object
+) -> tuple[CheckpointRef | None, str | None]:
+    """The parent of checkpoint ``own`` and how it came from it — the one rule the client and the
+    service apply to a registration.
+
+    ``parent_kind`` defaults to ``"restored_from"`` when a parent is given; a kind without a
+    parent, an unknown kind and a checkpoint that names itself are
+    :class:`InvalidCheckpoint`.
+    """
+    parent_ref = parse_checkpoint_ref(parent) if parent is not None else None
+    if parent_ref is None and parent_kind is not None:
+        raise InvalidCheckpoint("parent_kind given without a parent")
+    if parent_kind is not None:
+        validate_parent_kind(parent_kind)
+    if parent_ref is not None and parent_ref in (own, own.without_run()):
+        raise InvalidCheckpoint(f"checkpoint {own} cannot be its own parent")
+    return parent_ref, (str(parent_kind or "restored_from") if parent_ref else None)
 
 
 def ambiguous_checkpoint_message(ref: CheckpointRef, candidates: Sequence[CheckpointRef]) -> str:

@@ -31,6 +31,7 @@ from recordkeeper.core.lineage import (
     CheckpointRef,
     ambiguous_checkpoint_message,
     checkpoint_directory,
+    checkpoint_parent,
     parse_checkpoint_ref,
     parse_deleted_at,
     run_of,
@@ -38,7 +39,6 @@ from recordkeeper.core.lineage import (
     validate_checkpoint_name,
     validate_deletion_reason,
     validate_model_name,
-    validate_parent_kind,
     validate_role,
     validate_run_name,
     validate_saved_model_name,
@@ -353,13 +353,8 @@ class LineageRepository:
         run = run_of(spec.run, spec.uri)
         if spec.step is not None and spec.step < 0:
             raise InvalidCheckpoint(f"step must not be negative, got {spec.step}")
-        if spec.parent_kind is not None:
-            validate_parent_kind(spec.parent_kind)
-        parent_ref = parse_checkpoint_ref(spec.parent) if spec.parent else None
         own_ref = CheckpointRef(model, checkpoint, run)
-        if parent_ref is not None and parent_ref in (own_ref, own_ref.without_run()):
-            raise InvalidCheckpoint(f"checkpoint {own_ref} cannot be its own parent")
-        parent_kind = (spec.parent_kind or "restored_from") if parent_ref else None
+        parent_ref, parent_kind = checkpoint_parent(own_ref, spec.parent, spec.parent_kind)
         saved_models = [_saved_model(i, s) for i, s in enumerate(spec.saved_models)]
         with self._db.transaction() as session:
             triples, _ = _resolve_data(session, spec.data)
