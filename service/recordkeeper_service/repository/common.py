@@ -33,6 +33,7 @@ __all__ = [
     "record_event",
     "state_error",
     "table_of",
+    "upsert_for",
     "version_names",
     "version_view",
 ]
@@ -85,14 +86,20 @@ def table_of(model: type[m.Base]) -> Table:
     return table
 
 
-def insert_ignoring_conflicts(session: Session, table: Table) -> Insert:
-    """``INSERT … ON CONFLICT DO NOTHING`` for the session's dialect."""
+def upsert_for(session: Session, table: Table) -> postgresql.Insert | sqlite.Insert:
+    """An ``INSERT`` into ``table`` that can take ``ON CONFLICT`` clauses, for the session's
+    dialect (PostgreSQL or SQLite; any other raises :class:`NotImplementedError`)."""
     dialect = session.get_bind().dialect.name
     if dialect == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing()
+        return postgresql.insert(table)
     if dialect == "sqlite":
-        return sqlite.insert(table).on_conflict_do_nothing()
+        return sqlite.insert(table)
     raise NotImplementedError(f"unsupported database dialect {dialect!r}")
+
+
+def insert_ignoring_conflicts(session: Session, table: Table) -> Insert:
+    """``INSERT … ON CONFLICT DO NOTHING`` for the session's dialect."""
+    return upsert_for(session, table).on_conflict_do_nothing()
 
 
 def load_shards(db: Session | Connection, version_id: int) -> tuple[ShardRecord, ...]:

@@ -26,11 +26,10 @@ import functools
 from typing import Any
 
 from sqlalchemy import ColumnElement, func, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from recordkeeper_service.models.lineage import LineageEpoch
-from recordkeeper_service.repository.common import table_of
+from recordkeeper_service.repository.common import table_of, upsert_for
 
 __all__ = ["bump_epoch", "epoch_column"]
 
@@ -48,10 +47,8 @@ def epoch_column() -> ColumnElement[Any]:
 def bump_epoch(session: Session) -> None:
     """Advance the epoch in the current transaction: call it from every write that changes a
     state a lineage answer shows (the row lock it takes is held until the commit)."""
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     stmt = (
-        insert(_epoch)
+        upsert_for(session, _epoch)
         .values(id=_ROW, value=1)
         .on_conflict_do_update(index_elements=[_epoch.c.id], set_={"value": _epoch.c.value + 1})
     )
