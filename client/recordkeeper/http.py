@@ -58,6 +58,8 @@ from recordkeeper.core.request_ids import REQUEST_ID_HEADER, new_request_id
 if TYPE_CHECKING:
     import httpx
 
+from recordkeeper.core.endpoint import DEFAULT_URL
+
 __all__ = [
     "API_PREFIX",
     "DEFAULT_URL",
@@ -72,7 +74,6 @@ __all__ = [
     "reading_answer",
 ]
 
-DEFAULT_URL = "http://127.0.0.1:8080"
 API_PREFIX = "/api/v1"
 PAGE_SIZE = 1000
 

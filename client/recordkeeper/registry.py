@@ -14,7 +14,7 @@ import contextlib
 import logging
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from recordkeeper.core.digests import parse_digest
 from recordkeeper.core.errors import (
@@ -47,6 +47,8 @@ from recordkeeper.version_cache import VersionCache
 if TYPE_CHECKING:
     import datetime
 
+from recordkeeper.core.lifecycle import OnDuplicate
+
 __all__ = [
     "MAX_SHARDS_PER_REQUEST",
     "DuplicateWarning",
@@ -55,7 +57,6 @@ __all__ = [
     "collect_splits",
 ]
 
-OnDuplicate = Literal["error", "use_existing", "commit"]
 
 log = logging.getLogger("recordkeeper")
 

@@ -14,6 +14,8 @@ from typing import Annotated, Any
 
 import typer
 
+from recordkeeper.core.endpoint import DEFAULT_HOST, DEFAULT_PORT
+
 for _module in ("fastapi", "sqlalchemy", "alembic", "uvicorn", "pydantic_settings"):
     if importlib.util.find_spec(_module) is None:
         raise ImportError(
@@ -54,8 +56,12 @@ def _database(settings: Any) -> Any:
 
 
 def serve(
-    host: Annotated[str | None, typer.Option(help="Address to bind [default: 127.0.0.1].")] = None,
-    port: Annotated[int | None, typer.Option(help="Port to bind [default: 8080].")] = None,
+    host: Annotated[
+        str | None, typer.Option(help=f"Address to bind [default: {DEFAULT_HOST}].")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help=f"Port to bind [default: {DEFAULT_PORT}].")
+    ] = None,
     workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes.")] = 1,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
     loop: Annotated[

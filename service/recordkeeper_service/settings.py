@@ -18,6 +18,7 @@ import platformdirs
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from recordkeeper.core.endpoint import DEFAULT_HOST, DEFAULT_PORT
 from recordkeeper.core.roots import UriError, as_root, configured_roots
 
 __all__ = [
@@ -87,8 +88,8 @@ class Settings(BaseSettings):
         description="URI prefixes where shards may live; empty means [storage_root].",
     )
     auth: Literal["auto", "required"] = "auto"
-    host: str = "127.0.0.1"
-    port: int = Field(default=8080, ge=0, le=65535)
+    host: str = DEFAULT_HOST
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
     max_body_bytes: int = Field(
         default=DEFAULT_MAX_BODY_BYTES,
         ge=1024,

@@ -32,6 +32,7 @@ from recordkeeper.cli.common import (
     set_connection,
     set_json_errors,
 )
+from recordkeeper.core.endpoint import DEFAULT_URL
 from recordkeeper.core.version import __version__
 
 __all__ = ["COMMANDS", "app", "main"]
@@ -109,7 +110,7 @@ def _main(
         str | None,
         typer.Option(
             envvar="RECORDKEEPER_URL",
-            help="Service URL (default http://127.0.0.1:8080; also accepted after the command).",
+            help=f"Service URL (default {DEFAULT_URL}; also accepted after the command).",
             show_default=False,
         ),
     ] = None,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from recordkeeper.core.digests import DIGEST_PREFIX, MIN_DIGEST_PREFIX, is_hex
 from recordkeeper.core.errors import InvalidAlias, InvalidName, InvalidReference, InvalidVersionName
+from recordkeeper.core.lifecycle import PUBLISHED_STATES
 from recordkeeper.core.limits import MAX_REFERENCE_LENGTH
 from recordkeeper.core.naming import (
     MAX_VERSION_NUMBER,
@@ -45,9 +46,6 @@ __all__ = [
 ]
 
 LATEST = "latest"
-#: States that resolution by number or alias can see; a version in them never changes its shards
-#: (the service gives such a version's answer an ETag, and clients may keep its shards).
-PUBLISHED_STATES = ("committed", "deprecated")
 _ALIAS_RE = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 _NUMBER_RE = re.compile(r"v?([0-9]+)")
 

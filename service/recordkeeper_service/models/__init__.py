@@ -31,6 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from recordkeeper.core.digests import DIGEST_PREFIX
+from recordkeeper.core.lifecycle import VERSION_STATES
 from recordkeeper.core.shards import COMPRESSIONS
 
 __all__ = [
@@ -57,7 +58,6 @@ NAMING_CONVENTION: dict[str, str] = {
     "pk": "pk_%(table_name)s",
 }
 
-VERSION_STATES: tuple[str, ...] = ("staged", "committed", "deprecated", "abandoned")
 SCOPES: tuple[str, ...] = ("read", "write", "admin")
 
 #: 64-bit ids on PostgreSQL; SQLite only auto-increments ``INTEGER PRIMARY KEY``.

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -32,6 +32,7 @@ from recordkeeper.core.errors import (
     VersionIncomplete,
     VersionNotStaged,
 )
+from recordkeeper.core.lifecycle import ON_DUPLICATE, OnDuplicate
 from recordkeeper.core.manifest import ManifestEntry, content_digest
 from recordkeeper.core.naming import format_version_name
 from recordkeeper.core.schema import Schema, merge_schemas
@@ -48,8 +49,6 @@ from recordkeeper_service.repository.versions import allocate, parse_version_ref
 
 __all__ = ["MAX_MISSING_LISTED", "CommitRepository", "OnDuplicate", "merge_shard_schemas"]
 
-OnDuplicate = Literal["error", "use_existing", "commit"]
-ON_DUPLICATE: tuple[str, ...] = ("error", "use_existing", "commit")
 #: At most this many missing indices are listed per split in a ``version_incomplete`` answer.
 MAX_MISSING_LISTED = 1000
 

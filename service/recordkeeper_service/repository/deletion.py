@@ -38,6 +38,7 @@ from sqlalchemy import ColumnElement, and_, exists, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from recordkeeper.core.errors import StorageReleased, VersionDataDeleted
+from recordkeeper.core.lifecycle import LIVE_STATES
 from recordkeeper.core.roots import UriError, enclosing_prefixes
 from recordkeeper_service import models as m
 
@@ -56,8 +57,6 @@ __all__ = [
     "slipped_under",
 ]
 
-#: States whose versions may still be read or committed: their objects are never deleted.
-LIVE_STATES = ("staged", "committed", "deprecated")
 #: Most object URIs one "may I delete these?" question carries.
 MAX_OBJECTS_PER_QUESTION = 1000
 _CHUNK = 500

@@ -16,6 +16,7 @@ from pydantic import Field, TypeAdapter
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
+from recordkeeper.core.lifecycle import VersionState
 from recordkeeper_service.deps import Limit, Offset, Reader, RepositoryDep, Writer, get_principal
 from recordkeeper_service.repository import Repository
 from recordkeeper_service.routes.common import (
@@ -48,7 +49,7 @@ __all__ = [
     "version_etag",
 ]
 
-State = Literal["staged", "committed", "deprecated", "abandoned"]
+State = VersionState
 
 
 class StageIn(InModel):
