@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 import recordkeeper as rk
+from tests.apps import sqlite_app
 
 __all__ = ["Switch", "app_http", "client", "publish", "runner", "switch"]
 
@@ -35,23 +36,7 @@ class Switch(httpx.BaseTransport):
 
 @pytest.fixture
 def app_http(tmp_path: Path) -> Iterator[Any]:
-    from fastapi.testclient import TestClient
-
-    from recordkeeper_service import migrate
-    from recordkeeper_service.app import create_app
-    from recordkeeper_service.db import Database
-    from recordkeeper_service.settings import Settings
-
-    store = tmp_path / "store"
-    store.mkdir()
-    url = f"sqlite:///{tmp_path / 'registry.db'}"
-    database = Database(url)
-    migrate.upgrade(database)
-    database.dispose()
-    settings = Settings(
-        database_url=url, storage_root=store.as_uri(), allowed_roots=[store.as_uri()]
-    )
-    with TestClient(create_app(settings)) as http:
+    with sqlite_app(tmp_path) as http:
         yield http
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import recordkeeper as rk
+from tests.apps import sqlite_app
 from tests.client._records import sample_examples, write_tfrecord
 
 pytest.importorskip("fastapi")
@@ -28,22 +29,9 @@ def roots(tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.fixture
 def client(tmp_path: Path, roots: tuple[Path, Path]) -> Iterator[rk.Client]:
-    from fastapi.testclient import TestClient
-
-    from recordkeeper_service import migrate
-    from recordkeeper_service.app import create_app
-    from recordkeeper_service.db import Database
-    from recordkeeper_service.settings import Settings
-
     store, data = roots
-    url = f"sqlite:///{tmp_path / 'registry.db'}"
-    database = Database(url)
-    migrate.upgrade(database)
-    database.dispose()
-    settings = Settings(
-        database_url=url, storage_root=store.as_uri(), allowed_roots=[store.as_uri(), data.as_uri()]
-    )
-    with TestClient(create_app(settings)) as http:
+    allowed = [store.as_uri(), data.as_uri()]
+    with sqlite_app(tmp_path, storage_root=store.as_uri(), allowed_roots=allowed) as http:
         yield rk.Client(http_client=http)
 
 
@@ -385,19 +373,7 @@ def test_process_pool_path_keeps_errors_typed(
 
 
 def test_auth_required_without_token_is_typed(tmp_path: Path) -> None:
-    from fastapi.testclient import TestClient
-
-    from recordkeeper_service import migrate
-    from recordkeeper_service.app import create_app
-    from recordkeeper_service.db import Database
-    from recordkeeper_service.settings import Settings
-
-    url = f"sqlite:///{tmp_path / 'auth.db'}"
-    database = Database(url)
-    migrate.upgrade(database)
-    database.dispose()
-    settings = Settings(database_url=url, storage_root=tmp_path.as_uri(), auth="required")
-    with TestClient(create_app(settings)) as http:
+    with sqlite_app(tmp_path, auth="required") as http:
         with pytest.raises(rk.AuthenticationRequired):
             rk.Client(http_client=http, token="").resolve("coco@latest")
         with pytest.raises(rk.AuthenticationRequired):

@@ -10,6 +10,7 @@ import pytest
 import recordkeeper as rk
 from recordkeeper.errors import Conflict
 from recordkeeper.gc import GcCandidate, check_prefix
+from tests.apps import sqlite_app
 from tests.client._records import sample_examples
 from tests.service.test_gc import age
 
@@ -30,21 +31,9 @@ def database_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def client(database_url: str, store: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[rk.Client]:
-    from fastapi.testclient import TestClient
-
-    from recordkeeper_service import migrate
-    from recordkeeper_service.app import create_app
-    from recordkeeper_service.db import Database
-    from recordkeeper_service.settings import Settings
-
-    url = database_url
-    database = Database(url)
-    migrate.upgrade(database)
-    database.dispose()
     root = store.as_uri()
     monkeypatch.setenv("RECORDKEEPER_ALLOWED_ROOTS", root)  # the collector's own roots
-    settings = Settings(database_url=url, storage_root=root, allowed_roots=[root])
-    with TestClient(create_app(settings)) as http:
+    with sqlite_app(store.parent, database_url=database_url, storage_root=root) as http:
         yield rk.Client(http_client=http)
 
 

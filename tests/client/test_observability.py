@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 import recordkeeper as rk
+from tests.apps import sqlite_app
 from tests.client._records import sample_examples
 
 pytest.importorskip("fastapi")
@@ -19,21 +20,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 @pytest.fixture
 def http(tmp_path: Path) -> Iterator[httpx.Client]:
-    from fastapi.testclient import TestClient
-
-    from recordkeeper_service import migrate
-    from recordkeeper_service.app import create_app
-    from recordkeeper_service.db import Database
-    from recordkeeper_service.settings import Settings
-
-    store = tmp_path / "store"
-    store.mkdir()
-    url = f"sqlite:///{tmp_path / 'registry.db'}"
-    database = Database(url)
-    migrate.upgrade(database)
-    database.dispose()
-    settings = Settings(database_url=url, storage_root=store.as_uri())
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+    with sqlite_app(tmp_path, raise_server_exceptions=False) as client:
         yield client
 
 

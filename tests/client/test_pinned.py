@@ -14,29 +14,14 @@ import yaml
 import recordkeeper as rk
 from recordkeeper import locking, pinned
 from recordkeeper.lineage import DataUse
+from tests.apps import sqlite_app
 
 pytest.importorskip("fastapi")
 
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[rk.Client]:
-    from fastapi.testclient import TestClient
-
-    from recordkeeper_service import migrate
-    from recordkeeper_service.app import create_app
-    from recordkeeper_service.db import Database
-    from recordkeeper_service.settings import Settings
-
-    store = tmp_path / "store"
-    store.mkdir()
-    url = f"sqlite:///{tmp_path / 'registry.db'}"
-    database = Database(url)
-    migrate.upgrade(database)
-    database.dispose()
-    settings = Settings(
-        database_url=url, storage_root=store.as_uri(), allowed_roots=[store.as_uri()]
-    )
-    with TestClient(create_app(settings)) as http:
+    with sqlite_app(tmp_path) as http:
         yield rk.Client(http_client=http)
 
 

@@ -13,6 +13,7 @@ import pytest
 import recordkeeper as rk
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.registry import collect_splits
+from tests.apps import sqlite_app
 from tests.service._helpers import shards as shard_bodies
 
 pytest.importorskip("fastapi")
@@ -34,22 +35,8 @@ class Recorder:
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[tuple[rk.Client, Recorder]]:
-    from fastapi.testclient import TestClient
-
-    from recordkeeper_service import migrate
-    from recordkeeper_service.app import create_app
-    from recordkeeper_service.db import Database
-    from recordkeeper_service.settings import Settings
-
-    store = tmp_path / "store"
-    store.mkdir()
-    url = f"sqlite:///{tmp_path / 'registry.db'}"
-    database = Database(url)
-    migrate.upgrade(database)
-    database.dispose()
-    settings = Settings(database_url=url, storage_root=store.as_uri())
     recorder = Recorder()
-    with TestClient(create_app(settings)) as http:
+    with sqlite_app(tmp_path) as http:
         http.event_hooks["response"].append(recorder)
         yield rk.Client(http_client=http), recorder
 

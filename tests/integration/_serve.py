@@ -17,8 +17,6 @@ from typing import Any
 
 import pytest
 
-from recordkeeper_service import migrate
-from recordkeeper_service.db import Database
 from tests.waiting import answering, wait_for
 
 
@@ -55,15 +53,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def migrated(url: str) -> str:
-    database = Database(url, pool_size=1)
-    try:
-        migrate.upgrade(database)
-    finally:
-        database.dispose()
-    return url
 
 
 @contextmanager

@@ -33,8 +33,9 @@ from recordkeeper.cli import app
 from recordkeeper.dataset import ShardFile
 from recordkeeper.errors import StorageReleased, StorageRootNotAllowed, UnsafeStoragePath
 from recordkeeper.publish import scan_file
+from tests.apps import migrated
 from tests.client._records import sample_examples, write_tfrecord
-from tests.integration._serve import migrated, serve
+from tests.integration._serve import serve
 from tests.integration.conftest import LiveService
 from tests.service._helpers import API
 

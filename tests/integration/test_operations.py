@@ -21,8 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 import recordkeeper as rk
 from recordkeeper_service.db import Database
 from recordkeeper_service.repository.tokens import TokenRepository
+from tests.apps import migrated
 from tests.client._records import sample_examples
-from tests.integration._serve import migrated, serve
+from tests.integration._serve import serve
 from tests.service.test_api_docs import references
 from tests.waiting import wait_for
 

@@ -27,8 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from recordkeeper_service import migrate
-from recordkeeper_service.db import Database
+from tests.apps import migrated
 from tests.service._helpers import expected_digest, shards
 from tests.waiting import answering, wait_for
 
@@ -48,13 +47,7 @@ class Served:
 @pytest.fixture
 def postgres_url(postgres_database_url: str) -> str:
     """A fresh PostgreSQL database (tests/servers/plugin.py), migrated."""
-    url = postgres_database_url
-    database = Database(url, pool_size=1)
-    try:
-        migrate.upgrade(database)
-    finally:
-        database.dispose()
-    return url
+    return migrated(postgres_database_url)
 
 
 @pytest.fixture
