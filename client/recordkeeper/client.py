@@ -11,10 +11,11 @@ and type checkers see it through the façade.
 
 from __future__ import annotations
 
-import types
+import functools
+import inspect
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import recordkeeper.lineage as lineage_calls
 from recordkeeper import checkpoint_check, gc, retention
@@ -48,42 +49,39 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class _Bound(Generic[_P, _R]):
+def _bound_to(
+    part: str, target: Callable[Concatenate[Any, _P], _R]
+) -> Callable[Concatenate[Client, _P], _R]:
     """A façade method: ``target`` with its first argument bound to one of the client's parts.
 
-    Read on a client it is a bound method of that part (``client.versions`` is
-    ``client.registry.versions``), so the signature, types and docstring are ``target``'s own.
+    A plain function (so ``help(rk.Client)`` lists it as a method), named, documented and typed
+    as ``target`` (``inspect.signature`` follows ``__wrapped__``): ``client.versions(...)`` is
+    ``client.registry.versions(...)``.
     """
 
-    def __init__(self, target: Callable[Concatenate[Any, _P], _R], part: str) -> None:
-        self.__doc__ = target.__doc__
-        self.__wrapped__ = target  # inspect.signature(Client.versions) reads the target's
-        self._target = target
-        self._part = part
+    @functools.wraps(target)
+    def method(client: Client, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return target(getattr(client, part), *args, **kwargs)
 
-    def __call__(self, client: Client, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        """``Client.versions(client, ...)``, like a plain method read on the class."""
-        return self._target(getattr(client, self._part), *args, **kwargs)
-
-    @overload
-    def __get__(self, client: None, owner: type | None = None) -> _Bound[_P, _R]: ...
-    @overload
-    def __get__(self, client: Client, owner: type | None = None) -> Callable[_P, _R]: ...
-    def __get__(
-        self, client: Client | None, owner: type | None = None
-    ) -> _Bound[_P, _R] | Callable[_P, _R]:
-        if client is None:
-            return self
-        bound: Callable[_P, _R] = types.MethodType(self._target, getattr(client, self._part))
-        return bound
+    # help() shows ``name(self, ...)`` whatever the target calls its first parameter.
+    signature = inspect.signature(target)
+    first, *rest = signature.parameters.values()
+    method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[first.replace(name="self", annotation=inspect.Parameter.empty), *rest]
+    )
+    return method
 
 
-def _on_registry(target: Callable[Concatenate[Registry, _P], _R]) -> _Bound[_P, _R]:
-    return _Bound(target, "registry")
+def _on_registry(
+    target: Callable[Concatenate[Registry, _P], _R],
+) -> Callable[Concatenate[Client, _P], _R]:
+    return _bound_to("registry", target)
 
 
-def _on_http(target: Callable[Concatenate[HttpCore, _P], _R]) -> _Bound[_P, _R]:
-    return _Bound(target, "http")
+def _on_http(
+    target: Callable[Concatenate[HttpCore, _P], _R],
+) -> Callable[Concatenate[Client, _P], _R]:
+    return _bound_to("http", target)
 
 
 class Client:
@@ -222,3 +220,10 @@ class Client:
                 "(recordkeeper lock CONFIG writes one)"
             )
         return retention.pin_versions(self.registry, label or str(lock), [e.ref for e in entries])
+
+
+# A façade method is named as the client names it (``help`` would say
+# ``delete_retention_policy = delete_policy(...)``).
+for _name, _member in vars(Client).items():
+    if inspect.isfunction(_member) and hasattr(_member, "__wrapped__"):
+        _member.__name__, _member.__qualname__ = _name, f"Client.{_name}"

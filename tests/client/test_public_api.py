@@ -70,3 +70,21 @@ def test_cli_lists_every_command() -> None:
     result = CliRunner().invoke(app, ["--help"])
     for command in ("publish", "resolve", "show", "ls", "verify", "diff", "alias"):
         assert command in result.stdout
+
+
+def test_help_on_the_client_shows_every_method_with_its_signature_and_docstring() -> None:
+    """``help(rk.Client)`` lists each façade method as a method (it showed 34 of 38 as
+    ``<recordkeeper.client._Bound object>``, with no signature or docstring)."""
+    import inspect
+    import pydoc
+
+    text = pydoc.render_doc(rk.Client, renderer=pydoc.plaintext)
+    assert " object>" not in text and "object at 0x" not in text
+    public = [name for name in dir(rk.Client) if not name.startswith("_")]
+    methods = [name for name in public if callable(getattr(rk.Client, name))]
+    assert len(methods) >= 38, methods
+    for name in methods:
+        member = getattr(rk.Client, name)
+        assert inspect.isfunction(member), name
+        assert member.__doc__, f"Client.{name} has no docstring"
+        assert f" |  {name}(self" in text, f"help(rk.Client) does not show {name}(self, ...)"
