@@ -95,4 +95,4 @@ def test_the_cli_prints_the_request_id_of_a_service_error(
     monkeypatch.setattr(common, "Client", lambda *a, **k: rk.Client(http_client=http))
     result = CliRunner().invoke(app, ["show", "coco@latest"])
     assert result.exit_code == common.ExitCode.NOT_FOUND
-    assert result.output.strip().endswith(f"[version_not_found] (request id {sent[-1]})")
+    assert result.output.strip().endswith(f"[dataset_not_found] (request id {sent[-1]})")

@@ -166,7 +166,7 @@ def test_bad_verification_reports_are_refused(
 def test_a_report_on_an_unknown_version_is_not_found(client: TestClient) -> None:
     body = {"mode": "fast", "checked": 1, "problems": [{"shard": "s", "reason": "missing"}]}
     response = client.post(f"{API}/versions/nosuch@latest/verifications", json=body)
-    assert response.status_code == 404 and response.json()["code"] == "version_not_found"
+    assert response.status_code == 404 and response.json()["code"] == "dataset_not_found"
 
 
 def _token(database_url: str, scope: str) -> str:

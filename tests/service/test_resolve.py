@@ -61,7 +61,12 @@ def test_missing_versions(client: TestClient, three: list[dict[str, Any]]) -> No
     # right number, wrong date or desc
     error(get(client, "coco_20231016_v1"), 404, "version_not_found")
     error(get(client, "coco_20231015_v1_other"), 404, "version_not_found")
-    error(get(client, "nope@latest"), 404, "version_not_found")
+    body = error(get(client, "nope@latest"), 404, "dataset_not_found")
+    assert "did you mean" not in body["detail"]
+    # a near miss names the dataset it may have meant (issue 26: it said version_not_found)
+    body = error(get(client, "cocoo@latest"), 404, "dataset_not_found")
+    assert body["detail"] == "there is no dataset named 'cocoo'; did you mean 'coco'?"
+    error(get(client, "cocoo_20231015_v1"), 404, "dataset_not_found")
     error(get(client, "coco@prod"), 404, "version_not_found")
     error(get(client, "coco@sha256:" + "0" * 12), 404, "version_not_found")
 

@@ -238,12 +238,15 @@ class NotFound(RecordkeeperError, LookupError):
     status = 404
 
 
-class DatasetNotFound(NotFound):
-    code = "dataset_not_found"
-
-
 class VersionNotFound(NotFound):
     code = "version_not_found"
+
+
+class DatasetNotFound(VersionNotFound):
+    """There is no dataset of that name (also a :class:`VersionNotFound`: a reference into a
+    dataset that does not exist finds no version, so ``except VersionNotFound`` still holds)."""
+
+    code = "dataset_not_found"
 
 
 class AliasNotFound(NotFound):

@@ -5,6 +5,7 @@ These run *inside* a transaction opened by a repository method; they never commi
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from typing import Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "ensure_unpublished",
     "insert_ignoring_conflicts",
     "load_shards",
+    "missing_dataset",
     "record_event",
     "state_error",
     "table_of",
@@ -74,8 +76,21 @@ def dataset_row(session: Session, name: str, *, for_update: bool = False) -> m.D
         stmt = stmt.with_for_update()
     row = session.scalars(stmt).one_or_none()
     if row is None:
-        raise DatasetNotFound(f"there is no dataset named {name!r}")
+        raise missing_dataset(session, name)
     return row
+
+
+#: Dataset names compared when suggesting one for a name that does not exist.
+_SUGGESTION_POOL = 10_000
+
+
+def missing_dataset(db: Session | Connection, name: str) -> DatasetNotFound:
+    """The error for a dataset name that does not exist, naming the closest existing names
+    ("did you mean 'coco'?") when some are close."""
+    names = db.scalars(select(m.Dataset.name).order_by(m.Dataset.name).limit(_SUGGESTION_POOL))
+    close = difflib.get_close_matches(name, list(names), n=3, cutoff=0.75)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return DatasetNotFound(f"there is no dataset named {name!r}{hint}")
 
 
 def table_of(model: type[m.Base]) -> Table:

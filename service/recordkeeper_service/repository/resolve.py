@@ -31,7 +31,7 @@ from recordkeeper.core.digests import DIGEST_PREFIX
 from recordkeeper.core.errors import InvalidReference, VersionNotFound
 from recordkeeper.core.refs import LATEST, Reference, RefKind
 from recordkeeper_service import models as m
-from recordkeeper_service.repository.common import PUBLISHED_STATES
+from recordkeeper_service.repository.common import PUBLISHED_STATES, missing_dataset
 
 __all__ = [
     "AnySelect",
@@ -205,7 +205,7 @@ def explain_missing(db: Session | Connection, ref: Reference) -> VersionNotFound
     """The error for a reference that matched nothing, saying what does exist."""
     dataset_id = db.scalar(select(m.Dataset.id).where(m.Dataset.name == ref.dataset))
     if dataset_id is None:
-        return VersionNotFound(f"there is no dataset named {ref.dataset!r}")
+        return missing_dataset(db, ref.dataset)
     highest = db.scalar(
         select(func.max(m.Version.number)).where(
             m.Version.dataset_id == dataset_id, m.Version.state == "committed"
