@@ -59,7 +59,10 @@ def test_alias_keeps_working_on_a_deprecated_version(
     body = client.get(f"{API}/versions/coco@golden").json()
     assert body["state"] == "deprecated"
     # but an alias cannot be moved onto a deprecated version
-    error(client.put(f"{URL}/prod", json={"version": "coco@v1"}), 404, "version_not_found")
+    # — a refusal naming the reason (it was a 404 version_not_found, yet the version exists)
+    body = error(client.put(f"{URL}/prod", json={"version": "coco@v1"}), 409, "version_deprecated")
+    assert (body["state"], body["reason"]) == ("deprecated", "old")
+    assert body["version"].startswith("coco_") and "deprecated" in body["detail"]
 
 
 def test_invalid_aliases(client: TestClient, two: list[dict[str, Any]]) -> None:

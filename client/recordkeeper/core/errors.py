@@ -41,7 +41,7 @@ Exception tree::
     │   ├── SchemaConflict                        schema_conflict
     │   ├── DuplicateContent                      duplicate_content
     │   ├── VersionInUse                          version_in_use
-    │   ├── VersionDeprecated                     version_deprecated (client side: pinned data)
+    │   ├── VersionDeprecated                     version_deprecated (pinned data, an alias target)
     │   ├── VersionDataDeleted                    version_data_deleted (its storage was deleted)
     │   ├── StaleLock                             stale_lock (client side: pinned data)
     │   ├── CheckpointConflict                    checkpoint_conflict
@@ -322,7 +322,9 @@ class VersionInUse(Conflict):
 
 
 class VersionDeprecated(Conflict):
-    """Pinned data names a version that has since been deprecated (``extra["reason"]``)."""
+    """A deprecated version where only a committed one will do: pinned data or a lock that
+    names it, an alias moved to it (``extra``: ``reason``, and ``version``/``state`` from the
+    service)."""
 
     code = "version_deprecated"
 

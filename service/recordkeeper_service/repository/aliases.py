@@ -11,7 +11,13 @@ import builtins
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
-from recordkeeper.core.errors import AliasNotFound, InvalidAlias, InvalidReference, VersionNotFound
+from recordkeeper.core.errors import (
+    AliasNotFound,
+    InvalidAlias,
+    InvalidReference,
+    VersionDeprecated,
+    VersionNotFound,
+)
 from recordkeeper.core.naming import validate_dataset_name
 from recordkeeper.core.refs import LATEST, parse_reference, validate_alias_name
 from recordkeeper_service import models as m
@@ -51,6 +57,14 @@ class AliasRepository:
             # Locked: retention's claim releases a version under the same lock, so an alias
             # either comes first (and keeps it) or sees the release and is refused.
             version = find_version(session, ref, published_only=True, for_update=True)
+            if version.state == "deprecated":  # it exists: a refusal, not "not found"
+                raise VersionDeprecated(
+                    f"{version.name} is deprecated; aliases can only be moved to committed "
+                    "versions (choose another)",
+                    state=version.state,
+                    version=version.name,
+                    reason=version.deprecated_reason,
+                )
             if version.state != "committed":
                 raise state_error(
                     VersionNotFound, version, "aliases can only be moved to committed versions"

@@ -37,7 +37,7 @@ router = APIRouter(
 )
 
 
-@router.put("/{alias}", response_model=AliasOut, responses=errors(400, 413))
+@router.put("/{alias}", response_model=AliasOut, responses=errors(400, 409, 413))
 def set_alias(
     name: str, alias: str, body: AliasIn, repository: RepositoryDep, who: Writer
 ) -> dict[str, Any]:
