@@ -206,6 +206,7 @@ class TfdsExportOptions(TypedDict):
     tfds_version: str | None
     link: bool | None
     supervised_keys: tuple[str, str] | None
+    features: Mapping[str, Any] | None
     storage_options: Mapping[str, Any] | None
     max_workers: int | None
     progress: bool | None
@@ -586,6 +587,7 @@ class DatasetVersion:
         tfds_version: str | None = None,
         link: bool | None = None,
         supervised_keys: tuple[str, str] | None = None,
+        features: Mapping[str, Any] | None = None,
         storage_options: Mapping[str, Any] | None = None,
         max_workers: int | None = None,
         progress: bool | None = None,
@@ -593,8 +595,10 @@ class DatasetVersion:
         """Write this version as a TFDS dataset under ``data_dir`` (needs the ``tfds`` extra).
 
         ``tfds.builder_from_directory(export.builder_dir)`` and ``tfds.load(export.tfds_name,
-        data_dir=data_dir)`` read it; see :func:`recordkeeper.tfds_export.export_tfds` for the
-        feature mapping, the version number (``v3`` → ``3.0.0``), linking and verification.
+        data_dir=data_dir)`` read it; ``features={"label": tfds.features.ClassLabel(...)}``
+        describes features with TFDS features of your choice.  See
+        :func:`recordkeeper.tfds_export.export_tfds` for the feature mapping, the version
+        number (``v3`` → ``3.0.0``), linking and verification.
         """
         self.ensure_readable()
         return self._services("export_tfds").export_tfds(
@@ -604,6 +608,7 @@ class DatasetVersion:
             tfds_version=tfds_version,
             link=link,
             supervised_keys=supervised_keys,
+            features=features,
             storage_options=(
                 storage_options if storage_options is not None else self._storage_options
             ),

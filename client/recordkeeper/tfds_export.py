@@ -53,7 +53,9 @@ cannot be mapped raises :class:`~recordkeeper.errors.UnsupportedFormat` (code
 * ``opaque_records``: the records are not ``tf.train.Example`` protos;
 * ``sequence_example``: ``tf.train.SequenceExample`` records (TFDS keeps sequences in Example
   features; parsing a SequenceExample as an Example would silently drop its feature lists);
-* ``supervised_keys``: a supervised key names no feature.
+* ``supervised_keys``: a supervised key names no feature;
+* ``feature_override``: a TFDS feature given in ``features=`` (``Image``, ``ClassLabel`` …)
+  does not fit the records (another list type, another number of values, no such feature).
 
 **Names and versions.**  The TFDS name is the dataset's with ``-`` turned into ``_`` (TFDS
 names are ``[a-zA-Z][a-zA-Z0-9_]*``), or ``name=``.  TFDS wants a semantic version: version
@@ -104,6 +106,7 @@ from recordkeeper.storage import backend_of, open_read, to_uri
 __all__ = [
     "FILE_TEMPLATE",
     "TfdsFeature",
+    "check_override",
     "export_tfds",
     "tfds_features",
     "tfds_file_name",
@@ -132,9 +135,11 @@ class TfdsFeature:
     name: str
     dtype: Literal["int64", "float32", "string"]
     shape: tuple[int | None, ...]
+    #: the ``tfds.features`` class: ``Tensor``, or the one given in ``features=``
+    feature: str = "Tensor"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dtype": self.dtype, "shape": list(self.shape)}
+        return {"dtype": self.dtype, "shape": list(self.shape), "feature": self.feature}
 
 
 def _unmappable(detail: str, reason: str, **extra: Any) -> UnsupportedFormat:
@@ -172,6 +177,77 @@ def tfds_features(schema: Schema) -> tuple[TfdsFeature, ...]:
             shape = (None,)
         out.append(TfdsFeature(feature.name, _DTYPES[feature.kind], shape))  # type: ignore[arg-type]
     return tuple(out)
+
+
+def _serialized_kind(np_dtype: Any) -> str | None:
+    """``int64``, ``float`` or ``bytes``: the Example list a TFDS dtype is stored in."""
+    import numpy as np
+
+    kind = np.dtype(np_dtype).kind
+    return {"i": "int64", "u": "int64", "b": "int64", "f": "float"}.get(
+        kind, "bytes" if kind in "OSU" else None
+    )
+
+
+def check_override(schema: Schema, name: str, connector: Any) -> TfdsFeature:
+    """The feature ``name`` described by the TFDS feature ``connector`` (``ClassLabel``,
+    ``Image``, ``Text``, a ``Tensor`` …), if the records can be read as it: one Example feature
+    of the same list type, with the number of values its shape needs in every record.
+
+    Raises :class:`~recordkeeper.errors.UnsupportedFormat` (reason ``feature_override``).
+    """
+    try:
+        feature = next(f for f in schema.features if f.name == name)
+    except StopIteration:
+        known = ", ".join(sorted(f.name for f in schema.features)) or "none"
+        raise _unmappable(
+            f"features= names {name!r}, which the records do not have (features: {known})",
+            "feature_override",
+            feature=name,
+        ) from None
+    what = type(connector).__name__
+    info = connector.get_serialized_info()
+    shape = getattr(info, "shape", None)
+    kind = _serialized_kind(info.np_dtype) if shape is not None else None
+    if shape is None or kind is None:
+        raise _unmappable(
+            f"features={{{name!r}: {what}}}: a {what} is stored as several Example features "
+            "(or an unknown type), not as the one feature the records have",
+            "feature_override",
+            feature=name,
+        )
+    if kind != feature.kind:
+        raise _unmappable(
+            f"features={{{name!r}: {what}}}: a {what} is stored as {kind} values, the records "
+            f"carry {name!r} as {feature.kind} values",
+            "feature_override",
+            feature=name,
+        )
+    dims = tuple(shape)
+    if None not in dims:
+        needed = 1
+        for d in dims:
+            needed *= int(d)
+        every = feature.present_count == schema.record_count
+        if not (every and feature.min_count == feature.max_count == needed):
+            counts = (
+                f"{feature.min_count}"
+                if feature.min_count == feature.max_count
+                else f"{feature.min_count} to {feature.max_count}"
+            )
+            where = (
+                "every record"
+                if every
+                else f"{feature.present_count} of {schema.record_count} records"
+            )
+            raise _unmappable(
+                f"features={{{name!r}: {what}}}: a {what} of shape {dims} needs {needed} "
+                f"value(s) in every record; {name!r} has {counts} in {where}",
+                "feature_override",
+                feature=name,
+            )
+    dtype = {"int64": "int64", "float": "float32", "bytes": "string"}[kind]
+    return TfdsFeature(name, dtype, dims, what)  # type: ignore[arg-type]
 
 
 def tfds_name_of(dataset: str, name: str | None = None) -> str:
@@ -415,12 +491,16 @@ def _import_tfds() -> Any:
     return tfds
 
 
-def _features_dict(tfds: Any, features: Sequence[TfdsFeature]) -> Any:
+def _features_dict(tfds: Any, features: Sequence[TfdsFeature], overrides: Mapping[str, Any]) -> Any:
     import numpy as np
 
     dtypes = {"int64": np.int64, "float32": np.float32, "string": np.object_}
     return tfds.features.FeaturesDict(
-        {f.name: tfds.features.Tensor(shape=f.shape, dtype=dtypes[f.dtype]) for f in features}
+        {
+            f.name: overrides.get(f.name)
+            or tfds.features.Tensor(shape=f.shape, dtype=dtypes[f.dtype])
+            for f in features
+        }
     )
 
 
@@ -445,6 +525,7 @@ def _write_info(
     split_bytes: Mapping[str, int],
     supervised_keys: tuple[str, str] | None,
     metadata: Mapping[str, Any],
+    overrides: Mapping[str, Any],
 ) -> None:
     """``dataset_info.json``, ``features.json`` and ``metadata.json``, written by TFDS."""
     split_infos = [
@@ -476,7 +557,7 @@ def _write_info(
             f"{version.name}: version {version.number} of the recordkeeper dataset "
             f"{version.dataset!r}, content digest {version.content_digest}"
         ),
-        features=_features_dict(tfds, features),
+        features=_features_dict(tfds, features, overrides),
         supervised_keys=supervised_keys,
         metadata=tfds.core.MetadataDict(recordkeeper=dict(metadata)),
         split_dict=tfds.core.SplitDict(split_infos),
@@ -493,6 +574,7 @@ def export_tfds(
     tfds_version: str | None = None,
     link: bool | None = None,
     supervised_keys: tuple[str, str] | None = None,
+    features: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     max_workers: int | None = None,
     progress: bool | None = None,
@@ -501,8 +583,10 @@ def export_tfds(
 
     See the module docstring for the layout, the feature mapping, the version number and how
     shards are linked or copied and checked.  ``supervised_keys=("image", "label")`` is passed
-    to TFDS (``as_supervised=True``).  ``progress``: a bytes/s bar on a terminal (``None``),
-    always, or never.
+    to TFDS (``as_supervised=True``).  ``features={"image": tfds.features.Image(), "label":
+    tfds.features.ClassLabel(names=[...])}`` describes those features with the given TFDS
+    features instead of ``Tensor`` (:func:`check_override` checks the records fit each one).
+    ``progress``: a bytes/s bar on a terminal (``None``), always, or never.
     """
     started = time.perf_counter()
     version.ensure_readable()
@@ -517,9 +601,16 @@ def export_tfds(
     number = tfds_version_of(version, tfds_version)
     if version.shard_count and not version.splits:
         raise InvalidInput(f"{version.name} was listed without its shards: resolve it first")
-    features = tfds_features(version.schema)
+    overrides = dict(features or {})
+    schema = version.schema
+    mapped = [
+        check_override(schema, f.name, overrides[f.name]) if f.name in overrides else f
+        for f in tfds_features(schema)
+    ]
+    for extra_name in sorted(set(overrides) - {f.name for f in mapped}):
+        check_override(schema, extra_name, overrides[extra_name])  # raises: not a feature
     if supervised_keys is not None:
-        known = {f.name for f in features}
+        known = {f.name for f in mapped}
         missing = [k for k in supervised_keys if k not in known]
         if len(supervised_keys) != 2 or missing:
             raise _unmappable(
@@ -540,7 +631,7 @@ def export_tfds(
         splits=MappingProxyType(
             {k: tuple(s.record_count for s in v.shards) for k, v in version.splits.items()}
         ),
-        features=MappingProxyType({f.name: f.to_dict() for f in features}),
+        features=MappingProxyType({f.name: f.to_dict() for f in mapped}),
     )
     notes = []
     if version.state == "deprecated":
@@ -603,11 +694,12 @@ def export_tfds(
             version,
             tfds_name,
             number,
-            features,
+            mapped,
             lengths,
             split_bytes,
             supervised_keys,
             metadata,
+            overrides,
         )
         try:
             os.rename(staging, builder_dir)

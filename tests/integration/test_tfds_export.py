@@ -150,8 +150,8 @@ def test_export_local_links_and_reads_back(
     assert {s.method for s in export.shards} == {"link"}  # same filesystem: hard links
     first = export.shards[0]
     assert os.stat(first.path).st_ino == os.stat(v.shards[0].uri[len("file://") :]).st_ino
-    assert export.features["tokens"] == {"dtype": "string", "shape": [None]}
-    assert export.features["embedding"] == {"dtype": "float32", "shape": [3]}
+    assert export.features["tokens"] == {"dtype": "string", "shape": [None], "feature": "Tensor"}
+    assert export.features["embedding"] == {"dtype": "float32", "shape": [3], "feature": "Tensor"}
     check_readable(tfds, v, export)
     assert not [p for p in os.listdir(out / "tfds_demo") if p.startswith(".")]  # no staging left
 
@@ -230,6 +230,59 @@ def test_what_cannot_be_mapped_says_why(
     )
     assert pair[0].numpy() == b"img-0" and pair[1].numpy() == 0
     assert export.builder_dir.endswith(f"keys/{v.number}.0.0")
+
+
+def test_tfds_features_of_your_choice(
+    live_service: LiveService, tmp_path: Path, tfds: ModuleType
+) -> None:
+    """features= describes a feature with a TFDS feature (an Image decoded from PNG bytes, a
+    ClassLabel with names), once the records are checked to fit it."""
+    import numpy as np
+    import tensorflow as tf
+
+    client = live_service.client()
+    pixels = [
+        tf.constant([[[i, 0, 0], [0, i, 0]], [[0, 0, i], [i, i, i]]], tf.uint8) for i in range(12)
+    ]
+    with client.writer("pets") as w:
+        for i, image in enumerate(pixels):
+            png = tf.io.encode_png(image).numpy()
+            w.write(example_bytes({"image": [png], "label": [i % 3], "box": [0.1, 0.2, 0.3, 0.4]}))
+    v = client.resolve("pets@latest")
+    names = ["cat", "dog", "fish"]
+    export = v.export_tfds(
+        tmp_path / "tfds",
+        features={
+            "image": tfds.features.Image(shape=(2, 2, 3)),
+            "label": tfds.features.ClassLabel(names=names),
+        },
+        supervised_keys=("image", "label"),
+        progress=False,
+    )
+    assert export.features["image"] == {"dtype": "string", "shape": [], "feature": "Image"}
+    assert export.features["label"]["feature"] == "ClassLabel"
+    builder = tfds.builder_from_directory(export.builder_dir)
+    assert builder.info.features["label"].names == names
+    got = sorted(
+        ((x["label"].numpy(), x["image"].numpy().tolist()) for x in builder.as_dataset("train")),
+        key=lambda pair: pair[1][0][0][0],
+    )
+    assert got == [(i % 3, pixels[i].numpy().tolist()) for i in range(12)]
+    image, _ = next(iter(builder.as_dataset("train", as_supervised=True)))
+    assert image.shape == (2, 2, 3) and image.dtype == tf.uint8
+
+    for bad, why in [
+        ({"box": tfds.features.Tensor(shape=(2,), dtype=np.float32)}, r"needs 2 value\(s\)"),
+        (
+            {"label": tfds.features.Image()},
+            "stored as bytes values, the records carry 'label' as int64",
+        ),
+        ({"bbox": tfds.features.Image()}, "do not have"),
+    ]:
+        with pytest.raises(UnsupportedFormat, match=why) as info:
+            v.export_tfds(tmp_path / "other", features=bad, progress=False)
+        assert info.value.extra["reason"] == "feature_override"
+    assert not (tmp_path / "other").exists()
 
 
 def test_a_damaged_shard_is_not_exported(

@@ -350,6 +350,7 @@ def export_tfds(
         tfds_version=tfds_version,
         link=link,
         supervised_keys=keys,
+        features=None,
         storage_options=options or None,
         progress=None if not as_json else False,
     )
