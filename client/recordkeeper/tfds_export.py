@@ -14,7 +14,10 @@ form the installed TFDS reads).  Splits, shard order and shard lengths are the r
 records are the registered bytes, checked on the way: the sha256 of every file written is
 compared with the registered one (``sha256`` of the stored bytes, or ``records_sha256`` for a
 shard that was decompressed), and a mismatch raises :class:`~recordkeeper.errors.CorruptShard`
-with nothing left at the builder directory.
+with nothing left at the builder directory.  As in deep verification, damage is confirmed by
+reading the shard again: a clean second read means the first was damaged in transit (logged),
+two reads that disagree raise :class:`~recordkeeper.errors.StorageError` (reason
+``transport``).
 
 **Shards.**  TFDS names its files ``<name>-<split>.tfrecord-NNNNN-of-MMMMM`` in the builder
 directory and reads them uncompressed, so every shard gets a file there:
@@ -69,9 +72,11 @@ A staged version (no number yet, shards still arriving) is refused
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -113,6 +118,8 @@ __all__ = [
     "tfds_name_of",
     "tfds_version_of",
 ]
+
+log = logging.getLogger("recordkeeper")
 
 #: TFDS's default ``filepathTemplate``, the one every export uses.
 FILE_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
@@ -431,6 +438,36 @@ def _export_shard(
     )
 
 
+def _export_checked(
+    shard: Shard,
+    target: str,
+    link: bool | None,
+    storage_options: Mapping[str, Any] | None,
+    advance: Callable[[int], None],
+) -> TfdsExportedShard:
+    """:func:`_export_shard`, with damage confirmed by a second read (as deep verification
+    does): a byte flipped on the way looks exactly like a damaged shard."""
+    try:
+        return _export_shard(shard, target, link, storage_options, advance)
+    except CorruptShard as first:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(target)
+        try:
+            exported = _export_shard(shard, target, link, storage_options, lambda n: None)
+        except CorruptShard as again:
+            if again.detail == first.detail:
+                raise again from None
+            raise StorageError(
+                f"{shard.uri}: two reads gave different bytes ({first.detail}; then "
+                f"{again.detail}): the answers are being damaged in transit, nothing was "
+                "exported",
+                uri=shard.uri,
+                reason="transport",
+            ) from None
+        log.warning("%s: one read found %s, the next none: damaged in transit", shard.uri, first)
+        return exported
+
+
 # -- the export --------------------------------------------------------------------------------
 
 
@@ -660,7 +697,7 @@ def export_tfds(
         with byte_progress(f"export {version.name}", total, progress) as advance:
 
             def run(shard: Shard, target: str) -> TfdsExportedShard:
-                return _export_shard(shard, target, link, storage_options, advance)
+                return _export_checked(shard, target, link, storage_options, advance)
 
             exported = parallel_map(run, jobs, workers=workers, processes=False)
         lengths: dict[str, list[int]] = {}
