@@ -213,9 +213,18 @@ def check_override(schema: Schema, name: str, connector: Any) -> TfdsFeature:
             feature=name,
         ) from None
     what = type(connector).__name__
-    info = connector.get_serialized_info()
+    serialized = getattr(connector, "get_serialized_info", None)
+    if not callable(serialized):
+        raise _unmappable(
+            f"features={{{name!r}: {what}}}: not a TFDS feature (tfds.features.Image(), "
+            "tfds.features.ClassLabel(...), ...)",
+            "feature_override",
+            feature=name,
+        )
+    info = serialized()
     shape = getattr(info, "shape", None)
-    kind = _serialized_kind(info.np_dtype) if shape is not None else None
+    np_dtype = getattr(info, "np_dtype", None)
+    kind = _serialized_kind(np_dtype) if shape is not None and np_dtype is not None else None
     if shape is None or kind is None:
         raise _unmappable(
             f"features={{{name!r}: {what}}}: a {what} is stored as several Example features "

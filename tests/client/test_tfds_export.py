@@ -132,3 +132,15 @@ def test_inflater_reads_every_gzip_member_and_refuses_a_cut_stream(compression: 
     cut.feed(stored[: len(stored) // 2])
     with pytest.raises(zlib.error):
         cut.finish()
+
+
+def test_a_feature_override_must_be_a_tfds_feature() -> None:
+    from recordkeeper.tfds_export import check_override
+
+    schema = rk.Schema("example", 2, (feature("label", "int64", 1, 1, 2),))
+    with pytest.raises(UnsupportedFormat, match="not a TFDS feature") as info:
+        check_override(schema, "label", "ClassLabel")
+    assert info.value.extra == {"format": "tfds", "reason": "feature_override", "feature": "label"}
+    with pytest.raises(UnsupportedFormat, match="do not have") as info:
+        check_override(schema, "lable", object())
+    assert info.value.extra["reason"] == "feature_override"
