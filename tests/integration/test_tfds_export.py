@@ -1,6 +1,6 @@
 """Exporting a version as a TFDS dataset, read back with the real ``tensorflow-datasets``.
 
-A version is written (local store, and S3 on SeaweedFS), exported with ``v.export_tfds`` /
+A version is written (local store, S3 on SeaweedFS, GCS on fake-gcs-server), exported with ``v.export_tfds`` /
 ``recordkeeper export-tfds``, and read with ``tfds.builder_from_directory`` and
 ``tfds.load(name, data_dir=...)``: every record must come back with the registry's splits,
 shard order and shard lengths, and the exported files must be the registered records byte for
@@ -359,3 +359,28 @@ def test_export_from_s3(
     with pytest.raises(rk.StorageError, match="hard-linked") as info:
         v.export_tfds(tmp_path / "other", link=True, progress=False)
     assert info.value.extra["reason"] == "link"
+
+
+@pytest.mark.gcs
+def test_export_from_gcs(
+    live_service_factory: Callable[..., LiveService],
+    gcs_server: Any,
+    gcs_bucket: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    tfds: ModuleType,
+) -> None:
+    """GZIP shards on GCS are decompressed into the local export (checked against their
+    records_sha256) and read back."""
+    for key, value in gcs_server.env.items():
+        monkeypatch.setenv(key, value)
+    opts = dict(gcs_server.storage_options)
+    service = live_service_factory(
+        storage_root=f"{gcs_bucket}/datasets", allowed_roots=[gcs_bucket]
+    )
+    client = service.client(storage_options=opts)
+    v = write_version(client, "gcstfds", compression="gzip")
+    assert v.shards[0].uri.startswith("gs://") and v.shards[0].compression == "gzip"
+    export = v.export_tfds(tmp_path / "tfds", progress=False)
+    assert {s.method for s in export.shards} == {"decompress"}
+    check_readable(tfds, v, export)
