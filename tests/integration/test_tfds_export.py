@@ -1,7 +1,7 @@
 """Exporting a version as a TFDS dataset, read back with the real ``tensorflow-datasets``.
 
-A version is written (local store, S3 on SeaweedFS, GCS on fake-gcs-server), exported with ``v.export_tfds`` /
-``recordkeeper export-tfds``, and read with ``tfds.builder_from_directory`` and
+A version is written (local store, S3 on SeaweedFS, GCS on fake-gcs-server), exported with
+``v.export_tfds`` / ``recordkeeper export-tfds``, and read with ``tfds.builder_from_directory`` and
 ``tfds.load(name, data_dir=...)``: every record must come back with the registry's splits,
 shard order and shard lengths, and the exported files must be the registered records byte for
 byte.  The export is then published again with ``Dataset.from_tfds`` (the reverse import):
