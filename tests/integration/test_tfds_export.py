@@ -336,6 +336,32 @@ def test_cli_export_tfds(live_service: LiveService, tmp_path: Path, tfds: Module
     assert json.loads(r.stderr)["code"] == "invalid_dataset_name"
     r = runner.invoke(app, [*base, "export-tfds", "clitfds@v99", str(out)])
     assert r.exit_code == 3 and "[version_not_found]" in r.stderr
+    r = runner.invoke(
+        app,
+        [
+            *base,
+            "export-tfds",
+            "clitfds@latest",
+            str(out),
+            "--name",
+            "sup",
+            "--copy",
+            "--supervised",
+            "image,label",
+            "--tfds-version",
+            "0.1.0",
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    body = json.loads(r.stdout)
+    assert body["methods"] == {"copy": v.shard_count} and body["load_name"] == "sup:0.1.0"
+    assert tfds.builder_from_directory(body["builder_dir"]).info.supervised_keys == (
+        "image",
+        "label",
+    )
+    r = runner.invoke(app, [*base, "export-tfds", "clitfds@latest", str(out), "--supervised", "x"])
+    assert r.exit_code == 2  # usage
 
 
 @pytest.mark.s3
