@@ -33,7 +33,7 @@ from fsspec.registry import known_implementations
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 FIRST_PARTY = {"recordkeeper", "recordkeeper_service", "tests", "bench", "_speedups"}
-CLIENT_EXTRAS = ("s3", "gcs", "tf", "beam", "plot", "riegeli")
+CLIENT_EXTRAS = ("s3", "gcs", "tf", "beam", "plot", "riegeli", "tfds")
 SERVER_EXTRAS = ("server",)
 
 #: Imported only when installed, as a documented fallback: module → where and why.

@@ -6,12 +6,14 @@ like a resolved revision in huggingface_hub.  Methods that need the outside worl
 (``schema`` when not included, ``verify``, ``tf_dataset``) go through the
 :class:`VersionServices` that made it (the client's registry) and the storage options it was
 given; this module imports none of them.  :class:`VerifyReport` and :class:`ShardProblem`, what
-``verify`` answers, are value objects too and live here.
+``verify`` answers, are value objects too and live here, as is :class:`TfdsExport`, what
+``export_tfds`` answers.
 """
 
 from __future__ import annotations
 
 import datetime
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -31,6 +33,9 @@ __all__ = [
     "ShardProblem",
     "Split",
     "TfDatasetOptions",
+    "TfdsExport",
+    "TfdsExportOptions",
+    "TfdsExportedShard",
     "VerifyOptions",
     "VerifyReport",
     "VersionServices",
@@ -194,6 +199,102 @@ class TfDatasetOptions(TypedDict):
     storage_options: Mapping[str, Any] | None
 
 
+class TfdsExportOptions(TypedDict):
+    """The options of :meth:`DatasetVersion.export_tfds`, as it hands them to its services."""
+
+    name: str | None
+    tfds_version: str | None
+    link: bool | None
+    supervised_keys: tuple[str, str] | None
+    features: Mapping[str, Any] | None
+    storage_options: Mapping[str, Any] | None
+    max_workers: int | None
+    progress: bool | None
+
+
+@dataclass(frozen=True)
+class TfdsExportedShard:
+    """One registered shard as a file of a TFDS export.
+
+    ``method`` is ``link`` (a hard link to the local shard), ``copy`` (its bytes copied) or
+    ``decompress`` (a GZIP/ZLIB shard written uncompressed: TFDS reads plain TFRecord files);
+    ``size`` is the size of the file written, ``record_count`` its records.
+    """
+
+    split: str
+    index: int
+    source: str
+    path: str
+    method: Literal["link", "copy", "decompress"]
+    size: int
+    record_count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "split": self.split,
+            "index": self.index,
+            "source": self.source,
+            "path": self.path,
+            "method": self.method,
+            "size": self.size,
+            "record_count": self.record_count,
+        }
+
+
+@dataclass(frozen=True)
+class TfdsExport:
+    """What :meth:`DatasetVersion.export_tfds` made: a TFDS dataset directory.
+
+    ``builder_dir`` (``DATA_DIR/<tfds_name>/<tfds_version>``) is what
+    ``tfds.builder_from_directory`` reads, ``data_dir`` what ``tfds.load(tfds_name,
+    data_dir=...)`` takes.  ``features`` maps each feature to its TFDS form (``dtype``,
+    ``shape`` with ``None`` for a variable length).  ``existing`` is True when the directory
+    already held this export (same version, same content digest): nothing was read or written.
+    ``notes`` says what a reader should know (a name TFDS itself uses, a deprecated version).
+    """
+
+    version: str
+    content_digest: str | None
+    tfds_name: str
+    tfds_version: str
+    data_dir: str
+    builder_dir: str
+    splits: Mapping[str, tuple[int, ...]]
+    features: Mapping[str, Mapping[str, Any]]
+    shards: tuple[TfdsExportedShard, ...] = ()
+    existing: bool = False
+    bytes_read: int = 0
+    seconds: float = 0.0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def load_name(self) -> str:
+        """``name:X.Y.Z``, what ``tfds.load(..., data_dir=data_dir)`` loads exactly this with."""
+        return f"{self.tfds_name}:{self.tfds_version}"
+
+    def to_dict(self) -> dict[str, Any]:
+        methods: dict[str, int] = {}
+        for shard in self.shards:
+            methods[shard.method] = methods.get(shard.method, 0) + 1
+        return {
+            "version": self.version,
+            "content_digest": self.content_digest,
+            "tfds_name": self.tfds_name,
+            "tfds_version": self.tfds_version,
+            "load_name": self.load_name,
+            "data_dir": self.data_dir,
+            "builder_dir": self.builder_dir,
+            "existing": self.existing,
+            "splits": {k: list(v) for k, v in sorted(self.splits.items())},
+            "features": {k: dict(v) for k, v in sorted(self.features.items())},
+            "methods": methods,
+            "bytes_read": self.bytes_read,
+            "seconds": round(self.seconds, 3),
+            "shards": [s.to_dict() for s in self.shards],
+            "notes": list(self.notes),
+        }
+
+
 class VersionServices(Protocol):
     """What a :class:`DatasetVersion` needs from whoever made it.
 
@@ -212,6 +313,10 @@ class VersionServices(Protocol):
     def tf_dataset(
         self, version: DatasetVersion, split: str, **options: Unpack[TfDatasetOptions]
     ) -> Any: ...
+
+    def export_tfds(
+        self, version: DatasetVersion, data_dir: str, **options: Unpack[TfdsExportOptions]
+    ) -> TfdsExport: ...
 
 
 @dataclass(frozen=True)
@@ -472,6 +577,43 @@ class DatasetVersion:
             storage_options=(
                 storage_options if storage_options is not None else self._storage_options
             ),
+        )
+
+    def export_tfds(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        tfds_version: str | None = None,
+        link: bool | None = None,
+        supervised_keys: tuple[str, str] | None = None,
+        features: Mapping[str, Any] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        max_workers: int | None = None,
+        progress: bool | None = None,
+    ) -> TfdsExport:
+        """Write this version as a TFDS dataset under ``data_dir`` (needs the ``tfds`` extra).
+
+        ``tfds.builder_from_directory(export.builder_dir)`` and ``tfds.load(export.tfds_name,
+        data_dir=data_dir)`` read it; ``features={"label": tfds.features.ClassLabel(...)}``
+        describes features with TFDS features of your choice.  See
+        :func:`recordkeeper.tfds_export.export_tfds` for the feature mapping, the version
+        number (``v3`` → ``3.0.0``), linking and verification.
+        """
+        self.ensure_readable()
+        return self._services("export_tfds").export_tfds(
+            self,
+            os.fspath(data_dir),
+            name=name,
+            tfds_version=tfds_version,
+            link=link,
+            supervised_keys=supervised_keys,
+            features=features,
+            storage_options=(
+                storage_options if storage_options is not None else self._storage_options
+            ),
+            max_workers=max_workers,
+            progress=progress,
         )
 
     def was_staged_as(self, staged_name: str) -> bool:

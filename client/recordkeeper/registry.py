@@ -5,7 +5,8 @@ and turns the service's answers into :class:`~recordkeeper.models.DatasetVersion
 what the capability modules receive (:mod:`recordkeeper.writer` and :mod:`recordkeeper.publish`
 stage, register and finish through it, :mod:`recordkeeper.gc` abandons through it) and what the
 :class:`~recordkeeper.client.Client` façade delegates to.  It also serves the versions it makes
-(:class:`~recordkeeper.models.VersionServices`): their schema, ``verify`` and ``tf_dataset``.
+(:class:`~recordkeeper.models.VersionServices`): their schema, ``verify``, ``tf_dataset`` and
+``export_tfds``.
 """
 
 from __future__ import annotations
@@ -38,9 +39,12 @@ from recordkeeper.models import (
     Shard,
     Split,
     TfDatasetOptions,
+    TfdsExport,
+    TfdsExportOptions,
     VerifyOptions,
     VerifyReport,
 )
+from recordkeeper.tfds_export import export_tfds
 from recordkeeper.verify import verify_pages, verify_version
 from recordkeeper.version_cache import VersionCache
 
@@ -408,6 +412,12 @@ class Registry:
         from recordkeeper.tf.data import tf_dataset
 
         return tf_dataset(version, split, **options)
+
+    def export_tfds(
+        self, version: DatasetVersion, data_dir: str, **options: Unpack[TfdsExportOptions]
+    ) -> TfdsExport:
+        """:func:`recordkeeper.tfds_export.export_tfds` (imports TFDS only when called)."""
+        return export_tfds(version, data_dir, **options)
 
     # -- aliases -----------------------------------------------------------------------------
 

@@ -307,7 +307,7 @@ def handle_errors(run: Callable[[], T]) -> T:
         fail(exc.message, exc.code, exc.exit_code)
     except ImportError as exc:  # fsspec: "Install s3fs to access S3"
         fail(
-            f"{exc}; install the matching extra (recordkeeper[s3], [gcs], [tf])",
+            f"{exc}; install the matching extra (recordkeeper[s3], [gcs], [tf], [tfds])",
             "missing_extra",
             ExitCode.ERROR,
         )

@@ -1,4 +1,5 @@
-"""Version commands: ``publish``, ``resolve``, ``show``, ``ls``, ``verify``, ``diff``."""
+"""Version commands: ``publish``, ``resolve``, ``show``, ``ls``, ``verify``, ``diff``,
+``export-tfds``."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ def register(app: typer.Typer) -> None:
     app.command("ls")(list_)
     app.command()(verify)
     app.command()(diff)
+    app.command("export-tfds")(export_tfds)
 
 
 def publish(
@@ -306,3 +308,64 @@ def diff(
             out.print(f"    {f.describe()}")
     else:
         out.print("  schema: unchanged")
+
+
+def export_tfds(
+    ref: Annotated[str, typer.Argument(help="Version reference (a committed version).")],
+    data_dir: Annotated[str, typer.Argument(help="Local TFDS data directory to write into.")],
+    name: Annotated[
+        str | None, typer.Option("--name", help="TFDS dataset name (default: the dataset's).")
+    ] = None,
+    tfds_version: Annotated[
+        str | None,
+        typer.Option("--tfds-version", help="TFDS version X.Y.Z (default: vN -> N.0.0)."),
+    ] = None,
+    link: Annotated[
+        bool | None,
+        typer.Option(
+            "--link/--copy",
+            help="Hard-link local uncompressed shards (fail if impossible) / always copy.",
+            show_default="link when possible, else copy",
+        ),
+    ] = None,
+    supervised: Annotated[
+        str | None,
+        typer.Option("--supervised", help="INPUT,TARGET feature names for as_supervised."),
+    ] = None,
+    storage_option: StorageOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a version as a TFDS dataset (tfds.load(name, data_dir=DATA_DIR) reads it)."""
+    options = parse_storage_options(storage_option)
+    keys: tuple[str, str] | None = None
+    if supervised is not None:
+        parts = tuple(p.strip() for p in supervised.split(","))
+        if len(parts) != 2 or not all(parts):
+            raise typer.BadParameter("--supervised takes two feature names: INPUT,TARGET")
+        keys = (parts[0], parts[1])
+    version = connect(options).resolve(ref)
+    export = version.export_tfds(
+        data_dir,
+        name=name,
+        tfds_version=tfds_version,
+        link=link,
+        supervised_keys=keys,
+        features=None,
+        storage_options=options or None,
+        progress=None if not as_json else False,
+    )
+    if as_json:
+        print_json(export.to_dict())
+        return
+    out = console()
+    verb = "already exported" if export.existing else "exported"
+    out.print(f"{verb} [bold]{export.version}[/] as {export.load_name}")
+    out.print(f"  builder dir  {export.builder_dir}")
+    for split, lengths in sorted(export.splits.items()):
+        out.print(f"  {split:<12} {len(lengths)} shards  {sum(lengths)} records")
+    methods = export.to_dict()["methods"]
+    if methods:
+        out.print("  shards       " + ", ".join(f"{n} {m}" for m, n in sorted(methods.items())))
+    for note in export.notes:
+        out.print(f"  [yellow]note[/] {note}")
+    out.print(f"  read with    tfds.load({export.load_name!r}, data_dir={export.data_dir!r})")
