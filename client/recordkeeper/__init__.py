@@ -69,7 +69,7 @@ from recordkeeper.dataset import Dataset, ShardFile
 from recordkeeper.diff import FeatureChange, ShardChange, VersionDiff
 from recordkeeper.lineage import CheckpointInfo, Consumers, Lineage, LineageGraph
 from recordkeeper.locking import lock_config
-from recordkeeper.models import DatasetInfo, DatasetVersion, Shard, Split
+from recordkeeper.models import DatasetInfo, DatasetVersion, DeprecatedVersionWarning, Shard, Split
 from recordkeeper.pinned import PinnedData, load_pinned
 from recordkeeper.verify import ShardProblem, VerifyReport
 from recordkeeper.writer import VersionWriter
@@ -91,6 +91,7 @@ __all__ = [
     "DatasetInfo",
     "DatasetNotFound",
     "DatasetVersion",
+    "DeprecatedVersionWarning",
     "DigestMismatch",
     "DuplicateContent",
     "DuplicateWarning",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -28,6 +29,7 @@ from recordkeeper.core.verification import Reason
 __all__ = [
     "DatasetInfo",
     "DatasetVersion",
+    "DeprecatedVersionWarning",
     "Reason",
     "Shard",
     "ShardProblem",
@@ -340,6 +342,11 @@ class DatasetInfo:
         )
 
 
+class DeprecatedVersionWarning(UserWarning):
+    """A deprecated version is used — resolved, or read by ``tf_dataset`` — where a lock or
+    ``load_pinned`` would refuse it (the message gives the deprecation reason)."""
+
+
 @dataclass(frozen=True)
 class DatasetVersion:
     """One immutable version of a dataset, as resolved from a reference.
@@ -513,6 +520,20 @@ class DatasetVersion:
             return f"data being deleted ({why})"
         return "stored"
 
+    def warn_if_deprecated(self, use: str, *, stacklevel: int = 2) -> None:
+        """Warn (:class:`DeprecatedVersionWarning`, with the reason) when this version is
+        deprecated: ``use`` says what is being done with it ("resolved", "read")."""
+        if self.state != "deprecated":
+            return
+        reason = f": {self.deprecated_reason}" if self.deprecated_reason else ""
+        warnings.warn(
+            DeprecatedVersionWarning(
+                f"{self.name} is deprecated{reason}; {use} anyway (a lock or load_pinned would "
+                "refuse it)"
+            ),
+            stacklevel=stacklevel + 1,
+        )
+
     def ensure_readable(self) -> None:
         """Raise :class:`~recordkeeper.errors.VersionDataDeleted` (saying why and when) if the
         version's data was deleted: its records cannot be read or verified."""
@@ -564,9 +585,11 @@ class DatasetVersion:
     ) -> Any:
         """A ``tf.data.Dataset`` of the serialized records of ``split`` (imports TensorFlow).
 
-        See :func:`recordkeeper.tf.data.tf_dataset`.
+        See :func:`recordkeeper.tf.data.tf_dataset`.  A deprecated version is read with a
+        :class:`DeprecatedVersionWarning`.
         """
         self.ensure_readable()
+        self.warn_if_deprecated("read", stacklevel=2)
         return self._services("tf_dataset").tf_dataset(
             self,
             split,

@@ -250,8 +250,11 @@ class Registry:
             _check_version_answer(body)
         body["ref"] = ref
         if not shards:
-            return self.version(body)
-        return self.version(body, splits=self._splits(body, cacheable=etag is not None))
+            version = self.version(body)
+        else:
+            version = self.version(body, splits=self._splits(body, cacheable=etag is not None))
+        version.warn_if_deprecated("resolved", stacklevel=3)  # the caller of client.resolve
+        return version
 
     def _splits(self, body: Mapping[str, Any], *, cacheable: bool) -> Mapping[str, Split]:
         """The splits of the version ``body`` describes: held, or fetched (and kept when the

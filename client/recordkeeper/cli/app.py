@@ -28,6 +28,7 @@ from recordkeeper.cli.common import (
     arrange_global_options,
     handle_errors,
     json_errors,
+    print_library_warnings,
     report_error,
     set_connection,
     set_json_errors,
@@ -140,6 +141,7 @@ def _main(
     4 verification failed, 5 service unreachable, 6 refused (see docs/cli.md).
     """
     set_connection(url, token)
+    print_library_warnings()
 
 
 for _register in COMMANDS:

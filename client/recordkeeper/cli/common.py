@@ -19,8 +19,9 @@ import enum
 import json
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, TextIO, TypeVar
 
 import typer
 
@@ -57,6 +58,7 @@ __all__ = [
     "json_errors",
     "parse_storage_options",
     "print_json",
+    "print_library_warnings",
     "report_error",
     "set_connection",
     "set_json_errors",
@@ -283,6 +285,28 @@ def report_error(
         if request_id:
             suffix += f" (request id {request_id})"
         sys.stderr.write(f"error: {message}{suffix}\n")
+
+
+def print_library_warnings() -> None:
+    """Show recordkeeper's own warnings (a deprecated version used, identical content kept…) as
+    ``warning: <message>`` lines on stderr, not in Python's ``file:line: Category`` form;
+    other warnings are shown as Python would."""
+    shown = warnings.showwarning
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if category.__module__.split(".")[0] == "recordkeeper":
+            sys.stderr.write(f"warning: {message}\n")
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
 
 
 def handle_errors(run: Callable[[], T]) -> T:
