@@ -98,14 +98,11 @@ GENERIC_CHECKSUM_KEYS: tuple[str, ...] = (
 )
 
 
-def _plain(value: Any) -> Any:
-    """An ``info()`` value as JSON the registry can store and compare later."""
+def _plain(value: Any) -> str:
+    """An ``info()`` value as the text the registry stores and compares later: ``str()``, as
+    the generic identity has always been recorded (bytes as hex)."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
-    if isinstance(value, (int, str)) and not isinstance(value, bool):
-        return value if isinstance(value, str) else str(value)
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
     return str(value)
 
 
