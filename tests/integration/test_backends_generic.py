@@ -16,9 +16,11 @@ from typing import Any, ClassVar
 import fsspec
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
+from typer.testing import CliRunner
 
 import recordkeeper as rk
 from recordkeeper.backends import StorageProfile, profile_for, register_profile, unregister_profile
+from recordkeeper.cli import app
 from tests.integration import _scenarios as sc
 from tests.integration.conftest import LiveService
 
@@ -149,6 +151,12 @@ def test_a_store_that_gives_only_sizes_says_only_deep_verify_can_tell(
     assert "3 shard(s)" in note and "deep verify" in note and "rksizeonly" in note
     assert fast.to_dict()["notes"] == [note]
     _deep_finds(v, victim)
+    shown = CliRunner().invoke(app, ["--url", service.url, "verify", v.name])
+    assert shown.exit_code == 0, shown.output
+    words = " ".join(shown.output.split())  # the console wraps long lines
+    assert (
+        words.startswith(f"ok {v.name}") and "note 3 shard(s)" in words and "deep verify" in words
+    )
 
 
 def test_a_registered_profile_teaches_fast_verify_a_new_store(service: LiveService) -> None:
