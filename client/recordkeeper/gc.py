@@ -55,7 +55,7 @@ from recordkeeper.core.roots import (
     normalize_uri,
 )
 from recordkeeper.http import quote_segment
-from recordkeeper.storage import backend_of, storage_errors, url_to_fs
+from recordkeeper.storage import profile_of, storage_errors, url_to_fs
 
 if TYPE_CHECKING:
     from recordkeeper.registry import Registry
@@ -282,7 +282,7 @@ class _Storage:
         self, prefix: str, roots: Sequence[str], options: Mapping[str, Any] | None
     ) -> None:
         self.prefix = prefix
-        self.local = backend_of(prefix) == "file"
+        self.local = profile_of(prefix).local
         self._roots = local_files.real_roots(roots)
         self._options = options
         self._fs: Any = None

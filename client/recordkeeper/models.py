@@ -148,6 +148,9 @@ class VerifyReport:
     problems: tuple[ShardProblem, ...]
     bytes_read: int = 0
     seconds: float = 0.0
+    #: what this verification could not tell (e.g. a fast verify on a backend whose objects
+    #: carry no version, time or checksum: only a deep verify finds a same-size rewrite)
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -178,6 +181,7 @@ class VerifyReport:
             "bytes_read": self.bytes_read,
             "seconds": round(self.seconds, 3),
             "problems": [p.to_dict() for p in self.problems],
+            "notes": list(self.notes),
         }
 
 

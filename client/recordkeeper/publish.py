@@ -42,11 +42,11 @@ from recordkeeper.object_batches import listing_or_nothing, read_small_many, sta
 from recordkeeper.progress import ProgressLike, ProgressReader, byte_progress
 from recordkeeper.storage import (
     ObjectStat,
-    backend_of,
     discard_upload,
     join_uri,
     open_read,
     open_write,
+    profile_of,
     remove,
     stat_object,
     storage_errors,
@@ -269,7 +269,7 @@ def copy_target(info: Mapping[str, Any], uris: list[str], copy_to: str | bool | 
         check_allowed(uris, roots)
         real = local_files.real_roots(roots)
         for uri in uris:  # in place on local disk: the file itself, no link out of the roots
-            if backend_of(uri) == "file":
+            if profile_of(uri).local:
                 local_files.check_in_place(local_files.local_path(to_uri(uri)), real)
         return None
     return to_uri(copy_to)
@@ -279,14 +279,22 @@ def copy_target(info: Mapping[str, Any], uris: list[str], copy_to: str | bool | 
 SMALL_SHARD_BYTES = 2**20
 _SMALL_BATCH_BYTES = 32 * 2**20  # read this much (at most) while the previous batch is scanned
 _SMALL_BATCH_SHARDS = 256
-#: from this many S3 shards on, publishing lists their prefix first to learn their sizes
+#: from this many shards on a backend with listings and one-request reads, publishing lists
+#: their prefix first to learn their sizes
 LISTING_MIN_SHARDS = 8
 
 
-def _small_s3_shards(shards: list[ShardFile], options: Mapping[str, Any] | None) -> dict[int, int]:
-    """Index → listed size of the shards small enough to read whole (S3 only; else none)."""
+def _small_shards(shards: list[ShardFile], options: Mapping[str, Any] | None) -> dict[int, int]:
+    """Index → listed size of the shards small enough to read whole, when they all live on one
+    backend whose profile lists prefixes and reads an object with its identity in one request
+    (S3); else none."""
     uris = [to_uri(s.uri) for s in shards]
-    if len(uris) < LISTING_MIN_SHARDS or any(backend_of(u) != "s3" for u in uris):
+    if len(uris) < LISTING_MIN_SHARDS:
+        return {}
+    profile = profile_of(uris[0])
+    if not (profile.lists_prefixes and profile.batch_reads) or any(
+        profile_of(u) is not profile for u in uris
+    ):
         return {}
     listed = listing_or_nothing(uris, options)
     return {
@@ -303,9 +311,10 @@ def _read_small(
     advance: Callable[[int], None],
     concurrency: int,
 ) -> dict[int, dict[str, Any]]:
-    """Registrations of the small S3 shards: each read whole by one ``GET`` that also answers
-    its identity (so bytes and identity are of one object version), then scanned in memory.
-    The next batch downloads (on the filesystem's event loop) while this one is scanned."""
+    """Registrations of the small shards: each read whole by one request that also answers
+    its identity (S3: one ``GET``), so bytes and identity are of one object version, then
+    scanned in memory.  The next batch downloads (on the filesystem's event loop) while this
+    one is scanned."""
     batches: list[list[int]] = [[]]
     size = 0
     for i in sorted(small):
@@ -365,7 +374,7 @@ def publish(
     copy_to = copy_target(registry.info(), [s.uri for s in shards], copy_to)
     url_to_fs(shards[0].uri, options)  # create the filesystem once, outside the threads
     # Small S3 shards published in place are read whole, one request each (see _read_small).
-    small = _small_s3_shards(shards, options) if copy_to is None else {}
+    small = _small_shards(shards, options) if copy_to is None else {}
     streamed = [i for i in range(len(shards)) if i not in small]
     befores: dict[int, ObjectStat] = {}
     stats = stat_many([shards[i].uri for i in streamed], options, concurrency=32)
@@ -376,8 +385,8 @@ def publish(
     total = sum(small.values()) + sum(b.size for b in befores.values())
     processes = use_processes(total - sum(small.values()), len(streamed))
     cores = max(2, os.cpu_count() or 2)
-    remote = any(backend_of(s.uri) != "file" for s in shards) or (
-        copy_to is not None and backend_of(copy_to) != "file"
+    remote = any(not profile_of(s.uri).local for s in shards) or (
+        copy_to is not None and not profile_of(copy_to).local
     )
     # Threads wait on the network for remote objects: use many; CPU-bound local work: cores.
     workers = max_workers or min(

@@ -34,7 +34,7 @@ from recordkeeper.core.retention import DEFAULT_SCOPE, RetentionPolicy
 from recordkeeper.core.roots import AllowedRoots, UriError, normalize_uri
 from recordkeeper.gc import deletion_roots
 from recordkeeper.http import quote_segment
-from recordkeeper.storage import backend_of, storage_errors, url_to_fs
+from recordkeeper.storage import profile_of, storage_errors, url_to_fs
 
 if TYPE_CHECKING:
     from recordkeeper.registry import Registry
@@ -427,11 +427,11 @@ def delete_objects(
             continue
         if not roots.allows(normalized):
             failed[uri] = f"{uri} is outside the deletion roots"
-        elif backend_of(normalized) == "file":
+        elif profile_of(normalized).local:
             directory, _, name = local_files.local_path(normalized).rpartition("/")
             local.setdefault(directory, {})[name] = uri
         else:
-            remote.setdefault(backend_of(normalized), []).append((uri, normalized))
+            remote.setdefault(profile_of(normalized).name, []).append((uri, normalized))
     real = local_files.real_roots(roots.roots)
     for directory, names in local.items():
         try:

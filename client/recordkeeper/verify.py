@@ -6,7 +6,14 @@ registration, without downloading anything:
 * GCS: generation, and the server-side CRC32C against the shard's registered ``crc32c``;
 * S3: ETag, VersionId and the server-side ``ChecksumSHA256`` (against the shard's ``sha256``
   when it is a full-object checksum);
-* local disk: size and modification time (``mtime_ns``).
+* local disk: size, modification time (``mtime_ns``) and inode;
+* any other fsspec backend: size and whatever ``info()`` recorded of a version, time or
+  checksum (``etag``, ``mtime``, ``created``, ``md5``…).  When it recorded none, the report
+  says so in its ``notes`` (and a warning is logged): only deep verification can tell a
+  same-size rewrite there.
+
+Each backend's comparison is its profile's
+(:meth:`~recordkeeper.backends.StorageProfile.compare`, :mod:`recordkeeper.backends`).
 
 **Deep** re-reads every shard (in parallel across shards), re-hashes it and checks every
 record's CRC: it reports the first bad offset of a corrupted or truncated shard, and a changed
@@ -23,7 +30,6 @@ most); reads that disagree raise ``StorageError`` with reason ``transport``.
 
 from __future__ import annotations
 
-import base64
 import logging
 import os
 import time
@@ -31,19 +37,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from recordkeeper._parallel import parallel_map, use_processes
+from recordkeeper.backends import StorageProfile
 from recordkeeper.core.errors import CorruptShard, StorageError
 from recordkeeper.models import DatasetVersion, Reason, Shard, ShardProblem, VerifyReport
 from recordkeeper.object_batches import (
     DEFAULT_CONCURRENCY,
-    ListedObject,
     listing_or_nothing,
     stat_many,
 )
 from recordkeeper.progress import ProgressReader, byte_progress
 from recordkeeper.storage import (
     ObjectStat,
-    backend_of,
     open_read,
+    profile_of,
     storage_errors,
     to_uri,
     url_to_fs,
@@ -62,69 +68,56 @@ __all__ = [
 ]
 
 
-def _b64_to_hex(value: str | None) -> str | None:
-    if not value or "-" in value:
-        return None
-    try:
-        return base64.b64decode(value).hex()
-    except ValueError:
-        return None
-
-
 def _fast_problems(
     shards: Sequence[Shard], storage_options: Mapping[str, Any] | None, concurrency: int
-) -> list[ShardProblem]:
-    """Fast verification of ``shards``: their problems in shard order.
+) -> tuple[list[ShardProblem], list[str]]:
+    """Fast verification of ``shards``: their problems in shard order, and notes on what it
+    could not tell.
 
     Current identities come from :func:`~recordkeeper.object_batches.stat_many` (concurrent
-    requests).  Many S3 shards are first looked up in a listing of their common prefix: a shard
-    the listing shows with its registered size and ETag is the very object that was registered
-    (see :func:`_listing_shows_unchanged`), so it needs no request of its own.  Every other
-    shard gets the same per-object check as before.
+    requests).  Many shards on a backend with listings are first looked up in a listing of
+    their common prefix: a shard the listing proves unchanged
+    (:meth:`~recordkeeper.backends.StorageProfile.listing_proves`) needs no request of its
+    own.  Every other shard gets the per-object check of its profile.
     """
     unchanged: set[int] = set()
-    on_s3 = [i for i, s in enumerate(shards) if backend_of(s.uri) == "s3"]
-    if len(on_s3) >= LISTING_MIN_SHARDS:
-        listed = listing_or_nothing([shards[i].uri for i in on_s3], storage_options)
-        unchanged = {
-            i
-            for i in on_s3
-            if _listing_shows_unchanged(shards[i], listed.get(to_uri(shards[i].uri)))
-        }
+    by_profile: dict[int, tuple[StorageProfile, list[int]]] = {}
+    for i, s in enumerate(shards):
+        profile = profile_of(s.uri)
+        by_profile.setdefault(id(profile), (profile, []))[1].append(i)
+    for profile, indexes in by_profile.values():
+        if profile.lists_prefixes and len(indexes) >= LISTING_MIN_SHARDS:
+            listed = listing_or_nothing([shards[i].uri for i in indexes], storage_options)
+            for i in indexes:
+                entry = listed.get(to_uri(shards[i].uri))
+                registered = shards[i].storage_identity or {}
+                if entry is not None and profile.listing_proves(
+                    registered, shards[i].sha256, shards[i].size, entry
+                ):
+                    unchanged.add(i)
     rest = [i for i in range(len(shards)) if i not in unchanged]
     stats = stat_many([shards[i].uri for i in rest], storage_options, concurrency=concurrency)
     problems: list[ShardProblem] = []
+    blind: dict[str, tuple[str, int]] = {}
     for i, current in zip(rest, stats, strict=True):
         problem = _fast_check(shards[i], current)
         if problem is not None:
             problems.append(problem)
-    return problems
+        elif (note := _blind_spot(shards[i])) is not None:
+            seen = blind.get(note)
+            blind[note] = (shards[i].uri, (seen[1] if seen else 0) + 1)
+    notes = [f"{count} shard(s), e.g. {uri}: {note}" for note, (uri, count) in blind.items()]
+    for note in notes:
+        log.warning("fast verify: %s", note)
+    return problems, notes
 
 
-#: from this many S3 shards on, fast verification lists their prefix first
+#: from this many shards on a backend with listings, fast verification lists their prefix first
 LISTING_MIN_SHARDS = 8
 
 
-def _listing_shows_unchanged(shard: Shard, listed: ListedObject | None) -> bool:
-    """True when a listing entry proves the shard's object is the one registered.
-
-    The ETag changes whenever an object is written with different bytes (S3 computes it from
-    the content, or anew for each upload), and a listing names the current version.  So with
-    the registered size and ETag, no registered VersionId (versioned objects are checked by
-    request), and a registered checksum that matched the shard's sha256 (or none), a request
-    for the object would find nothing either: its checksum and ETag are those registered.
-    """
-    if listed is None:
-        return False
-    registered = shard.storage_identity or {}
-    if registered.get("backend") != "s3" or registered.get("version_id"):
-        return False
-    etag = registered.get("etag")
-    checksum = registered.get("checksum_sha256")
-    full = _b64_to_hex(checksum)
-    if checksum and "-" not in str(checksum) and full != shard.sha256:
-        return False
-    return bool(etag) and listed.etag == etag and listed.size == shard.size
+def _blind_spot(shard: Shard) -> str | None:
+    return profile_of(shard.uri).blind_spot(dict(shard.storage_identity or {}))
 
 
 def _fast_check(shard: Shard, current: ObjectStat | StorageError) -> ShardProblem | None:
@@ -132,70 +125,17 @@ def _fast_check(shard: Shard, current: ObjectStat | StorageError) -> ShardProble
         if current.extra.get("reason") == "missing":
             return ShardProblem(shard, "missing", f"object not found: {current.detail}")
         raise current
-    registered = dict(shard.storage_identity or {})
-    ident = current.identity
     if current.size != shard.size:
         return ShardProblem(
             shard, "size_changed", f"size is {current.size} bytes, registered {shard.size}"
         )
-    backend = ident.get("backend")
-    if backend == "gcs":
-        crc_now = _b64_to_hex(ident.get("crc32c"))
-        if crc_now is not None and crc_now != shard.crc32c:
-            return ShardProblem(
-                shard,
-                "checksum_mismatch",
-                f"server-side crc32c is {crc_now}, registered {shard.crc32c}",
-            )
-        if registered.get("generation") and registered["generation"] != ident.get("generation"):
-            return ShardProblem(
-                shard,
-                "identity_changed",
-                f"object generation is {ident.get('generation')}, registered "
-                f"{registered['generation']} (the object was rewritten)",
-            )
-    elif backend == "s3":
-        sha_now = ident.get("checksum_sha256")
-        full = _b64_to_hex(sha_now)
-        if full is not None and full != shard.sha256:
-            return ShardProblem(
-                shard,
-                "checksum_mismatch",
-                f"server-side sha256 is {full}, registered {shard.sha256}",
-            )
-        before = registered.get("checksum_sha256")
-        if before and sha_now and before != sha_now:
-            return ShardProblem(
-                shard,
-                "checksum_mismatch",
-                f"server-side ChecksumSHA256 is {sha_now}, registered "
-                f"{registered['checksum_sha256']}",
-            )
-        for key, label in (("etag", "ETag"), ("version_id", "VersionId")):
-            if registered.get(key) and registered[key] != ident.get(key):
-                return ShardProblem(
-                    shard,
-                    "identity_changed",
-                    f"{label} is {ident.get(key)}, registered {registered[key]} "
-                    "(the object was rewritten)",
-                )
-    elif backend == "file":
-        if registered.get("mtime_ns") is not None and registered["mtime_ns"] != ident["mtime_ns"]:
-            return ShardProblem(
-                shard,
-                "identity_changed",
-                f"file modified after registration (mtime_ns {ident['mtime_ns']}, registered "
-                f"{registered['mtime_ns']}); run a deep verify to compare content",
-            )
-    else:
-        for key in ("mtime", "etag"):
-            if registered.get(key) is not None and registered[key] != ident.get(key):
-                return ShardProblem(
-                    shard,
-                    "identity_changed",
-                    f"{key} is {ident.get(key)}, registered {registered[key]}",
-                )
-    return None
+    registered = dict(shard.storage_identity or {})
+    mismatch = profile_of(shard.uri).compare(
+        registered, current, sha256=shard.sha256, crc32c=shard.crc32c
+    )
+    if mismatch is None:
+        return None
+    return ShardProblem(shard, mismatch.reason, mismatch.detail)
 
 
 #: problems of a shard's bytes as one read saw them: read again before blaming the store
@@ -332,6 +272,7 @@ def verify_shards(
         # Create the filesystem once, before threads race to do it.
         url_to_fs(shards[0].uri, storage_options)
     problems: list[ShardProblem] = []
+    notes: list[str] = []
     total_read = 0
     if deep:
         workers = max_workers or min(len(shards) or 1, max(2, os.cpu_count() or 2))
@@ -353,7 +294,9 @@ def verify_shards(
             if problem is not None:
                 problems.append(problem)
     else:
-        problems = _fast_problems(shards, storage_options, max_workers or DEFAULT_CONCURRENCY)
+        problems, notes = _fast_problems(
+            shards, storage_options, max_workers or DEFAULT_CONCURRENCY
+        )
     return VerifyReport(
         version=label,
         deep=deep,
@@ -361,6 +304,7 @@ def verify_shards(
         problems=tuple(problems),
         bytes_read=total_read,
         seconds=time.perf_counter() - start,
+        notes=tuple(notes),
     )
 
 
@@ -407,6 +351,7 @@ def verify_pages(
     start = time.perf_counter()
     checked = total_read = 0
     problems: list[ShardProblem] = []
+    notes: list[str] = []
     for page in pages:
         report = verify_shards(
             page,
@@ -419,6 +364,7 @@ def verify_pages(
         checked += report.checked
         total_read += report.bytes_read
         problems.extend(report.problems)
+        notes.extend(n for n in report.notes if n not in notes)
     return VerifyReport(
         version=label,
         deep=deep,
@@ -426,4 +372,5 @@ def verify_pages(
         problems=tuple(problems),
         bytes_read=total_read,
         seconds=time.perf_counter() - start,
+        notes=tuple(notes),
     )

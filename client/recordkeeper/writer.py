@@ -54,10 +54,10 @@ from recordkeeper.core.splits import shard_file_name, validate_split_name
 from recordkeeper.dataset import compression_suffix
 from recordkeeper.models import DatasetVersion
 from recordkeeper.storage import (
-    backend_of,
     discard_upload,
     join_uri,
     open_write,
+    profile_of,
     remove,
     rename,
     stat_object,
@@ -311,7 +311,7 @@ def open_shard(
 
     # a local file needs no upload thread
     pipe: _UploadPipe | _LocalSink = (
-        _LocalSink(uri, root) if backend_of(uri) == "file" else _UploadPipe(uri, storage_options)
+        _LocalSink(uri, root) if profile_of(uri).local else _UploadPipe(uri, storage_options)
     )
     return pipe, TFRecordWriter(pipe, compression=compression)
 
@@ -620,7 +620,7 @@ class VersionWriter:
 
     def _remove_temp_dir(self) -> None:
         """Local disk keeps empty directories; object stores have none to remove."""
-        if self.staged is None or backend_of(self.staged.storage_prefix) != "file":
+        if self.staged is None or not profile_of(self.staged.storage_prefix).local:
             return
         path = to_uri(join_uri(self.staged.storage_prefix, "_incomplete"))[len("file://") :]
         with contextlib.suppress(OSError):

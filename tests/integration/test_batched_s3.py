@@ -194,7 +194,7 @@ def test_a_refused_listing_falls_back_to_one_request_per_object(
     def refused(*args: Any, **kwargs: Any) -> Any:
         raise rk.StorageError("listing refused", uri=s3_bucket, reason="denied")
 
-    monkeypatch.setattr(object_batches, "s3_listing", refused)
+    monkeypatch.setattr(object_batches, "prefix_listing", refused)
     heads = _spy(monkeypatch, verify, "stat_many")
     report = v.verify()
     assert [(p.shard.uri, p.reason) for p in report.problems] == [(uris[5], "missing")]

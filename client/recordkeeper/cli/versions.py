@@ -7,6 +7,7 @@ import warnings
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from recordkeeper.cli.common import (
     CliError,
@@ -269,6 +270,8 @@ def verify(
             for p in report.problems:
                 where = f" at offset {p.offset}" if p.offset is not None else ""
                 out.print(f"  {p.shard.name}  {p.reason}{where}: {p.detail}\n    {p.uri}")
+        for note in report.notes:
+            out.print(f"[yellow]note[/] {escape(note)}")
     if not report.ok:
         raise typer.Exit(int(ExitCode.VERIFICATION_FAILED))
 

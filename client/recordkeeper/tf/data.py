@@ -26,13 +26,12 @@ from __future__ import annotations
 import contextlib
 import gc
 import inspect
-import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from recordkeeper.core.errors import CorruptShard, StorageError
-from recordkeeper.storage import backend_of, open_read, storage_errors
+from recordkeeper.storage import open_read, profile_of, storage_errors
 
 if TYPE_CHECKING:
     from recordkeeper.models import DatasetVersion, Shard
@@ -103,14 +102,9 @@ def _same_damage(a: CorruptShard, b: CorruptShard) -> bool:
 
 
 def _native(uri: str, options: Mapping[str, Any]) -> str | None:
-    """The path TensorFlow can open itself, or ``None`` when fsspec must read it."""
-    backend = backend_of(uri)
-    if backend == "file":
-        return uri[len("file://") :] if uri.startswith("file://") else uri
-    emulated = os.environ.get("STORAGE_EMULATOR_HOST") or options.get("endpoint_url")
-    if backend == "gcs" and not emulated and not options.get("token"):
-        return uri  # real GCS with ambient credentials: TensorFlow's own client
-    return None
+    """The path TensorFlow can open itself, or ``None`` when fsspec must read it (the
+    profile's :meth:`~recordkeeper.backends.StorageProfile.native_path`)."""
+    return profile_of(uri).native_path(uri, options)
 
 
 def tf_dataset(
