@@ -121,12 +121,13 @@ def checkpoint_uri(path: str) -> str:
     return to_uri(path)
 
 
-def legacy_file_uri(uri: str) -> str:
-    """``uri`` as :func:`checkpoint_uri` wrote it before it stopped percent-encoding local
-    paths: what runs were derived from and what older registrations carry."""
-    if uri.startswith("file:///"):
-        return Path(uri[len("file://") :]).as_uri()
-    return uri
+def legacy_checkpoint_uri(path: str) -> str:
+    """``path`` as :func:`checkpoint_uri` wrote it before it stopped percent-encoding local
+    paths: what runs are derived from (so a resumed job keeps its run) and what older
+    registrations carry."""
+    if "://" in path:
+        return path
+    return Path(os.path.abspath(path)).as_uri()
 
 
 def _checkpoint_number(path: str) -> int | None:
@@ -229,7 +230,9 @@ class TrackedCheckpointManager:
         self.directory_uri = checkpoint_uri(str(manager.directory))
         #: The run every checkpoint of this manager is registered in.
         # derived from the percent-encoded form, as before: a resumed job stays in its run
-        self.run = self._explicit_run or run_for_directory(legacy_file_uri(self.directory_uri))
+        self.run = self._explicit_run or run_for_directory(
+            legacy_checkpoint_uri(str(manager.directory))
+        )
         self._save_callbacks: list[SaveCallback] = []
         self.data = _resolve_data(client, data)
         self.queue = (
@@ -336,7 +339,7 @@ class TrackedCheckpointManager:
         if directory.rstrip("/") == self.directory_uri.rstrip("/"):
             run = self.run
         else:
-            run = run_for_directory(legacy_file_uri(directory))
+            run = run_for_directory(checkpoint_directory(legacy_checkpoint_uri(path)))
         return CheckpointRef(self.model, os.path.basename(path), run)
 
     @property
@@ -363,7 +366,7 @@ class TrackedCheckpointManager:
         ``run=`` name, a run named explicitly elsewhere).  Falls back to :meth:`ref_of` when
         the service cannot tell (unreachable, or not registered: the queue handles it)."""
         guess = self.ref_of(path)
-        uris = {checkpoint_uri(path), legacy_file_uri(checkpoint_uri(path))}
+        uris = {checkpoint_uri(path), legacy_checkpoint_uri(path)}
         try:
             if self._client.checkpoint(guess).uri in uris:
                 return guess
