@@ -3,10 +3,15 @@
 Steps: check the shard URIs against the service's allowed roots (before any reading), stage a
 version, read every shard once — in parallel across shards, hashing, counting records,
 checking every record CRC and inferring the schema in the same pass
-(:func:`recordkeeper.tfrecord.scan_shard`) — optionally copying the bytes to
-``{root}/{dataset}/{version}/{split}-NNNNN-of-NNNNN.tfrecord[.gz]`` while they are read, then
-register the shards with their storage identity and commit.  Any failure abandons the staged
-version and deletes copies already made.
+(:func:`recordkeeper.tfrecord.scan_shard`) — then register the shards with their storage
+identity and commit.  Any failure abandons the staged version and deletes copies already made.
+
+Copying (``copy_to``) reads every shard twice: a first pass hashes, which gives the content
+digest before anything is staged; the version is then staged with that digest
+(``content_digest=``, the number reserved), so a committed duplicate is found before a byte is
+copied and takes no number, and the copies go under the committed name,
+``{root}/{dataset}/{dataset}_{date}_v{N}[_{desc}]/{split}-NNNNN-of-NNNNN.tfrecord[.gz]``, hashed
+again while they are copied (files that changed in between are refused, reason ``changed``).
 
 Identical content (same ``content_digest``) returns the existing version with a
 :class:`~recordkeeper.client.DuplicateWarning` unless ``force_new=True``.
@@ -18,6 +23,7 @@ import contextlib
 import datetime
 import io
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,6 +38,7 @@ from recordkeeper.core.errors import (
     StorageError,
     StorageRootNotAllowed,
 )
+from recordkeeper.core.manifest import ManifestEntry, content_digest
 from recordkeeper.core.roots import AllowedRoots
 from recordkeeper.core.shards import Compression, ShardRecord
 from recordkeeper.core.splits import shard_file_name
@@ -345,6 +352,20 @@ def _read_small(
     return out
 
 
+def _digest_of(registrations: list[dict[str, Any]]) -> str:
+    """The content digest the service will compute for these shard registrations."""
+    return content_digest(
+        ManifestEntry(
+            str(r["split"]),
+            int(r["index"]),
+            int(r["count"]),
+            str(r["records_sha256"]),
+            int(r["record_count"]),
+        )
+        for r in registrations
+    )
+
+
 def publish(
     registry: Registry,
     dataset: Dataset,
@@ -393,7 +414,61 @@ def publish(
         max(1, len(streamed)), cores if processes else 32 if remote else cores
     )
 
-    staged = registry.stage(dataset.name, desc=desc, date=date, root=copy_to)
+    plain_options = dict(options) if options is not None else None
+
+    def scan_all(action: str, dests: list[str | None]) -> list[dict[str, Any]]:
+        """Every shard read once (copied to ``dests[i]`` when set): their registrations."""
+        results: dict[int, dict[str, Any] | _Failure] = {}
+        with byte_progress(f"{action} {dataset.name}", total, progress) as advance:
+            if small:
+                results.update(_read_small(shards, small, options, advance, max_workers or 16))
+            scanned = parallel_map(
+                _scan_in_worker,
+                [
+                    (shards[i], plain_options, dests[i], befores[i], None if processes else advance)
+                    for i in streamed
+                ],
+                workers=workers,
+                processes=processes,
+                on_result=(
+                    (lambda k, r: advance(befores[streamed[k]].size)) if processes else None
+                ),
+            )
+            results.update(zip(streamed, scanned, strict=True))
+        registrations: list[dict[str, Any]] = []
+        for i in range(len(shards)):
+            result = results[i]
+            if isinstance(result, _Failure):
+                raise result.cls(result.detail, **result.extra)
+            registrations.append(result)
+        return registrations
+
+    declared: str | None = None
+    if copy_to is not None:
+        # Hash first, copy after the duplicate check: the copies go under the committed name
+        # (the number is reserved with the content it is for), and a duplicate takes no number
+        # and is not copied at all.  The price is a second read of each source when it is new.
+        declared = _digest_of(scan_all("hash", [None] * len(shards)))
+        staged = registry.stage(
+            dataset.name,
+            desc=desc,
+            date=date,
+            root=copy_to,
+            content_digest=declared,
+            on_duplicate="commit" if force_new else "use_existing",
+        )
+        if staged.duplicate_of is not None:
+            from recordkeeper.registry import DuplicateWarning
+
+            warnings.warn(
+                f"the content is identical to {staged.duplicate_of}; keeping that version "
+                "(pass force_new=True to publish a new version anyway)",
+                DuplicateWarning,
+                stacklevel=2,
+            )
+            return registry.resolve(staged.duplicate_of).with_storage_options(options or None)
+    else:
+        staged = registry.stage(dataset.name, desc=desc, date=date)
     copies: list[str] = []
     try:
         dests: list[str | None] = [None] * len(shards)
@@ -418,31 +493,13 @@ def publish(
                     ),
                 )
             copies = [d for d in dests if d]
-        action = "copy" if copy_to else "hash"
-        plain_options = dict(options) if options is not None else None
-        results: dict[int, dict[str, Any] | _Failure] = {}
-        with byte_progress(f"{action} {dataset.name}", total, progress) as advance:
-            if small:
-                results.update(_read_small(shards, small, options, advance, max_workers or 16))
-            scanned = parallel_map(
-                _scan_in_worker,
-                [
-                    (shards[i], plain_options, dests[i], befores[i], None if processes else advance)
-                    for i in streamed
-                ],
-                workers=workers,
-                processes=processes,
-                on_result=(
-                    (lambda k, r: advance(befores[streamed[k]].size)) if processes else None
-                ),
+        registrations = scan_all("copy" if copy_to else "hash", dests)
+        if declared is not None and _digest_of(registrations) != declared:
+            raise InvalidShard(
+                f"the files of {dataset.name} changed while they were published: they hashed "
+                f"to {declared} and were copied as {_digest_of(registrations)}; publish again",
+                reason="changed",
             )
-            results.update(zip(streamed, scanned, strict=True))
-        registrations: list[dict[str, Any]] = []
-        for i in range(len(shards)):
-            result = results[i]
-            if isinstance(result, _Failure):
-                raise result.cls(result.detail, **result.extra)
-            registrations.append(result)
         registry.register_shards(staged, registrations)
         version = registry.finish(staged, force_new=force_new)
     except BaseException:

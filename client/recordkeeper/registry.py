@@ -463,23 +463,42 @@ class Registry:
         date: str | datetime.date | None = None,
         root: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        reserve: bool = False,
+        content_digest: str | None = None,
+        on_duplicate: OnDuplicate = "error",
     ) -> DatasetVersion:
-        """Stage a new version: the service allocates its number, name and storage prefix.
+        """Stage a new version: the service answers its name and storage prefix.
+
+        By default the version has a staged name (``coco_20231015_staged4``) and gets its number
+        at commit.  ``reserve=True`` takes the number now, so the prefix carries the committed
+        name (``…/coco/coco_20231015_v3/``); abandoning it, or committing a duplicate, leaves
+        that number as a gap.  ``content_digest`` (implies ``reserve``) declares the content
+        about to be stored: a committed version with that digest raises
+        :class:`~recordkeeper.errors.DuplicateContent` (``on_duplicate="error"``), is answered
+        instead with ``duplicate_of`` set and nothing staged (``"use_existing"``), or is
+        ignored (``"commit"``).
 
         The prefix must lie inside the service's allowed roots (and inside ``root`` when
         given); otherwise the staged version is abandoned and
         :class:`~recordkeeper.errors.StorageRootNotAllowed` raised before anything is written.
         """
         validate_dataset_name(dataset)
-        body = {
+        body: dict[str, Any] = {
             "desc": desc,
             "date": _date_param(date),
             "root": root,
             "metadata": dict(metadata or {}),
         }
+        if reserve or content_digest is not None:
+            body["reserve"] = True
+        if content_digest is not None:
+            body["content_digest"] = content_digest
+            body["on_duplicate"] = on_duplicate
         # Not replayable: a retried stage would allocate a second number.
         data = self.http.api("POST", f"/datasets/{quote_segment(dataset)}/versions", json=body)
         staged = self.version(data)
+        if staged.duplicate_of is not None:  # nothing was staged: the existing version
+            return staged
         try:
             self.check_storage_prefix(staged.storage_prefix, root, staged.name)
         except (StorageRootNotAllowed, InvalidResponse):

@@ -9,7 +9,17 @@
 
 How it works:
 
-* Entering stages a version; the service answers its storage prefix.
+* The first write stages a version with its number *reserved*
+  (:meth:`~recordkeeper.registry.Registry.stage` ``reserve=True``): the service answers its
+  committed name and the storage prefix named by it, ``{root}/{dataset}/coco_20261129_v4/``, so
+  the shards are stored under the name the version will have.  The content is unknown until
+  the writer closes, so the number is taken before the duplicate check: a writer whose content
+  turns out to equal a committed version (the existing version is kept, see below), or that
+  is abandoned, leaves its number as a **gap** (v4 kept by nobody, the next version is v5),
+  and numbers follow the order writers started, not the order they committed.  The other
+  choice — shards under a staged name, copied to the committed name at commit — keeps every
+  number but costs a second server-side copy of every byte on object stores (they have no
+  rename) and a commit that is no longer one step; see docs/naming.md.
 * Each split has one open shard.  Records are framed (and compressed) by
   :class:`recordkeeper.tfrecord.TFRecordWriter`, which computes sha256, crc32c,
   records_sha256, the record count and the schema while the bytes stream — never by a second
@@ -557,6 +567,7 @@ class VersionWriter:
                 date=self.date,
                 root=self.root,
                 metadata=self.metadata,
+                reserve=True,  # the prefix carries the committed name (module docstring)
             )
             url_to_fs(self.staged.storage_prefix, self.storage_options)
         return self.staged

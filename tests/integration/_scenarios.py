@@ -89,7 +89,9 @@ def writer_and_diff(service: LiveService, root: str, opts: dict[str, Any]) -> rk
         for i, rec in enumerate(sample_examples(600)):
             w.write(rec, split="train" if i % 10 else "validation")
     v1 = w.version
-    assert v1.storage_prefix == f"{root}/datasets/coco/{v1.staged_name}/"  # named at staging
+    # stored under the committed name (the writer reserves the number when it stages)
+    assert v1.storage_prefix == f"{root}/datasets/coco/{v1.name}/"
+    assert v1.name.endswith("_v1") and v1.staged_name is not None and "_staged" in v1.staged_name
     fs, prefix = fsspec.core.url_to_fs(
         v1.storage_prefix, **({} if root.startswith("file://") else opts)
     )
@@ -113,6 +115,58 @@ def writer_and_diff(service: LiveService, root: str, opts: dict[str, Any]) -> rk
     assert counts == {"train": (540, 630), "validation": (60, 70)}
     assert not d.schema and not d.same_content
     return v2
+
+
+def _listing(uri: str, root: str, opts: dict[str, Any]) -> list[str]:
+    """Every object under ``uri``, as paths relative to it."""
+    fs, path = fsspec.core.url_to_fs(uri, **({} if root.startswith("file://") else opts))
+    fs.invalidate_cache()
+    below = path.rstrip("/") + "/"
+    found = fs.find(path) if fs.exists(path) else []
+    return sorted(p[len(below) :] for p in found if p.startswith(below))
+
+
+def copies_under_committed_names(service: LiveService, root: str, opts: dict[str, Any]) -> None:
+    """publish --copy stores a version under its committed name; a duplicate is neither copied
+    nor numbered; a version staged the old way (staged-named prefix) still resolves and
+    verifies."""
+    client = service.client(storage_options=opts)
+    raw = f"{root}/raw/coco"
+    make_raw_dataset(raw, opts)
+    ds = rk.Dataset.from_directory(raw, name="coco", storage_options=opts)
+    store = f"{root}/datasets"
+    v1 = client.publish(ds, desc="first_import", copy_to=store, progress=False)
+    assert v1.name.endswith("_v1_first_import"), v1.name
+    assert v1.storage_prefix == f"{store}/coco/{v1.name}/"
+    assert _listing(f"{store}/coco", root, opts) == [
+        f"{v1.name}/train-0000{i}-of-00003.tfrecord" for i in range(3)
+    ] + [f"{v1.name}/validation-00000-of-00001.tfrecord.gz"]
+    assert all(u.startswith(v1.storage_prefix) for s in v1.splits for u in v1.files(s))
+    assert v1.with_storage_options(opts).verify(deep=True).ok
+    with pytest.warns(rk.DuplicateWarning, match=v1.name):
+        again = client.publish(ds, desc="again", copy_to=store, progress=False)
+    assert again.name == v1.name
+    assert len({p.split("/")[0] for p in _listing(f"{store}/coco", root, opts)}) == 1  # no copy
+    put_bytes(f"{raw}/coco-test.tfrecord", frame(sample_examples(3, 5000)), opts)
+    changed = rk.Dataset.from_directory(raw, name="coco", storage_options=opts)
+    v2 = client.publish(changed, copy_to=store, progress=False)
+    assert v2.number == v1.number + 1  # the duplicate consumed no number
+    assert v2.storage_prefix == f"{store}/coco/{v2.name}/"
+    # a version laid out the way earlier releases did: shards under the staged name
+    old = client.stage("coco", desc="old_layout", root=store)
+    assert old.storage_prefix == f"{store}/coco/{old.name}/" and "_staged" in old.name
+    uri = f"{old.storage_prefix}train-00000-of-00001.tfrecord"
+    put_bytes(uri, frame(sample_examples(4, 7000)), opts)
+    from recordkeeper.dataset import ShardFile
+    from recordkeeper.publish import scan_file
+
+    client.register_shards(old, [scan_file(ShardFile("train", 0, 1, uri, "none"), opts)])
+    committed = client.commit(old)
+    assert committed.number == v2.number + 1 and committed.storage_prefix == old.storage_prefix
+    for ref in (committed.name, old.name, f"coco@v{committed.number}"):
+        resolved = client.resolve(ref)
+        assert resolved.name == committed.name and resolved.files("train") == [uri]
+        assert resolved.with_storage_options(opts).verify(deep=True).ok
 
 
 def writer_failure_cleans_up(service: LiveService, root: str, opts: dict[str, Any]) -> None:

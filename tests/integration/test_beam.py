@@ -84,12 +84,14 @@ def write_read_verify(
         tb.write_json_lines(versions, out / "versions", "Versions")
     assert write.staged is not None
     [emitted] = tb.read_lines(out / "versions")
-    assert emitted["staged_name"] == write.staged.name  # committed exactly the staged version
+    assert emitted["staged_name"] == write.staged.staged_name  # committed the staged version
+    assert emitted["name"] == write.staged.name  # under the name reserved when it was staged
 
     version = client.resolve("coco@latest")
     assert version.name == emitted["name"] and version.state == "committed"
     assert version.was_staged_as(write.staged.name)
     assert version.storage_prefix == write.staged.storage_prefix  # the shards stayed there
+    assert version.storage_prefix.endswith(f"/coco/{version.name}/")  # the committed name
     assert version.record_count == len(records)
     train = version.splits["train"]
     if compression == "none":

@@ -42,6 +42,12 @@ def test_writer_and_diff(gcs_service: LiveService, gcs_bucket: str, opts: dict) 
     assert identity["backend"] == "gcs" and identity["generation"] and identity["crc32c"]
 
 
+def test_copies_under_committed_names(
+    gcs_service: LiveService, gcs_bucket: str, opts: dict
+) -> None:
+    sc.copies_under_committed_names(gcs_service, gcs_bucket, opts)
+
+
 def test_writer_failure_cleans_up(gcs_service: LiveService, gcs_bucket: str, opts: dict) -> None:
     sc.writer_failure_cleans_up(gcs_service, gcs_bucket, opts)
 

@@ -27,6 +27,10 @@ def test_writer_and_diff(live_service: LiveService, root: str) -> None:
     sc.writer_and_diff(live_service, root, {})
 
 
+def test_copies_under_committed_names(live_service: LiveService, root: str) -> None:
+    sc.copies_under_committed_names(live_service, root, {})
+
+
 def test_writer_failure_cleans_up(live_service: LiveService, root: str) -> None:
     sc.writer_failure_cleans_up(live_service, root, {})
 
@@ -141,6 +145,7 @@ def test_cli_publish_copy_into_the_service_storage_root(
     assert done.exit_code == 0, done.output
     published = json.loads(done.stdout)
     assert published["storage_prefix"].startswith(live_service.storage_root.rstrip("/") + "/")
+    assert published["storage_prefix"].endswith(f"/copied/{published['name']}/")  # v1's name
     assert published["record_count"] == 5
     typo = runner.invoke(app, [*base[:4], "--name", "copyed", "--copy"])  # text mode
     assert typo.exit_code == 0, typo.output

@@ -49,6 +49,10 @@ def test_writer_and_diff(s3_service: LiveService, s3_bucket: str, opts: dict) ->
     assert base64.b64decode(shard.storage_identity["checksum_sha256"]).hex() == shard.sha256
 
 
+def test_copies_under_committed_names(s3_service: LiveService, s3_bucket: str, opts: dict) -> None:
+    sc.copies_under_committed_names(s3_service, s3_bucket, opts)
+
+
 def test_writer_failure_cleans_up(s3_service: LiveService, s3_bucket: str, opts: dict) -> None:
     sc.writer_failure_cleans_up(s3_service, s3_bucket, opts)
 

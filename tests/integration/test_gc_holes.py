@@ -127,9 +127,9 @@ def test_writer_refuses_a_planted_link(served: tuple[str, Path], tmp_path: Path)
     client = rk.Client(url=url)
     target = tmp_path / "victim.txt"
     target.write_bytes(b"original")
-    first = client.stage("coco")  # ..._staged1; the writer's version will be ..._staged2
+    first = client.stage("coco")  # ..._staged1, no number; the writer reserves v1
     client.abandon(first.name)
-    upcoming = prefix_path(first).parent / first.name.replace("staged1", "staged2")
+    upcoming = prefix_path(first).parent / first.name.replace("staged1", "v1")
     (upcoming / "_incomplete").mkdir(parents=True)
     planted = upcoming / "_incomplete" / "train-00000.tfrecord"
     planted.symlink_to(target)
@@ -142,10 +142,10 @@ def test_writer_refuses_a_planted_link(served: tuple[str, Path], tmp_path: Path)
     assert target.read_bytes() == b"original" and planted.is_symlink()
     assert client.versions("coco", state="committed") == []
 
-    # A link in place of the temp directory: refused as well.
+    # A link in place of the temp directory: refused as well (the failed writer's v1 is a gap).
     third = client.stage("coco")
     client.abandon(third.name)
-    nxt = prefix_path(third).parent / third.name.replace("staged3", "staged4")
+    nxt = prefix_path(third).parent / third.name.replace("staged3", "v2")
     nxt.mkdir(parents=True)
     away = tmp_path / "away"
     away.mkdir()

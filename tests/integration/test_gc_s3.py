@@ -68,8 +68,10 @@ def test_gc_deletes_a_crashed_writers_objects_only(
     before_raw = _objects(raw, opts)
     assert before_committed and before_raw
 
-    # A crashed writer: staged two hours ago, objects written under its prefix, never committed.
-    crashed = client.stage("coco")
+    # A crashed writer: staged two hours ago (its number reserved, as the writer stages, so its
+    # prefix carries that name), objects written under its prefix, never committed.
+    crashed = client.stage("coco", reserve=True)
+    assert crashed.number is not None and crashed.name.endswith(f"_v{crashed.number}")
     age(service.database_url, crashed.name, 2 * 3600)
     prefix = crashed.storage_prefix
     assert prefix.startswith(f"{s3_bucket}/datasets/coco/{crashed.name}/")

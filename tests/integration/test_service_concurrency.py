@@ -5,6 +5,8 @@ Concurrency is checked over real sockets against two worker processes sharing on
 * 16 stage requests for one (new) dataset at once → 16 distinct staged names, no errors;
 * 16 commits at once, half of them duplicating one content → version numbers 1..9 given to
   the distinct contents, none burnt by the duplicates (numbers are given at commit);
+* 16 stagings at once declaring a content digest (publish --copy), half of it committed
+  already → the duplicates answered and unnumbered, the others reserving 2..9;
 * two commits of one version at once → one commits, the other answers the same version;
 * 10,000 shards registered in one request, then committed.
 """
@@ -179,6 +181,42 @@ def test_concurrent_commits_with_duplicates_burn_no_number(served: Served) -> No
     assert {v["name"] for v in listed if v["state"] == "committed"} == {
         f"dups_20240101_v{n}" for n in range(1, 10)
     }
+
+
+def test_concurrent_declared_duplicates_take_no_number(served: Served) -> None:
+    """publish --copy's stage: 16 stagings at once declaring a content (``content_digest``) that
+    is committed already (8) or new (8), over two workers: the duplicates are answered with
+    the existing version and take no number; the new ones reserve 2..9, named so."""
+    with httpx.Client(base_url=served.url, timeout=60) as client:
+        first = client.post(f"{API}/datasets/decl/versions", json={"date": "20240101"}).json()
+        bodies = shards(first["storage_prefix"], 2, content="same")
+        client.post(f"{API}/versions/{first['name']}/shards", json={"shards": bodies})
+        v1 = client.post(f"{API}/versions/{first['name']}/commit", json={}).json()
+    assert v1["number"] == 1
+    digests = [v1["content_digest"]] * 8 + [
+        expected_digest(shards("s3://x/decl/", 2, content=f"own-{i}")) for i in range(8)
+    ]
+    queue = iter(digests)
+    lock = threading.Lock()
+
+    def stage(client: httpx.Client) -> httpx.Response:
+        with lock:
+            digest = next(queue)
+        body = {"date": "20240101", "content_digest": digest, "on_duplicate": "use_existing"}
+        return client.post(f"{API}/datasets/decl/versions", json=body)
+
+    responses = _concurrently(16, served.url, stage)
+    assert [r.status_code for r in responses] == [201] * 16, [r.text for r in responses]
+    answers = [r.json() for r in responses]
+    duplicates = [a for a in answers if a["duplicate_of"]]
+    assert len(duplicates) == 8 and {a["name"] for a in duplicates} == {v1["name"]}
+    reserved = sorted(a["number"] for a in answers if not a["duplicate_of"])
+    assert reserved == list(range(2, 10))  # no number burnt by a duplicate
+    for a in answers:
+        if not a["duplicate_of"]:
+            assert a["state"] == "staged" and a["storage_prefix"].endswith(f"/decl/{a['name']}/")
+    listed = httpx.get(f"{served.url}{API}/datasets/decl/versions").json()["data"]
+    assert len(listed) == 9  # v1 and the 8 reservations; the duplicates staged nothing
 
 
 def test_two_concurrent_commits_answer_the_same_version(served: Served) -> None:

@@ -7,7 +7,16 @@ import datetime
 
 from fastapi.testclient import TestClient
 
-from tests.service._helpers import API, commit, error, register, shards, stage
+from tests.service._helpers import (
+    API,
+    commit,
+    error,
+    expected_digest,
+    publish,
+    register,
+    shards,
+    stage,
+)
 
 
 def test_stage_names_and_prefix(client: TestClient, store: str) -> None:
@@ -103,3 +112,72 @@ def test_stage_root_outside_allowed_roots(client: TestClient) -> None:
         "storage_root_not_allowed",
     )
     error(client.post(url, json={"root": "/no/scheme"}), 422, "invalid_request")
+
+
+# --- reserved numbers: the storage prefix carries the committed name (docs/naming.md) -----
+
+
+def test_a_reserved_staging_is_named_and_stored_by_its_number(
+    client: TestClient, store: str
+) -> None:
+    publish(client, date="20261201", content="old")  # v1, staged the old way
+    body = stage(client, date="20261201", desc="first_import", reserve=True)
+    assert (body["name"], body["number"]) == ("coco_20261201_v2_first_import", 2)
+    assert body["staged_name"] == "coco_20261201_staged2_first_import"
+    assert body["state"] == "staged"
+    assert body["storage_prefix"] == f"{store}coco/coco_20261201_v2_first_import/"
+    # still invisible to everything but its exact names until committed
+    assert client.get(f"{API}/versions/coco@latest").json()["name"] == "coco_20261201_v1"
+    error(client.get(f"{API}/versions/coco@v2"), 404, "version_not_found")
+    done = _committed(client, body, "new")
+    assert (done["name"], done["number"], done["state"]) == (
+        "coco_20261201_v2_first_import",
+        2,
+        "committed",
+    )
+    assert done["storage_prefix"] == body["storage_prefix"]
+    for ref in ("coco@v2", "coco_20261201_staged2_first_import", "coco@latest"):
+        assert client.get(f"{API}/versions/{ref}").json()["name"] == done["name"]
+
+
+def test_a_declared_duplicate_takes_no_number_and_stages_nothing(client: TestClient) -> None:
+    prefix = stage(client, date="20261201")["storage_prefix"]
+    bodies = shards(prefix, 2, content="same")
+    digest = expected_digest(bodies)
+    v1 = publish(client, date="20261201", content="same")
+    assert v1["content_digest"] == digest
+    answer = stage(client, date="20261201", content_digest=digest, on_duplicate="use_existing")
+    assert (answer["name"], answer["duplicate_of"]) == (v1["name"], v1["name"])
+    assert answer["state"] == "committed"
+    refused = client.post(
+        f"{API}/datasets/coco/versions", json={"date": "20261201", "content_digest": digest}
+    )
+    assert error(refused, 409, "duplicate_content")["duplicate_of"] == v1["name"]
+    # new content: reserved with the next number — the duplicates consumed none
+    other = stage(
+        client, date="20261201", content_digest=expected_digest(shards(prefix, 2, content="x"))
+    )
+    assert (other["name"], other["number"]) == ("coco_20261201_v2", 2)
+    forced = stage(client, date="20261201", content_digest=digest, on_duplicate="commit")
+    assert forced["number"] == 3 and forced["duplicate_of"] is None
+
+
+def test_a_reserved_number_abandoned_is_a_gap(client: TestClient) -> None:
+    reserved = stage(client, date="20261201", reserve=True)
+    assert reserved["name"] == "coco_20261201_v1"
+    assert client.post(f"{API}/versions/{reserved['name']}/abandon").status_code == 200
+    assert publish(client, date="20261201", content="a")["name"] == "coco_20261201_v2"
+    gone = client.get(f"{API}/versions/coco_20261201_v1")
+    assert gone.json()["state"] == "abandoned"
+
+
+def test_a_bad_declared_digest_is_refused(client: TestClient) -> None:
+    for bad in ("sha256:abc", "md5:" + "0" * 32, 12):
+        answer = client.post(f"{API}/datasets/coco/versions", json={"content_digest": bad})
+        assert answer.status_code in (400, 422), answer.text
+        assert answer.headers.get("x-error-code") in ("invalid_hash", "invalid_request")
+    bad_mode = client.post(
+        f"{API}/datasets/coco/versions",
+        json={"content_digest": "0" * 64, "on_duplicate": "sometimes"},
+    )
+    assert bad_mode.status_code in (400, 422)

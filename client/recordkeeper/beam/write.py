@@ -11,9 +11,12 @@
 The plan:
 
 1. **Stage once**, when the transform is applied (on the machine that builds the pipeline): the
-   service answers the staged name (``coco_20261130_staged3``) and storage prefix
-   (``transform.staged``); the version number and ``rk1`` name are given at commit, and the
-   shards stay under the staged prefix.
+   service reserves the version's number and answers its ``rk1`` name
+   (``coco_20261130_v3``; ``staged_name`` is the staging's own, ``coco_20261130_staged3``) and
+   the storage prefix named by it (``transform.staged``), so the shards are stored under the
+   name the version is committed as.  As for ``client.writer``, the content is unknown until
+   the end: a pipeline that fails, never runs, or writes a duplicate leaves that number as a
+   gap (docs/naming.md).
 2. **Key**: records are gathered in batches of about 1 MiB (a quarter of ``shard_size`` if
    smaller) and every batch gets a shard key ``(split, k)``, ``k < num_shards``, round-robin
    from a random start per bundle (records are not serialized or hashed here).  If that bundle
@@ -360,6 +363,7 @@ class WriteVersionedTFRecords(beam.PTransform):
                 date=self.date,
                 root=self.root,
                 metadata=_with_sources(self.metadata, self.sources),
+                reserve=True,  # the shards go under the committed name (docs/naming.md)
             )
         prefix = self.staged.storage_prefix
         batch_bytes = max(1, min(_BATCH_BYTES, self.shard_size // 4))

@@ -50,13 +50,14 @@ import datetime
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from recordkeeper.core.errors import (
     AmbiguousCheckpoint,
     InvalidCheckpoint,
+    InvalidRequest,
     RecordkeeperError,
     ServiceUnavailable,
 )
@@ -69,6 +70,7 @@ from recordkeeper.core.lineage import (
     run_for_directory,
     validate_model_name,
     validate_run_name,
+    validate_saved_model_name,
 )
 from recordkeeper.core.refs import parse_reference
 from recordkeeper.core.save_intents import SaveIntent, dropped, written
@@ -81,6 +83,7 @@ from recordkeeper.lineage import (
 )
 from recordkeeper.lineage_queue import DELETE, RegistrationQueue
 from recordkeeper.pinned import current
+from recordkeeper.storage import to_uri
 from recordkeeper.tf import intents
 from recordkeeper.tf.saves import SaveCallback, SavedCheckpoint
 from recordkeeper.tf.signatures import model_inputs
@@ -103,7 +106,25 @@ _NUMBER_RE = re.compile(r"-(\d+)$")
 
 
 def checkpoint_uri(path: str) -> str:
-    """A checkpoint prefix as a URI: local paths become ``file://``, URLs stay as they are."""
+    """A checkpoint prefix (or export directory) as a URI: local paths become ``file://`` +
+    the absolute path, URLs stay as they are.
+
+    The path is written as it is, never percent-encoded: every URI recordkeeper stores is
+    opened by its storage layer (fsspec), which takes a ``file://`` URI's path literally, as
+    the service's storage prefixes and :func:`recordkeeper.storage.to_uri` do.  Encoding it
+    (``pathlib``'s ``as_uri``, used before) turned ``data_version=coco_v3`` — or any name
+    with ``=``, ``+``, ``,``, ``@``, ``:``, ``%`` or a non-ASCII letter — into another path,
+    ``data_version%3Dcoco_v3``, where the export's ``recordkeeper.json`` was then written.
+    """
+    if "://" in path:
+        return path
+    return to_uri(path)
+
+
+def legacy_checkpoint_uri(path: str) -> str:
+    """``path`` as :func:`checkpoint_uri` wrote it before it stopped percent-encoding local
+    paths: what runs are derived from (so a resumed job keeps its run) and what older
+    registrations carry."""
     if "://" in path:
         return path
     return Path(os.path.abspath(path)).as_uri()
@@ -174,6 +195,12 @@ class TrackedCheckpointManager:
     directory, True for ``<directory>/recordkeeper``, False for none.  ``describe_exports``
     writes each SavedModel export's lineage into its ``assets.extra/recordkeeper.json``
     (:mod:`recordkeeper.exports`), read offline by :func:`recordkeeper.tf.model_lineage`.
+    ``export_names`` names the exports by the data they were trained on: a template with
+    ``{version}`` (the version of the ``train`` role, or the one version given) and ``{module}``
+    (the key in the wrapped manager's ``modules_to_export``), e.g. ``"data_version={version}"``
+    exports to ``ckpt-1234_saved_modules/data_version=coco_20231015_v3`` — the wrapped manager's
+    ``modules_to_export`` mapping is renamed in place when the manager is made.  With several
+    modules the template needs ``{module}`` (``"{module}-data_version={version}"``).
 
     Every attribute not defined here (``directory``, ``checkpoints``, ``latest_checkpoint``,
     ``checkpoint``, ``savedmodels``, ...) is the wrapped manager's.
@@ -194,6 +221,7 @@ class TrackedCheckpointManager:
         metadata: Mapping[str, Any] | None = None,
         tensorboard: bool | str = True,
         describe_exports: bool = True,
+        export_names: str | None = None,
     ) -> None:
         self._manager = manager
         self._client = client
@@ -201,7 +229,10 @@ class TrackedCheckpointManager:
         self._explicit_run = validate_run_name(run) if run is not None else None
         self.directory_uri = checkpoint_uri(str(manager.directory))
         #: The run every checkpoint of this manager is registered in.
-        self.run = self._explicit_run or run_for_directory(self.directory_uri)
+        # derived from the percent-encoded form, as before: a resumed job stays in its run
+        self.run = self._explicit_run or run_for_directory(
+            legacy_checkpoint_uri(str(manager.directory))
+        )
         self._save_callbacks: list[SaveCallback] = []
         self.data = _resolve_data(client, data)
         self.queue = (
@@ -218,6 +249,8 @@ class TrackedCheckpointManager:
         self.queued: list[str] = []
         self.deleted: list[CheckpointRef] = []
         self._known: dict[str, CheckpointRef] = {}  # checkpoint path → its reference
+        if export_names is not None:
+            self._name_exports(export_names)
         if not self.data:
             log.warning(
                 "tracking %s without data: its checkpoints record no training data of their own "
@@ -248,6 +281,46 @@ class TrackedCheckpointManager:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._manager, name)
 
+    def _name_exports(self, template: str) -> None:
+        """Rename the wrapped manager's ``modules_to_export`` by ``template`` (see the class)."""
+        modules = getattr(self._manager, "modules_to_export", None)
+        if not modules or not isinstance(modules, MutableMapping):
+            raise InvalidRequest(
+                "export_names needs a SavedModelCheckpointManager-style manager with a "
+                "modules_to_export mapping to name"
+            )
+        if len(modules) > 1 and "{module}" not in template:
+            raise InvalidRequest(
+                f"export_names {template!r} would give {len(modules)} modules one directory; "
+                "put {module} in it"
+            )
+        train = [d for d in self.data if d.role == "train"] or list(self.data)
+        versions = sorted({d.version for d in train})
+        if "{version}" in template and len(versions) != 1:
+            raise InvalidRequest(
+                f"export_names {template!r} needs one training data version, this manager has "
+                f"{', '.join(versions) or 'none'}"
+            )
+        renamed: dict[str, Any] = {}
+        for name, module in modules.items():
+            try:
+                new = template.format(module=name, version=versions[0] if versions else "")
+            except (KeyError, IndexError, ValueError) as exc:
+                raise InvalidRequest(
+                    f"export_names {template!r} is not a template of {{module}} and "
+                    f"{{version}}: {exc!r}"
+                ) from None
+            if new in ("", ".", "..") or "/" in new or "\\" in new:
+                raise InvalidRequest(
+                    f"export_names {template!r} gives {new!r} for {name!r}: an export name is "
+                    "one directory name"
+                )
+            renamed[validate_saved_model_name(new, "export name")] = module
+        if len(renamed) != len(modules):
+            raise InvalidRequest(f"export_names {template!r} gives two modules one name")
+        modules.clear()
+        modules.update(renamed)
+
     def __repr__(self) -> str:
         return (
             f"TrackedCheckpointManager({self._manager!r}, model={self.model!r}, run={self.run!r})"
@@ -266,7 +339,7 @@ class TrackedCheckpointManager:
         if directory.rstrip("/") == self.directory_uri.rstrip("/"):
             run = self.run
         else:
-            run = run_for_directory(directory)
+            run = run_for_directory(checkpoint_directory(legacy_checkpoint_uri(path)))
         return CheckpointRef(self.model, os.path.basename(path), run)
 
     @property
@@ -293,15 +366,15 @@ class TrackedCheckpointManager:
         ``run=`` name, a run named explicitly elsewhere).  Falls back to :meth:`ref_of` when
         the service cannot tell (unreachable, or not registered: the queue handles it)."""
         guess = self.ref_of(path)
-        uri = checkpoint_uri(path)
+        uris = {checkpoint_uri(path), legacy_checkpoint_uri(path)}
         try:
-            if self._client.checkpoint(guess).uri == uri:
+            if self._client.checkpoint(guess).uri in uris:
                 return guess
         except RecordkeeperError:
             pass
         try:
             found = self._client.checkpoint(guess.without_run())
-            candidates = [str(found.ref)] if found.uri == uri else []
+            candidates = [str(found.ref)] if found.uri in uris else []
         except AmbiguousCheckpoint as exc:
             candidates = list(exc.extra.get("candidates") or ())
         except RecordkeeperError:
@@ -311,7 +384,7 @@ class TrackedCheckpointManager:
                 info = self._client.checkpoint(candidate)
             except RecordkeeperError:
                 continue
-            if info.uri == uri:
+            if info.uri in uris:
                 return info.ref
         return guess
 

@@ -129,9 +129,18 @@ def load_saved_model(
 
 
 def _local_path(uri: str) -> str:
-    """``file://`` URIs as paths (what TensorFlow's file systems take); other URLs as they are."""
-    from urllib.parse import unquote, urlparse
+    """``file://`` URIs as paths (what TensorFlow's file systems take); other URLs as they are.
 
-    if uri.startswith("file://"):
-        return unquote(urlparse(uri).path)
-    return uri
+    A ``file://`` URI's path is taken literally, as the storage layer takes it; an export
+    registered before the tracked manager stopped percent-encoding paths
+    (``data_version%3Dcoco_v3``) is found under its decoded path when only that exists.
+    """
+    import os
+    from urllib.parse import unquote
+
+    if not uri.startswith("file://"):
+        return uri
+    path = uri[len("file://") :]
+    if "%" in path and not os.path.exists(path) and os.path.exists(unquote(path)):
+        return unquote(path)
+    return path

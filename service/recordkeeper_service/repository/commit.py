@@ -12,7 +12,10 @@ The version's number is taken here, after the duplicate check, from ``datasets.n
 a staging abandoned as a duplicate (or never committed) consumes none, numbers of committed
 versions are strictly increasing and never reused.  The version is renamed from its staged
 name (``coco_20231015_staged4``, still answering) to its ``rk1`` name
-(``coco_20231015_v3``); its date and desc are the ones it was staged with.
+(``coco_20231015_v3``); its date and desc are the ones it was staged with.  A version staged
+with ``reserve`` (:meth:`.versions.VersionRepository.stage`) took its number and name when it
+was staged, so its storage prefix carries the committed name; commit keeps them, and a reserved
+staging found to be a duplicate here is abandoned with its number left as a gap.
 """
 
 from __future__ import annotations
@@ -170,7 +173,7 @@ def _commit_staged(
     if schema is not None:
         schema_digest = schema.digest()
         store_schemas(session, {schema_digest: schema})
-    staged_as = version.name
+    staged_as = version.staged_name or version.name
     if version.number is None:  # staged since numbers are given at commit
         version.number = allocate(session, version.dataset_id, m.Dataset.next_number)
         version.name = format_version_name(dataset, version.date, version.number, version.desc)

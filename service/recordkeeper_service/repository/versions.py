@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from recordkeeper.core.digests import parse_digest
 from recordkeeper.core.errors import (
     DigestMismatch,
+    DuplicateContent,
     InvalidRequest,
     InvalidVersionName,
 )
@@ -25,6 +26,7 @@ from recordkeeper.core.limits import MAX_REASON_LENGTH
 from recordkeeper.core.naming import (
     CONVENTION,
     format_staged_name,
+    format_version_name,
     is_staged_name,
     parse_date,
     parse_staged_name,
@@ -96,6 +98,21 @@ def parse_version_ref(text: str) -> Reference:
             "(dataset_YYYYMMDD_vN[_desc] or dataset_YYYYMMDD_stagedK[_desc])"
         )
     return ref
+
+
+def _committed_with(session: Session, dataset_id: int, digest: str) -> m.Version | None:
+    """The first committed version of the dataset with content ``digest`` (what commit's
+    duplicate check finds)."""
+    return session.scalars(
+        select(m.Version)
+        .where(
+            m.Version.dataset_id == dataset_id,
+            m.Version.state == "committed",
+            m.Version.content_digest == digest,
+        )
+        .order_by(m.Version.number)
+        .limit(1)
+    ).first()
 
 
 def allocate(session: Session, dataset_id: int, counter: Any) -> int:
@@ -215,14 +232,37 @@ class VersionRepository:
         date: str | None = None,
         root: str | None = None,
         metadata: dict[str, Any] | None = None,
+        reserve: bool = False,
+        content_digest: str | None = None,
+        on_duplicate: str = "error",
     ) -> VersionRecord:
-        """Stage a version of ``dataset`` (creating it if needed) under a staged name.
+        """Stage a version of ``dataset`` (creating it if needed).
 
-        The version number is given at commit (:mod:`.commit`), so a staging that is abandoned,
-        or turns out to duplicate a committed version, consumes none.
+        By default the version has a staged name and no number: the number is given at commit
+        (:mod:`.commit`), so a staging that is abandoned, or turns out to duplicate a committed
+        version, consumes none.
+
+        ``reserve`` takes the number now, so the storage prefix carries the committed name
+        (``{root}/{dataset}/coco_20231015_v3/``) and the version is named by it from the
+        start (the staged name keeps answering).  A reserved number is never given back: a
+        reserved staging that is abandoned, or turns out to be a duplicate, leaves a gap.
+        ``content_digest`` (implies ``reserve``) is the content the caller is about to store,
+        known before any byte is written (``publish --copy`` hashes first): a committed version
+        with that digest is checked for first, under the dataset lock, as commit checks it —
+        ``on_duplicate="error"`` raises ``duplicate_content``, ``"use_existing"`` answers that
+        version (with ``duplicate_of``) and stages nothing, ``"commit"`` stages anyway.  So a
+        duplicate known before staging consumes no number.
         """
         validate_dataset_name(dataset)
         validate_desc(desc)
+        if on_duplicate not in ("error", "use_existing", "commit"):
+            raise InvalidRequest(
+                f"on_duplicate must be one of error, use_existing, commit, got {on_duplicate!r}"
+            )
+        digest = None
+        if content_digest is not None:
+            digest = parse_digest(content_digest, "content_digest")  # invalid_hash if not one
+            reserve = True
         day = parse_date(date) if date is not None else today_utc()
         try:
             normalized_root = self._roots.check(root or self._storage_root, "storage root")
@@ -231,13 +271,36 @@ class VersionRepository:
         base = normalized_root.rstrip("/")
         with self._db.transaction() as session:
             dataset_id = ensure_dataset(session, dataset, actor)
+            if digest is not None:
+                # Lock order everywhere: the dataset row first (commit checks duplicates and
+                # takes numbers under the same lock).
+                session.execute(
+                    select(m.Dataset.id).where(m.Dataset.id == dataset_id).with_for_update()
+                )
+                existing = _committed_with(session, dataset_id, digest)
+                if existing is not None and on_duplicate == "error":
+                    raise DuplicateContent(
+                        f"{dataset} already has a committed version with the content "
+                        f"{digest}: {existing.name}; stage with on_duplicate=use_existing to "
+                        "use it, or on_duplicate=commit to stage a new version anyway",
+                        duplicate_of=existing.name,
+                        content_digest=digest,
+                    )
+                if existing is not None and on_duplicate == "use_existing":
+                    record = version_view(session, existing, dataset)
+                    return replace(record, duplicate_of=existing.name)
             stage = allocate(session, dataset_id, m.Dataset.next_stage)
-            name = format_staged_name(dataset, day, stage, desc)
+            staged_name = format_staged_name(dataset, day, stage, desc)
+            number = None
+            name = staged_name
+            if reserve:
+                number = allocate(session, dataset_id, m.Dataset.next_number)
+                name = format_version_name(dataset, day, number, desc)
             row = m.Version(
                 dataset_id=dataset_id,
-                number=None,
+                number=number,
                 name=name,
-                staged_name=name,
+                staged_name=staged_name,
                 date=day,
                 desc=desc,
                 convention=CONVENTION,
@@ -251,9 +314,11 @@ class VersionRepository:
             )
             session.add(row)
             session.flush()
-            record_event(
-                session, actor, "version.staged", dataset=dataset, version=name, stage=stage
-            )
+            detail: dict[str, Any] = {"stage": stage}
+            if number is not None:
+                detail["staged_as"] = staged_name
+                detail["reserved_number"] = number
+            record_event(session, actor, "version.staged", dataset=dataset, version=name, **detail)
             return convert.version_record(row, dataset=dataset)
 
     # ---------------------------------------------------------------- read

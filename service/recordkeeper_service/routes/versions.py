@@ -57,6 +57,22 @@ class StageIn(InModel):
     date: str | None = Field(default=None, description="YYYYMMDD or YYYY-MM-DD; default today")
     root: str | None = Field(default=None, examples=["s3://ml-data/datasets"])
     metadata: JsonObject = Field(default_factory=dict)
+    reserve: bool = Field(
+        default=False,
+        description="take the version number now: the storage prefix carries the committed "
+        "name (coco_20231015_v3); a reserved number abandoned later is a gap",
+    )
+    content_digest: str | None = Field(
+        default=None,
+        description="the content about to be stored, known before staging (implies reserve): "
+        "a committed version with this digest is checked for first, per on_duplicate",
+        examples=["sha256:" + "0" * 64],
+    )
+    on_duplicate: Literal["error", "use_existing", "commit"] = Field(
+        default="error",
+        description="with content_digest: error (409 duplicate_content), use_existing (answer "
+        "that version, with duplicate_of; nothing is staged) or commit (stage anyway)",
+    )
 
 
 class CommitIn(InModel):
@@ -348,12 +364,13 @@ def hot_resolve_route(prefix: str) -> HotResolveRoute:
     "/datasets/{name}/versions",
     status_code=201,
     response_model=VersionOut,
-    responses=errors(400, 404, 413),
+    responses=errors(400, 404, 409, 413),
 )
 def stage_version(
     name: str, body: StageIn, repository: RepositoryDep, who: Writer
 ) -> dict[str, Any]:
-    """Stage a new version: allocate its number and name, answer its storage prefix."""
+    """Stage a new version under a staged name (with `reserve` or `content_digest`: under its
+    number and committed name, or answer the committed duplicate); answer its storage prefix."""
     record = repository.versions.stage(
         name,
         actor=who.name,
@@ -361,6 +378,9 @@ def stage_version(
         date=body.date,
         root=body.root,
         metadata=body.metadata,
+        reserve=body.reserve,
+        content_digest=body.content_digest,
+        on_duplicate=body.on_duplicate,
     )
     return record.to_json()
 
