@@ -20,6 +20,8 @@ from recordkeeper.core.errors import (
     DigestMismatch,
     InvalidRequest,
     InvalidVersionName,
+    ProvenanceImmutable,
+    VersionNotStaged,
 )
 from recordkeeper.core.limits import MAX_REASON_LENGTH
 from recordkeeper.core.naming import (
@@ -32,6 +34,7 @@ from recordkeeper.core.naming import (
     validate_dataset_name,
     validate_desc,
 )
+from recordkeeper.core.provenance import validate_provenance
 from recordkeeper.core.refs import Reference, RefKind, parse_reference
 from recordkeeper.core.roots import AllowedRoots, UriError
 from recordkeeper.core.splits import is_split_name
@@ -44,8 +47,10 @@ from recordkeeper_service.repository.common import (
     PUBLISHED_STATES,
     dataset_row,
     ensure_unpublished,
+    load_provenance,
     load_shards,
     record_event,
+    state_error,
     version_names,
     version_view,
 )
@@ -53,6 +58,7 @@ from recordkeeper_service.repository.datasets import ensure_dataset
 from recordkeeper_service.repository.fastpath import HOT_COLUMNS, AsyncPostgresReader
 from recordkeeper_service.repository.lineage.epoch import bump_epoch
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use
+from recordkeeper_service.repository.provenance import load_provenances, store_provenance
 from recordkeeper_service.repository.resolve import (
     AnySelect,
     check_visible,
@@ -215,12 +221,15 @@ class VersionRepository:
         date: str | None = None,
         root: str | None = None,
         metadata: dict[str, Any] | None = None,
+        provenance: Any = None,
     ) -> VersionRecord:
         """Stage a version of ``dataset`` (creating it if needed) under a staged name.
 
         The version number is given at commit (:mod:`.commit`), so a staging that is abandoned,
-        or turns out to duplicate a committed version, consumes none.
+        or turns out to duplicate a committed version, consumes none.  ``provenance`` (see
+        :mod:`recordkeeper.core.provenance`) is checked first: refused, nothing is staged.
         """
+        validate_provenance(provenance)  # the rules without the database, before any write
         validate_dataset_name(dataset)
         validate_desc(desc)
         day = parse_date(date) if date is not None else today_utc()
@@ -251,10 +260,32 @@ class VersionRepository:
             )
             session.add(row)
             session.flush()
+            stored = store_provenance(session, row, provenance, actor=actor)
             record_event(
                 session, actor, "version.staged", dataset=dataset, version=name, stage=stage
             )
-            return convert.version_record(row, dataset=dataset)
+            return convert.version_record(row, dataset=dataset, provenance=stored)
+
+    def set_provenance(self, version_name: str, provenance: Any, *, actor: str) -> VersionRecord:
+        """Replace the provenance of a staged version; a committed (or deprecated) version's
+        is immutable (``409 provenance_immutable``), an abandoned one's is refused too."""
+        ref = parse_version_ref(version_name)
+        validate_provenance(provenance)
+        with self._db.transaction() as session:
+            row = find_version(session, ref, for_update=True)
+            if row.state in PUBLISHED_STATES:
+                raise state_error(
+                    ProvenanceImmutable, row, "the provenance of a committed version never changes"
+                )
+            if row.state != "staged":
+                raise state_error(
+                    VersionNotStaged, row, "only a staged version's provenance can be set"
+                )
+            store_provenance(session, row, provenance, actor=actor)
+            record_event(
+                session, actor, "version.provenance_set", dataset=ref.dataset, version=row.name
+            )
+            return version_view(session, row, ref.dataset)
 
     # ---------------------------------------------------------------- read
 
@@ -333,7 +364,9 @@ class VersionRepository:
             return None
         full = conn.execute(_BY_ID, {"rk_id": row.id}).one()
         shards = load_shards(conn, row.id) if with_shards else None
-        cached = convert.version_record(full, dataset=ref.dataset, shards=shards)
+        cached = convert.version_record(
+            full, dataset=ref.dataset, shards=shards, provenance=load_provenance(conn, row.id)
+        )
         cached = cached.with_rendered_splits()
         self._cache.put(cached)
         return _overlay(cached, row, with_shards)
@@ -393,9 +426,13 @@ class VersionRepository:
                 )
             )
             names = version_names(session, (r.duplicate_of_id for r in rows))
+            provenances = load_provenances(session, (r.id for r in rows))
             data = [
                 convert.version_record(
-                    r, dataset=dataset, duplicate_of=names.get(r.duplicate_of_id or -1)
+                    r,
+                    dataset=dataset,
+                    duplicate_of=names.get(r.duplicate_of_id or -1),
+                    provenance=provenances.get(r.id),
                 )
                 for r in rows
             ]

@@ -31,6 +31,7 @@ from recordkeeper_service.routes.common import (
     etag_matches,
     not_modified,
 )
+from recordkeeper_service.routes.provenance import ProvenanceIn, ProvenanceOut
 from recordkeeper_service.routes.shards import ShardOut
 
 __all__ = [
@@ -56,6 +57,11 @@ class StageIn(InModel):
     date: str | None = Field(default=None, description="YYYYMMDD or YYYY-MM-DD; default today")
     root: str | None = Field(default=None, examples=["s3://ml-data/datasets"])
     metadata: JsonObject = Field(default_factory=dict)
+    provenance: ProvenanceIn | None = Field(
+        default=None,
+        description="where the version comes from (parents, sources, producer, params...); "
+        "may be replaced while staged, immutable once committed",
+    )
 
 
 class CommitIn(InModel):
@@ -111,6 +117,10 @@ class VersionOut(OutModel):
     data_deleted_at: str | None = Field(default=None, description="when its data was deleted")
     data_deleted_reason: str | None = Field(
         default=None, description="what deleted (or is deleting) it: 'retention' or 'gc'"
+    )
+    provenance: ProvenanceOut = Field(
+        description="parents, sources, producer, params, command, environment, note (empty "
+        "parts when none was recorded); immutable once committed"
     )
     splits: dict[str, SplitOut] | None
 
@@ -347,7 +357,7 @@ def hot_resolve_route(prefix: str) -> HotResolveRoute:
     "/datasets/{name}/versions",
     status_code=201,
     response_model=VersionOut,
-    responses=errors(400, 404, 413),
+    responses=errors(400, 404, 409, 413),
 )
 def stage_version(
     name: str, body: StageIn, repository: RepositoryDep, who: Writer
@@ -360,6 +370,7 @@ def stage_version(
         date=body.date,
         root=body.root,
         metadata=body.metadata,
+        provenance=body.provenance.document() if body.provenance is not None else None,
     )
     return record.to_json()
 
