@@ -41,6 +41,7 @@ from recordkeeper.models import (
     VerifyOptions,
     VerifyReport,
 )
+from recordkeeper.provenance import Provenance
 from recordkeeper.verify import verify_pages, verify_version
 from recordkeeper.version_cache import VersionCache
 
@@ -449,8 +450,13 @@ class Registry:
         date: str | datetime.date | None = None,
         root: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        provenance: Mapping[str, Any] | None = None,
     ) -> DatasetVersion:
         """Stage a new version: the service allocates its number, name and storage prefix.
+
+        ``provenance`` is the document :func:`recordkeeper.provenance.build_provenance` makes
+        (parents, sources, producer, params, ...); the service refuses it with a stable code
+        (``parent_not_found``, ``invalid_params``, ...) before anything is staged.
 
         The prefix must lie inside the service's allowed roots (and inside ``root`` when
         given); otherwise the staged version is abandoned and
@@ -463,6 +469,8 @@ class Registry:
             "root": root,
             "metadata": dict(metadata or {}),
         }
+        if provenance is not None:
+            body["provenance"] = dict(provenance)
         # Not replayable: a retried stage would allocate a second number.
         data = self.http.api("POST", f"/datasets/{quote_segment(dataset)}/versions", json=body)
         staged = self.version(data)
@@ -473,6 +481,52 @@ class Registry:
                 self.abandon(staged)
             raise
         return staged
+
+    def set_provenance(
+        self, version: str | DatasetVersion, provenance: Mapping[str, Any]
+    ) -> Provenance:
+        """Replace a staged version's provenance (a committed version's is immutable:
+        :class:`~recordkeeper.errors.ProvenanceImmutable`)."""
+        name = version.name if isinstance(version, DatasetVersion) else version
+        data = self.http.api(
+            "PUT",
+            f"/versions/{quote_segment(name)}/provenance",
+            json=dict(provenance),
+            idempotent=True,
+        )
+        with reading_answer("a provenance"):
+            return Provenance.from_dict(data, storage_options=self.storage_options or None)
+
+    def log(self, dataset: str, *, limit: int = 20, offset: int = 0) -> list[dict[str, Any]]:
+        """The dataset's published versions, newest first, like ``git log``: each entry has
+        ``name``, ``number``, ``date``, ``desc``, ``parents``, ``commit`` (the producer's),
+        ``compared_with`` (the base parent, else the previous version) and ``change``
+        (``shards_added``/``removed``/``changed``, ``records_added``/``removed``)."""
+        validate_dataset_name(dataset)
+        data = self.http.api(
+            "GET",
+            f"/datasets/{quote_segment(dataset)}/log",
+            params={"limit": limit, "offset": offset},
+        )
+        with reading_answer("a dataset log"):
+            entries = data["data"]
+            if not isinstance(entries, list):
+                raise TypeError("data is not a list")
+            return entries
+
+    def children(self, ref: str | DatasetVersion) -> list[dict[str, Any]]:
+        """The versions naming ``ref`` as a parent (``name``, ``dataset``, ``role``, ...)."""
+        target = ref.name if isinstance(ref, DatasetVersion) else ref
+        check_ref(target)
+        data = self.http.api("GET", f"/versions/{quote_segment(target)}/children")
+        with reading_answer("a list of versions"):
+            return list(data["data"])
+
+    def versions_from_source(self, uri: str) -> list[dict[str, Any]]:
+        """The versions that recorded ``uri`` as a source, with the identity each recorded."""
+        data = self.http.api("GET", "/sources/versions", params={"uri": uri})
+        with reading_answer("a list of versions"):
+            return list(data["data"])
 
     def register_shards(
         self, version: str | DatasetVersion, shards: Sequence[Mapping[str, Any]]
