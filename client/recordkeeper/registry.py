@@ -26,6 +26,7 @@ from recordkeeper.core.errors import (
 )
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.naming import format_date, validate_dataset_name
+from recordkeeper.core.provenance import validate_provenance
 from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference, validate_alias_name
 from recordkeeper.core.roots import AllowedRoots, UriError, allowed_root
 from recordkeeper.core.schema import Schema
@@ -470,6 +471,7 @@ class Registry:
             "metadata": dict(metadata or {}),
         }
         if provenance is not None:
+            validate_provenance(provenance)  # the service's rules, before anything is staged
             body["provenance"] = dict(provenance)
         # Not replayable: a retried stage would allocate a second number.
         data = self.http.api("POST", f"/datasets/{quote_segment(dataset)}/versions", json=body)
@@ -488,6 +490,7 @@ class Registry:
         """Replace a staged version's provenance (a committed version's is immutable:
         :class:`~recordkeeper.errors.ProvenanceImmutable`)."""
         name = version.name if isinstance(version, DatasetVersion) else version
+        validate_provenance(provenance)  # the service's rules, before anything is sent
         data = self.http.api(
             "PUT",
             f"/versions/{quote_segment(name)}/provenance",
