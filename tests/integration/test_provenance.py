@@ -170,9 +170,7 @@ def test_bad_provenance_is_refused_before_anything_is_staged(
     with pytest.raises(rk.InvalidParams):
         client.publish(_shards(data_dir, "c", 1, 30), params=bad, progress=False)
     with pytest.raises(rk.InvalidParams):
-        client.publish(
-            _shards(data_dir, "d", 1, 40), params={"blob": "x" * 70_000}, progress=False
-        )
+        client.publish(_shards(data_dir, "d", 1, 40), params={"blob": "x" * 70_000}, progress=False)
     with pytest.raises(rk.InvalidProvenance):
         client.publish(
             _shards(data_dir, "e", 1, 50), parents=[("coco@v1", "Not A Role")], progress=False

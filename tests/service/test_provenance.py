@@ -55,9 +55,7 @@ def test_provenance_is_given_at_stage_and_shown_everywhere(client: TestClient) -
     assert v1["provenance"]["parents"] == [] and v1["provenance"]["producer"] is None
     v2 = publish(client, content="two", provenance=_provenance())
     prov = v2["provenance"]
-    assert prov["parents"] == [
-        {"name": v1["name"], "dataset": "coco", "number": 1, "role": "base"}
-    ]
+    assert prov["parents"] == [{"name": v1["name"], "dataset": "coco", "number": 1, "role": "base"}]
     assert prov["sources"][0]["identity"]["digest"] == DIGEST
     assert prov["producer"]["commit"] == COMMIT and prov["producer"]["dirty"] is True
     # params are stored canonically (keys sorted) with the digest of their canonical bytes
@@ -122,8 +120,11 @@ def test_provenance_of_a_staged_version_can_be_replaced_not_after_commit(
         ({"note": "bad \ud800 text"}, 422, "invalid_request"),
         ({"note": "nul \x00"}, 422, "invalid_request"),
         ({"sources": [{"uri": "https://user:secret@host/raw/"}]}, 422, "invalid_provenance"),
-        ({"producer": {"vcs": "git", "remote": "https://tok@github.com/a"}}, 422,
-         "invalid_provenance"),
+        (
+            {"producer": {"vcs": "git", "remote": "https://tok@github.com/a"}},
+            422,
+            "invalid_provenance",
+        ),
         ({"producer": {"vcs": "git", "commit": "HEAD"}}, 422, "invalid_provenance"),
         ({"producer": {"vcs": "git", "entry": "../outside.py"}}, 422, "invalid_provenance"),
         ({"environment": {"python": "3.11; rm -rf"}}, 422, "invalid_provenance"),
@@ -215,8 +216,10 @@ def test_log_summarises_each_version_against_its_base(client: TestClient) -> Non
     # v2: a change of v1 — the same two shards plus... (content differs: all "changed")
     v2 = stage(
         client,
-        provenance={"parents": [{"ref": v1["name"], "role": "base"}], "producer": {
-            "vcs": "git", "commit": COMMIT, "dirty": False}},
+        provenance={
+            "parents": [{"ref": v1["name"], "role": "base"}],
+            "producer": {"vcs": "git", "commit": COMMIT, "dirty": False},
+        },
     )
     bodies = shards(v2["storage_prefix"], 3, content="a")
     register(client, v2["name"], bodies)
