@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from pydantic import ConfigDict, Field
 
+from recordkeeper.core.limits import MAX_INT64
 from recordkeeper_service.deps import Limit, Offset, Reader, RepositoryDep, Writer
 from recordkeeper_service.routes.common import AUTHENTICATED, InModel, OutModel, errors
 
@@ -43,8 +44,8 @@ class ParentIn(InModel):
 class SourceIdentityIn(InModel):
     method: str = Field(description="listing (sizes and identity tokens) or sha256 (contents)")
     digest: str = Field(description="sha256:<64 hex> over the listing")
-    files: int = Field(description="objects listed")
-    size: int = Field(description="their total size in bytes")
+    files: int = Field(ge=0, le=MAX_INT64, description="objects listed")
+    size: int = Field(ge=0, le=MAX_INT64, description="their total size in bytes")
 
 
 class SourceIn(InModel):
