@@ -18,7 +18,6 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-
 # revision identifiers, used by Alembic.
 revision: str = "efc6b3c06c3b"
 down_revision: str | Sequence[str] | None = "f652de95a78b"
