@@ -26,6 +26,8 @@ from recordkeeper.core.errors import (
     InvalidHash,
     InvalidInput,
     InvalidName,
+    InvalidParams,
+    InvalidProvenance,
     InvalidRecord,
     InvalidReference,
     InvalidRequest,
@@ -34,8 +36,12 @@ from recordkeeper.core.errors import (
     InvalidVersionName,
     ModelNotFound,
     NotFound,
+    ParentNotCommitted,
+    ParentNotFound,
     PayloadTooLarge,
     PermissionDenied,
+    ProvenanceCycle,
+    ProvenanceImmutable,
     RecordkeeperError,
     ResponseTooLarge,
     RouteNotFound,
@@ -71,6 +77,7 @@ from recordkeeper.lineage import CheckpointInfo, Consumers, Lineage, LineageGrap
 from recordkeeper.locking import lock_config
 from recordkeeper.models import DatasetInfo, DatasetVersion, DeprecatedVersionWarning, Shard, Split
 from recordkeeper.pinned import PinnedData, load_pinned
+from recordkeeper.provenance import Parent, Producer, Provenance, Source, SourceIdentity
 from recordkeeper.verify import ShardProblem, VerifyReport
 from recordkeeper.writer import VersionWriter
 
@@ -104,6 +111,8 @@ __all__ = [
     "InvalidHash",
     "InvalidInput",
     "InvalidName",
+    "InvalidParams",
+    "InvalidProvenance",
     "InvalidRecord",
     "InvalidReference",
     "InvalidRequest",
@@ -115,9 +124,16 @@ __all__ = [
     "ManifestEntry",
     "ModelNotFound",
     "NotFound",
+    "Parent",
+    "ParentNotCommitted",
+    "ParentNotFound",
     "PayloadTooLarge",
     "PermissionDenied",
     "PinnedData",
+    "Producer",
+    "Provenance",
+    "ProvenanceCycle",
+    "ProvenanceImmutable",
     "RecordkeeperError",
     "Reference",
     "ResponseTooLarge",
@@ -133,6 +149,8 @@ __all__ = [
     "ShardConflict",
     "ShardFile",
     "ShardProblem",
+    "Source",
+    "SourceIdentity",
     "Split",
     "StaleLock",
     "StorageError",

@@ -141,6 +141,9 @@ class Client:
     # reading
     datasets = _on_registry(Registry.datasets)
     versions = _on_registry(Registry.versions)
+    log = _on_registry(Registry.log)
+    children = _on_registry(Registry.children)
+    versions_from_source = _on_registry(Registry.versions_from_source)
     resolve = _on_registry(Registry.resolve)
     verify = _on_registry(Registry.verify)
     schema = _on_registry(Registry.schema)
@@ -155,6 +158,7 @@ class Client:
     # lifecycle
     stage = _on_registry(Registry.stage)
     register_shards = _on_registry(Registry.register_shards)
+    set_provenance = _on_registry(Registry.set_provenance)
     commit = _on_registry(Registry.commit)
     abandon = _on_registry(Registry.abandon)
     deprecate = _on_registry(Registry.deprecate)

@@ -25,6 +25,7 @@ from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.core.shards import ShardRecord
 from recordkeeper.core.verification import Reason
+from recordkeeper.provenance import Provenance
 
 __all__ = [
     "DatasetInfo",
@@ -390,6 +391,9 @@ class DatasetVersion:
     data_state: str = "stored"
     data_deleted_at: str | None = None
     data_deleted_reason: str | None = None
+    #: Where the version came from: parents, sources, producer, params, command, environment,
+    #: note (:class:`~recordkeeper.provenance.Provenance`; empty when none was recorded).
+    provenance: Provenance = field(default_factory=Provenance, compare=False)
     _client: VersionServices | None = field(default=None, repr=False, compare=False)
     _storage_options: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
     _schema_cache: list[Schema] = field(default_factory=list, repr=False, compare=False)
@@ -452,6 +456,9 @@ class DatasetVersion:
             data_state=data.get("data_state") or "stored",
             data_deleted_at=data.get("data_deleted_at"),
             data_deleted_reason=data.get("data_deleted_reason"),
+            provenance=Provenance.from_dict(
+                data.get("provenance"), storage_options=storage_options
+            ),
             _client=client,
             _storage_options=storage_options,
             _schema_cache=[schema] if schema is not None else [],
@@ -679,6 +686,7 @@ class DatasetVersion:
             "record_count": self.record_count,
             "shard_count": self.shard_count,
             "size": self.size,
+            "provenance": self.provenance.to_dict(),
             "splits": {
                 name: {
                     "record_count": split.record_count,

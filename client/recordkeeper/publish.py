@@ -24,7 +24,7 @@ import datetime
 import io
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, cast
@@ -47,6 +47,7 @@ from recordkeeper.file_kinds import describe_bytes
 from recordkeeper.models import DatasetVersion
 from recordkeeper.object_batches import listing_or_nothing, read_small_many, stat_many
 from recordkeeper.progress import ProgressLike, ProgressReader, byte_progress
+from recordkeeper.provenance import build_provenance
 from recordkeeper.storage import (
     ObjectStat,
     discard_upload,
@@ -377,10 +378,20 @@ def publish(
     date: str | datetime.date | None = None,
     max_workers: int | None = None,
     progress: bool | ProgressLike | None = None,
+    parents: Iterable[Any] | Mapping[str, str] | None = None,
+    sources: Iterable[Any] | None = None,
+    params: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    code: Any = "auto",
+    note: str | None = None,
+    provenance: Mapping[str, Any] | None = None,
 ) -> DatasetVersion:
     """Register ``dataset``'s shards in place, or copied under ``copy_to``, as a new version.
 
-    ``copy_to=True`` copies under the service's default storage root.
+    ``copy_to=True`` copies under the service's default storage root.  ``parents``,
+    ``sources``, ``params``, ``code`` and ``note`` record where the version came from (see
+    :func:`recordkeeper.provenance.build_provenance`; or pass a whole ``provenance``
+    document); they are checked before any shard is read.  When the content equals an
+    existing version's, that version is kept with its own provenance.
     """
     options = (
         storage_options
@@ -392,6 +403,19 @@ def publish(
     shards = dataset.shards
     if not shards:
         raise InvalidShard(f"dataset {dataset.name!r} has no shards")
+    document = (
+        dict(provenance)
+        if provenance is not None
+        else build_provenance(
+            dataset=dataset.name,
+            parents=parents,
+            sources=sources,
+            params=params,
+            code=code,
+            note=note,
+            storage_options=options,
+        )
+    )
     copy_to = copy_target(registry.info(), [s.uri for s in shards], copy_to)
     url_to_fs(shards[0].uri, options)  # create the filesystem once, outside the threads
     # Small S3 shards published in place are read whole, one request each (see _read_small).
@@ -456,6 +480,7 @@ def publish(
             root=copy_to,
             content_digest=declared,
             on_duplicate="commit" if force_new else "use_existing",
+            provenance=document,
         )
         if staged.duplicate_of is not None:
             from recordkeeper.registry import DuplicateWarning
@@ -468,7 +493,7 @@ def publish(
             )
             return registry.resolve(staged.duplicate_of).with_storage_options(options or None)
     else:
-        staged = registry.stage(dataset.name, desc=desc, date=date)
+        staged = registry.stage(dataset.name, desc=desc, date=date, provenance=document)
     copies: list[str] = []
     try:
         dests: list[str | None] = [None] * len(shards)

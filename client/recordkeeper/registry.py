@@ -27,6 +27,7 @@ from recordkeeper.core.errors import (
 )
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.naming import format_date, validate_dataset_name
+from recordkeeper.core.provenance import validate_provenance
 from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference, validate_alias_name
 from recordkeeper.core.roots import AllowedRoots, UriError, allowed_root
 from recordkeeper.core.schema import Schema
@@ -44,6 +45,7 @@ from recordkeeper.models import (
     VerifyOptions,
     VerifyReport,
 )
+from recordkeeper.provenance import Provenance
 from recordkeeper.tfds_export import export_tfds
 from recordkeeper.verify import verify_pages, verify_version
 from recordkeeper.version_cache import VersionCache
@@ -466,6 +468,7 @@ class Registry:
         reserve: bool = False,
         content_digest: str | None = None,
         on_duplicate: OnDuplicate = "error",
+        provenance: Mapping[str, Any] | None = None,
     ) -> DatasetVersion:
         """Stage a new version: the service answers its name and storage prefix.
 
@@ -477,6 +480,10 @@ class Registry:
         :class:`~recordkeeper.errors.DuplicateContent` (``on_duplicate="error"``), is answered
         instead with ``duplicate_of`` set and nothing staged (``"use_existing"``), or is
         ignored (``"commit"``).
+
+        ``provenance`` is the document :func:`recordkeeper.provenance.build_provenance` makes
+        (parents, sources, producer, params, ...); the service refuses it with a stable code
+        (``parent_not_found``, ``invalid_params``, ...) before anything is staged.
 
         The prefix must lie inside the service's allowed roots (and inside ``root`` when
         given); otherwise the staged version is abandoned and
@@ -494,6 +501,9 @@ class Registry:
         if content_digest is not None:
             body["content_digest"] = content_digest
             body["on_duplicate"] = on_duplicate
+        if provenance is not None:
+            validate_provenance(provenance)  # the service's rules, before anything is staged
+            body["provenance"] = dict(provenance)
         # Not replayable: a retried stage would allocate a second number.
         data = self.http.api("POST", f"/datasets/{quote_segment(dataset)}/versions", json=body)
         staged = self.version(data)
@@ -506,6 +516,53 @@ class Registry:
                 self.abandon(staged)
             raise
         return staged
+
+    def set_provenance(
+        self, version: str | DatasetVersion, provenance: Mapping[str, Any]
+    ) -> Provenance:
+        """Replace a staged version's provenance (a committed version's is immutable:
+        :class:`~recordkeeper.errors.ProvenanceImmutable`)."""
+        name = version.name if isinstance(version, DatasetVersion) else version
+        validate_provenance(provenance)  # the service's rules, before anything is sent
+        data = self.http.api(
+            "PUT",
+            f"/versions/{quote_segment(name)}/provenance",
+            json=dict(provenance),
+            idempotent=True,
+        )
+        with reading_answer("a provenance"):
+            return Provenance.from_dict(data, storage_options=self.storage_options or None)
+
+    def log(self, dataset: str, *, limit: int = 20, offset: int = 0) -> list[dict[str, Any]]:
+        """The dataset's published versions, newest first, like ``git log``: each entry has
+        ``name``, ``number``, ``date``, ``desc``, ``parents``, ``commit`` (the producer's),
+        ``compared_with`` (the base parent, else the previous version) and ``change``
+        (``shards_added``/``removed``/``changed``, ``records_added``/``removed``)."""
+        validate_dataset_name(dataset)
+        data = self.http.api(
+            "GET",
+            f"/datasets/{quote_segment(dataset)}/log",
+            params={"limit": limit, "offset": offset},
+        )
+        with reading_answer("a dataset log"):
+            entries = data["data"]
+            if not isinstance(entries, list):
+                raise TypeError("data is not a list")
+            return entries
+
+    def children(self, ref: str | DatasetVersion) -> list[dict[str, Any]]:
+        """The versions naming ``ref`` as a parent (``name``, ``dataset``, ``role``, ...)."""
+        target = ref.name if isinstance(ref, DatasetVersion) else ref
+        check_ref(target)
+        data = self.http.api("GET", f"/versions/{quote_segment(target)}/children")
+        with reading_answer("a list of versions"):
+            return list(data["data"])
+
+    def versions_from_source(self, uri: str) -> list[dict[str, Any]]:
+        """The versions that recorded ``uri`` as a source, with the identity each recorded."""
+        data = self.http.api("GET", "/sources/versions", params={"uri": uri})
+        with reading_answer("a list of versions"):
+            return list(data["data"])
 
     def register_shards(
         self, version: str | DatasetVersion, shards: Sequence[Mapping[str, Any]]

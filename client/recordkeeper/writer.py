@@ -52,7 +52,7 @@ import os
 import queue
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -63,6 +63,7 @@ from recordkeeper.core.shards import ShardRecord
 from recordkeeper.core.splits import shard_file_name, validate_split_name
 from recordkeeper.dataset import compression_suffix
 from recordkeeper.models import DatasetVersion
+from recordkeeper.provenance import build_provenance
 from recordkeeper.storage import (
     discard_upload,
     join_uri,
@@ -419,8 +420,34 @@ class VersionWriter:
         date: str | datetime.date | None = None,
         force_new: bool = False,
         metadata: Mapping[str, Any] | None = None,
+        parents: Iterable[Any] | Mapping[str, str] | None = None,
+        sources: Iterable[Any] | None = None,
+        params: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        code: Any = "auto",
+        note: str | None = None,
+        provenance: Mapping[str, Any] | None = None,
     ) -> None:
+        """Provenance (docs/provenance.md): ``parents`` (``"coco@v2"``, ``"coco@v2:labels"``,
+        versions), ``sources`` (URIs, listed now), ``params`` (a mapping or a YAML/JSON file),
+        ``code`` (``"auto"``: git around the entry script; a path; None: not recorded),
+        ``note``; or a whole ``provenance`` document
+        (:func:`recordkeeper.provenance.build_provenance`).  Checked before anything is
+        written."""
         self._registry = registry
+        options = storage_options if storage_options is not None else registry.storage_options
+        self.provenance = (
+            dict(provenance)
+            if provenance is not None
+            else build_provenance(
+                dataset=dataset,
+                parents=parents,
+                sources=sources,
+                params=params,
+                code=code,
+                note=note,
+                storage_options=options,
+            )
+        )
         self.dataset = dataset
         self.root = root
         self.desc = desc
@@ -568,6 +595,7 @@ class VersionWriter:
                 root=self.root,
                 metadata=self.metadata,
                 reserve=True,  # the prefix carries the committed name (module docstring)
+                provenance=self.provenance,
             )
             url_to_fs(self.staged.storage_prefix, self.storage_options)
         return self.staged

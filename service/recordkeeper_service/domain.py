@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from recordkeeper.core import shards as core_shards
+from recordkeeper.core.provenance import empty_provenance
 from recordkeeper.core.refs import PUBLISHED_STATES
 from recordkeeper.core.shard_columns import to_columns
 
@@ -32,6 +33,7 @@ __all__ = [
     "VerificationRecord",
     "VersionRecord",
     "iso_timestamp",
+    "provenance_answer",
 ]
 
 T = TypeVar("T")
@@ -117,6 +119,9 @@ class VersionRecord:
     released_at: datetime.datetime | None = None
     collected_at: datetime.datetime | None = None
     collected_reason: str | None = None
+    #: The stored provenance document (parents, sources, producer, params...); None when the
+    #: version recorded none.  Immutable once committed, so cached with the version.
+    provenance: dict[str, Any] | None = None
     #: ``splits`` rendered once (see :meth:`with_rendered_splits`); never compared.
     rendered_splits: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
@@ -171,6 +176,7 @@ class VersionRecord:
             "data_deleted_reason": (
                 (self.collected_reason or "gc") if self.data_state != "stored" else None
             ),
+            "provenance": provenance_answer(self.provenance),
             "splits": self._splits(),
         }
 
@@ -180,6 +186,11 @@ class VersionRecord:
         if self.rendered_splits is not None:
             return self.rendered_splits
         return _splits_json(self.shards)
+
+
+def provenance_answer(document: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A version's ``provenance`` as answered: the stored document, or empty parts."""
+    return dict(document) if document is not None else empty_provenance()
 
 
 def _splits_json(shards: Sequence[ShardRecord]) -> dict[str, Any]:

@@ -115,3 +115,41 @@ def test_a_source_read_later_in_the_pipeline_is_refused() -> None:
     read = ReadVersion("raw@latest", "train")
     with pytest.raises(rk.InvalidRequest, match="applied"), beam.Pipeline() as p:
         _ = p | beam.Create([b"x"]) | WriteVersionedTFRecords("clean", sources=[read])
+
+
+def test_a_beam_write_records_its_provenance(
+    live_service: LiveService, tmp_path: Path, data_dir: Path
+) -> None:
+    """Versions read by the job become source parents; a raw URI a source with its listing
+    identity; parents, params and note as given."""
+    client = live_service.client()
+    with client.writer("coco", code=None) as w:
+        for record in sample_examples(20):
+            w.write(record)
+    base = w.version
+    with client.writer("labels", code=None) as w:
+        for record in sample_examples(5, 100):
+            w.write(record)
+    labels = w.version
+    raw = data_dir / "raw"
+    raw.mkdir()
+    (raw / "a.json").write_text("{}")
+    write = WriteVersionedTFRecords(
+        "coco",
+        client=client,
+        parents=[base.name],
+        sources=[labels, raw.as_uri() + "/"],
+        params={"min_area": 32},
+        note="beam job",
+    )
+    with beam.Pipeline(options=tb.options(IN_PROCESS)) as p:
+        tb.write_json_lines(p | beam.Create(sample_examples(30, 200)) | write, tmp_path / "o", "o")
+    [emitted] = tb.read_lines(tmp_path / "o")
+    provenance = client.resolve(emitted["name"]).provenance
+    assert [(p.name, p.role) for p in provenance.parents] == [
+        (base.name, "base"),
+        (labels.name, "source"),
+    ]
+    assert provenance.sources[0].uri == raw.as_uri() + "/"
+    assert provenance.sources[0].identity is not None
+    assert provenance.params == {"min_area": 32} and provenance.note == "beam job"

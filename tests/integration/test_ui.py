@@ -46,9 +46,17 @@ def _examples(n: int, *, person: bool, start: int = 0) -> list[bytes]:
 
 
 def _write(
-    client: rk.Client, *, desc: str, compression: str, train: list[bytes], validation: list[bytes]
+    client: rk.Client,
+    *,
+    desc: str,
+    compression: str,
+    train: list[bytes],
+    validation: list[bytes],
+    **provenance: Any,
 ) -> str:
-    with client.writer("coco", desc=desc, compression=compression, shard_size="1kB") as writer:
+    with client.writer(
+        "coco", desc=desc, compression=compression, shard_size="1kB", **provenance
+    ) as writer:
         for record in train:
             writer.write(record, split="train")
         for record in validation:
@@ -79,6 +87,9 @@ def scenario(
         compression="none",  # gzip shards close only every ~MiB: these are small
         train=_examples(90, person=True),
         validation=_examples(10, person=True),
+        parents=[v1],
+        params={"categories": ["person"], "min_area": 32},
+        note="adds person boxes",
     )
     client.set_alias("coco", "prod", v1)
     client.set_alias("coco", "prod", v2)
@@ -169,6 +180,19 @@ def test_dataset_to_version_to_shards_and_schema(scenario: Scenario, page: Any) 
     # the service names checkpoints in full
     expect(consumers).to_contain_text("det@r1/ckpt-200")
     shot(page, "version")
+
+
+def test_version_page_shows_provenance_and_links_parents(scenario: Scenario, page: Any) -> None:
+    page.goto(scenario.service.url + f"/#/versions/{scenario.v2}")
+    provenance = page.get_by_test_id("provenance")
+    expect(provenance).to_contain_text("Parent (base)")
+    expect(provenance).to_contain_text("adds person boxes")
+    expect(provenance).to_contain_text("min_area")
+    expect(provenance).to_contain_text("Python")
+    shot(page, "version-provenance")
+    provenance.get_by_role("link", name=scenario.v1).click()
+    expect(page.get_by_test_id("version-name")).to_have_text(scenario.v1)
+    expect(page.get_by_test_id("provenance")).to_contain_text("Environment")  # code + versions
 
 
 def test_compare_two_versions(scenario: Scenario, page: Any) -> None:

@@ -204,6 +204,21 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
     call("POST", f"{API}/versions/{{ref}}/verifications", 201, json=report, ref=name)
 
     other = publish(client, "coco", content="b")["name"]
+    derived = stage(client, "coco", provenance={"parents": [{"ref": name, "role": "base"}]})
+    provenance = {
+        "parents": [{"ref": name, "role": "base"}],
+        "sources": [{"uri": "s3://raw/coco/", "identity": None}],
+        "params": {"lr": 0.1},
+    }
+    call(
+        "PUT",
+        f"{API}/versions/{{version_name}}/provenance",
+        json=provenance,
+        version_name=derived["name"],
+    )
+    call("GET", f"{API}/versions/{{ref}}/children", ref=name)
+    call("GET", f"{API}/sources/versions", uri="s3://raw/coco/")
+    call("GET", f"{API}/datasets/{{name}}/log", name="coco")
     diff = call("GET", f"{API}/versions/{{ref}}/diff/{{other}}", ref=name, other=other)
     assert diff["shards"]["changed"] and "schema" in diff
     call("POST", f"{API}/versions/{{ref}}/deprecate", json={"reason": "r"}, ref=other)

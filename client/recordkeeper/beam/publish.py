@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -34,6 +34,7 @@ from recordkeeper.core.errors import InvalidShard
 from recordkeeper.core.splits import shard_file_name
 from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
 from recordkeeper.models import DatasetVersion
+from recordkeeper.provenance import build_provenance
 from recordkeeper.publish import copy_target, detect_file_compression, scan_file
 from recordkeeper.storage import join_uri
 
@@ -85,7 +86,10 @@ class PublishExisting(beam.PTransform):
     ``source``: a :class:`~recordkeeper.Dataset` or a directory URI; ``name`` names the dataset
     for a URI (default: the directory's name).  ``copy_to=True`` copies under the service's
     storage root.  ``storage_options`` (default: the dataset's, then the client's) serve the
-    source and the copies.  Output: a PCollection of one, the committed version's JSON.
+    source and the copies.  ``parents``, ``sources`` (raw inputs by URI), ``params``, ``code``
+    and ``note`` record the version's provenance (see
+    :func:`recordkeeper.provenance.build_provenance`).  Output: a PCollection of one, the
+    committed version's JSON.
     """
 
     def __init__(
@@ -100,8 +104,18 @@ class PublishExisting(beam.PTransform):
         client: Client | None = None,
         storage_options: Mapping[str, Any] | None = None,
         send_token: bool = True,
+        parents: Sequence[Any] | Mapping[str, str] | None = None,
+        sources: Sequence[Any] | None = None,
+        params: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        code: Any = "auto",
+        note: str | None = None,
     ) -> None:
         super().__init__()
+        self.parents = parents
+        self.sources = sources
+        self.params = params
+        self.code = code
+        self.note = note
         self.source = source
         self.name = name
         self.desc = desc
@@ -136,7 +150,18 @@ class PublishExisting(beam.PTransform):
             raise InvalidShard(f"dataset {dataset.name!r} has no shards")
         copy_to = copy_target(client.info(), [s.uri for s in shards], self.copy_to)
         if self.staged is None:
-            self.staged = client.stage(dataset.name, desc=self.desc, date=self.date, root=copy_to)
+            document = build_provenance(
+                dataset=dataset.name,
+                parents=self.parents,
+                sources=self.sources,
+                params=self.params,
+                code=self.code,
+                note=self.note,
+                storage_options=options,
+            )
+            self.staged = client.stage(
+                dataset.name, desc=self.desc, date=self.date, root=copy_to, provenance=document
+            )
         prefix = self.staged.storage_prefix if copy_to is not None else None
         work = [(shard, prefix) for shard in shards]
         return (

@@ -46,6 +46,7 @@ resolution, and its prefix (temporary shards included) is collected by ``recordk
 from __future__ import annotations
 
 import datetime
+import os
 import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -66,6 +67,7 @@ from recordkeeper.core.roots import storage_root_of
 from recordkeeper.core.splits import shard_file_name, validate_split_name
 from recordkeeper.dataset import compression_suffix
 from recordkeeper.models import DatasetVersion
+from recordkeeper.provenance import build_provenance
 from recordkeeper.storage import join_uri, list_files
 from recordkeeper.tfrecord import ShardStats, normalize_compression, record_bytes
 from recordkeeper.writer import (
@@ -273,13 +275,41 @@ class _CommitVersion(ServiceDoFn):
         remove_quietly(leftovers, options)
 
 
+def _registered(sources: Sequence[Any]) -> list[ReadVersion | DatasetVersion]:
+    return [s for s in sources if isinstance(s, ReadVersion | DatasetVersion)]
+
+
+def _raw(sources: Sequence[Any]) -> list[Any]:
+    return [s for s in sources if not isinstance(s, ReadVersion | DatasetVersion)]
+
+
+def _parent_list(parents: Sequence[Any] | Mapping[str, str] | None) -> list[Any]:
+    if parents is None:
+        return []
+    if isinstance(parents, Mapping):
+        return list(parents.items())
+    if isinstance(parents, str):
+        return [parents]
+    return list(parents)
+
+
+def _source_parents(sources: Sequence[Any]) -> list[tuple[str, str]]:
+    """The registered versions the job read, as parents with the role ``source``."""
+    out = []
+    for source in _registered(sources):
+        version = source.version if isinstance(source, ReadVersion) else source
+        if version is not None:
+            out.append((version.name, "source"))
+    return out
+
+
 def _with_sources(
     metadata: Mapping[str, Any] | None, sources: Sequence[ReadVersion | DatasetVersion]
 ) -> dict[str, Any]:
     """``metadata`` plus ``sources``: the pinned versions (and splits) the job read."""
     out = dict(metadata or {})
     entries = []
-    for source in sources:
+    for source in _registered(sources):
         version = source.version if isinstance(source, ReadVersion) else source
         if version is None:
             raise InvalidRequest(
@@ -306,8 +336,12 @@ class WriteVersionedTFRecords(beam.PTransform):
     the store with ``storage_options`` (default: the client's).
 
     ``sources`` records what the job read: each :class:`ReadVersion` (applied earlier in the
-    pipeline) or :class:`DatasetVersion` becomes an entry ``{"version", "content_digest",
-    "split"}`` of the new version's ``metadata["sources"]``.
+    pipeline) or :class:`DatasetVersion` becomes a parent with the role ``source`` and an entry
+    ``{"version", "content_digest", "split"}`` of the new version's ``metadata["sources"]``;
+    a URI (a raw input outside the registry) becomes a provenance source with its listing
+    identity.  ``parents``, ``params``, ``code`` and ``note`` record the rest of the version's
+    provenance (:func:`recordkeeper.provenance.build_provenance`; git is captured where the
+    pipeline is built, not on the workers).
 
     The output is a PCollection of one element: the committed version's JSON summary
     (``DatasetVersion.to_dict()``).  ``staged`` is the staged version once the transform has
@@ -330,7 +364,11 @@ class WriteVersionedTFRecords(beam.PTransform):
         date: str | datetime.date | None = None,
         force_new: bool = False,
         metadata: Mapping[str, Any] | None = None,
-        sources: Sequence[ReadVersion | DatasetVersion] = (),
+        sources: Sequence[Any] = (),
+        parents: Sequence[Any] | Mapping[str, str] | None = None,
+        params: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        code: Any = "auto",
+        note: str | None = None,
     ) -> None:
         super().__init__()
         if split is not None:
@@ -348,6 +386,10 @@ class WriteVersionedTFRecords(beam.PTransform):
         self.force_new = force_new
         self.metadata = metadata
         self.sources = tuple(sources)
+        self.parents = parents
+        self.params = params
+        self.code = code
+        self.note = note
         self._client = client
         self._storage_options = storage_options
         self._send_token = send_token
@@ -362,8 +404,17 @@ class WriteVersionedTFRecords(beam.PTransform):
                 desc=self.desc,
                 date=self.date,
                 root=self.root,
-                metadata=_with_sources(self.metadata, self.sources),
+                metadata=_with_sources(self.metadata, _registered(self.sources)),
                 reserve=True,  # the shards go under the committed name (docs/naming.md)
+                provenance=build_provenance(
+                    dataset=self.dataset,
+                    parents=_parent_list(self.parents) + _source_parents(self.sources),
+                    sources=_raw(self.sources),
+                    params=self.params,
+                    code=self.code,
+                    note=self.note,
+                    storage_options=config.storage_options,
+                ),
             )
         prefix = self.staged.storage_prefix
         batch_bytes = max(1, min(_BATCH_BYTES, self.shard_size // 4))

@@ -1,8 +1,9 @@
-"""Version commands: ``publish``, ``resolve``, ``show``, ``ls``, ``verify``, ``diff``,
-``export-tfds``."""
+"""Version commands: ``publish``, ``resolve``, ``show``, ``ls``, ``log``, ``verify``,
+``diff``, ``export-tfds``."""
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Annotated
 
@@ -23,6 +24,7 @@ from recordkeeper.cli.common import (
 from recordkeeper.core.errors import InvalidRequest
 from recordkeeper.core.refs import PUBLISHED_STATES
 from recordkeeper.dataset import Dataset
+from recordkeeper.provenance import Provenance
 from recordkeeper.storage import join_uri, list_files, to_uri
 
 __all__ = ["register"]
@@ -34,6 +36,7 @@ def register(app: typer.Typer) -> None:
     app.command()(resolve)
     app.command()(show)
     app.command("ls")(list_)
+    app.command()(log)
     app.command()(verify)
     app.command()(diff)
     app.command("export-tfds")(export_tfds)
@@ -52,10 +55,40 @@ def publish(
     force_new: Annotated[
         bool, typer.Option("--force-new", help="Commit even if identical content exists.")
     ] = False,
+    parent: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--parent",
+            help="A version this one was derived from, REF[:ROLE] (role base, source, labels "
+            "or a slug; repeatable). Without a role, the one parent of the same dataset is the "
+            "base.",
+        ),
+    ] = None,
+    source: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--source",
+            help="A raw input outside the registry (file or prefix; repeatable): its listing "
+            "identity is recorded.",
+        ),
+    ] = None,
+    params: Annotated[
+        str | None,
+        typer.Option("--params", help="Parameters: a YAML or JSON file (stored canonically)."),
+    ] = None,
+    note: Annotated[str | None, typer.Option("--note", help="A free-text note.")] = None,
+    no_code: Annotated[
+        bool, typer.Option("--no-code", help="Do not record the git state of the work tree.")
+    ] = False,
+    hash_sources: Annotated[
+        bool,
+        typer.Option("--hash-sources", help="Identify sources by reading their bytes (sha256)."),
+    ] = False,
     storage_option: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Register existing TFRecord shards as a new version (in place or copied)."""
+    """Register existing TFRecord shards as a new version (in place or copied), with where it
+    came from (--parent, --source, --params, --note; the git state is recorded)."""
     options = parse_storage_options(storage_option)
     root = to_uri(path_or_url).rstrip("/")
     files = list_files(root, options)
@@ -67,6 +100,18 @@ def publish(
         dataset = Dataset.from_file(root, name, storage_options=options)
     else:
         dataset = Dataset.from_directory(root, name, storage_options=options)
+    from recordkeeper.provenance import build_provenance
+
+    document = build_provenance(
+        dataset=dataset.name,
+        parents=parent or [],
+        sources=source or [],
+        params=params,
+        code=None if no_code else os.getcwd(),
+        note=note,
+        storage_options=options,
+        hash_sources=hash_sources,
+    )
     client = connect(options)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -77,6 +122,7 @@ def publish(
             force_new=force_new,
             storage_options=options,
             progress=None if not as_json else False,
+            provenance=document,
         )
     duplicate = any("identical" in str(w.message) for w in caught)
     if as_json:
@@ -140,6 +186,8 @@ def show(
     out.print(f"  date {version.date}  desc {version.desc or '-'}  convention {version.convention}")
     out.print(f"  content {version.content_digest}")
     out.print(f"  prefix  {version.storage_prefix}")
+    for line in provenance_lines(version.provenance):
+        out.print("  " + line, markup=False, highlight=False)
     splits = Table(
         "split", "shards", "records", "size", "compression", "first shard", title="splits"
     )
@@ -170,6 +218,101 @@ def show(
         )
         features.add_row(feat.name, feat.scope, feat.kind, count, f"{schema.presence(feat):.0%}")
     out.print(features)
+
+
+def provenance_lines(provenance: Provenance) -> list[str]:
+    """What ``show`` prints of a version's provenance (nothing when none was recorded)."""
+    if provenance.empty:
+        return ["provenance: none recorded"]
+    lines = []
+    for p in provenance.parents:
+        lines.append(f"parent  {p.name} ({p.role})")
+    for s in provenance.sources:
+        ident = (
+            f"{s.identity.method} {s.identity.digest[:19]}… {s.identity.files} files "
+            f"{size(s.identity.size)}"
+            if s.identity
+            else "identity not recorded"
+        )
+        lines.append(f"source  {s.uri}  [{ident}]")
+    producer = provenance.producer
+    if producer is not None:
+        if producer.vcs == "git" and producer.commit:
+            where = " ".join(
+                x
+                for x in (
+                    producer.short,
+                    f"on {producer.branch}" if producer.branch else "",
+                    producer.remote or "",
+                    producer.entry or "",
+                )
+                if x
+            )
+            lines.append(f"code    {where}")
+            if producer.dirty and producer.diff_digest:
+                lines.append(f"        uncommitted changes {producer.diff_digest[:19]}…")
+        else:
+            lines.append("code    unknown (not run in a git work tree)")
+    if provenance.params is not None:
+        lines.append(f"params  {provenance.params_digest}  {len(provenance.params)} keys")
+    if provenance.command:
+        lines.append("command " + " ".join(provenance.command)[:300])
+    env = provenance.environment
+    if env is not None:
+        lines.append(
+            f"env     python {env.python or '?'}  tensorflow {env.tensorflow or '-'}  "
+            f"recordkeeper {env.recordkeeper or '?'}"
+        )
+    if provenance.note:
+        lines.append(f"note    {provenance.note}")
+    return lines
+
+
+def change_summary(change: dict[str, int] | None, compared_with: str | None) -> str:
+    """``+10 shards (+1,200 records), -2 shards (-240 records) vs coco_…_v2`` for ``log``."""
+    if change is None or compared_with is None:
+        return "first version"
+    parts = []
+    if change["shards_added"]:
+        parts.append(f"+{change['shards_added']} shards")
+    if change["shards_removed"]:
+        parts.append(f"-{change['shards_removed']} shards")
+    if change["shards_changed"]:
+        parts.append(f"~{change['shards_changed']} changed")
+    records = f"+{change['records_added']:,}/-{change['records_removed']:,} records"
+    return (", ".join(parts) or "no shard changed") + f" ({records}) vs {compared_with}"
+
+
+def log(
+    dataset: Annotated[str, typer.Argument(help="Dataset name.")],
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many versions.")] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """The dataset's history like `git log`: each version's number, date, desc, parents,
+    producer commit and what changed against its base parent (or the previous version)."""
+    entries = connect().log(dataset, limit=limit)
+    if as_json:
+        print_json(entries)
+        return
+    out = console()
+    for entry in entries:
+        commit = entry.get("commit")
+        code = (commit[:7] + ("+dirty" if entry.get("dirty") else "")) if commit else "-"
+        out.print(
+            f"[bold yellow]v{entry['number']}[/] [bold]{entry['name']}[/]  {entry['date']}"
+            + ("  [red](deprecated)[/]" if entry["state"] == "deprecated" else "")
+        )
+        parents = ", ".join(f"{p['name']} ({p['role']})" for p in entry["parents"]) or "-"
+        out.print(f"    desc     {entry['desc'] or '-'}", markup=False, highlight=False)
+        out.print(f"    parents  {parents}", markup=False, highlight=False)
+        out.print(f"    code     {code}", markup=False, highlight=False)
+        out.print(
+            f"    change   {change_summary(entry['change'], entry['compared_with'])}",
+            markup=False,
+            highlight=False,
+        )
+    if not entries:
+        out.print(f"no published version of {dataset}")
 
 
 def list_(

@@ -19,12 +19,16 @@ Exception tree::
     │   ├── InvalidAlias                          invalid_alias
     │   ├── InvalidRequest                        invalid_request
     │   ├── InvalidCheckpoint                     invalid_checkpoint
+    │   ├── InvalidProvenance                     invalid_provenance
+    │   │   ├── InvalidParams                     invalid_params
+    │   │   └── ProvenanceCycle                   provenance_cycle
     │   ├── InvalidRecord (TypeError)             invalid_record (client side)
     │   ├── UnsupportedFormat                     unsupported_format (client side)
     │   └── PayloadTooLarge                       payload_too_large
     ├── NotFound (LookupError)                    404
     │   ├── DatasetNotFound                       dataset_not_found
     │   ├── VersionNotFound                       version_not_found
+    │   │   └── ParentNotFound                    parent_not_found
     │   ├── AliasNotFound                         alias_not_found
     │   ├── SchemaNotFound                        schema_not_found
     │   ├── TokenNotFound                         token_not_found
@@ -35,6 +39,8 @@ Exception tree::
     │   ├── DatasetExists                         dataset_exists
     │   ├── TokenNameTaken                        token_name_taken
     │   ├── VersionImmutable                      version_immutable
+    │   │   └── ProvenanceImmutable               provenance_immutable
+    │   ├── ParentNotCommitted                    parent_not_committed
     │   ├── VersionNotStaged                      version_not_staged
     │   ├── VersionIncomplete                     version_incomplete
     │   ├── ShardConflict                         shard_conflict
@@ -87,6 +93,8 @@ __all__ = [
     "InvalidHash",
     "InvalidInput",
     "InvalidName",
+    "InvalidParams",
+    "InvalidProvenance",
     "InvalidRecord",
     "InvalidReference",
     "InvalidRequest",
@@ -95,8 +103,12 @@ __all__ = [
     "InvalidVersionName",
     "ModelNotFound",
     "NotFound",
+    "ParentNotCommitted",
+    "ParentNotFound",
     "PayloadTooLarge",
     "PermissionDenied",
+    "ProvenanceCycle",
+    "ProvenanceImmutable",
     "RecordkeeperError",
     "ResponseTooLarge",
     "RouteNotFound",
@@ -228,6 +240,25 @@ class UnsupportedFormat(InvalidInput):
     code = "unsupported_format"
 
 
+class InvalidProvenance(InvalidInput):
+    """A version's provenance (parents, sources, producer, params, note) breaks its rules."""
+
+    code = "invalid_provenance"
+    status = 422
+
+
+class InvalidParams(InvalidProvenance):
+    """Parameters that are not a JSON object with a canonical form, or too large."""
+
+    code = "invalid_params"
+
+
+class ProvenanceCycle(InvalidProvenance):
+    """A parent that is the version itself or descends from it."""
+
+    code = "provenance_cycle"
+
+
 class PayloadTooLarge(InvalidInput):
     code = "payload_too_large"
     status = 413
@@ -247,6 +278,12 @@ class DatasetNotFound(VersionNotFound):
     dataset that does not exist finds no version, so ``except VersionNotFound`` still holds)."""
 
     code = "dataset_not_found"
+
+
+class ParentNotFound(VersionNotFound):
+    """A parent named in a version's provenance does not exist."""
+
+    code = "parent_not_found"
 
 
 class AliasNotFound(NotFound):
@@ -291,6 +328,18 @@ class TokenNameTaken(Conflict):
 
 class VersionImmutable(Conflict):
     code = "version_immutable"
+
+
+class ProvenanceImmutable(VersionImmutable):
+    """The provenance of a committed version cannot change."""
+
+    code = "provenance_immutable"
+
+
+class ParentNotCommitted(Conflict):
+    """A parent named in a version's provenance is staged or abandoned, not committed."""
+
+    code = "parent_not_committed"
 
 
 class VersionNotStaged(Conflict):

@@ -21,6 +21,8 @@ module             resource
 ``fastpath``       the resolve query on asyncio psycopg (PostgreSQL hot path)
 ``gc``             garbage-collection candidates, marking storage collected
 ``retention``      retention policies, pins, plans, claims deleting expired versions' data
+``provenance``     a version's parents, sources, producer, params (stored at stage)
+``history``        a dataset's log; the children of a version, the versions from a source
 ``verifications``  failed verifications reported by clients (audit event, metrics)
 ``lineage``        models, runs, checkpoints, upstream/downstream, graph, and the
                    ``version_in_use`` guard (a package: queries, assembly, records)
@@ -41,6 +43,7 @@ from recordkeeper_service.repository.diff import DiffRepository
 from recordkeeper_service.repository.events import EventRepository
 from recordkeeper_service.repository.fastpath import AsyncPostgresReader
 from recordkeeper_service.repository.gc import GcRepository
+from recordkeeper_service.repository.history import ProvenanceRepository
 from recordkeeper_service.repository.lineage import LineageRepository
 from recordkeeper_service.repository.retention import RetentionRepository
 from recordkeeper_service.repository.schemas import SchemaRepository
@@ -82,6 +85,7 @@ class Repository:
         self.aliases = AliasRepository(db)
         self.schemas = SchemaRepository(db)
         self.diffs = DiffRepository(self.versions, self.schemas)
+        self.provenance = ProvenanceRepository(db, self.versions, self.diffs)
         self.events = EventRepository(db)
         self.tokens = TokenRepository(db)
         self.gc = GcRepository(db)

@@ -44,7 +44,12 @@ from recordkeeper_service.db import Database
 from recordkeeper_service.domain import VersionRecord
 from recordkeeper_service.metrics import ServiceMetrics
 from recordkeeper_service.repository import convert
-from recordkeeper_service.repository.common import PUBLISHED_STATES, record_event, version_view
+from recordkeeper_service.repository.common import (
+    PUBLISHED_STATES,
+    load_provenance,
+    record_event,
+    version_view,
+)
 from recordkeeper_service.repository.deletion import slipped_into
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.shards import store_schemas
@@ -198,7 +203,9 @@ def _commit_staged(
         session, actor, "version.committed", dataset=dataset, version=version.name, **detail
     )
     session.flush()
-    return convert.version_record(version, dataset=dataset)
+    return convert.version_record(
+        version, dataset=dataset, provenance=load_provenance(session, version.id)
+    )
 
 
 def _check_not_released(session: Session, version: m.Version) -> None:

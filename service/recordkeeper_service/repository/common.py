@@ -22,6 +22,7 @@ from recordkeeper.core.errors import (
 )
 from recordkeeper_service import models as m
 from recordkeeper_service.domain import PUBLISHED_STATES, ShardRecord, VersionRecord
+from recordkeeper_service.models import provenance as pm
 from recordkeeper_service.repository import convert
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "ensure_renderable",
     "ensure_unpublished",
     "insert_ignoring_conflicts",
+    "load_provenance",
     "load_shards",
     "missing_dataset",
     "record_event",
@@ -127,6 +129,14 @@ def load_shards(db: Session | Connection, version_id: int) -> tuple[ShardRecord,
     return convert.shard_records(rows)
 
 
+def load_provenance(db: Session | Connection, version_id: int) -> dict[str, Any] | None:
+    """The stored provenance document of a version (see :mod:`.provenance`), or None."""
+    row = db.execute(
+        select(pm.VersionProvenance.document).where(pm.VersionProvenance.version_id == version_id)
+    ).first()
+    return dict(row[0]) if row is not None else None
+
+
 def version_names(session: Session, ids: Iterable[int | None]) -> dict[int, str]:
     """Names of the versions with the given ids."""
     wanted = {i for i in ids if i is not None}
@@ -144,7 +154,13 @@ def version_view(
     if row.duplicate_of_id is not None:
         duplicate_of = version_names(session, [row.duplicate_of_id]).get(row.duplicate_of_id)
     shards = load_shards(session, row.id) if with_shards else None
-    return convert.version_record(row, dataset=dataset, duplicate_of=duplicate_of, shards=shards)
+    return convert.version_record(
+        row,
+        dataset=dataset,
+        duplicate_of=duplicate_of,
+        shards=shards,
+        provenance=load_provenance(session, row.id),
+    )
 
 
 def ensure_renderable(record: Any, what: str) -> None:

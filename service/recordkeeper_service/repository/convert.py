@@ -85,6 +85,7 @@ def version_record(
     dataset: str,
     duplicate_of: str | None = None,
     shards: tuple[ShardRecord, ...] | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> VersionRecord:
     return VersionRecord(
         id=row.id,
@@ -113,6 +114,7 @@ def version_record(
         released_at=row.gc_claimed_at,
         collected_at=row.collected_at,
         collected_reason=row.collected_reason,
+        provenance=provenance,
     )
 
 

@@ -21,7 +21,10 @@ from recordkeeper.core.errors import (
     DuplicateContent,
     InvalidRequest,
     InvalidVersionName,
+    ProvenanceImmutable,
+    VersionNotStaged,
 )
+from recordkeeper.core.lifecycle import ON_DUPLICATE
 from recordkeeper.core.limits import MAX_REASON_LENGTH
 from recordkeeper.core.naming import (
     CONVENTION,
@@ -34,6 +37,7 @@ from recordkeeper.core.naming import (
     validate_dataset_name,
     validate_desc,
 )
+from recordkeeper.core.provenance import validate_provenance
 from recordkeeper.core.refs import Reference, RefKind, parse_reference
 from recordkeeper.core.roots import AllowedRoots, UriError
 from recordkeeper.core.splits import is_split_name
@@ -46,8 +50,10 @@ from recordkeeper_service.repository.common import (
     PUBLISHED_STATES,
     dataset_row,
     ensure_unpublished,
+    load_provenance,
     load_shards,
     record_event,
+    state_error,
     version_names,
     version_view,
 )
@@ -55,6 +61,7 @@ from recordkeeper_service.repository.datasets import ensure_dataset
 from recordkeeper_service.repository.fastpath import HOT_COLUMNS, AsyncPostgresReader
 from recordkeeper_service.repository.lineage.epoch import bump_epoch
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use
+from recordkeeper_service.repository.provenance import load_provenances, store_provenance
 from recordkeeper_service.repository.resolve import (
     AnySelect,
     check_visible,
@@ -235,6 +242,7 @@ class VersionRepository:
         reserve: bool = False,
         content_digest: str | None = None,
         on_duplicate: str = "error",
+        provenance: Any = None,
     ) -> VersionRecord:
         """Stage a version of ``dataset`` (creating it if needed).
 
@@ -251,13 +259,15 @@ class VersionRepository:
         with that digest is checked for first, under the dataset lock, as commit checks it —
         ``on_duplicate="error"`` raises ``duplicate_content``, ``"use_existing"`` answers that
         version (with ``duplicate_of``) and stages nothing, ``"commit"`` stages anyway.  So a
-        duplicate known before staging consumes no number.
+        duplicate known before staging consumes no number.  ``provenance`` (see
+        :mod:`recordkeeper.core.provenance`) is checked first: refused, nothing is staged.
         """
+        validate_provenance(provenance)  # the rules without the database, before any write
         validate_dataset_name(dataset)
         validate_desc(desc)
-        if on_duplicate not in ("error", "use_existing", "commit"):
+        if on_duplicate not in ON_DUPLICATE:
             raise InvalidRequest(
-                f"on_duplicate must be one of error, use_existing, commit, got {on_duplicate!r}"
+                f"on_duplicate must be one of {', '.join(ON_DUPLICATE)}, got {on_duplicate!r}"
             )
         digest = None
         if content_digest is not None:
@@ -314,12 +324,34 @@ class VersionRepository:
             )
             session.add(row)
             session.flush()
+            stored = store_provenance(session, row, provenance, actor=actor)
             detail: dict[str, Any] = {"stage": stage}
             if number is not None:
                 detail["staged_as"] = staged_name
                 detail["reserved_number"] = number
             record_event(session, actor, "version.staged", dataset=dataset, version=name, **detail)
-            return convert.version_record(row, dataset=dataset)
+            return convert.version_record(row, dataset=dataset, provenance=stored)
+
+    def set_provenance(self, version_name: str, provenance: Any, *, actor: str) -> VersionRecord:
+        """Replace the provenance of a staged version; a committed (or deprecated) version's
+        is immutable (``409 provenance_immutable``), an abandoned one's is refused too."""
+        ref = parse_version_ref(version_name)
+        validate_provenance(provenance)
+        with self._db.transaction() as session:
+            row = find_version(session, ref, for_update=True)
+            if row.state in PUBLISHED_STATES:
+                raise state_error(
+                    ProvenanceImmutable, row, "the provenance of a committed version never changes"
+                )
+            if row.state != "staged":
+                raise state_error(
+                    VersionNotStaged, row, "only a staged version's provenance can be set"
+                )
+            store_provenance(session, row, provenance, actor=actor)
+            record_event(
+                session, actor, "version.provenance_set", dataset=ref.dataset, version=row.name
+            )
+            return version_view(session, row, ref.dataset)
 
     # ---------------------------------------------------------------- read
 
@@ -398,7 +430,9 @@ class VersionRepository:
             return None
         full = conn.execute(_BY_ID, {"rk_id": row.id}).one()
         shards = load_shards(conn, row.id) if with_shards else None
-        cached = convert.version_record(full, dataset=ref.dataset, shards=shards)
+        cached = convert.version_record(
+            full, dataset=ref.dataset, shards=shards, provenance=load_provenance(conn, row.id)
+        )
         cached = cached.with_rendered_splits()
         self._cache.put(cached)
         return _overlay(cached, row, with_shards)
@@ -458,9 +492,13 @@ class VersionRepository:
                 )
             )
             names = version_names(session, (r.duplicate_of_id for r in rows))
+            provenances = load_provenances(session, (r.id for r in rows))
             data = [
                 convert.version_record(
-                    r, dataset=dataset, duplicate_of=names.get(r.duplicate_of_id or -1)
+                    r,
+                    dataset=dataset,
+                    duplicate_of=names.get(r.duplicate_of_id or -1),
+                    provenance=provenances.get(r.id),
                 )
                 for r in rows
             ]

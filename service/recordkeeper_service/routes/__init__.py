@@ -17,6 +17,7 @@ module             resource
 ``diff``           what changed between two versions
 ``events``         the audit log
 ``tokens``         API tokens (admin)
+``provenance``     a staged version's provenance, a dataset's log, children, from a source
 ``lineage``        models, runs, checkpoints, upstream/downstream, graph
 ``gc``             garbage-collection candidates, ``gc-done``
 ``retention``      retention policies, pins, plan, claims, ``deletable``, ``retention-done``
@@ -43,6 +44,7 @@ from recordkeeper_service.routes import (
     health,
     info,
     lineage,
+    provenance,
     retention,
     schemas,
     shards,
@@ -71,6 +73,7 @@ for module in (
     events,
     tokens,
     lineage,
+    provenance,
     gc,
     retention,
     verifications,

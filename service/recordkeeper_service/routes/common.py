@@ -196,8 +196,13 @@ class ErrorOut(BaseModel):
         "`storage_root_not_allowed`", "the URI prefixes where data may live"
     )
     state: str | None = _extra(
-        "`version_not_found`, `version_immutable`, `version_not_staged`, `conflict`",
+        "`version_not_found`, `version_immutable`, `version_not_staged`, `conflict`, "
+        "`provenance_immutable`, `parent_not_committed`",
         "the version's current state (`staged`, `committed`, `deprecated`, `abandoned`)",
+    )
+    parent: str | None = _extra(
+        "`parent_not_found`, `parent_not_committed`, `provenance_cycle`, `invalid_provenance`",
+        "the parent reference as sent",
     )
     claimed_by: str | None = _extra(
         "`conflict` (gc-done)", "the collector (token name) that claimed the version"

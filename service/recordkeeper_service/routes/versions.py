@@ -32,6 +32,7 @@ from recordkeeper_service.routes.common import (
     etag_matches,
     not_modified,
 )
+from recordkeeper_service.routes.provenance import ProvenanceIn, ProvenanceOut
 from recordkeeper_service.routes.shards import ShardOut
 
 __all__ = [
@@ -72,6 +73,11 @@ class StageIn(InModel):
         default="error",
         description="with content_digest: error (409 duplicate_content), use_existing (answer "
         "that version, with duplicate_of; nothing is staged) or commit (stage anyway)",
+    )
+    provenance: ProvenanceIn | None = Field(
+        default=None,
+        description="where the version comes from (parents, sources, producer, params...); "
+        "may be replaced while staged, immutable once committed",
     )
 
 
@@ -128,6 +134,10 @@ class VersionOut(OutModel):
     data_deleted_at: str | None = Field(default=None, description="when its data was deleted")
     data_deleted_reason: str | None = Field(
         default=None, description="what deleted (or is deleting) it: 'retention' or 'gc'"
+    )
+    provenance: ProvenanceOut = Field(
+        description="parents, sources, producer, params, command, environment, note (empty "
+        "parts when none was recorded); immutable once committed"
     )
     splits: dict[str, SplitOut] | None
 
@@ -381,6 +391,7 @@ def stage_version(
         reserve=body.reserve,
         content_digest=body.content_digest,
         on_duplicate=body.on_duplicate,
+        provenance=body.provenance.document() if body.provenance is not None else None,
     )
     return record.to_json()
 

@@ -343,6 +343,53 @@ function consumersTable(consumers) {
   );
 }
 
+function provenanceSection(version) {
+  const p = version.provenance || {};
+  const facts = [];
+  for (const parent of p.parents || []) {
+    facts.push([`Parent (${parent.role})`, link(versionHref(parent.name), parent.name)]);
+  }
+  for (const source of p.sources || []) {
+    const id = source.identity;
+    facts.push([
+      "Source",
+      h(
+        "span",
+        {},
+        h("code", { class: "uri" }, source.uri),
+        id ? ` — ${id.method} ${id.digest.slice(0, 19)}… · ${count(id.files)} files · ${bytes(id.size)}` : " — identity not recorded",
+      ),
+    ]);
+  }
+  const producer = p.producer;
+  if (producer && producer.vcs === "git" && producer.commit) {
+    const dirty = producer.dirty ? ` + uncommitted changes ${producer.diff_digest ? producer.diff_digest.slice(0, 19) + "…" : ""}` : "";
+    facts.push([
+      "Code",
+      h(
+        "span",
+        { "data-testid": "provenance-commit" },
+        h("code", {}, producer.commit.slice(0, 12)),
+        producer.branch ? ` on ${producer.branch}` : "",
+        dirty,
+        producer.remote ? [" · ", h("code", {}, producer.remote)] : "",
+        producer.entry ? [" · ", h("code", {}, producer.entry)] : "",
+      ),
+    ]);
+  } else if (producer) {
+    facts.push(["Code", "unknown (not produced in a git work tree)"]);
+  }
+  if (p.params) facts.push(["Parameters", h("span", {}, hash(p.params_digest, 71), json(p.params))]);
+  if (p.command) facts.push(["Command", h("code", {}, p.command.join(" "))]);
+  if (p.environment) {
+    const env = p.environment;
+    facts.push(["Environment", `Python ${env.python || "?"} · TensorFlow ${env.tensorflow || "—"} · recordkeeper ${env.recordkeeper || "?"}`]);
+  }
+  if (p.note) facts.push(["Note", p.note]);
+  if (!facts.length) return h("p", { class: "muted", "data-testid": "provenance-none" }, "No provenance was recorded for this version.");
+  return h("dl", { class: "facts", "data-testid": "provenance" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+}
+
 export async function versionPage(main, [ref], _query, ctx) {
   const version = await api(`/versions/${seg(ref)}`);
   const [schema, consumers] = await Promise.all([
@@ -375,6 +422,8 @@ export async function versionPage(main, [ref], _query, ctx) {
       previous ? [" · ", link(compareHref(previous, version.name), `Compare with v${version.number - 1}`)] : null,
     ),
     ctx.canWrite && version.state === "committed" ? deprecateForm(version) : null,
+    h("h2", {}, "Provenance"),
+    provenanceSection(version),
     Object.keys(version.metadata || {}).length ? [h("h2", {}, "Metadata"), json(version.metadata)] : null,
     h("h2", {}, "Splits and shards"),
     Object.entries(version.splits || {}).map(([split, entry]) => shardsTable(split, entry)),

@@ -1,0 +1,104 @@
+"""The client's provenance helpers without a service: roles of parents, redacted commands,
+the value object and its JSON form, params files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from recordkeeper.core.errors import InvalidParams
+from recordkeeper.core.provenance import empty_provenance, has_provenance, validate_provenance
+from recordkeeper.provenance import Provenance, assign_roles, command_line, load_params
+
+DIGEST = "sha256:" + "0" * 64
+
+
+def test_roles_a_lone_parent_of_the_same_dataset_is_the_base() -> None:
+    assert assign_roles("coco", [("coco@v2", None)]) == [{"ref": "coco@v2", "role": "base"}]
+    assert assign_roles("coco", [("coco@v2", None), ("o365@v1", None)]) == [
+        {"ref": "coco@v2", "role": "base"},
+        {"ref": "o365@v1", "role": "source"},
+    ]
+    # two candidates, or an explicit base: nothing is guessed
+    assert [p["role"] for p in assign_roles("coco", [("coco@v1", None), ("coco@v2", None)])] == [
+        "source",
+        "source",
+    ]
+    assert [p["role"] for p in assign_roles("coco", [("coco@v1", "base"), ("coco@v2", None)])] == [
+        "base",
+        "source",
+    ]
+
+
+def test_commands_are_redacted() -> None:
+    argv = [
+        "prep.py",
+        "--token=abc",
+        "--password",
+        "hunter2",
+        "--api-key=k",
+        "--src",
+        "https://u:p@host/x",
+        "--lr=0.1",
+    ]
+    assert command_line(argv) == [
+        "prep.py",
+        "--token=***",
+        "--password",
+        "***",
+        "--api-key=***",
+        "--src",
+        "https://host/x",
+        "--lr=0.1",
+    ]
+
+
+def test_an_empty_document_records_nothing() -> None:
+    assert validate_provenance(None) == empty_provenance()
+    assert not has_provenance(validate_provenance({}))
+    assert Provenance.from_dict(empty_provenance()).empty
+    assert Provenance.from_dict(None).to_dict() == empty_provenance()
+
+
+def test_provenance_round_trips_through_its_json_form() -> None:
+    document = {
+        "parents": [{"name": "coco_20261201_v1", "dataset": "coco", "number": 1, "role": "base"}],
+        "sources": [
+            {
+                "uri": "gs://raw/",
+                "identity": {"method": "listing", "digest": DIGEST, "files": 2, "size": 9},
+            }
+        ],
+        "producer": {
+            "vcs": "git",
+            "commit": "a" * 40,
+            "remote": None,
+            "branch": "main",
+            "dirty": True,
+            "diff_digest": DIGEST,
+            "entry": "prep.py",
+        },
+        "params": {"a": {"b": [1]}},
+        "params_digest": DIGEST,
+        "command": ["prep.py"],
+        "environment": {"python": "3.11.9", "tensorflow": None, "recordkeeper": "1.0"},
+        "note": "n",
+    }
+    value = Provenance.from_dict(document)
+    assert value.to_dict() == document
+    assert value.base is not None and value.base.ref == "coco@v1"
+    assert value.producer is not None and value.producer.short == "aaaaaaa+dirty"
+    with pytest.raises(TypeError):
+        value.params["a"] = 2  # type: ignore[index]
+
+
+def test_params_files(tmp_path: Any) -> None:
+    (tmp_path / "p.yaml").write_text("b: 1\na: [x, 2.5]\n")
+    (tmp_path / "p.json").write_text('{"a": ["x", 2.5], "b": 1}')
+    assert load_params(tmp_path / "p.yaml") == load_params(tmp_path / "p.json")
+    (tmp_path / "bad.yaml").write_text("a: [unclosed\n")
+    with pytest.raises(InvalidParams):
+        load_params(tmp_path / "bad.yaml")
+    with pytest.raises(InvalidParams):
+        load_params(tmp_path / "missing.yaml")
