@@ -46,7 +46,14 @@ from recordkeeper.core.provenance import (
 )
 from recordkeeper.core.refs import parse_reference
 from recordkeeper.core.version import __version__
-from recordkeeper.storage import backend_of, open_read, storage_errors, to_uri, url_to_fs
+from recordkeeper.storage import (
+    open_read,
+    profile_of,
+    stat_file,
+    storage_errors,
+    to_uri,
+    url_to_fs,
+)
 
 __all__ = [
     "Environment",
@@ -483,21 +490,14 @@ def load_params(value: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, 
 # -- sources ----------------------------------------------------------------------------------
 
 
-def _token(backend: str, info: Mapping[str, Any], local_path: str | None) -> str:
-    """The backend's identity token of one object (what changes when its bytes change)."""
-    if backend == "file" and local_path is not None:
-        st = os.stat(local_path)
-        return f"mtime_ns={st.st_mtime_ns}"
-    if backend == "gcs":
-        return f"generation={info.get('generation')}"
-    if backend == "s3":
-        etag = info.get("ETag") or info.get("etag")
-        version = info.get("VersionId")
-        return f"etag={etag}" + (f";version={version}" if version else "")
-    for key in ("generation", "ETag", "etag", "mtime", "LastModified", "created"):
-        if info.get(key) is not None:
-            return f"{key.lower()}={info[key]}"
-    return "none"
+def _token(uri: str, path: str, info: Mapping[str, Any]) -> str:
+    """The identity token of one listed object (what changes when its bytes change): the
+    fields its storage profile records for fast verification, without the size (listed
+    separately) — local: inode and ``mtime_ns``; S3: ETag and version id; GCS: generation."""
+    profile = profile_of(uri)
+    stat = stat_file(uri, path) if profile.local else profile.stat_from_info(uri, info)
+    fields = {k: v for k, v in stat.identity.items() if k not in ("backend", "size")}
+    return ";".join(f"{k}={v}" for k, v in sorted(fields.items())) or "none"
 
 
 def _sha256(uri: str, options: Mapping[str, Any] | None) -> str:
@@ -521,7 +521,7 @@ def source_identity(
     :class:`~recordkeeper.errors.StorageError`.
     """
     uri = to_uri(uri)
-    backend = backend_of(uri)
+    local = profile_of(uri).local
     fs, path = url_to_fs(uri, storage_options)
     with storage_errors(uri):
         if hasattr(fs, "invalidate_cache"):
@@ -543,12 +543,12 @@ def source_identity(
         rel = key[len(base) :].lstrip("/") if key.startswith(base) else key
         size = int(info.get("size") or 0)
         total += size
-        full = fs.unstrip_protocol(key) if backend != "file" else to_uri(key)
+        full = to_uri(key) if local else fs.unstrip_protocol(key)
         with storage_errors(full):
             token = (
                 "sha256=" + _sha256(full, storage_options)
                 if hash_contents
-                else _token(backend, info, key if backend == "file" else None)
+                else _token(full, key, info)
             )
         entries.append([rel, size, token])
     digest = digest_bytes(canonical_json(entries))

@@ -106,7 +106,7 @@ from recordkeeper.core.schema import Schema
 from recordkeeper.local_files import local_path
 from recordkeeper.models import DatasetVersion, Shard, TfdsExport, TfdsExportedShard
 from recordkeeper.progress import byte_progress
-from recordkeeper.storage import backend_of, open_read, to_uri
+from recordkeeper.storage import open_read, profile_of, to_uri
 
 __all__ = [
     "FILE_TEMPLATE",
@@ -349,11 +349,11 @@ def _hash_file(path: str, advance: Callable[[int], None]) -> tuple[str, int]:
 
 def _try_link(shard: Shard, target: str, link: bool | None) -> bool:
     """Hard-link a local uncompressed shard to ``target``; False when a copy must do."""
-    if link is False or shard.compression != "none" or backend_of(shard.uri) != "file":
+    if link is False or shard.compression != "none" or not profile_of(shard.uri).local:
         if link is True:
             raise StorageError(
                 f"{shard.uri} cannot be hard-linked ({shard.compression} compression, "
-                f"{backend_of(shard.uri)} storage): TFDS needs an uncompressed local file",
+                f"{profile_of(shard.uri).name} storage): TFDS needs an uncompressed local file",
                 uri=shard.uri,
                 reason="link",
             )
@@ -482,7 +482,7 @@ def _export_checked(
 
 def _local_data_dir(data_dir: str) -> str:
     uri = to_uri(os.path.expanduser(data_dir))
-    if backend_of(uri) != "file":
+    if not profile_of(uri).local:
         raise InvalidInput(
             f"export_tfds writes a local directory, not {data_dir!r}: export locally, then copy "
             "the builder directory to object storage if TFDS should read it from there"
