@@ -1,6 +1,6 @@
 // Pages about training: models, runs and checkpoints; shard impact; the lineage graph.
 import { api, seg } from "./api.js";
-import { clear, count, errorBox, h, hash, json, link, table, when } from "./dom.js";
+import { clear, count, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
 import { LineageView, checkpointHref, nodeLabel, splitCheckpointRef } from "./graph.js";
 
 /** The page of a checkpoint named in full by the service (`model@run/checkpoint`). */
@@ -83,7 +83,7 @@ export async function modelPage(main, [model], query) {
           ["Checkpoint", (c) => link(checkpointHref(c.model, c.checkpoint, c.run), c.checkpoint)],
           ["Step", (c) => count(c.step)],
           ["Parent", (c) => (c.parent ? `${c.parent} (${c.parent_kind})` : "—")],
-          ["Data", (c) => c.data.map((d, i) => [i ? ", " : "", link(versionHref(d.version), d.version), ` (${d.role})`])],
+          ["Data", (c) => c.data.map((d, i) => [i ? ", " : "", link(versionHref(d.version), d.version), ` (${d.role})`, dataStatus(d) ? " " : null, dataStatus(d)])],
           ["Metrics", (c) => metrics(c.metrics)],
           ["Exports", (c) => c.saved_models.map((s) => s.name).join(", ") || "—"],
         ],
@@ -125,7 +125,7 @@ export async function checkpointPage(main, [model, checkpoint], query) {
     table(
       [
         ["Version", (d) => link(versionHref(d.version), d.version)],
-        ["State", (d) => d.state],
+        ["State", (d) => [d.state, dataStatus(d) ? " " : null, dataStatus(d)]],
         ["Role", (d) => d.role],
         ["Splits", (d) => d.splits.join(", ")],
         ["Content digest", (d) => hash(d.content_digest)],
@@ -255,7 +255,7 @@ export async function graphPage(main, _args, query) {
     }
     const facts =
       node.kind === "version"
-        ? [["Dataset", node.dataset], ["Number", `v${node.number}`], ["State", node.state], ["Content digest", hash(node.content_digest)]]
+        ? [["Dataset", node.dataset], ["Number", `v${node.number}`], ["State", node.state], ["Data", dataStatus(node) || "stored"], ["Content digest", hash(node.content_digest)]]
         : node.kind === "checkpoint"
           ? [["Model", node.model], ["Run", node.run || "—"], ["Step", count(node.step)], ["URI", node.uri ? h("code", {}, node.uri) : "—"]]
           : [["Model", node.model], ["Run", node.run], ["Checkpoints", count(info.members.length)]];
