@@ -94,7 +94,12 @@ def gc_cmd(
         out.print(
             f"{verb} {report.objects} object(s), {size(report.bytes)} "
             f"from {report.versions} version(s)"
-            + (f"; kept {report.kept} object(s) other versions reference" if report.kept else "")
+            + (
+                f"; {'would keep' if report.dry_run else 'kept'} {report.kept} object(s) "
+                "other versions reference"
+                if report.kept
+                else ""
+            )
             + ("; run with --delete to remove them" if report.dry_run else "")
         )
     if not report.ok:
