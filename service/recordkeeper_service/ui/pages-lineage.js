@@ -99,6 +99,20 @@ export async function checkpointPage(main, [model, checkpoint], query) {
   const lineage = await api(`/models/${seg(model)}/checkpoints/${seg(checkpoint)}/lineage`, { params: run ? { run } : {} });
   const c = lineage.checkpoint;
   const ref = c.ref; // model@run/checkpoint
+  // The chain's end without a parent link is a root, unless it records a parent the service
+  // never got (metadata.unregistered_parent, as the CLI's tree says): its chain is cut there.
+  const end = lineage.chain[lineage.chain.length - 1];
+  let unregistered = null;
+  if (end && !end.parent_kind) {
+    const metadata =
+      end.ref === ref ? c.metadata : (await api(`/models/${seg(end.model)}/checkpoints/${seg(end.checkpoint)}`, { params: { run: end.run } })).metadata;
+    unregistered = (metadata || {}).unregistered_parent || null;
+  }
+  const linkToNext = (l) => {
+    if (l.parent_kind) return l.parent_kind;
+    if (l === end && unregistered) return h("span", { "data-testid": "unregistered-parent" }, `parent not registered: ${unregistered}`);
+    return "root";
+  };
   clear(
     main,
     h("p", { class: "crumbs" }, link("#/models", "Models"), " / ", link(`#/models/${encodeURIComponent(model)}`, model), " / ", checkpoint),
@@ -140,7 +154,7 @@ export async function checkpointPage(main, [model, checkpoint], query) {
         ["Depth", (l) => l.depth],
         ["Checkpoint", (l) => link(checkpointHref(l.model, l.checkpoint, l.run), l.ref)],
         ["Step", (l) => count(l.step)],
-        ["Link to next", (l) => l.parent_kind || "root"],
+        ["Link to next", linkToNext],
       ],
       lineage.chain,
       { testid: "chain" },
