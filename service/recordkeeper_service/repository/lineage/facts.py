@@ -30,7 +30,8 @@ from recordkeeper_service.repository.lineage.queries import VersionFacts, Versio
 __all__ = ["DEFAULT_MAX_VERSIONS", "VersionsShownCache"]
 
 #: ~420 bytes each for the facts (measured with tracemalloc: four strings and an int in a
-#: tuple, a dict slot), plus the state's dict slot: ~25 MB when full
+#: tuple, a dict slot), plus ~200 for the state (a VersionState and its dict slot; ~330 for a
+#: version whose data was deleted, with its time and reason): ~31 MB when full
 DEFAULT_MAX_VERSIONS = 50_000
 
 #: ``load(ids)``: the facts and current state of each of ``ids`` (a query)
