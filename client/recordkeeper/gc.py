@@ -118,7 +118,8 @@ class GcItem:
     are what was deleted (or would be): a ``skipped`` item may have lost some objects before
     the error, and a ``deleted`` one carries an ``error`` when the service did not record it
     collected.  ``kept`` counts objects under the prefix the service said another live version
-    references: they were not deleted (a dry run cannot ask, and counts them as would-delete).
+    references: they were not deleted (a dry run asks the same question, ``gc-preview``, and
+    counts them as kept, not as would-delete).
     """
 
     name: str
@@ -388,7 +389,18 @@ def _collect(
         item.action, item.error = "skipped", exc.detail
         return item
     if dry_run:
-        item.objects, item.bytes = len(sizes), sum(sizes.values())
+        # the service's answer for a claimed version, asked without claiming: objects another
+        # live version references are kept, not counted as would-delete
+        try:
+            would: list[str] = []
+            for batch in _batches(sorted(sizes), QUESTION_SIZE):
+                allowed = _may_delete(registry, candidate.name, prefix, batch, preview=True)
+                item.kept += len(batch) - len(allowed)
+                would += allowed
+        except RecordkeeperError as exc:
+            item.action, item.error = "skipped", f"the service did not answer what to keep: {exc}"
+            return item
+        item.objects, item.bytes = len(would), sum(sizes[p] for p in would)
         return item
     gone: set[str] = set()
     try:
@@ -428,12 +440,15 @@ def _batches(items: list[str], size: int) -> Iterable[list[str]]:
         yield items[start : start + size]
 
 
-def _may_delete(registry: Registry, name: str, prefix: str, relatives: list[str]) -> list[str]:
-    """Those of ``relatives`` (under ``prefix``) the service says no live version references."""
+def _may_delete(
+    registry: Registry, name: str, prefix: str, relatives: list[str], *, preview: bool = False
+) -> list[str]:
+    """Those of ``relatives`` (under ``prefix``) the service says no live version references
+    (``preview``: asked for a dry run, of a version not claimed)."""
     by_uri = {prefix + relative: relative for relative in relatives}
     answer = registry.http.api(
         "POST",
-        f"/versions/{quote_segment(name)}/gc-objects",
+        f"/versions/{quote_segment(name)}/{'gc-preview' if preview else 'gc-objects'}",
         json={"uris": list(by_uri)},
         idempotent=True,
     )

@@ -41,6 +41,7 @@ from recordkeeper.core.lineage import (
 )
 from recordkeeper.core.model_inputs import InputProblem, ModelInput
 from recordkeeper.core.refs import parse_reference
+from recordkeeper.core.retention import data_status
 from recordkeeper.core.splits import is_split_name
 from recordkeeper.http import quote_segment, reading_answer
 
@@ -253,7 +254,9 @@ def normalize_saved_models(value: Any) -> list[SavedModelExport]:
 class CheckpointInfo:
     """A registered checkpoint of a model's run.  ``created`` is False when the registration
     already existed.  ``state`` is ``deleted`` once its files are gone (``deleted_at``,
-    ``deleted_reason`` say when and how that became known); its lineage stays."""
+    ``deleted_reason`` say when and how that became known); its lineage stays.  Each of
+    ``data`` (its own segment's versions) carries the version's ``data_state``,
+    ``data_deleted_at`` and ``data_deleted_reason`` (retention may have deleted its data)."""
 
     model: str
     checkpoint: str
@@ -385,7 +388,12 @@ def _entries(chain: Sequence[Mapping[str, Any]], pending: Any) -> tuple[LineageE
 
 @dataclass(frozen=True)
 class Consumers:
-    """Checkpoints and models trained on some data (``versions``; ``shards`` for a shard)."""
+    """Checkpoints and models trained on some data (``versions``; ``shards`` for a shard).
+
+    Each of ``versions`` is the service's mapping: ``name``, ``content_digest``, ``state`` and
+    ``data_state``/``data_deleted_at``/``data_deleted_reason`` (retention deleted its data: the
+    checkpoints trained on it are still listed); :meth:`data_deleted` names those.
+    """
 
     versions: tuple[dict[str, Any], ...]
     checkpoints: tuple[Consumer, ...]
@@ -401,6 +409,18 @@ class Consumers:
     @property
     def model_names(self) -> list[str]:
         return [m["model"] for m in self.models]
+
+    @property
+    def data_deleted(self) -> dict[str, str]:
+        """``{version: "data deleted 2026-12-01 (retention)"}`` for each of ``versions`` whose
+        data was deleted (or is being deleted)."""
+        return {
+            v["name"]: data_status(
+                v["data_state"], v.get("data_deleted_at"), v.get("data_deleted_reason")
+            )
+            for v in self.versions
+            if (v.get("data_state") or "stored") != "stored"
+        }
 
     @classmethod
     @reading_answer("consumers")
@@ -436,11 +456,38 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class GraphNode:
-    """``id`` is ``checkpoint:<model>/<ckpt>`` or ``version:<name>``; ``attrs`` the rest."""
+    """``id`` is ``checkpoint:<model>/<ckpt>`` or ``version:<name>``; ``attrs`` the rest.
+
+    A version node's ``attrs`` carry its ``data_state`` (``stored``, ``deleting``,
+    ``deleted``), ``data_deleted_at`` and ``data_deleted_reason``: :attr:`data_state` and
+    :meth:`data_status` read them (a checkpoint node's data state is ``None``).
+    """
 
     id: str
     kind: str
     attrs: Mapping[str, Any]
+
+    @property
+    def data_state(self) -> str | None:
+        """A version node's data state (``stored`` from a service that does not say)."""
+        if self.kind != "version":
+            return None
+        return str(self.attrs.get("data_state") or "stored")
+
+    @property
+    def data_deleted(self) -> bool:
+        """Whether this is a version whose data was deleted (or is being deleted)."""
+        return self.data_state not in (None, "stored")
+
+    def data_status(self) -> str | None:
+        """``data deleted 2026-12-01 (retention)``, ``data being deleted (retention)`` or
+        ``stored`` for a version node; ``None`` for a checkpoint."""
+        state = self.data_state
+        if state is None:
+            return None
+        return data_status(
+            state, self.attrs.get("data_deleted_at"), self.attrs.get("data_deleted_reason")
+        )
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any, Literal, Protocol, TypedDict, Unpack
 
 from recordkeeper.core.errors import CorruptShard, VersionDataDeleted
+from recordkeeper.core.retention import data_status
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.core.shards import ShardRecord
@@ -524,12 +525,7 @@ class DatasetVersion:
     def data_status(self) -> str:
         """``stored``, or ``data deleted 2026-12-01 (retention)`` / ``data being deleted
         (retention)``: how the CLI and the UI show it."""
-        why = self.data_deleted_reason or "retention"
-        if self.data_state == "deleted":
-            return f"data deleted {(self.data_deleted_at or '')[:10]} ({why})"
-        if self.data_state == "deleting":
-            return f"data being deleted ({why})"
-        return "stored"
+        return data_status(self.data_state, self.data_deleted_at, self.data_deleted_reason)
 
     def warn_if_deprecated(self, use: str, *, stacklevel: int = 2) -> None:
         """Warn (:class:`DeprecatedVersionWarning`, with the reason) when this version is

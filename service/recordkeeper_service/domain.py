@@ -32,6 +32,7 @@ __all__ = [
     "TokenRecord",
     "VerificationRecord",
     "VersionRecord",
+    "data_state_json",
     "iso_timestamp",
     "provenance_answer",
 ]
@@ -68,6 +69,38 @@ class DatasetRecord:
             "version_count": self.version_count,
             "latest": self.latest,
         }
+
+
+def data_state_of(released_at: datetime.datetime | None, collected_at: Any) -> str:
+    """``stored``, ``deleting`` (released for deletion, not finished) or ``deleted``
+    (:data:`recordkeeper.core.retention.DATA_STATES`)."""
+    if collected_at is not None:
+        return "deleted"
+    return "deleting" if released_at is not None else "stored"
+
+
+def data_state_json(
+    state: str,
+    released_at: datetime.datetime | None,
+    collected_at: datetime.datetime | None,
+    collected_reason: str | None,
+) -> dict[str, Any]:
+    """``data_state``, ``data_deleted_at`` and ``data_deleted_reason`` of a version, as every
+    answer naming a version with its data state carries them (the Version object, lineage
+    entries, consumers, graph nodes).
+
+    The reason is the one recorded at the deletion; while deleting (not recorded yet) it is
+    ``retention`` for a published version (gc never releases one) and ``gc`` otherwise.
+    """
+    data_state = data_state_of(released_at, collected_at)
+    reason = None
+    if data_state != "stored":
+        reason = collected_reason or ("retention" if state in PUBLISHED_STATES else "gc")
+    return {
+        "data_state": data_state,
+        "data_deleted_at": iso_timestamp(collected_at),
+        "data_deleted_reason": reason,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +166,7 @@ class VersionRecord:
     @property
     def data_state(self) -> str:
         """``stored``, ``deleting`` (released for deletion, not finished) or ``deleted``."""
-        if self.collected_at is not None:
-            return "deleted"
-        return "deleting" if self.released_at is not None else "stored"
+        return data_state_of(self.released_at, self.collected_at)
 
     def with_rendered_splits(self) -> VersionRecord:
         """A copy that keeps its ``splits`` JSON, for records answered many times (cached).
@@ -171,10 +202,8 @@ class VersionRecord:
             "metadata": self.metadata,
             "duplicate_of": self.duplicate_of,
             "staged_name": self.staged_name,
-            "data_state": self.data_state,
-            "data_deleted_at": iso_timestamp(self.collected_at),
-            "data_deleted_reason": (
-                (self.collected_reason or "gc") if self.data_state != "stored" else None
+            **data_state_json(
+                self.state, self.released_at, self.collected_at, self.collected_reason
             ),
             "provenance": provenance_answer(self.provenance),
             "splits": self._splits(),

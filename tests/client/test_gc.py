@@ -94,6 +94,37 @@ def test_dry_run_then_delete(client: rk.Client, database_url: str) -> None:
     assert client.lineage("det/ckpt-1").versions[0] == trained.name
 
 
+def test_a_dry_run_counts_what_another_version_references_as_kept(client: rk.Client) -> None:
+    """A staged version registers a file under an abandoned one's prefix, in place: the dry run
+    says that file is kept (as the deleting run then keeps it), not counted as would-delete."""
+    from recordkeeper.dataset import ShardFile
+    from recordkeeper.publish import scan_file
+    from tests.client._records import frame
+
+    gone, gone_dir = crashed_writer(client, (7,))  # one junk object
+    client.abandon(gone)
+    shard = gone_dir / "train-00000-of-00001.tfrecord"
+    shard.write_bytes(frame(sample_examples(3)))
+    other = client.stage("coco")
+    registration = scan_file(ShardFile("train", 0, 1, shard.as_uri()), None)
+    client.registry.register_shards(other.name, [registration])
+
+    dry = client.collect_garbage(staged_older_than=86400)
+    (item,) = dry.items
+    assert (item.name, item.action, item.objects, item.bytes, item.kept) == (
+        gone,
+        "would_delete",
+        1,
+        7,
+        1,
+    )
+    assert (dry.objects, dry.kept) == (1, 1) and client.resolve(gone).data_state == "stored"
+    report = client.collect_garbage(staged_older_than=86400, dry_run=False)
+    (done,) = report.items
+    assert (done.objects, done.bytes, done.kept) == (item.objects, item.bytes, item.kept)
+    assert shard.exists() and not (gone_dir / "train-00000.tfrecord").exists()
+
+
 def test_fresh_staged_versions_are_left_alone(client: rk.Client) -> None:
     name, prefix = crashed_writer(client)
     report = client.collect_garbage(dry_run=False)

@@ -136,6 +136,31 @@ def test_malformed_compact_answers_are_server_errors() -> None:
     assert rk.Lineage.from_dict(packed).data[0].segments[0].ref.checkpoint == "ckpt-1"
 
 
+def test_graph_nodes_and_consumers_read_the_data_state() -> None:
+    version = {
+        "id": "version:coco_20231015_v1",
+        "kind": "version",
+        "name": "coco_20231015_v1",
+        "data_state": "deleted",
+        "data_deleted_at": "2026-12-01T10:00:00Z",
+        "data_deleted_reason": "retention",
+    }
+    stored = {"id": "version:coco_20231016_v2", "kind": "version", "name": "coco_20231016_v2"}
+    checkpoint = {"id": "checkpoint:det@r1/ckpt-1", "kind": "checkpoint", "model": "det"}
+    graph = rk.LineageGraph.from_dict(
+        {"root": checkpoint["id"], "nodes": [checkpoint, version, stored], "edges": []}
+    )
+    ckpt, gone, kept = graph.nodes
+    assert gone.data_deleted and gone.data_status() == "data deleted 2026-12-01 (retention)"
+    assert (kept.data_state, kept.data_deleted, kept.data_status()) == ("stored", False, "stored")
+    assert (ckpt.data_state, ckpt.data_deleted, ckpt.data_status()) == (None, False, None)
+    consumers = rk.Consumers.from_dict(
+        {"versions": [{**version, "content_digest": None}], "data": [], "models": [], "count": 0}
+    )
+    assert consumers.data_deleted == {"coco_20231015_v1": "data deleted 2026-12-01 (retention)"}
+    assert rk.Consumers.from_dict({"versions": [stored], "count": 0}).data_deleted == {}
+
+
 def test_register_lineage_consumers_graph(client: rk.Client) -> None:
     v1 = publish(client, "first")
     for k in (1, 2):

@@ -29,6 +29,24 @@ def test_all_is_sorted_and_complete() -> None:
         assert name in rk.__all__
 
 
+def test_every_error_class_is_exported() -> None:
+    """``rk.<Error>`` for every error of recordkeeper.core.errors (the tree in its docstring),
+    as recordkeeper.errors has them: a caller catches what the service answers by its class."""
+    from recordkeeper import errors
+    from recordkeeper.core import errors as core_errors
+
+    classes = [
+        name
+        for name in core_errors.__all__
+        if isinstance(getattr(core_errors, name), type)
+        and issubclass(getattr(core_errors, name), core_errors.RecordkeeperError)
+    ]
+    assert "TokenNameTaken" in classes and "UnsupportedFormat" in classes
+    assert [n for n in classes if n not in rk.__all__] == []
+    assert [n for n in classes if getattr(rk, n) is not getattr(errors, n)] == []
+    assert type(errors.error_for_code("token_name_taken", "taken")) is rk.TokenNameTaken
+
+
 def test_import_is_light() -> None:
     code = (
         "import recordkeeper, sys; "

@@ -182,6 +182,35 @@ def test_entries_from_columns() -> None:
     assert entries_from_columns(links, {name: [] for name in LINEAGE_COLUMNS}) == ()
 
 
+def test_entries_carry_the_data_state_and_read_older_answers_as_stored() -> None:
+    links = _links(1)
+    columns = {
+        **one_entry_columns([0, "train"]),
+        "data_state": ["deleted"],
+        "data_deleted_at": ["2026-12-01T10:00:00Z"],
+        "data_deleted_reason": ["retention"],
+    }
+    (entry,) = entries_from_columns(links, columns)
+    assert (entry.data_state, entry.data_deleted_at, entry.data_deleted_reason) == (
+        "deleted",
+        "2026-12-01T10:00:00Z",
+        "retention",
+    )
+    assert entry.data_deleted and entry.data_status() == "data deleted 2026-12-01 (retention)"
+    assert LineageEntry.from_json(entry.to_json()) == entry  # the full form says the same
+    assert entry.to_json()["data_state"] == "deleted"
+    releasing = entry._replace(data_state="deleting", data_deleted_at=None)
+    assert releasing.data_status() == "data being deleted (retention)"
+    # an answer of a service from before retention: no data-state columns, no fields
+    (old,) = entries_from_columns(links, one_entry_columns([0, "train"]))
+    assert (old.data_state, old.data_deleted_at, old.data_deleted_reason) == ("stored", None, None)
+    assert not old.data_deleted and old.data_status() == "stored"
+    body = {k: v for k, v in entry.to_json().items() if not k.startswith("data_")}
+    assert LineageEntry.from_json(body).data_state == "stored"
+    with pytest.raises(ValueError, match="different lengths"):
+        entries_from_columns(links, {**columns, "data_state": []})
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

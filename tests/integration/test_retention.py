@@ -4,12 +4,14 @@ deletion of trained data, a crashed apply finished by the next, history kept."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import fsspec
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -101,9 +103,19 @@ def _scenario(service: LiveService, root: str, opts: dict[str, Any]) -> None:
     assert not any(_exists(s.uri, opts) for s in v1.shards)
     lineage = client.lineage("det/ckpt-1")
     assert v1.name in lineage.versions
+    (entry,) = lineage.data
+    assert entry.version == v1.name and entry.data_state == "deleted"
+    assert entry.data_status() == gone_status(client, v1.name)
     events = client.http.api("GET", "/events", params={"action": "version.retention_claimed"})
     reasons = [e["detail"].get("force_reason") for e in events["data"] if e["version"] == v1.name]
     assert reasons == ["labels were wrong"]
+
+
+def gone_status(client: rk.Client, name: str) -> str:
+    """How the version itself says its data was deleted (``data deleted <date> (retention)``)."""
+    status = client.resolve(name).data_status()
+    assert status.startswith("data deleted 20") and status.endswith("(retention)")
+    return status
 
 
 @pytest.mark.postgres
@@ -226,3 +238,85 @@ def test_apply_keeps_a_version_whose_directory_became_a_link_released_and_says_s
     directory.unlink()  # the link removed by hand: the next apply finishes the version
     assert client.apply_retention("coco", allowed_roots=[root.as_uri()]).ok
     assert client.resolve(old.name).data_state == "deleted"
+
+
+def _lineage_after_retention_apply(service: LiveService, root: str) -> None:
+    client = service.client()
+    old, new = _write(client, {}, 0), _write(client, {}, 100)
+    client.register_checkpoint(
+        model="det", checkpoint="ckpt-1", step=1, run="r1", data={"train": old}
+    )
+    client.register_checkpoint(
+        model="det",
+        checkpoint="ckpt-2",
+        step=2,
+        run="r1",
+        parent="det@r1/ckpt-1",
+        data={"train": new},
+    )
+    url = f"{service.url}/api/v1/models/det/checkpoints/ckpt-2/lineage"
+    first = httpx.get(url, params={"run": "r1"})  # rendered now, and kept by the service
+    assert first.status_code == 200 and "ETag" in first.headers
+    assert {e["data_state"] for e in first.json()["data"]} == {"stored"}
+    runner = CliRunner()
+    env = {**service.env, "RECORDKEEPER_ALLOWED_ROOTS": root}
+    shown = runner.invoke(app, ["lineage", "det@r1/ckpt-2"], env=env)
+    assert shown.exit_code == 0 and "data deleted" not in shown.output
+
+    client.set_retention_policy("coco", keep_last=1, keep_trained=False)
+    applied = runner.invoke(
+        app, ["retention", "apply", "coco", "--force", "--reason", "bad labels"], env=env
+    )
+    assert applied.exit_code == 0, applied.output
+    status = gone_status(client, old.name)
+
+    # the kept answer is not served again: its tag no longer matches, the entry says deleted
+    again = httpx.get(url, params={"run": "r1"}, headers={"If-None-Match": first.headers["ETag"]})
+    assert again.status_code == 200 and again.headers["ETag"] != first.headers["ETag"]
+    entries = {e["version"]: e for e in again.json()["data"]}
+    assert entries[old.name]["data_state"] == "deleted"
+    assert entries[old.name]["data_deleted_reason"] == "retention"
+    assert entries[old.name]["data_deleted_at"] == client.resolve(old.name).data_deleted_at
+    assert entries[new.name]["data_state"] == "stored"
+    compact = httpx.get(url, params={"run": "r1", "form": "compact"}).json()["compact"]
+    states = dict(zip(compact["columns"]["version"], compact["columns"]["data_state"], strict=True))
+    assert states == {old.name: "deleted", new.name: "stored"}
+
+    out = runner.invoke(app, ["lineage", "det@r1/ckpt-2"], env=env).output
+    marked = [line for line in out.splitlines() if f"({status})" in line]
+    assert len(marked) == 1 and old.name in marked[0], out
+    body = json.loads(runner.invoke(app, ["lineage", "det@r1/ckpt-2", "--json"], env=env).output)
+    assert {e["version"]: e["data_state"] for e in body["data"]} == {
+        old.name: "deleted",
+        new.name: "stored",
+    }
+    consumers = runner.invoke(app, ["consumers", old.name], env=env).output
+    assert f"{old.name} ({status})" in consumers and "2 checkpoint(s)" in consumers
+    graph = client.lineage_graph(checkpoint="det@r1/ckpt-2", direction="upstream")
+    node = next(n for n in graph.nodes if n.id == f"version:{old.name}")
+    assert node.data_status() == status
+
+
+def test_lineage_shows_data_retention_deleted_sqlite(
+    live_service_factory: Callable[..., LiveService], tmp_path: Path
+) -> None:
+    root = (tmp_path / "data").as_uri()
+    (tmp_path / "data").mkdir()
+    service = live_service_factory(storage_root=f"{root}/datasets", allowed_roots=[root])
+    _lineage_after_retention_apply(service, root)
+
+
+@pytest.mark.postgres
+def test_lineage_shows_data_retention_deleted_postgres(
+    live_service_factory: Callable[..., LiveService],
+    postgres_database_factory: Callable[[], str],
+    tmp_path: Path,
+) -> None:
+    root = (tmp_path / "data").as_uri()
+    (tmp_path / "data").mkdir()
+    service = live_service_factory(
+        storage_root=f"{root}/datasets",
+        allowed_roots=[root],
+        database_url=postgres_database_factory(),
+    )
+    _lineage_after_retention_apply(service, root)

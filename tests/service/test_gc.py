@@ -291,6 +291,44 @@ def test_gc_objects_keeps_what_a_live_version_references(client: TestClient) -> 
     error(client.post(OBJECTS.format(old["name"]), json={"uris": [junk]}), 409, "conflict")
 
 
+def test_gc_preview_answers_a_dry_run_as_gc_objects_would(client: TestClient) -> None:
+    """A dry run asks, without claiming, what gc-objects would answer: another live version's
+    shard is kept there too; nothing changes; a published or collected version is refused."""
+    old = stage(client)
+    assert client.post(f"{API}/versions/{old['name']}/abandon").status_code == 200
+    other = stage(client)
+    kept = shards(old["storage_prefix"], 1)
+    assert register(client, other["name"], kept).status_code == 200
+    junk = old["storage_prefix"] + "_incomplete/train-00001.tfrecord"
+    preview = API + f"/versions/{old['name']}/gc-preview"
+    answer = client.post(preview, json={"uris": [kept[0]["uri"], junk]})
+    assert answer.status_code == 200, answer.text
+    expected = {
+        "version": old["name"],
+        "delete": [junk],
+        "keep": [{"uri": kept[0]["uri"], "referenced_by": [other["name"]]}],
+    }
+    assert answer.json() == expected
+    version = client.get(f"{API}/versions/{old['name']}").json()
+    assert version["data_state"] == "stored"  # not claimed: nothing changed
+    # claimed, gc-objects answers the same
+    assert claim(client) == [old["name"]]
+    claimed = client.post(OBJECTS.format(old["name"]), json={"uris": [kept[0]["uri"], junk]})
+    assert (
+        claimed.json()
+        == expected
+        == client.post(preview, json={"uris": [kept[0]["uri"], junk]}).json()
+    )
+    assert client.post(f"{API}/versions/{old['name']}/gc-done").status_code == 200
+    error(client.post(preview, json={"uris": [junk]}), 409, "conflict")  # collected
+    published = publish(client, "coco")["name"]
+    error(
+        client.post(f"{API}/versions/{published}/gc-preview", json={"uris": []}),
+        409,
+        "version_immutable",
+    )
+
+
 def test_gc_objects_claimant_only(
     make_client: Callable[..., TestClient], database_url: str
 ) -> None:

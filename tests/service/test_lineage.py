@@ -86,6 +86,9 @@ def test_register_is_idempotent_and_resolves_refs_to_exact_versions(client: Test
             "version": v1,
             "dataset": "coco",
             "content_digest": first["data"][0]["content_digest"],
+            "data_state": "stored",
+            "data_deleted_at": None,
+            "data_deleted_reason": None,
             "role": "eval",
             "splits": ["validation"],  # eval defaults to the validation split
         }

@@ -225,8 +225,14 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
     abandoned = stage(client, "coco")["name"]
     call("POST", f"{API}/versions/{{version_name}}/abandon", version_name=abandoned)
     call("GET", f"{API}/gc/candidates")
-    call("POST", f"{API}/gc/claims", json={})
     prefix = client.get(f"{API}/versions/{abandoned}").json()["storage_prefix"]
+    call(
+        "POST",
+        f"{API}/versions/{{version_name}}/gc-preview",
+        json={"uris": [prefix + "x.tfrecord"]},
+        version_name=abandoned,
+    )
+    call("POST", f"{API}/gc/claims", json={})
     call(
         "POST",
         f"{API}/versions/{{version_name}}/gc-objects",

@@ -66,6 +66,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("GET", f"{API}/versions/{{ref}}/consumers"): "read",
     ("POST", f"{API}/versions/{{version_name}}/gc-done"): "admin",
     ("POST", f"{API}/versions/{{version_name}}/gc-objects"): "admin",
+    ("POST", f"{API}/versions/{{version_name}}/gc-preview"): "read",
     ("GET", f"{API}/datasets/{{name}}/aliases"): "read",
     ("PUT", f"{API}/datasets/{{name}}/aliases/{{alias}}"): "write",
     ("DELETE", f"{API}/datasets/{{name}}/aliases/{{alias}}"): "write",

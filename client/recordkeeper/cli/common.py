@@ -48,6 +48,7 @@ __all__ = [
     "CliError",
     "ExitCode",
     "JsonOpt",
+    "RootOpt",
     "StorageOpt",
     "arrange_global_options",
     "connect",
@@ -75,6 +76,19 @@ StorageOpt = Annotated[
         "-o",
         help="fsspec storage option KEY=VALUE (repeatable; VALUE may be JSON; "
         "dotted keys nest: client_kwargs.endpoint_url=http://…).",
+    ),
+]
+
+#: ``--root`` of the commands that delete storage (``gc --delete``, ``retention apply``): where
+#: this machine may delete, intersected with the service's roots
+#: (:func:`recordkeeper.gc.deletion_roots`).
+RootOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--root",
+        help="a root this command may delete in (repeatable; default: "
+        "RECORDKEEPER_ALLOWED_ROOTS here); intersected with the service's roots, never "
+        "widened by them",
     ),
 ]
 

@@ -17,6 +17,7 @@ import typer
 
 from recordkeeper.cli.common import (
     JsonOpt,
+    RootOpt,
     StorageOpt,
     connect,
     console,
@@ -58,14 +59,7 @@ def gc_cmd(
             "--delete", help="claim and delete (admin token; default: dry run, list only)"
         ),
     ] = False,
-    root: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--root",
-            help="a root gc may delete in (repeatable; default: RECORDKEEPER_ALLOWED_ROOTS "
-            "here); intersected with the service's roots, never widened by them",
-        ),
-    ] = None,
+    root: RootOpt = None,
     storage_option: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -100,7 +94,12 @@ def gc_cmd(
         out.print(
             f"{verb} {report.objects} object(s), {size(report.bytes)} "
             f"from {report.versions} version(s)"
-            + (f"; kept {report.kept} object(s) other versions reference" if report.kept else "")
+            + (
+                f"; {'would keep' if report.dry_run else 'kept'} {report.kept} object(s) "
+                "other versions reference"
+                if report.kept
+                else ""
+            )
             + ("; run with --delete to remove them" if report.dry_run else "")
         )
     if not report.ok:

@@ -15,7 +15,9 @@
 * ``recordkeeper checkpoints flush`` — send registrations queued while the service was down.
 
 Checkpoints are shown as ``model@run/ckpt-N`` (the run tells reruns of a model name apart);
-deleted ones are marked ``deleted``.
+deleted ones are marked ``deleted``.  A version whose data retention deleted stays in every
+answer, marked ``(data deleted 2026-12-01 (retention))``; ``--json`` carries its
+``data_state``, ``data_deleted_at`` and ``data_deleted_reason``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import typer
 
 from recordkeeper.cli.common import ExitCode, JsonOpt, connect, console, print_json
 from recordkeeper.core.lineage import CheckpointRef
+from recordkeeper.core.retention import data_status
 from recordkeeper.lineage import CheckpointInfo, Consumers, Lineage
 from recordkeeper.lineage_queue import RegistrationQueue
 from recordkeeper.locking import LockStatus, check_lock, lock_config
@@ -59,6 +62,16 @@ def _short(digest: str | None) -> str:
 
 def _deleted(state: str | None) -> str:
     return "  [red]deleted[/]" if state == "deleted" else ""
+
+
+def _data_note(version: Mapping[str, Any]) -> str:
+    """`` (data deleted 2026-12-01 (retention))`` for a version answer's mapping (a consumers
+    answer's ``versions``, a checkpoint's ``data``) whose data was deleted, else ``""``."""
+    state = version.get("data_state") or "stored"
+    if state == "stored":
+        return ""
+    text = data_status(state, version.get("data_deleted_at"), version.get("data_deleted_reason"))
+    return f" ({text})"
 
 
 def _chain_end(link: Mapping[str, Any], unregistered: Mapping[str, str]) -> str:
@@ -103,6 +116,7 @@ def lineage_tree(result: Lineage, unregistered: Mapping[str, str] | None = None)
                 f"[bold]{entry.version}[/]  {entry.role} {escape(_splits(segment.splits))}  "
                 f"[dim]{_short(entry.content_digest)}[/]"
                 + ("  [red]deprecated[/]" if entry.state == "deprecated" else "")
+                + (f"  [red]({entry.data_status()})[/]" if entry.data_deleted else "")
             )
             own.setdefault(str(segment.ref), []).append(label)
     head = result.checkpoint
@@ -192,7 +206,7 @@ def consumers_cmd(
     else:
         assert ref is not None
         result = client.consumers(ref, transitive=not direct)
-        title = ", ".join(v["name"] for v in result.versions) or ref
+        title = ", ".join(v["name"] + _data_note(v) for v in result.versions) or ref
     if json_out:
         print_json(_consumers_json(result))
         return
@@ -341,7 +355,7 @@ def checkpoints_ls(
         return
     table = Table("checkpoint", "run", "state", "step", "parent", "data", "saved models", "created")
     for c in items:
-        data = ", ".join(f"{d['version']} ({d['role']})" for d in c.data)
+        data = ", ".join(f"{d['version']} ({d['role']}){_data_note(d)}" for d in c.data)
         parent = f"{c.parent} ({c.parent_kind})" if c.parent else ""
         table.add_row(
             c.checkpoint,

@@ -16,6 +16,7 @@ import typer
 
 from recordkeeper.cli.common import (
     JsonOpt,
+    RootOpt,
     StorageOpt,
     connect,
     console,
@@ -138,14 +139,7 @@ def retention_apply(
     reason: Annotated[
         str | None, typer.Option("--reason", help="why (required with --force; audited)")
     ] = None,
-    root: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--root",
-            help="a root apply may delete in (repeatable; default: RECORDKEEPER_ALLOWED_ROOTS "
-            "here); intersected with the service's roots, never widened by them",
-        ),
-    ] = None,
+    root: RootOpt = None,
     storage_option: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -37,6 +37,7 @@ from recordkeeper.core.limits import (
     MAX_URI_LENGTH,
     is_valid_text,
 )
+from recordkeeper.core.retention import data_status
 
 __all__ = [
     "CHECKPOINT_STATES",
@@ -365,7 +366,13 @@ class Segment(NamedTuple):
 
 
 class LineageEntry(NamedTuple):
-    """One version (in one role) that trained a checkpoint, and the segments that used it."""
+    """One version (in one role) that trained a checkpoint, and the segments that used it.
+
+    ``state`` is the version's (``committed``, ``deprecated``); ``data_state`` whether its
+    objects are still stored (``stored``, ``deleting``, ``deleted``: retention deleted them;
+    ``data_deleted_at`` and ``data_deleted_reason`` say when and by what).  A version whose data
+    was deleted stays in the lineage: what trained the checkpoint does not change.
+    """
 
     version: str
     dataset: str
@@ -375,6 +382,19 @@ class LineageEntry(NamedTuple):
     role: str
     splits: tuple[str, ...]
     segments: tuple[Segment, ...]
+    data_state: str = "stored"
+    data_deleted_at: str | None = None
+    data_deleted_reason: str | None = None
+
+    @property
+    def data_deleted(self) -> bool:
+        """Whether the version's data was deleted (or is being deleted)."""
+        return self.data_state != "stored"
+
+    def data_status(self) -> str:
+        """``stored``, or ``data deleted 2026-12-01 (retention)`` / ``data being deleted
+        (retention)`` (:func:`recordkeeper.core.retention.data_status`)."""
+        return data_status(self.data_state, self.data_deleted_at, self.data_deleted_reason)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -383,6 +403,9 @@ class LineageEntry(NamedTuple):
             "number": self.number,
             "content_digest": self.content_digest,
             "state": self.state,
+            "data_state": self.data_state,
+            "data_deleted_at": self.data_deleted_at,
+            "data_deleted_reason": self.data_deleted_reason,
             "role": self.role,
             "splits": list(self.splits),
             "segments": [s.to_json() for s in self.segments],
@@ -399,6 +422,9 @@ class LineageEntry(NamedTuple):
             body["role"],
             _strings(body.get("splits")),
             tuple(Segment.from_json(s) for s in body.get("segments") or ()),
+            body.get("data_state") or "stored",  # a service from before retention: stored
+            body.get("data_deleted_at"),
+            body.get("data_deleted_reason"),
         )
 
 
@@ -407,7 +433,24 @@ class LineageEntry(NamedTuple):
 #: entry a flat list ``[depth, split, depth, split, …]``, one pair per split a chain link used
 #: the entry's version with (deepest first, then by split); the entry's ``splits`` are the
 #: distinct splits of its pairs.
-LINEAGE_COLUMNS = ("version", "dataset", "number", "content_digest", "state", "role", "uses")
+LINEAGE_COLUMNS = (
+    "version",
+    "dataset",
+    "number",
+    "content_digest",
+    "state",
+    "data_state",
+    "data_deleted_at",
+    "data_deleted_reason",
+    "role",
+    "uses",
+)
+#: The columns an answer of a service from before retention lacks, and what they read as.
+_DATA_STATE_COLUMNS: dict[str, str | None] = {
+    "data_state": "stored",
+    "data_deleted_at": None,
+    "data_deleted_reason": None,
+}
 
 
 def entries_from_columns(
@@ -421,7 +464,13 @@ def entries_from_columns(
     :class:`ValueError`.
     """
     try:
-        arrays = [columns[name] for name in LINEAGE_COLUMNS]
+        count = len(columns["version"])
+        arrays = [
+            columns[name]
+            if name in columns or name not in _DATA_STATE_COLUMNS
+            else [_DATA_STATE_COLUMNS[name]] * count
+            for name in LINEAGE_COLUMNS
+        ]
     except KeyError as exc:
         raise ValueError(f"compact lineage without the column {exc.args[0]!r}") from None
     if len({len(a) for a in arrays}) > 1:
@@ -447,13 +496,17 @@ def entries_from_columns(
         return tuple(segment(d, tuple(splits)) for d, splits in by_depth.items())
 
     entries = []
-    for version, dataset, number, digest, state, role, uses in zip(*arrays, strict=True):
+    for version, dataset, number, digest, state, data, at, why, role, uses in zip(
+        *arrays, strict=True
+    ):
         used = segments(uses)
         splits = (
             used[0].splits if len(used) == 1 else tuple(sorted({s for u in used for s in u.splits}))
         )
         entries.append(
-            LineageEntry(version, dataset, int(number), digest, state, role, splits, used)
+            LineageEntry(
+                version, dataset, int(number), digest, state, role, splits, used, data, at, why
+            )
         )
     return tuple(entries)
 

@@ -37,6 +37,7 @@ from recordkeeper.core.errors import InvalidRequest
 from recordkeeper.core.limits import MAX_REASON_LENGTH, is_valid_text
 
 __all__ = [
+    "DATA_STATES",
     "DEFAULT_SCOPE",
     "KEEP_RULES",
     "MAX_KEEP_DAYS",
@@ -46,10 +47,30 @@ __all__ = [
     "Keep",
     "RetentionPolicy",
     "VersionFacts",
+    "data_status",
     "decide",
     "validate_force_reason",
     "validate_pin_label",
 ]
+
+#: Whether a version's objects are stored: ``deleting`` once retention (or gc, for staged
+#: storage) released them for deletion, ``deleted`` after.  A version in either keeps its row,
+#: digests, schema, provenance and lineage; its records cannot be read.  Every answer naming a
+#: version with its data state calls the fields ``data_state``, ``data_deleted_at`` (when it was
+#: deleted, ISO 8601; null while deleting) and ``data_deleted_reason`` (``retention`` or ``gc``).
+DATA_STATES: tuple[str, ...] = ("stored", "deleting", "deleted")
+
+
+def data_status(data_state: str, deleted_at: str | None, reason: str | None) -> str:
+    """How the CLI and the UI show a version's data state: ``stored``, ``data deleted
+    2026-12-01 (retention)`` or ``data being deleted (retention)``."""
+    why = reason or "retention"
+    if data_state == "deleted":
+        return f"data deleted {(deleted_at or '')[:10]} ({why})"
+    if data_state == "deleting":
+        return f"data being deleted ({why})"
+    return "stored"
+
 
 #: The rules that keep a version, in the order a plan names them.
 KEEP_RULES: tuple[str, ...] = ("alias", "trained", "pinned", "last", "newer_than", "no_policy")

@@ -252,6 +252,16 @@ class GcRepository:
         A URI no shard could carry (whitespace, a query, …) is junk under the prefix; one with
         ``.``/``..`` segments is refused (``422``): it could name something outside.
         """
+        return self._objects(version_name, uris, actor=actor)
+
+    def preview(self, version_name: str, uris: Sequence[str]) -> GcObjects:
+        """What :meth:`deletable` would answer once the version is claimed, for a dry run:
+        the same rule, asked of a candidate not claimed (read scope at the route; nothing
+        changes).  A version whose storage was collected, or a published one, is refused."""
+        return self._objects(version_name, uris, actor=None)
+
+    def _objects(self, version_name: str, uris: Sequence[str], *, actor: str | None) -> GcObjects:
+        """:meth:`deletable` (``actor``: the claimant) or :meth:`preview` (``None``)."""
         if len(uris) > MAX_OBJECTS_PER_QUESTION:
             raise InvalidRequest(
                 f"at most {MAX_OBJECTS_PER_QUESTION} object URIs per question, got {len(uris)}"
@@ -268,7 +278,12 @@ class GcRepository:
         with self._db.transaction(write=False) as session:
             row = find_version(session, ref)
             ensure_unpublished(row, "its storage is never collected")
-            _ensure_claimant(row, actor, "asks which of its objects may be deleted")
+            if actor is not None:
+                _ensure_claimant(row, actor, "asks which of its objects may be deleted")
+            elif row.collected_at is not None:
+                raise Conflict(
+                    f"{row.name}'s storage was already recorded collected", state=row.state
+                )
             prefix = row.storage_prefix
             inside = [u for u in dict.fromkeys(uris) if u.startswith(prefix) and u != prefix]
             referenced = referencing_versions(

@@ -740,6 +740,8 @@ class RetentionRepository:
                         forced=forced,
                     )
                 )
+            if any(not claim.resumed for claim in out):
+                bump_epoch(session)  # lineage answers show these versions' data as deleting
             session.flush()
         return out
 
@@ -846,7 +848,7 @@ class RetentionRepository:
                 reason="retention",
                 **detail,
             )
-            bump_epoch(session)
+            bump_epoch(session)  # lineage answers show the version's data deleted
             session.flush()
             return row.name
 

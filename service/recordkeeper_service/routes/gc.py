@@ -128,6 +128,19 @@ def gc_objects(
 
 
 @router.post(
+    "/versions/{version_name}/gc-preview",
+    response_model=GcObjectsOut,
+    responses=errors(400, 404, 409, 413),
+)
+def gc_preview(
+    version_name: str, repository: RepositoryDep, _who: Reader, body: GcObjectsIn
+) -> dict[str, Any]:
+    """What ``gc-objects`` would answer once the version is claimed, for a dry run (read scope;
+    no claim needed; nothing changes): objects a live version references are under ``keep``."""
+    return repository.gc.preview(version_name, body.uris).to_json()
+
+
+@router.post(
     "/versions/{version_name}/gc-done",
     response_model=GcCandidateOut,
     responses=errors(400, 404, 409, 413),

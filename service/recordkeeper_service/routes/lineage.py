@@ -66,6 +66,7 @@ __all__ = [
     "ChainLinkOut",
     "CheckpointIn",
     "CheckpointOut",
+    "ConsumedVersionOut",
     "ConsumerOut",
     "ConsumersOut",
     "DataIn",
@@ -174,10 +175,22 @@ class DeletionIn(InModel):
     )
 
 
+DataState = Literal["stored", "deleting", "deleted"]
+_DATA_STATE = (
+    "whether the version's objects are stored: 'deleting' once retention released them, "
+    "'deleted' after (the lineage stays; reading its records answers 409 version_data_deleted)"
+)
+_DATA_DELETED_AT = "when retention deleted the version's data (null unless 'deleted')"
+_DATA_DELETED_REASON = "what deleted (or is deleting) it: 'retention' or 'gc'"
+
+
 class DataOut(OutModel):
     version: str
     dataset: str
     content_digest: str | None
+    data_state: DataState = Field(description=_DATA_STATE)
+    data_deleted_at: str | None = Field(description=_DATA_DELETED_AT)
+    data_deleted_reason: str | None = Field(description=_DATA_DELETED_REASON)
     role: str
     splits: list[str]
 
@@ -227,6 +240,9 @@ class LineageEntryOut(OutModel):
     number: int
     content_digest: str | None
     state: str
+    data_state: DataState = Field(description=_DATA_STATE)
+    data_deleted_at: str | None = Field(description=_DATA_DELETED_AT)
+    data_deleted_reason: str | None = Field(description=_DATA_DELETED_REASON)
     role: str
     splits: list[str]
     segments: list[SegmentOut]
@@ -252,6 +268,9 @@ class LineageColumnsOut(OutModel):
     number: list[int]
     content_digest: list[str | None]
     state: list[str]
+    data_state: list[DataState]
+    data_deleted_at: list[str | None]
+    data_deleted_reason: list[str | None]
     role: list[str]
     uses: list[list[int | str]] = Field(
         description="per entry `[depth, split, depth, split, …]`: the chain link at that depth "
@@ -290,8 +309,19 @@ class ConsumerOut(OutModel):
     parent: str | None
 
 
+class ConsumedVersionOut(OutModel):
+    """A version a consumers answer is about."""
+
+    name: str
+    content_digest: str | None
+    state: str
+    data_state: DataState = Field(description=_DATA_STATE)
+    data_deleted_at: str | None = Field(description=_DATA_DELETED_AT)
+    data_deleted_reason: str | None = Field(description=_DATA_DELETED_REASON)
+
+
 class ConsumersOut(OutModel):
-    versions: list[dict[str, Any]]
+    versions: list[ConsumedVersionOut]
     models: list[dict[str, Any]]
     data: list[ConsumerOut]
     count: int
@@ -326,7 +356,11 @@ class GraphOut(OutModel):
     root: str
     depth: int
     direction: str
-    nodes: list[dict[str, Any]]
+    nodes: list[dict[str, Any]] = Field(
+        description="checkpoints (model, run, checkpoint, state, step, uri) and versions "
+        "(name, dataset, number, content_digest, state, data_state, data_deleted_at, "
+        "data_deleted_reason), each with its id, kind, upstream_count and downstream_count"
+    )
     edges: list[dict[str, Any]]
     truncated: bool
 

@@ -62,7 +62,10 @@ function groupKey(node) {
 
 export function nodeLabel(node) {
   if (node.kind === "checkpoint") return `${node.model}/${node.checkpoint}`;
-  if (node.kind === "version") return node.name;
+  if (node.kind === "version") {
+    const data = { deleted: " (data deleted)", deleting: " (data being deleted)" }[node.data_state] || "";
+    return `${node.name}${data}`;
+  }
   return node.label;
 }
 
@@ -86,6 +89,8 @@ const STYLE = [
   },
   { selector: "node.version", style: { shape: "round-rectangle", "background-color": "#3b7dd8", width: 30 } },
   { selector: "node.deprecated", style: { "background-color": "#b06a6a" } },
+  // a version whose data retention deleted: the colours of the deleted badge (.badge-data-deleted)
+  { selector: "node.data-deleted", style: { "background-color": "#5a5a5a", "border-style": "dotted" } },
   { selector: "node.checkpoint", style: { shape: "ellipse", "background-color": "#3aa66b" } },
   {
     selector: "node.cluster",
@@ -372,6 +377,7 @@ export class LineageView {
         const label = `${nodeLabel(node)}${more ? `  +${more}` : ""}`;
         const classes = [node.kind];
         if (node.state === "deprecated") classes.push("deprecated");
+        if (node.data_state && node.data_state !== "stored") classes.push("data-deleted");
         if (more) classes.push("hidden-neighbours");
         if (id === rootView) classes.push("root");
         const existing = cy.getElementById(id);

@@ -1,6 +1,6 @@
 // Pages about training: models, runs and checkpoints; shard impact; the lineage graph.
 import { api, seg } from "./api.js";
-import { clear, count, errorBox, h, hash, json, link, table, when } from "./dom.js";
+import { clear, count, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
 import { LineageView, checkpointHref, nodeLabel, splitCheckpointRef } from "./graph.js";
 
 /** The page of a checkpoint named in full by the service (`model@run/checkpoint`). */
@@ -83,7 +83,7 @@ export async function modelPage(main, [model], query) {
           ["Checkpoint", (c) => link(checkpointHref(c.model, c.checkpoint, c.run), c.checkpoint)],
           ["Step", (c) => count(c.step)],
           ["Parent", (c) => (c.parent ? `${c.parent} (${c.parent_kind})` : "—")],
-          ["Data", (c) => c.data.map((d, i) => [i ? ", " : "", link(versionHref(d.version), d.version), ` (${d.role})`])],
+          ["Data", (c) => c.data.map((d, i) => [i ? ", " : "", link(versionHref(d.version), d.version), ` (${d.role})`, dataStatus(d) ? " " : null, dataStatus(d)])],
           ["Metrics", (c) => metrics(c.metrics)],
           ["Exports", (c) => c.saved_models.map((s) => s.name).join(", ") || "—"],
         ],
@@ -99,6 +99,20 @@ export async function checkpointPage(main, [model, checkpoint], query) {
   const lineage = await api(`/models/${seg(model)}/checkpoints/${seg(checkpoint)}/lineage`, { params: run ? { run } : {} });
   const c = lineage.checkpoint;
   const ref = c.ref; // model@run/checkpoint
+  // The chain's end without a parent link is a root, unless it records a parent the service
+  // never got (metadata.unregistered_parent, as the CLI's tree says): its chain is cut there.
+  const end = lineage.chain[lineage.chain.length - 1];
+  let unregistered = null;
+  if (end && !end.parent_kind) {
+    const metadata =
+      end.ref === ref ? c.metadata : (await api(`/models/${seg(end.model)}/checkpoints/${seg(end.checkpoint)}`, { params: { run: end.run } })).metadata;
+    unregistered = (metadata || {}).unregistered_parent || null;
+  }
+  const linkToNext = (l) => {
+    if (l.parent_kind) return l.parent_kind;
+    if (l === end && unregistered) return h("span", { "data-testid": "unregistered-parent" }, `parent not registered: ${unregistered}`);
+    return "root";
+  };
   clear(
     main,
     h("p", { class: "crumbs" }, link("#/models", "Models"), " / ", link(`#/models/${encodeURIComponent(model)}`, model), " / ", checkpoint),
@@ -125,7 +139,7 @@ export async function checkpointPage(main, [model, checkpoint], query) {
     table(
       [
         ["Version", (d) => link(versionHref(d.version), d.version)],
-        ["State", (d) => d.state],
+        ["State", (d) => [d.state, dataStatus(d) ? " " : null, dataStatus(d)]],
         ["Role", (d) => d.role],
         ["Splits", (d) => d.splits.join(", ")],
         ["Content digest", (d) => hash(d.content_digest)],
@@ -140,7 +154,7 @@ export async function checkpointPage(main, [model, checkpoint], query) {
         ["Depth", (l) => l.depth],
         ["Checkpoint", (l) => link(checkpointHref(l.model, l.checkpoint, l.run), l.ref)],
         ["Step", (l) => count(l.step)],
-        ["Link to next", (l) => l.parent_kind || "root"],
+        ["Link to next", linkToNext],
       ],
       lineage.chain,
       { testid: "chain" },
@@ -255,7 +269,7 @@ export async function graphPage(main, _args, query) {
     }
     const facts =
       node.kind === "version"
-        ? [["Dataset", node.dataset], ["Number", `v${node.number}`], ["State", node.state], ["Content digest", hash(node.content_digest)]]
+        ? [["Dataset", node.dataset], ["Number", `v${node.number}`], ["State", node.state], ["Data", dataStatus(node) || "stored"], ["Content digest", hash(node.content_digest)]]
         : node.kind === "checkpoint"
           ? [["Model", node.model], ["Run", node.run || "—"], ["Step", count(node.step)], ["URI", node.uri ? h("code", {}, node.uri) : "—"]]
           : [["Model", node.model], ["Run", node.run], ["Checkpoints", count(info.members.length)]];

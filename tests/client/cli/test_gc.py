@@ -55,3 +55,19 @@ def test_cli_dry_run_json_and_delete(
 
     bad = runner.invoke(cli.app, ["gc", "--older-than", "soon"])
     assert bad.exit_code != 0
+
+
+def test_the_deleting_commands_share_one_root_option() -> None:
+    """``gc`` and ``retention apply`` take the same ``--root`` (cli.common.RootOpt): one name,
+    one help, repeatable."""
+    import typer.main
+
+    from recordkeeper.cli.common import RootOpt
+
+    command = typer.main.get_command(cli.app)
+    gc_root = next(p for p in command.commands["gc"].params if p.name == "root")
+    apply = command.commands["retention"].commands["apply"]
+    apply_root = next(p for p in apply.params if p.name == "root")
+    assert gc_root.opts == apply_root.opts == ["--root"]
+    assert gc_root.help == apply_root.help == RootOpt.__metadata__[0].help
+    assert gc_root.multiple and apply_root.multiple

@@ -53,6 +53,44 @@ def test_lineage_tree_and_json(runner: CliRunner, client: rk.Client) -> None:
     assert bad.exit_code == 1 and "[invalid_checkpoint]" in bad.output
 
 
+def test_lineage_consumers_and_ls_mark_data_retention_deleted(
+    runner: CliRunner, client: rk.Client
+) -> None:
+    """Retention deletes (forced) the data of a version checkpoints trained on: the tree, the
+    consumers title, ``checkpoints ls`` and every ``--json`` say so; the newer version is not
+    marked.  The first ``lineage`` answer is kept by the service: the next one is not stale."""
+    v1 = _history(client)
+    v2 = publish(client, "second")
+    client.register_checkpoint(
+        model="det", checkpoint="ckpt-3", step=3, data={"train": v2}, parent="det/ckpt-2"
+    )
+    before = runner.invoke(cli.app, ["lineage", "det/ckpt-3"])
+    assert before.exit_code == 0 and "data deleted" not in before.output
+    client.set_retention_policy("coco", keep_last=1, keep_trained=False)
+    roots = list(client.info()["allowed_roots"])
+    report = client.apply_retention("coco", force=True, reason="bad labels", allowed_roots=roots)
+    assert report.ok and [i.name for i in report.items] == [v1.name]
+    day = client.resolve(v1.name).data_deleted_at[:10]
+    mark = f"(data deleted {day} (retention))"
+
+    out = runner.invoke(cli.app, ["lineage", "det/ckpt-3"]).output
+    lines = {line.strip(" │├└─") for line in out.splitlines()}
+    marked = [line for line in lines if mark in line]
+    assert marked and all(line.startswith(v1.name) for line in marked)  # v1's uses, not v2's
+    assert any(line.startswith(f"{v2.name}  train [train]") for line in lines)
+    body = json.loads(runner.invoke(cli.app, ["lineage", "det/ckpt-3", "--json"]).output)
+    states = {(e["version"], e["data_state"], e["data_deleted_reason"]) for e in body["data"]}
+    assert states == {(v1.name, "deleted", "retention"), (v2.name, "stored", None)}
+
+    consumers = runner.invoke(cli.app, ["consumers", v1.name])
+    assert f"{v1.name} {mark}" in consumers.output
+    body = json.loads(runner.invoke(cli.app, ["consumers", v1.name, "--json"]).output)
+    assert body["versions"][0]["data_state"] == "deleted" and body["count"] == 4
+    table = runner.invoke(cli.app, ["checkpoints", "ls", "det"]).output
+    assert f"{v1.name} (train) {mark}" in table
+    assert f"{v2.name} (train) (" not in table
+
+
 def test_consumers_tree_direct_and_shard(runner: CliRunner, client: rk.Client) -> None:
     v1 = _history(client)
     out = runner.invoke(cli.app, ["consumers", "coco@v1"]).output

@@ -48,7 +48,7 @@ from recordkeeper.core.refs import parse_reference
 from recordkeeper.core.schema import Schema
 from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
-from recordkeeper_service.domain import Page
+from recordkeeper_service.domain import Page, data_state_json
 from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
 from recordkeeper_service.repository.cache import RenderedPages
 from recordkeeper_service.repository.common import (
@@ -607,7 +607,14 @@ class LineageRepository:
                 else []
             )
             versions = (
-                {"name": row.name, "content_digest": row.content_digest, "state": row.state},
+                {
+                    "name": row.name,
+                    "content_digest": row.content_digest,
+                    "state": row.state,
+                    **data_state_json(
+                        row.state, row.gc_claimed_at, row.collected_at, row.collected_reason
+                    ),
+                },
             )
             return ConsumersRecord(versions, consumer_records(session, direct, below))
 
@@ -628,6 +635,9 @@ class LineageRepository:
                     m.Version.name,
                     m.Version.content_digest,
                     m.Version.state,
+                    m.Version.gc_claimed_at,
+                    m.Version.collected_at,
+                    m.Version.collected_reason,
                     m.Shard.split,
                     m.Shard.index,
                     m.Shard.count,
@@ -647,8 +657,15 @@ class LineageRepository:
                 else []
             )
             versions = tuple(
-                {"name": name, "content_digest": digest, "state": state}
-                for name, digest, state in dict.fromkeys((s[1], s[2], s[3]) for s in shards)
+                {
+                    "name": name,
+                    "content_digest": digest,
+                    "state": state,
+                    **data_state_json(state, released, collected, reason),
+                }
+                for name, digest, state, released, collected, reason in dict.fromkeys(
+                    s[1:7] for s in shards
+                )
             )
             shard_json = tuple(
                 {

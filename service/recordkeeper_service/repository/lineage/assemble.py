@@ -25,18 +25,19 @@ from recordkeeper_service.repository.lineage.records import (
 __all__ = ["checkpoint_records", "consumer_records", "lineage_record", "refs_of"]
 
 
-def _group_data(
-    rows: Iterable[tuple[int, str, str, str | None, str, str]],
-) -> dict[int, tuple[DataRecord, ...]]:
-    """(checkpoint id, version, dataset, digest, role, split) rows → DataRecords per checkpoint."""
-    grouped: dict[int, dict[tuple[str, str], tuple[str, str | None, set[str]]]] = defaultdict(dict)
-    for ckpt_id, version, dataset, digest, role, split in rows:
-        entry = grouped[ckpt_id].setdefault((version, role), (dataset, digest, set()))
-        entry[2].add(split)
+def _group_data(rows: Iterable[queries.SegmentDataRow]) -> dict[int, tuple[DataRecord, ...]]:
+    """(checkpoint id, version, dataset, digest, role, split, version state) rows →
+    DataRecords per checkpoint."""
+    grouped: dict[
+        int, dict[tuple[str, str], tuple[str, str | None, queries.VersionState, set[str]]]
+    ] = defaultdict(dict)
+    for ckpt_id, version, dataset, digest, role, split, shown in rows:
+        entry = grouped[ckpt_id].setdefault((version, role), (dataset, digest, shown, set()))
+        entry[3].add(split)
     return {
         ckpt_id: tuple(
-            DataRecord(version, dataset, digest, role, tuple(sorted(splits)))
-            for (version, role), (dataset, digest, splits) in sorted(entries.items())
+            DataRecord(version, dataset, digest, role, tuple(sorted(splits)), *shown[1:])
+            for (version, role), (dataset, digest, shown, splits) in sorted(entries.items())
         )
         for ckpt_id, entries in grouped.items()
     }
@@ -94,7 +95,7 @@ def lineage_record(
     start: queries.CheckpointRow,
     upstream: queries.Upstream,
     facts: Mapping[int, queries.VersionFacts],
-    states: Mapping[int, str],
+    states: Mapping[int, queries.VersionState],
 ) -> LineageRecord:
     """Order the chain from ``start`` up to its root and group edges per (version, role).
 
@@ -125,7 +126,7 @@ def lineage_record(
     # (version id, role) → [deepest depth, [depth, split, depth, split, …]]: one pair per edge
     # (most versions are used once, by one split); the walk reached every edge's checkpoint
     entries: dict[tuple[int, str], list[Any]] = {}
-    own: list[tuple[int, str, str, str | None, str, str]] = []
+    own: list[queries.SegmentDataRow] = []
     for checkpoint_id, version_id, split, role in upstream.edges:
         depth = depth_of[checkpoint_id]
         found = entries.get((version_id, role))
@@ -137,7 +138,9 @@ def lineage_record(
                 found[0] = depth
         if depth == 0:
             f = facts[version_id]
-            own.append((start.id, f.version, f.dataset, f.content_digest, role, split))
+            own.append(
+                (start.id, f.version, f.dataset, f.content_digest, role, split, states[version_id])
+            )
     # first use (deepest) first, then version name and role (one entry per name and role):
     # sorted by name within each depth (~10 entries a depth on a long chain)
     by_depth: dict[int, list[tuple[str, str, int, list[Any]]]] = {}
@@ -148,12 +151,16 @@ def lineage_record(
     for depth in sorted(by_depth, reverse=True):
         ordered += sorted(by_depth[depth], key=_name_and_role)
     shown = [facts[version_id] for _, _, version_id, _ in ordered]
+    now = [states[version_id] for _, _, version_id, _ in ordered]
     columns: dict[str, list[Any]] = {
         "version": [f.version for f in shown],
         "dataset": [f.dataset for f in shown],
         "number": [f.number for f in shown],
         "content_digest": [f.content_digest for f in shown],
-        "state": [states[version_id] for _, _, version_id, _ in ordered],
+        "state": [s.state for s in now],
+        "data_state": [s.data_state for s in now],
+        "data_deleted_at": [s.data_deleted_at for s in now],
+        "data_deleted_reason": [s.data_deleted_reason for s in now],
         "role": [role for _, role, _, _ in ordered],
         "uses": [
             entry[1] if len(entry[1]) == 2 else _deepest_first(entry[1])

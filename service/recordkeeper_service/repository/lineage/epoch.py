@@ -6,10 +6,14 @@ an answer shows that *can* change is states:
 
 * a checkpoint marked deleted (``state``, ``deleted_at``, ``deleted_reason`` of the checkpoint
   and of its chain links and segments) — :meth:`LineageRepository.mark_deleted`;
-* a version deprecated (``state`` of a data entry) — :meth:`VersionRepository.deprecate`.
+* a version deprecated (``state`` of a data entry) — :meth:`VersionRepository.deprecate`;
+* a version's data released for deletion or deleted by retention (``data_state``,
+  ``data_deleted_at``, ``data_deleted_reason`` of a data entry) —
+  :meth:`RetentionRepository.claim` and :meth:`RetentionRepository.mark_deleted`.
 
 (Nothing else writes what an answer shows: only staged versions are abandoned or renamed at
-commit, and staged versions never train checkpoints; datasets, models and runs are not renamed.)
+commit, or released and collected by gc, and staged versions never train checkpoints; datasets,
+models and runs are not renamed.)
 
 Each of those calls :func:`bump_epoch` in its own transaction, so "answer computed at epoch E"
 stays true until a later epoch commits.  Readers read the epoch *with* the checkpoint's

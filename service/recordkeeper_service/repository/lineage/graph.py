@@ -9,6 +9,9 @@ the whole frontier, reading at most ``ROWS_PER_NODE`` rows per node the answer m
 stops at ``depth`` hops or ``max_nodes`` nodes (``truncated``), so a version with 100,000
 consumers costs what ``max_nodes`` of them cost.
 
+A version node carries its data state (``data_state``, ``data_deleted_at``,
+``data_deleted_reason``): retention may have deleted its objects, never its place in the graph.
+
 Every node carries ``upstream_count`` and ``downstream_count``: how many distinct neighbours it has
 on each side in the whole registry, whether or not they are in the answer.  A viewer shows a
 graph one hop deep and offers "N more" on each node from these counts (expand on demand).
@@ -24,6 +27,7 @@ from sqlalchemy import distinct, func, select
 from sqlalchemy.orm import Session
 
 from recordkeeper_service import models as m
+from recordkeeper_service.domain import data_state_json
 from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
 from recordkeeper_service.repository.lineage.records import GraphRecord
 
@@ -154,7 +158,7 @@ def _attributes(session: Session, nodes: set[NodeKey]) -> dict[NodeKey, dict[str
             }
     versions = _ids(nodes, "version")
     if versions:
-        for vid, name, dataset, number, digest, state in session.execute(
+        for vid, name, dataset, number, digest, state, released, collected, why in session.execute(
             select(
                 m.Version.id,
                 m.Version.name,
@@ -162,6 +166,9 @@ def _attributes(session: Session, nodes: set[NodeKey]) -> dict[NodeKey, dict[str
                 m.Version.number,
                 m.Version.content_digest,
                 m.Version.state,
+                m.Version.gc_claimed_at,
+                m.Version.collected_at,
+                m.Version.collected_reason,
             )
             .join(m.Dataset, m.Dataset.id == m.Version.dataset_id)
             .where(m.Version.id.in_(versions))
@@ -174,6 +181,7 @@ def _attributes(session: Session, nodes: set[NodeKey]) -> dict[NodeKey, dict[str
                 "number": number,
                 "content_digest": digest,
                 "state": state,
+                **data_state_json(state, released, collected, why),
             }
     return attrs
 

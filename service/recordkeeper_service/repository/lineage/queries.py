@@ -45,6 +45,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from recordkeeper_service import models as m
+from recordkeeper_service.domain import data_state_json
 from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
 from recordkeeper_service.repository.lineage.epoch import epoch_column
 
@@ -57,6 +58,7 @@ __all__ = [
     "Reader",
     "Upstream",
     "VersionFacts",
+    "VersionState",
     "checkpoint_rows",
     "checkpoints_by_name",
     "checkpoints_by_name_at_epoch",
@@ -131,6 +133,37 @@ class VersionFacts(NamedTuple):
     dataset: str
     number: int
     content_digest: str | None
+
+
+class VersionState(NamedTuple):
+    """What an answer shows of a version that can change: its state (deprecation) and its
+    data state (retention deleting its objects); each change bumps the lineage epoch."""
+
+    state: str
+    data_state: str = "stored"
+    data_deleted_at: str | None = None
+    data_deleted_reason: str | None = None
+
+    @classmethod
+    def of(
+        cls, state: str, released_at: Any, collected_at: Any, reason: str | None
+    ) -> VersionState:
+        """From a version's columns (``state``, ``gc_claimed_at``, ``collected_at``,
+        ``collected_reason``)."""
+        data = data_state_json(state, released_at, collected_at, reason)
+        return cls(state, data["data_state"], data["data_deleted_at"], data["data_deleted_reason"])
+
+    def data_json(self) -> dict[str, Any]:
+        """``data_state``, ``data_deleted_at``, ``data_deleted_reason``."""
+        return {
+            "data_state": self.data_state,
+            "data_deleted_at": self.data_deleted_at,
+            "data_deleted_reason": self.data_deleted_reason,
+        }
+
+
+#: The columns :meth:`VersionState.of` reads, after the version's state.
+_DATA_COLUMNS = (_v.c.gc_claimed_at, _v.c.collected_at, _v.c.collected_reason)
 
 
 class ConsumerRow(NamedTuple):
@@ -272,6 +305,8 @@ def _segment_data_stmt() -> Select[Any]:
             _v.c.content_digest,
             _cd.c.role,
             _cd.c.split,
+            _v.c.state,
+            *_DATA_COLUMNS,
         )
         .select_from(_cd)
         .join(_v, _v.c.id == _cd.c.version_id)
@@ -280,11 +315,15 @@ def _segment_data_stmt() -> Select[Any]:
     )
 
 
-def segment_data_rows(
-    session: Session, ids: Iterable[int]
-) -> Iterable[tuple[int, str, str, str | None, str, str]]:
-    """(checkpoint id, version, dataset, content digest, role, split) of the segments of ``ids``."""
-    return _conn(session).execute(_segment_data_stmt(), {"ids": sorted(set(ids))})
+#: One row of :func:`segment_data_rows`.
+SegmentDataRow = tuple[int, str, str, str | None, str, str, VersionState]
+
+
+def segment_data_rows(session: Session, ids: Iterable[int]) -> list[SegmentDataRow]:
+    """(checkpoint id, version, dataset, content digest, role, split, the version's
+    :class:`VersionState`) of the segments of ``ids``."""
+    rows = _conn(session).execute(_segment_data_stmt(), {"ids": sorted(set(ids))})
+    return [(*row[:6], VersionState.of(*row[6:])) for row in rows]
 
 
 @functools.cache
@@ -340,21 +379,34 @@ def _upstream_stmt() -> CompoundSelect[Any]:
 @functools.cache
 def _versions_shown_stmt() -> Select[Any]:
     return (
-        select(_v.c.id, _v.c.name, _ds.c.name, _v.c.number, _v.c.content_digest, _v.c.state)
+        select(
+            _v.c.id,
+            _v.c.name,
+            _ds.c.name,
+            _v.c.number,
+            _v.c.content_digest,
+            _v.c.state,
+            *_DATA_COLUMNS,
+        )
         .join(_ds, _ds.c.id == _v.c.dataset_id)
         .where(_v.c.id.in_(bindparam("ids", expanding=True)))
     )
 
 
-def versions_shown(session: Reader, ids: Iterable[int]) -> dict[int, tuple[VersionFacts, str]]:
+def versions_shown(
+    session: Reader, ids: Iterable[int]
+) -> dict[int, tuple[VersionFacts, VersionState]]:
     """What upstream answers show of the versions ``ids``: their facts and current state."""
     wanted = sorted(set(ids))
     if not wanted:
         return {}
     rows = _conn(session).execute(_versions_shown_stmt(), {"ids": wanted})
     return {
-        vid: (VersionFacts(name, dataset, number or 0, digest), state)
-        for vid, name, dataset, number, digest, state in rows
+        vid: (
+            VersionFacts(name, dataset, number or 0, digest),
+            VersionState.of(state, released, collected, reason),
+        )
+        for vid, name, dataset, number, digest, state, released, collected, reason in rows
     }
 
 

@@ -38,19 +38,26 @@ __all__ = [
 
 
 class DataRecord(NamedTuple):
-    """One (version, role) of a checkpoint's own segment, with the splits it used."""
+    """One (version, role) of a checkpoint's own segment, with the splits it used and whether
+    the version's data is still stored (``data_state``, see :class:`~.queries.VersionState`)."""
 
     version: str
     dataset: str
     content_digest: str | None
     role: str
     splits: tuple[str, ...]
+    data_state: str = "stored"
+    data_deleted_at: str | None = None
+    data_deleted_reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "version": self.version,
             "dataset": self.dataset,
             "content_digest": self.content_digest,
+            "data_state": self.data_state,
+            "data_deleted_at": self.data_deleted_at,
+            "data_deleted_reason": self.data_deleted_reason,
             "role": self.role,
             "splits": list(self.splits),
         }
