@@ -21,6 +21,7 @@ Exception tree::
     │   ├── InvalidCheckpoint                     invalid_checkpoint
     │   ├── InvalidRecord (TypeError)             invalid_record (client side)
     │   ├── UnsupportedFormat                     unsupported_format (client side)
+    │   ├── InvalidIndex                          invalid_record_index (client side)
     │   └── PayloadTooLarge                       payload_too_large
     ├── NotFound (LookupError)                    404
     │   ├── DatasetNotFound                       dataset_not_found
@@ -85,6 +86,7 @@ __all__ = [
     "InvalidDate",
     "InvalidDescription",
     "InvalidHash",
+    "InvalidIndex",
     "InvalidInput",
     "InvalidName",
     "InvalidRecord",
@@ -226,6 +228,13 @@ class UnsupportedFormat(InvalidInput):
     """
 
     code = "unsupported_format"
+
+
+class InvalidIndex(InvalidInput):
+    """A record index (``.rkidx``) that is not one, is damaged, or is of another format version
+    (:mod:`recordkeeper.core.record_index`)."""
+
+    code = "invalid_record_index"
 
 
 class PayloadTooLarge(InvalidInput):
