@@ -13,6 +13,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 import recordkeeper_service.models.lineage  # lineage tables on the same Base
+import recordkeeper_service.models.record_sets
 import recordkeeper_service.models.retention  # noqa: F401  (tables on the same Base)
 from recordkeeper_service.db import Database
 from recordkeeper_service.models import Base
