@@ -275,8 +275,19 @@ def diff(
     a: Annotated[str, typer.Argument(help="Old version reference.")],
     b: Annotated[str, typer.Argument(help="New version reference.")],
     as_json: JsonOpt = False,
+    records: Annotated[
+        bool, typer.Option("--records", help="Record by record, from the record indexes.")
+    ] = False,
+    jsonl: Annotated[
+        str | None,
+        typer.Option("--jsonl", help="With --records: write every change as JSON lines here."),
+    ] = None,
 ) -> None:
-    """Show what changed between two versions: shards, record counts, schema."""
+    """Show what changed between two versions: shards, record counts, schema (with --records:
+    records added, removed, common, moved and duplicated, per split)."""
+    if records:
+        _record_diff(a, b, as_json, jsonl)
+        return
     result = connect().diff(a, b)
     if as_json:
         print_json(result.to_dict())
@@ -306,3 +317,18 @@ def diff(
             out.print(f"    {f.describe()}")
     else:
         out.print("  schema: unchanged")
+
+
+def _record_diff(a: str, b: str, as_json: bool, jsonl: str | None) -> None:
+    from recordkeeper.cli.records import print_record_diff, write_jsonl
+
+    client = connect()
+    if jsonl is None:
+        result = client.registry.diff(a, b, records=True)
+    else:
+        with open(jsonl, "w", encoding="utf-8") as stream:
+            result = client.registry.diff(a, b, records=True, emit=write_jsonl(stream))
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        print_record_diff(a, b, result)
