@@ -69,7 +69,7 @@ __all__ = [
 INDEX_DIR = ".recordkeeper/index"
 INDEX_SUFFIX = ".rkidx"
 INDEX_LOCATION = "{shard_dir}/" + INDEX_DIR + "/{shard_name}" + INDEX_SUFFIX
-_CHUNK_BUDGET = 64 * 2**20  # bytes of index chunks held at once by a merge, over all shards
+_CHUNK_BUDGET = 4 * 2**20  # bytes of index chunks held at once by a merge, over all shards
 
 
 def index_uri(shard_uri: str) -> str:

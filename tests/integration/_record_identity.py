@@ -99,24 +99,25 @@ def scenario(service: LiveService, root: str, opts: dict[str, Any]) -> None:
 
     # The CLI: exit code for CI, JSON, JSON lines.
     runner = CliRunner()
-    base = ["--url", service.url, *_options(opts)]
-    r = runner.invoke(app, [*base, "check-leakage", v4.name, "--json"])
+    base = ["--url", service.url]
+    o = _options(opts)
+    r = runner.invoke(app, [*base, "check-leakage", v4.name, "--json", *o])
     assert r.exit_code == 4, r.output
     assert json.loads(r.stdout)["ok"] is False
-    r = runner.invoke(app, [*base, "check-leakage", v1.name])
+    r = runner.invoke(app, [*base, "check-leakage", v1.name, *o])
     assert r.exit_code == 0, r.output
-    r = runner.invoke(app, [*base, "check-leakage", v4.name, "--max-rate", "0.2"])
+    r = runner.invoke(app, [*base, "check-leakage", v4.name, "--max-rate", "0.2", *o])
     assert r.exit_code == 0, r.output
-    r = runner.invoke(app, [*base, "diff", v1.name, v3.name, "--records", "--json"])
+    r = runner.invoke(app, [*base, "diff", v1.name, v3.name, "--records", "--json", *o])
     assert r.exit_code == 0, r.output
     splits = {s["split"]: s for s in json.loads(r.stdout)["splits"]}
     assert (splits["train"]["added"], splits["train"]["removed"]) == (1, 1)
-    r = runner.invoke(app, [*base, "index", v1.name, "--json"])
+    r = runner.invoke(app, [*base, "index", v1.name, "--json", *o])
     assert r.exit_code == 0 and json.loads(r.stdout)["records_digest"] == r1["records_digest"]
 
     # A version that was never indexed is refused with a stable code.
     v5 = _write(client, root, opts, {"train": train[:10]})
-    r = runner.invoke(app, [*base, "diff", v1.name, v5.name, "--records", "--json"])
+    r = runner.invoke(app, [*base, "diff", v1.name, v5.name, "--records", "--json", *o])
     assert r.exit_code == 1 and '"code": "invalid_request"' in r.output, r.output
     assert index_uri(v1.shards[0].uri).endswith(".rkidx")
 

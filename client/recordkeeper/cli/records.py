@@ -7,7 +7,15 @@ from typing import IO, Annotated, Any
 
 import typer
 
-from recordkeeper.cli.common import ExitCode, JsonOpt, connect, console, print_json
+from recordkeeper.cli.common import (
+    ExitCode,
+    JsonOpt,
+    StorageOpt,
+    connect,
+    console,
+    parse_storage_options,
+    print_json,
+)
 from recordkeeper.core.record_diff import RecordDiff
 from recordkeeper.core.record_identity import DEFAULT_WIDTH, IdentityKind
 
@@ -29,11 +37,13 @@ def index(
     ref: Annotated[str, typer.Argument(help="Version to index.")],
     kind: KindOpt = "bytes",
     width: WidthOpt = DEFAULT_WIDTH,
+    storage_option: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Give a version record identity: a record index beside each shard (resumable: indexed
     shards are skipped), then its set digests registered."""
-    answer = connect().index(ref, kind=_kind(kind), width=width)
+    client = connect(parse_storage_options(storage_option))
+    answer = client.index(ref, kind=_kind(kind), width=width)
     if as_json:
         print_json(answer)
         return
@@ -60,11 +70,13 @@ def check_leakage(
     ] = 0.0,
     kind: KindOpt = "bytes",
     width: WidthOpt = DEFAULT_WIDTH,
+    storage_option: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Records of a version's evaluation splits found in its other splits or in the training
     splits of other versions.  Exits 4 when a pair leaks more than --max-rate (for CI)."""
-    pairs = connect().check_leakage(ref, against or [], kind=_kind(kind), width=width)
+    client = connect(parse_storage_options(storage_option))
+    pairs = client.check_leakage(ref, against or [], kind=_kind(kind), width=width)
     failed = [p for p in pairs if p.leaked and p.rate > max_rate]
     if as_json:
         print_json({"ok": not failed, "pairs": [p.to_dict() for p in pairs]})

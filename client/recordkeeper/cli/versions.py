@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -282,11 +282,12 @@ def diff(
         str | None,
         typer.Option("--jsonl", help="With --records: write every change as JSON lines here."),
     ] = None,
+    storage_option: StorageOpt = None,
 ) -> None:
     """Show what changed between two versions: shards, record counts, schema (with --records:
     records added, removed, common, moved and duplicated, per split)."""
     if records:
-        _record_diff(a, b, as_json, jsonl)
+        _record_diff(a, b, as_json, jsonl, parse_storage_options(storage_option))
         return
     result = connect().diff(a, b)
     if as_json:
@@ -319,10 +320,10 @@ def diff(
         out.print("  schema: unchanged")
 
 
-def _record_diff(a: str, b: str, as_json: bool, jsonl: str | None) -> None:
+def _record_diff(a: str, b: str, as_json: bool, jsonl: str | None, options: dict[str, Any]) -> None:
     from recordkeeper.cli.records import print_record_diff, write_jsonl
 
-    client = connect()
+    client = connect(options)
     if jsonl is None:
         result = client.registry.diff(a, b, records=True)
     else:

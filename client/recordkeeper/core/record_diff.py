@@ -134,15 +134,33 @@ def diff_records(
         added_sets: dict[str, set[bytes]] = {}
         all_a: set[bytes] = set()
         all_b: set[bytes] = set()
-        for name in {tag[1] for tag in batch}:
+        names = {tag[1] for tag in batch}
+        for name in names:
             la = batch.get((0, name), [])
             lb = batch.get((1, name), [])
             d = result.splits[name]
-            sa, sb = set(la), set(lb)
-            all_a |= sa
-            all_b |= sb
             d.records_a += len(la)
             d.records_b += len(lb)
+            if la == lb:  # the common case of a small change: one comparison in C
+                sa = set(la)
+                d.common += len(la)
+                d.duplicates_a += len(la) - len(sa)
+                d.duplicates_b += len(lb) - len(sa)
+                if len(names) > 1:
+                    all_a |= sa
+                    all_b |= sa
+                if emit is not None and len(sa) != len(la):
+                    for h, n in sorted(Counter(la).items()):
+                        for _ in range(n - 1):
+                            emit("duplicate_a", name, h)
+                            emit("duplicate_b", name, h)
+                continue
+            sa, sb = set(la), set(lb)
+            if len(names) > 1:
+                all_a |= sa
+                all_b |= sb
+            else:
+                all_a, all_b = sa, sb
             if len(sa) == len(la) and len(sb) == len(lb):  # no copies: set arithmetic in C
                 gone, came = sa - sb, sb - sa
                 d.removed += len(gone)

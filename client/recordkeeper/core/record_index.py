@@ -39,6 +39,7 @@ count and set digest, splits in name order: moving a record between splits chang
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -294,6 +295,7 @@ def merge_sorted(
     record count (a run of copies of a single identity longer than a chunk is held whole).
     """
     live = [_Source(tag, iter(chunks)) for tag, chunks in sources]
+    split = re.compile(b"(?s).{%d}" % width).findall  # fixed-width pieces, split in C
     while True:
         for s in live:
             s.fill(width)
@@ -319,7 +321,7 @@ def merge_sorted(
             if hi > lo:
                 part = s.buf[lo * width : hi * width]
                 out = batch.setdefault(s.tag, [])
-                out.extend(part[i : i + width] for i in range(0, len(part), width))
+                out.extend(split(part))
                 s.pos = hi * width
         for items in batch.values():
             items.sort()  # sorted runs of one tag's sources: Timsort merges them in C
