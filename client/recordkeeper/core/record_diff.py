@@ -134,8 +134,8 @@ def diff_records(
         added_sets: dict[str, set[bytes]] = {}
         all_a: set[bytes] = set()
         all_b: set[bytes] = set()
-        names = {tag[1] for tag in batch}
-        for name in names:
+        here = {tag[1] for tag in batch}
+        for name in here:
             la = batch.get((0, name), [])
             lb = batch.get((1, name), [])
             d = result.splits[name]
@@ -146,7 +146,7 @@ def diff_records(
                 d.common += len(la)
                 d.duplicates_a += len(la) - len(sa)
                 d.duplicates_b += len(lb) - len(sa)
-                if len(names) > 1:
+                if len(here) > 1:
                     all_a |= sa
                     all_b |= sa
                 if emit is not None and len(sa) != len(la):
@@ -156,7 +156,7 @@ def diff_records(
                             emit("duplicate_b", name, h)
                 continue
             sa, sb = set(la), set(lb)
-            if len(names) > 1:
+            if len(here) > 1:
                 all_a |= sa
                 all_b |= sb
             else:
