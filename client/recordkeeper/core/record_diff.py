@@ -129,7 +129,7 @@ def diff_records(
     sources += [((1, s), c) for s, c in b]
     names = sorted({tag[1] for tag, _ in sources})
     result = RecordDiff({n: SplitRecordDiff(n) for n in names}, {})
-    for batch in merge_sorted(sources, width):
+    for batch in merge_sorted(sources, width, sort=False):
         removed_sets: dict[str, set[bytes]] = {}
         added_sets: dict[str, set[bytes]] = {}
         all_a: set[bytes] = set()
@@ -259,7 +259,7 @@ def leakage(
     evaluation split occur in the other split, from the index streams of every split named."""
     wanted = list(dict.fromkeys(pairs))
     out = {p: LeakPair(p[0][0], p[0][1], p[1][0], p[1][1]) for p in wanted}
-    for batch in merge_sorted(sources, width):
+    for batch in merge_sorted(sources, width, sort=False):
         sets: dict[Tag, set[bytes]] = {}
         for (e, o), result in out.items():
             le = batch.get(e)

@@ -282,7 +282,7 @@ class _Source(Generic[T]):
 
 
 def merge_sorted(
-    sources: Iterable[tuple[T, Iterator[bytes]]], width: int
+    sources: Iterable[tuple[T, Iterator[bytes]]], width: int, *, sort: bool = True
 ) -> Iterator[dict[T, list[bytes]]]:
     """Merge sorted identity streams into batches over consecutive key ranges.
 
@@ -293,6 +293,8 @@ def merge_sorted(
     consumer counts duplicates and overlaps batch by batch).  Memory: the sources' current
     chunks plus one batch — bounded by the number of sources times the chunk size, not by the
     record count (a run of copies of a single identity longer than a chunk is held whole).
+    With ``sort=False`` a tag's identities are its sources' runs one after the other, unsorted
+    (enough for counting; a set digest needs them sorted).
     """
     live = [_Source(tag, iter(chunks)) for tag, chunks in sources]
     split = re.compile(b"(?s).{%d}" % width).findall  # fixed-width pieces, split in C
@@ -323,8 +325,9 @@ def merge_sorted(
                 out = batch.setdefault(s.tag, [])
                 out.extend(split(part))
                 s.pos = hi * width
-        for items in batch.values():
-            items.sort()  # sorted runs of one tag's sources: Timsort merges them in C
+        if sort:
+            for items in batch.values():
+                items.sort()  # sorted runs of one tag's sources: Timsort merges them in C
         yield batch
 
 
