@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 
 import recordkeeper_service.models.lineage  # lineage tables on the same Base
 import recordkeeper_service.models.provenance  # provenance tables on the same Base
+import recordkeeper_service.models.record_sets  # record identity tables on the same Base
 import recordkeeper_service.models.retention  # noqa: F401  (tables on the same Base)
 from recordkeeper_service.db import Database
 from recordkeeper_service.models import Base

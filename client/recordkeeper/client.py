@@ -149,6 +149,12 @@ class Client:
     schema = _on_registry(Registry.schema)
     diff = _on_registry(Registry.diff)
 
+    # record identity (recordkeeper.record_sets)
+    index = _on_registry(Registry.index)
+    record_sets = _on_registry(Registry.record_sets)
+    versions_with_records = _on_registry(Registry.versions_with_records)
+    check_leakage = _on_registry(Registry.check_leakage)
+
     # aliases
     set_alias = _on_registry(Registry.set_alias)
     aliases = _on_registry(Registry.aliases)

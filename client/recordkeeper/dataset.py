@@ -66,6 +66,7 @@ _IGNORED_EXT = {
     ".log",
     ".tmp",
     ".partial",
+    ".rkidx",  # record indexes (recordkeeper.record_sets), never shards
 }
 
 

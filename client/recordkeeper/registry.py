@@ -15,8 +15,9 @@ import contextlib
 import logging
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
+from recordkeeper import record_sets
 from recordkeeper.core.digests import parse_digest
 from recordkeeper.core.errors import (
     InvalidReference,
@@ -28,6 +29,8 @@ from recordkeeper.core.errors import (
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.naming import format_date, validate_dataset_name
 from recordkeeper.core.provenance import validate_provenance
+from recordkeeper.core.record_diff import DEFAULT_SAMPLE, Emit, LeakPair, RecordDiff
+from recordkeeper.core.record_identity import DEFAULT_WIDTH, IdentityKind
 from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference, validate_alias_name
 from recordkeeper.core.roots import AllowedRoots, UriError, allowed_root
 from recordkeeper.core.schema import Schema
@@ -52,6 +55,8 @@ from recordkeeper.version_cache import VersionCache
 
 if TYPE_CHECKING:
     import datetime
+
+    from recordkeeper.progress import ProgressLike
 
 from recordkeeper.core.lifecycle import OnDuplicate
 
@@ -370,11 +375,95 @@ class Registry:
         with reading_answer("a schema"):
             return Schema.from_dict(body["schema"])
 
-    def diff(self, a: str | DatasetVersion, b: str | DatasetVersion) -> VersionDiff:
-        """What changed from version ``a`` to version ``b`` (shards, record counts, schema)."""
+    @overload
+    def diff(
+        self,
+        a: str | DatasetVersion,
+        b: str | DatasetVersion,
+        *,
+        records: Literal[False] = False,
+    ) -> VersionDiff: ...
+    @overload
+    def diff(
+        self,
+        a: str | DatasetVersion,
+        b: str | DatasetVersion,
+        *,
+        records: Literal[True],
+        kind: IdentityKind = "bytes",
+        width: int = DEFAULT_WIDTH,
+        sample: int = DEFAULT_SAMPLE,
+        emit: Emit | None = None,
+    ) -> RecordDiff: ...
+    def diff(
+        self,
+        a: str | DatasetVersion,
+        b: str | DatasetVersion,
+        *,
+        records: bool = False,
+        kind: IdentityKind = "bytes",
+        width: int = DEFAULT_WIDTH,
+        sample: int = DEFAULT_SAMPLE,
+        emit: Emit | None = None,
+    ) -> VersionDiff | RecordDiff:
+        """What changed from version ``a`` to version ``b`` (shards, record counts, schema).
+
+        With ``records=True``, record by record from both versions' record indexes
+        (:func:`recordkeeper.record_sets.record_diff`: per split added, removed, common,
+        duplicates; moves between splits; ``emit(category, split, identity)`` streams the full
+        lists).  Both versions must have been indexed (:meth:`index`).
+        """
         va = a if isinstance(a, DatasetVersion) else self.resolve(a)
         vb = b if isinstance(b, DatasetVersion) else self.resolve(b)
+        if records:
+            return record_sets.record_diff(
+                self.http, va, vb, kind=kind, width=width, sample=sample, emit=emit
+            )
         return diff_versions(va, vb)
+
+    def index(
+        self,
+        ref: str | DatasetVersion,
+        *,
+        kind: IdentityKind = "bytes",
+        width: int = DEFAULT_WIDTH,
+        progress: bool | ProgressLike | None = None,
+    ) -> dict[str, Any]:
+        """Give a committed version record identity (``recordkeeper index REF``): a record
+        index beside each shard (shards indexed already are skipped), then its split set
+        digests registered; returns the registration with the version's ``records_digest``."""
+        version = ref if isinstance(ref, DatasetVersion) else self.resolve(ref)
+        return record_sets.index_version(
+            self.http, version, kind=kind, width=width, progress=progress
+        )
+
+    def record_sets(self, ref: str) -> list[dict[str, Any]]:
+        """The record identities registered for a version (empty: not indexed yet)."""
+        return record_sets.record_sets(self.http, ref)
+
+    def versions_with_records(self, records_digest: str) -> list[dict[str, Any]]:
+        """Committed versions whose records have this ``records_digest`` (any sharding)."""
+        answer = self.http.api("GET", f"/record-sets/{quote_segment(records_digest)}")
+        data: list[dict[str, Any]] = answer["data"]
+        return data
+
+    def check_leakage(
+        self,
+        ref: str | DatasetVersion,
+        against: Sequence[str | DatasetVersion] = (),
+        *,
+        kind: IdentityKind = "bytes",
+        width: int = DEFAULT_WIDTH,
+        sample: int = DEFAULT_SAMPLE,
+    ) -> list[LeakPair]:
+        """Records of a version's evaluation splits that also occur in its other splits or in
+        the training splits of the ``against`` versions, from their record indexes
+        (:func:`recordkeeper.record_sets.check_leakage`)."""
+        version = ref if isinstance(ref, DatasetVersion) else self.resolve(ref)
+        others = [v if isinstance(v, DatasetVersion) else self.resolve(v) for v in against]
+        return record_sets.check_leakage(
+            self.http, version, others, kind=kind, width=width, sample=sample
+        )
 
     # -- what versions ask of the registry that made them (models.VersionServices) -----------
 

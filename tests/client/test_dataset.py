@@ -165,3 +165,16 @@ def test_a_file_alone_is_taken_even_with_an_unknown_extension(tmp_path: Path) ->
     _touch(tmp_path, "part.bin")
     assert list(rk.Dataset.from_file(tmp_path / "part.bin", name="x").splits) == ["part_bin"]
     assert list(rk.Dataset.from_file(tmp_path / "0001.rec", name="x").splits) == ["train"]
+
+
+def test_record_indexes_beside_shards_are_never_shards(tmp_path: Path) -> None:
+    # recordkeeper index writes <dir>/.recordkeeper/index/<shard>.rkidx (record_sets.index_uri)
+    from recordkeeper.record_sets import index_uri
+
+    names = [f"train-{i:05d}-of-00002.tfrecord" for i in range(2)]
+    _touch(tmp_path, *names)
+    for name in names:
+        index = index_uri((tmp_path / name).as_uri())
+        _touch(tmp_path, index[len(tmp_path.as_uri()) + 1 :])
+    ds = rk.Dataset.from_directory(tmp_path, name="coco")
+    assert _layout(ds) == {"train": [(i, 2, names[i], None) for i in range(2)]}

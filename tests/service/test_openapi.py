@@ -202,6 +202,19 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
     call("GET", f"{API}/versions/{{ref}}/splits", ref="coco@latest")
     report = {"mode": "fast", "checked": 3, "problems": [{"shard": "s", "reason": "missing"}]}
     call("POST", f"{API}/versions/{{ref}}/verifications", 201, json=report, ref=name)
+    counts: dict[str, int] = {}
+    for body in bodies:
+        counts[body["split"]] = counts.get(body["split"], 0) + body["record_count"]
+    record_set = {
+        "splits": [
+            {"split": s, "records": n, "digest": "sha256:" + "0" * 64} for s, n in counts.items()
+        ],
+        "index_location": "file:///d/{shard}.rkidx",
+    }
+    registered = call("PUT", f"{API}/versions/{{ref}}/record-sets", json=record_set, ref=name)
+    call("GET", f"{API}/versions/{{ref}}/record-sets", ref=name)
+    found = call("GET", f"{API}/record-sets/{{digest}}", digest=registered["records_digest"])
+    assert found["count"] == 1
 
     other = publish(client, "coco", content="b")["name"]
     derived = stage(client, "coco", provenance={"parents": [{"ref": name, "role": "base"}]})

@@ -99,6 +99,9 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("POST", f"{API}/retention/deletable"): "admin",
     ("POST", f"{API}/versions/{{version_name}}/retention-done"): "admin",
     ("POST", f"{API}/versions/{{ref}}/verifications"): "read",  # readers verify data
+    ("PUT", f"{API}/versions/{{ref}}/record-sets"): "write",
+    ("GET", f"{API}/versions/{{ref}}/record-sets"): "read",
+    ("GET", f"{API}/record-sets/{{digest}}"): "read",
 }
 
 #: The documentation routes (not APIRoutes): public, they hold no data.  ``/docs/assets``

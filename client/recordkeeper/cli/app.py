@@ -22,7 +22,16 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from recordkeeper.cli import alias, check_model, gc, lineage, models, retention, versions
+from recordkeeper.cli import (
+    alias,
+    check_model,
+    gc,
+    lineage,
+    models,
+    records,
+    retention,
+    versions,
+)
 from recordkeeper.cli.common import (
     ExitCode,
     arrange_global_options,
@@ -86,6 +95,7 @@ COMMANDS: list[Register] = [
     retention.register,  # retention set|show|plan|apply|pin|unpin|pins
     check_model.register,  # check-model
     models.register,  # compare, inspect-model
+    records.register,  # index, check-leakage
 ]
 
 app = typer.Typer(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -423,8 +423,20 @@ def diff(
     a: Annotated[str, typer.Argument(help="Old version reference.")],
     b: Annotated[str, typer.Argument(help="New version reference.")],
     as_json: JsonOpt = False,
+    records: Annotated[
+        bool, typer.Option("--records", help="Record by record, from the record indexes.")
+    ] = False,
+    jsonl: Annotated[
+        str | None,
+        typer.Option("--jsonl", help="With --records: write every change as JSON lines here."),
+    ] = None,
+    storage_option: StorageOpt = None,
 ) -> None:
-    """Show what changed between two versions: shards, record counts, schema."""
+    """Show what changed between two versions: shards, record counts, schema (with --records:
+    records added, removed, common, moved and duplicated, per split)."""
+    if records:
+        _record_diff(a, b, as_json, jsonl, parse_storage_options(storage_option))
+        return
     result = connect().diff(a, b)
     if as_json:
         print_json(result.to_dict())
@@ -515,3 +527,18 @@ def export_tfds(
     for note in export.notes:
         out.print(f"  [yellow]note[/] {note}")
     out.print(f"  read with    tfds.load({export.load_name!r}, data_dir={export.data_dir!r})")
+
+
+def _record_diff(a: str, b: str, as_json: bool, jsonl: str | None, options: dict[str, Any]) -> None:
+    from recordkeeper.cli.records import print_record_diff, write_jsonl
+
+    client = connect(options)
+    if jsonl is None:
+        result = client.registry.diff(a, b, records=True)
+    else:
+        with open(jsonl, "w", encoding="utf-8") as stream:
+            result = client.registry.diff(a, b, records=True, emit=write_jsonl(stream))
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        print_record_diff(a, b, result)

@@ -25,5 +25,8 @@ module            rule
 ``version``       the package version
 ``file_kinds``    what a file looks like from its first bytes (TFRecord, Riegeli, Parquet...)
 ``riegeli``       the Riegeli/records file layout: blocks, block and chunk headers, chunk ends
+``record_identity``  what "the same record" is: the record hash, the canonical Example form
+``record_index``  the per-shard record index format, the streaming merge, the set digests
+``record_diff``   record-level diff and split leakage over sorted indexes
 ================  ==========================================================================
 """

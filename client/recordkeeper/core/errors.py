@@ -24,6 +24,7 @@ Exception tree::
     │   │   └── ProvenanceCycle                   provenance_cycle
     │   ├── InvalidRecord (TypeError)             invalid_record (client side)
     │   ├── UnsupportedFormat                     unsupported_format (client side)
+    │   ├── InvalidIndex                          invalid_record_index (client side)
     │   └── PayloadTooLarge                       payload_too_large
     ├── NotFound (LookupError)                    404
     │   ├── DatasetNotFound                       dataset_not_found
@@ -91,6 +92,7 @@ __all__ = [
     "InvalidDate",
     "InvalidDescription",
     "InvalidHash",
+    "InvalidIndex",
     "InvalidInput",
     "InvalidName",
     "InvalidParams",
@@ -257,6 +259,13 @@ class ProvenanceCycle(InvalidProvenance):
     """A parent that is the version itself or descends from it."""
 
     code = "provenance_cycle"
+
+
+class InvalidIndex(InvalidInput):
+    """A record index (``.rkidx``) that is not one, is damaged, or is of another format version
+    (:mod:`recordkeeper.core.record_index`)."""
+
+    code = "invalid_record_index"
 
 
 class PayloadTooLarge(InvalidInput):

@@ -24,6 +24,7 @@ module             resource
 ``provenance``     a version's parents, sources, producer, params (stored at stage)
 ``history``        a dataset's log; the children of a version, the versions from a source
 ``verifications``  failed verifications reported by clients (audit event, metrics)
+``record_sets``    record identity of versions (split set digests, records digest look-up)
 ``lineage``        models, runs, checkpoints, upstream/downstream, graph, and the
                    ``version_in_use`` guard (a package: queries, assembly, records)
 =================  ===========================================================
@@ -45,6 +46,7 @@ from recordkeeper_service.repository.fastpath import AsyncPostgresReader
 from recordkeeper_service.repository.gc import GcRepository
 from recordkeeper_service.repository.history import ProvenanceRepository
 from recordkeeper_service.repository.lineage import LineageRepository
+from recordkeeper_service.repository.record_sets import RecordSetRepository
 from recordkeeper_service.repository.retention import RetentionRepository
 from recordkeeper_service.repository.schemas import SchemaRepository
 from recordkeeper_service.repository.shards import ShardRepository
@@ -92,6 +94,7 @@ class Repository:
         self.retention = RetentionRepository(db, allowed_roots)
         self.lineage = LineageRepository(db, cache_bytes=lineage_cache_bytes)
         self.verifications = VerificationRepository(db, metrics=metrics)
+        self.record_sets = RecordSetRepository(db)
 
     def migration_status(self) -> migrate.MigrationStatus:
         """Where the database stands against this release's migrations (``/readyz``)."""

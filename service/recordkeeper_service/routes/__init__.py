@@ -22,6 +22,7 @@ module             resource
 ``gc``             garbage-collection candidates, ``gc-done``
 ``retention``      retention policies, pins, plan, claims, ``deletable``, ``retention-done``
 ``verifications``  failed verifications reported by clients
+``record_sets``    record identity of versions: split set digests, look-up by records digest
 ``info``           ``/info``
 ``whoami``         ``/whoami``: the caller's name and scope
 ``ui``             ``/`` and ``/ui/{asset}``: the web UI (public, from package data)
@@ -45,6 +46,7 @@ from recordkeeper_service.routes import (
     info,
     lineage,
     provenance,
+    record_sets,
     retention,
     schemas,
     shards,
@@ -76,6 +78,7 @@ for module in (
     provenance,
     gc,
     retention,
+    record_sets,
     verifications,
 ):
     api_router.include_router(module.router)

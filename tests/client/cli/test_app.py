@@ -33,7 +33,16 @@ def test_every_command_module_is_registered_in_the_one_list() -> None:
         for info in pkgutil.iter_modules(recordkeeper.cli.__path__)
         if info.name not in _NOT_COMMAND_MODULES
     }
-    assert modules == {"alias", "check_model", "gc", "lineage", "models", "retention", "versions"}
+    assert modules == {
+        "alias",
+        "check_model",
+        "gc",
+        "lineage",
+        "models",
+        "records",
+        "retention",
+        "versions",
+    }
     registered = {f.__module__ for f in COMMANDS}
     for name in modules:
         module = importlib.import_module(f"recordkeeper.cli.{name}")

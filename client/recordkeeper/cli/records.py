@@ -1,0 +1,124 @@
+"""Record identity commands: ``index``, ``check-leakage`` (``diff --records`` is in versions)."""
+
+from __future__ import annotations
+
+import json
+from typing import IO, Annotated, Any
+
+import typer
+
+from recordkeeper.cli.common import (
+    ExitCode,
+    JsonOpt,
+    StorageOpt,
+    connect,
+    console,
+    parse_storage_options,
+    print_json,
+)
+from recordkeeper.core.record_diff import RecordDiff
+from recordkeeper.core.record_identity import DEFAULT_WIDTH, IdentityKind
+
+__all__ = ["print_record_diff", "register", "write_jsonl"]
+
+KindOpt = Annotated[
+    str, typer.Option("--kind", help="Record identity: bytes, or example (canonical Example).")
+]
+WidthOpt = Annotated[int, typer.Option("--width", help="Bytes per record identity (16 to 32).")]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the record identity commands to the main app."""
+    app.command()(index)
+    app.command("check-leakage")(check_leakage)
+
+
+def index(
+    ref: Annotated[str, typer.Argument(help="Version to index.")],
+    kind: KindOpt = "bytes",
+    width: WidthOpt = DEFAULT_WIDTH,
+    storage_option: StorageOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Give a version record identity: a record index beside each shard (resumable: indexed
+    shards are skipped), then its set digests registered."""
+    client = connect(parse_storage_options(storage_option))
+    answer = client.index(ref, kind=_kind(kind), width=width)
+    if as_json:
+        print_json(answer)
+        return
+    out = console()
+    out.print(f"[bold]{answer['version']}[/] records {answer['records_digest']}")
+    for s in answer["splits"]:
+        out.print(f"  {s['split']:<12} {s['records']:>10} records  {s['digest']}")
+
+
+def _kind(kind: str) -> IdentityKind:
+    from recordkeeper.core.record_identity import validate_identity
+
+    return validate_identity(kind, DEFAULT_WIDTH)[0]
+
+
+def check_leakage(
+    ref: Annotated[str, typer.Argument(help="Version whose evaluation splits are checked.")],
+    against: Annotated[
+        list[str] | None,
+        typer.Option("--against", help="Another version whose training splits count too."),
+    ] = None,
+    max_rate: Annotated[
+        float, typer.Option("--max-rate", help="Leak rate tolerated per pair (0: none).")
+    ] = 0.0,
+    kind: KindOpt = "bytes",
+    width: WidthOpt = DEFAULT_WIDTH,
+    storage_option: StorageOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Records of a version's evaluation splits found in its other splits or in the training
+    splits of other versions.  Exits 4 when a pair leaks more than --max-rate (for CI)."""
+    client = connect(parse_storage_options(storage_option))
+    pairs = client.check_leakage(ref, against or [], kind=_kind(kind), width=width)
+    failed = [p for p in pairs if p.leaked and p.rate > max_rate]
+    if as_json:
+        print_json({"ok": not failed, "pairs": [p.to_dict() for p in pairs]})
+    else:
+        out = console()
+        for p in pairs:
+            mark = "[red]LEAK[/]" if p in failed else "ok  "
+            out.print(
+                f"{mark} {p.ref}:{p.split} in {p.other_ref}:{p.other_split}: "
+                f"{p.leaked}/{p.records} records ({p.rate:.2%}), {p.distinct} distinct"
+            )
+            for h in p.sample:
+                out.print(f"       {h}")
+    if failed:
+        raise typer.Exit(int(ExitCode.VERIFICATION_FAILED))
+
+
+def write_jsonl(stream: IO[str]) -> Any:
+    """An ``emit`` callback writing one JSON line per record of a record diff."""
+
+    def emit(category: str, split: str, identity: bytes) -> None:
+        stream.write(json.dumps({"change": category, "split": split, "record": identity.hex()}))
+        stream.write("\n")
+
+    return emit
+
+
+def print_record_diff(a: str, b: str, result: RecordDiff) -> None:
+    out = console()
+    out.print(
+        f"[bold]{a}[/] → [bold]{b}[/] records" + ("  (same records)" if result.identical else "")
+    )
+    for name in sorted(result.splits):
+        s = result.splits[name]
+        out.print(
+            f"  {name:<12} {s.records_a} → {s.records_b}: +{s.added} -{s.removed} "
+            f"={s.common}; duplicates {s.duplicates_a} → {s.duplicates_b}"
+        )
+        for h in s.sample_added:
+            out.print(f"      + {h}")
+        for h in s.sample_removed:
+            out.print(f"      - {h}")
+    for (x, y), n in sorted(result.moved.items()):
+        out.print(f"  moved {x} → {y}: {n}")
+    out.print(f"  new to {b}: {result.new}; gone from {a}: {result.gone}")

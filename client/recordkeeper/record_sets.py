@@ -1,0 +1,285 @@
+"""Record identity of existing versions: index them, diff them record by record, check leakage.
+
+``index_version`` (``recordkeeper index REF``) reads every shard of a committed version through
+the client's read path (fsspec, CRC-checked records), writes one record index per shard
+(:mod:`recordkeeper.core.record_index`) *beside the shard*::
+
+    <shard directory>/.recordkeeper/index/<shard file name>.rkidx
+
+and registers the version's split digests with the service (``PUT
+/versions/{ref}/record-sets``).  It is resumable: a shard whose index already exists and whose
+header names the same identity (kind, width), record count and ``records_sha256`` is skipped
+without reading the shard; an interrupted run leaves only whole indexes (each is written in one
+object).  Two versions that register the same shard in place share its index, which is
+determined by the shard's records alone.  Publish never picks an index up as a shard (names
+under ``.recordkeeper/`` and ``*.rkidx`` are ignored).
+
+``record_diff`` and ``check_leakage`` stream the indexes (never the shards) through the core's
+bounded-memory merge.
+
+The per-record hook for writers, publish and deep verify is
+:class:`recordkeeper.core.record_index.RecordIndexBuilder` (``add(record)``, ``finish()``);
+:func:`write_index` stores what it built where this module looks for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from recordkeeper.core.digests import format_digest
+from recordkeeper.core.errors import InvalidIndex, InvalidRequest, StorageError
+from recordkeeper.core.record_diff import (
+    DEFAULT_SAMPLE,
+    Emit,
+    LeakPair,
+    RecordDiff,
+    diff_records,
+    is_training_split,
+    leakage,
+)
+from recordkeeper.core.record_identity import DEFAULT_WIDTH, IdentityKind, validate_identity
+from recordkeeper.core.record_index import (
+    FORMAT_VERSION,
+    IndexHeader,
+    RecordIndexBuilder,
+    SetDigest,
+    index_chunks,
+    merge_sorted,
+)
+from recordkeeper.http import HttpCore, quote_segment
+from recordkeeper.models import DatasetVersion, Shard
+from recordkeeper.progress import byte_progress
+from recordkeeper.storage import open_read, open_write
+
+if TYPE_CHECKING:
+    from recordkeeper.progress import ProgressLike
+
+__all__ = [
+    "INDEX_DIR",
+    "INDEX_SUFFIX",
+    "check_leakage",
+    "index_uri",
+    "index_version",
+    "record_diff",
+    "record_sets",
+    "write_index",
+]
+
+INDEX_DIR = ".recordkeeper/index"
+INDEX_SUFFIX = ".rkidx"
+INDEX_LOCATION = "{shard_dir}/" + INDEX_DIR + "/{shard_name}" + INDEX_SUFFIX
+_CHUNK_BUDGET = 4 * 2**20  # bytes of index chunks held at once by a merge, over all shards
+
+
+def index_uri(shard_uri: str) -> str:
+    """Where the record index of the shard at ``shard_uri`` is stored."""
+    head, _, name = shard_uri.rpartition("/")
+    return f"{head}/{INDEX_DIR}/{name}{INDEX_SUFFIX}"
+
+
+def write_index(
+    shard_uri: str, data: bytes, storage_options: Mapping[str, Any] | None = None
+) -> str:
+    """Store an index built by :class:`RecordIndexBuilder` beside its shard; its URI."""
+    uri = index_uri(shard_uri)
+    with open_write(uri, storage_options) as sink:
+        sink.write(data)
+    return uri
+
+
+def _header(uri: str, storage_options: Mapping[str, Any] | None) -> IndexHeader | None:
+    try:
+        with open_read(uri, storage_options) as fh:
+            return IndexHeader.from_bytes(fh.read(64))
+    except (StorageError, InvalidIndex, OSError):
+        return None
+
+
+def _matches(header: IndexHeader | None, shard: Shard, kind: str, width: int) -> bool:
+    return (
+        header is not None
+        and (header.kind, header.width) == (kind, width)
+        and header.count == shard.record_count
+        and header.records_sha256 == shard.records_sha256
+    )
+
+
+def _index_shard(
+    shard: Shard,
+    kind: IdentityKind,
+    width: int,
+    storage_options: Mapping[str, Any] | None,
+    advance: Callable[[int], None],
+) -> None:
+    from recordkeeper.progress import ProgressReader
+    from recordkeeper.tfrecord import iter_records, source_size
+
+    builder = RecordIndexBuilder(kind, width)
+    raw = open_read(shard.uri, storage_options)
+    reader = ProgressReader(raw, advance)
+    try:
+        builder.add_many(iter_records(reader, shard.compression, size=source_size(raw)))
+    finally:
+        reader.close()
+    if builder.count != shard.record_count:
+        raise InvalidIndex(
+            f"{shard.uri} holds {builder.count} records, registered {shard.record_count}"
+        )
+    write_index(shard.uri, builder.finish(shard.records_sha256), storage_options)
+
+
+def _chunks(
+    shard: Shard, kind: str, width: int, chunk_records: int, storage_options: Mapping[str, Any]
+) -> Iterator[bytes]:
+    """The body of a shard's index, streamed (opened on first use, closed when done)."""
+    uri = index_uri(shard.uri)
+    with open_read(uri, storage_options) as fh:
+        header, chunks = index_chunks(fh.read, chunk_records)
+        if not _matches(header, shard, kind, width):
+            raise InvalidIndex(
+                f"{uri} is not the {kind}/{width} index of {shard.uri} (run recordkeeper index)"
+            )
+        yield from chunks
+
+
+def _lazy(make: Callable[[], Iterator[bytes]]) -> Iterator[bytes]:
+    yield from make()
+
+
+def _streams(
+    version: DatasetVersion,
+    kind: str,
+    width: int,
+    splits: Iterable[str] | None = None,
+    shard_count: int | None = None,
+) -> list[tuple[str, Iterator[bytes]]]:
+    wanted = None if splits is None else set(splits)
+    shards = [s for s in version.shards if wanted is None or s.split in wanted]
+    per = max(256, _CHUNK_BUDGET // max(1, (shard_count or len(shards)) * width))
+    options = dict(version.storage_options)
+    return [
+        (s.split, _lazy(lambda s=s: _chunks(s, kind, width, per, options)))  # type: ignore[misc]
+        for s in shards
+    ]
+
+
+def index_version(
+    http: HttpCore,
+    version: DatasetVersion,
+    *,
+    kind: IdentityKind = "bytes",
+    width: int = DEFAULT_WIDTH,
+    progress: bool | ProgressLike | None = None,
+    register: bool = True,
+) -> dict[str, Any]:
+    """Index every shard of ``version`` (skipping shards indexed already), compute its split
+    set digests from the indexes and register them; returns the service's answer (the
+    ``records_digest``), or with ``register=False`` the split digests only."""
+    kind, width = validate_identity(kind, width)
+    version.ensure_readable()
+    options = dict(version.storage_options)
+    todo = [
+        s
+        for s in version.shards
+        if not _matches(_header(index_uri(s.uri), options), s, kind, width)
+    ]
+    total = sum(s.size for s in todo)
+    with byte_progress(f"indexing {version.name}", total, progress) as advance:
+        for shard in todo:
+            _index_shard(shard, kind, width, options, advance)
+    digests: dict[str, SetDigest] = {s: SetDigest(kind, width) for s in version.splits}
+    for batch in merge_sorted(_streams(version, kind, width), width):
+        for split, items in batch.items():
+            digests[split].update_sorted(items)
+    splits = [
+        {"split": s, "records": d.count, "digest": format_digest(d.hexdigest())}
+        for s, d in sorted(digests.items())
+    ]
+    body = {
+        "kind": kind,
+        "width": width,
+        "index_format": FORMAT_VERSION,
+        "splits": splits,
+        "index_location": INDEX_LOCATION,
+    }
+    if not register:
+        return body
+    path = f"/versions/{quote_segment(version.name)}/record-sets"
+    answer: dict[str, Any] = http.api("PUT", path, json=body)
+    return answer
+
+
+def record_sets(http: HttpCore, ref: str) -> list[dict[str, Any]]:
+    """The record identities registered for a version (empty: not indexed yet)."""
+    answer = http.api("GET", f"/versions/{quote_segment(ref)}/record-sets")
+    data: list[dict[str, Any]] = answer["data"]
+    return data
+
+
+def _require_indexed(http: HttpCore, version: DatasetVersion, kind: str, width: int) -> None:
+    for entry in record_sets(http, version.name):
+        if (entry["kind"], entry["width"]) == (kind, width):
+            return
+    raise InvalidRequest(
+        f"{version.name} has no {kind}/{width} record identity yet: run "
+        f"`recordkeeper index {version.name}` first"
+    )
+
+
+def record_diff(
+    http: HttpCore,
+    a: DatasetVersion,
+    b: DatasetVersion,
+    *,
+    kind: IdentityKind = "bytes",
+    width: int = DEFAULT_WIDTH,
+    sample: int = DEFAULT_SAMPLE,
+    emit: Emit | None = None,
+) -> RecordDiff:
+    """The record-level diff of ``a`` → ``b`` from their indexes (both must be indexed)."""
+    for v in (a, b):
+        _require_indexed(http, v, kind, width)
+    count = len(a.shards) + len(b.shards)
+    return diff_records(
+        _streams(a, kind, width, shard_count=count),
+        _streams(b, kind, width, shard_count=count),
+        width,
+        sample=sample,
+        emit=emit,
+    )
+
+
+def check_leakage(
+    http: HttpCore,
+    version: DatasetVersion,
+    against: Sequence[DatasetVersion] = (),
+    *,
+    kind: IdentityKind = "bytes",
+    width: int = DEFAULT_WIDTH,
+    training: Callable[[str], bool] = is_training_split,
+    sample: int = DEFAULT_SAMPLE,
+) -> list[LeakPair]:
+    """Records of ``version``'s evaluation splits found in its other splits and in the
+    training splits of each version of ``against`` (see
+    :func:`recordkeeper.core.record_diff.leakage`).  Splits are training splits when
+    ``training(name)`` is true (default: ``train`` and ``train…``)."""
+    for v in (version, *against):
+        _require_indexed(http, v, kind, width)
+    evals = [s for s in version.splits if not training(s)]
+    pairs: list[tuple[tuple[str, str], tuple[str, str]]] = []
+    for e in evals:
+        pairs += [((version.name, e), (version.name, s)) for s in version.splits if s != e]
+        for other in against:
+            pairs += [((version.name, e), (other.name, s)) for s in other.splits if training(s)]
+    needed: dict[str, set[str]] = {}
+    for (r1, s1), (r2, s2) in pairs:
+        needed.setdefault(r1, set()).add(s1)
+        needed.setdefault(r2, set()).add(s2)
+    by_name = {v.name: v for v in (version, *against)}
+    count = sum(len(by_name[r].shards) for r in needed)
+    sources: list[tuple[tuple[str, str], Iterator[bytes]]] = []
+    for ref, splits in needed.items():
+        for split, chunks in _streams(by_name[ref], kind, width, splits, count):
+            sources.append(((ref, split), chunks))
+    return leakage(sources, pairs, width, sample=sample)

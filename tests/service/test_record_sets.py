@@ -1,0 +1,70 @@
+"""Record identity of versions: registration checks, listing, look-up by records digest."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from recordkeeper.core.record_index import version_records_digest
+from tests.service._helpers import API, error, publish, stage
+
+ZERO, ONE = "sha256:" + "0" * 64, "sha256:" + "1" * 64
+
+
+def _body(counts: dict[str, int], digest: str = ZERO, **extra: object) -> dict[str, object]:
+    splits = [{"split": s, "records": n, "digest": digest} for s, n in counts.items()]
+    return {"splits": splits, "index_location": "file:///d/{shard}.rkidx", **extra}
+
+
+def _counts(client: TestClient, name: str) -> dict[str, int]:
+    splits = client.get(f"{API}/versions/{name}/splits").json()["splits"]
+    return {s: v["record_count"] for s, v in splits.items()}
+
+
+def test_register_list_find_and_replace(client: TestClient) -> None:
+    name = publish(client, "coco", splits=("train", "test"))["name"]
+    counts = _counts(client, name)
+    put = client.put(f"{API}/versions/{name}/record-sets", json=_body(counts))
+    assert put.status_code == 200, put.text
+    got = put.json()
+    expected = version_records_digest({s: (n, "0" * 64) for s, n in counts.items()})
+    assert got["records_digest"] == "sha256:" + expected
+    assert got["record_count"] == sum(counts.values())
+    listed = client.get(f"{API}/versions/coco@latest/record-sets").json()
+    assert listed["count"] == 1 and listed["data"][0]["records_digest"] == got["records_digest"]
+    found = client.get(f"{API}/record-sets/{got['records_digest']}").json()
+    assert [r["version"] for r in found["data"]] == [name]
+    again = client.put(f"{API}/versions/{name}/record-sets", json=_body(counts, ONE)).json()
+    assert again["records_digest"] != got["records_digest"]  # replaced, not added
+    assert client.get(f"{API}/versions/{name}/record-sets").json()["count"] == 1
+    other = client.put(f"{API}/versions/{name}/record-sets", json=_body(counts, kind="example"))
+    assert other.status_code == 200
+    assert client.get(f"{API}/versions/{name}/record-sets").json()["count"] == 2
+
+
+def test_counts_that_are_not_the_versions_are_refused(client: TestClient) -> None:
+    name = publish(client, "coco")["name"]
+    counts = _counts(client, name)
+    wrong = {s: n + 1 for s, n in counts.items()}
+    error(
+        client.put(f"{API}/versions/{name}/record-sets", json=_body(wrong)), 422, "invalid_request"
+    )
+    extra = {**counts, "test": 0}
+    error(
+        client.put(f"{API}/versions/{name}/record-sets", json=_body(extra)), 422, "invalid_request"
+    )
+
+
+def test_bad_bodies_and_staged_versions_are_refused(client: TestClient) -> None:
+    name = publish(client, "coco")["name"]
+    counts = _counts(client, name)
+    url = f"{API}/versions/{name}/record-sets"
+    error(client.put(url, json=_body(counts, "sha256:xyz")), 422, "invalid_request")
+    error(client.put(url, json=_body(counts, kind="text")), 422, "invalid_request")
+    error(client.put(url, json=_body(counts, width=8)), 422, "invalid_request")
+    error(client.put(url, json=_body(counts, index_format=2)), 422, "invalid_request")
+    staged = stage(client, "coco")["name"]
+    error(
+        client.put(f"{API}/versions/{staged}/record-sets", json=_body({})), 404, "version_not_found"
+    )
+    error(client.get(f"{API}/record-sets/nothex"), 422, "invalid_request")
+    assert client.get(f"{API}/record-sets/{ZERO}").json()["count"] == 0
