@@ -30,6 +30,13 @@ token_app = typer.Typer(
 )
 
 
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+
+
+def _echo_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str))
+
+
 def _fail(message: str, code: int = 1) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(code)
@@ -91,6 +98,7 @@ def serve(
 @db_app.command("upgrade")
 def db_upgrade(
     revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
+    as_json: JsonFlag = False,
 ) -> None:
     """Migrate the database named by RECORDKEEPER_DATABASE_URL to the newest schema."""
     from sqlalchemy.exc import SQLAlchemyError
@@ -110,14 +118,23 @@ def db_upgrade(
     finally:
         database.dispose()
     url = database.url.render_as_string(hide_password=True)
-    if before == status.current:
+    if as_json:
+        _echo_json(
+            {
+                "database": url,
+                "before": before,
+                "current": status.current,
+                "upgraded": before != status.current,
+            }
+        )
+    elif before == status.current:
         typer.echo(f"{url} is already at {status.current}")
     else:
         typer.echo(f"{url} upgraded from {before or 'empty'} to {status.current}")
 
 
 @db_app.command("current")
-def db_current() -> None:
+def db_current(as_json: JsonFlag = False) -> None:
     """Show the database's revision and whether it is at this release's head."""
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -133,7 +150,19 @@ def db_current() -> None:
         database.dispose()
     url = database.url.render_as_string(hide_password=True)
     state = "at head" if status.at_head else "NOT at head: run `recordkeeper db upgrade`"
-    typer.echo(f"{url}: revision {status.current or 'none (empty)'}; head {status.head}; {state}")
+    if as_json:
+        _echo_json(
+            {
+                "database": url,
+                "current": status.current,
+                "head": status.head,
+                "at_head": status.at_head,
+            }
+        )
+    else:
+        typer.echo(
+            f"{url}: revision {status.current or 'none (empty)'}; head {status.head}; {state}"
+        )
     if not status.at_head:
         raise typer.Exit(1)
 
@@ -156,8 +185,9 @@ def _token_repository() -> Any:
 def token_create(
     name: Annotated[str, typer.Option(help="Who uses it (recorded as the actor), e.g. ci.")],
     scope: Annotated[str, typer.Option(help="read, write or admin.")] = "read",
+    as_json: JsonFlag = False,
 ) -> None:
-    """Create a token and print its secret (shown only now)."""
+    """Create a token and print its secret (shown only now; with --json in the "secret" key)."""
     from recordkeeper.core.errors import RecordkeeperError
 
     tokens = _token_repository()
@@ -165,6 +195,9 @@ def token_create(
         record, secret = tokens.create(name, scope, actor="cli")
     except RecordkeeperError as exc:
         raise _fail(exc.detail) from None
+    if as_json:
+        _echo_json({**record.to_json(), "secret": secret})
+        return
     typer.echo(
         f"created token {record.id} ({record.name}, scope {record.scope}); "
         "the secret is shown only once:",
@@ -174,14 +207,12 @@ def token_create(
 
 
 @token_app.command("list")
-def token_list(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-) -> None:
+def token_list(as_json: JsonFlag = False) -> None:
     """List tokens (never their secrets)."""
     tokens = _token_repository()
     page = tokens.list(limit=1000, offset=0)
     if as_json:
-        typer.echo(json.dumps([t.to_json() for t in page.data], indent=2))
+        _echo_json([t.to_json() for t in page.data])
         return
     for t in page.data:
         state = f"revoked {t.to_json()['revoked_at']}" if t.revoked_at else "active"
@@ -190,7 +221,9 @@ def token_list(
 
 
 @token_app.command("revoke")
-def token_revoke(token_id: Annotated[int, typer.Argument(help="The token's id.")]) -> None:
+def token_revoke(
+    token_id: Annotated[int, typer.Argument(help="The token's id.")], as_json: JsonFlag = False
+) -> None:
     """Revoke a token (idempotent)."""
     from recordkeeper.core.errors import RecordkeeperError
 
@@ -199,6 +232,9 @@ def token_revoke(token_id: Annotated[int, typer.Argument(help="The token's id.")
         record = tokens.revoke(token_id, actor="cli")
     except RecordkeeperError as exc:
         raise _fail(exc.detail) from None
+    if as_json:
+        _echo_json(record.to_json())
+        return
     typer.echo(f"revoked token {record.id} ({record.name})")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -42,6 +44,27 @@ def test_db_upgrade_and_current(
     current = runner.invoke(cli, ["db", "current"], env=env)
     assert current.exit_code == 0
     assert "at head" in current.output
+
+
+def test_db_and_token_commands_print_json(
+    cli: typer.Typer, runner: CliRunner, empty_database_url: str
+) -> None:
+    """``--json`` on every db and token command (issue 26: only ``token list`` had it)."""
+    env = {"RECORDKEEPER_DATABASE_URL": empty_database_url}
+    current = runner.invoke(cli, ["db", "current", "--json"], env=env)
+    assert current.exit_code == 1
+    assert json.loads(current.stdout)["at_head"] is False
+    upgraded = json.loads(runner.invoke(cli, ["db", "upgrade", "--json"], env=env).stdout)
+    assert upgraded["upgraded"] is True and upgraded["current"] == migrate.head_revision()
+    again = json.loads(runner.invoke(cli, ["db", "upgrade", "--json"], env=env).stdout)
+    assert again["upgraded"] is False
+    status = json.loads(runner.invoke(cli, ["db", "current", "--json"], env=env).stdout)
+    assert status["at_head"] is True and status["head"] == migrate.head_revision()
+    created = runner.invoke(cli, ["token", "create", "--name", "ci", "--json"], env=env)
+    token = json.loads(created.stdout)
+    assert token["name"] == "ci" and token["scope"] == "read" and token["secret"]
+    revoked = runner.invoke(cli, ["token", "revoke", str(token["id"]), "--json"], env=env)
+    assert json.loads(revoked.stdout)["revoked_at"] is not None
 
 
 def test_token_commands(cli: typer.Typer, runner: CliRunner, database_url: str) -> None:
