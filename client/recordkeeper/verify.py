@@ -262,7 +262,8 @@ def _deep_read(
     hash_in_background: bool = True,
 ) -> tuple[ShardProblem | None, int]:
     """One read of the shard: its problem as these bytes show it, and the bytes read."""
-    from recordkeeper.tfrecord import scan_shard, source_size
+    from recordkeeper import formats
+    from recordkeeper.streaming import source_size
 
     try:
         raw = open_read(shard.uri, storage_options)
@@ -274,7 +275,7 @@ def _deep_read(
     try:
         with storage_errors(shard.uri):
             try:
-                stats = scan_shard(
+                stats = formats.get(shard.format).scan(
                     reader,
                     shard.compression,
                     infer_schema=False,

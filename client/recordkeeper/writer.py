@@ -67,8 +67,9 @@ from recordkeeper.storage import (
 )
 
 if TYPE_CHECKING:
+    from recordkeeper.formats import ShardWriter
     from recordkeeper.registry import Registry
-    from recordkeeper.tfrecord import ShardStats, TFRecordWriter
+    from recordkeeper.streaming import ShardStats
 
 __all__ = [
     "VersionWriter",
@@ -235,7 +236,7 @@ class _LocalSink:
             self._fd = self._file.fileno()
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
-        from recordkeeper.tfrecord import write_fd  # loaded with the TFRecordWriter already
+        from recordkeeper.streaming import write_fd  # loaded with the shard writer already
 
         with storage_errors(self.uri):
             write_fd(self._fd, data)
@@ -286,10 +287,19 @@ def shard_is_full(compression: str, framed_bytes: int, stored_bytes: int, shard_
     return compression == "none" or stored_bytes >= shard_size
 
 
-def temp_shard_name(split: str, key: int | str, compression: str) -> str:
+def shard_suffix(compression: str, format: str = "tfrecord") -> str:
+    """A written shard's suffix: ``.tfrecord[.gz]``, ``.array_record`` (the format's)."""
+    if format == "tfrecord":
+        return compression_suffix(compression)
+    from recordkeeper import formats
+
+    return formats.get(format).file_suffix(compression)
+
+
+def temp_shard_name(split: str, key: int | str, compression: str, format: str = "tfrecord") -> str:
     """Where a shard is written before its final name is known: ``_incomplete/{split}-{key}``."""
     key_text = f"{key:05d}" if isinstance(key, int) else key
-    return f"_incomplete/{split}-{key_text}{compression_suffix(compression)}"
+    return f"_incomplete/{split}-{key_text}{shard_suffix(compression, format)}"
 
 
 def open_shard(
@@ -298,22 +308,32 @@ def open_shard(
     storage_options: Mapping[str, Any] | None,
     *,
     root: str | None = None,
-) -> tuple[_UploadPipe | _LocalSink, TFRecordWriter]:
+    format: str = "tfrecord",
+    format_options: Mapping[str, Any] | None = None,
+) -> tuple[_UploadPipe | _LocalSink, ShardWriter]:
     """Start one shard at ``uri``: a framing, hashing, schema-inferring writer over an upload.
 
-    Write records to the returned :class:`~recordkeeper.tfrecord.TFRecordWriter`; its
+    ``format`` picks the record format's writer (:func:`recordkeeper.formats.get`), with its
+    ``format_options``.  Write records to the returned writer; its
     ``close()`` gives the shard's stats, then ``pipe.finish()`` and ``pipe.join()`` end the
     upload (``pipe.abort()`` discards it); local files are written directly — created
     exclusively inside ``root`` (the version's storage root), never through a link: a link or
     file planted at ``uri`` raises :class:`~recordkeeper.core.errors.UnsafeStoragePath`.
     """
-    from recordkeeper.tfrecord import TFRecordWriter  # not at import: rk stays light
+    from recordkeeper import formats  # not at import: rk stays light
 
+    fmt = formats.get(format)
+    if not fmt.writable:
+        raise InvalidRequest(f"recordkeeper cannot write {fmt.description} shards")
     # a local file needs no upload thread
     pipe: _UploadPipe | _LocalSink = (
         _LocalSink(uri, root) if backend_of(uri) == "file" else _UploadPipe(uri, storage_options)
     )
-    return pipe, TFRecordWriter(pipe, compression=compression)
+    try:
+        return pipe, fmt.open_writer(pipe, compression, options=format_options)
+    except BaseException:
+        pipe.abort()
+        raise
 
 
 def finalize_shard(
@@ -357,6 +377,7 @@ def finalize_shard(
         crc32c=stats.crc32c,
         records_sha256=stats.records_sha256,
         record_count=stats.record_count,
+        format=stats.format,
         storage_identity=stat.identity,
     )
     schema = stats.schema.to_dict() if stats.schema is not None else None
@@ -409,14 +430,25 @@ class VersionWriter:
         date: str | datetime.date | None = None,
         force_new: bool = False,
         metadata: Mapping[str, Any] | None = None,
+        format: str = "tfrecord",
+        format_options: Mapping[str, Any] | None = None,
     ) -> None:
+        from recordkeeper import formats
+
         self._registry = registry
+        self.format = format
+        self.format_options = format_options
+        fmt = formats.get(format)
+        if not fmt.writable:
+            raise InvalidRequest(
+                f"recordkeeper cannot write {fmt.description} shards (it reads, verifies and "
+                "publishes them)"
+            )
         self.dataset = dataset
         self.root = root
         self.desc = desc
-        from recordkeeper.tfrecord import normalize_compression
-
-        self.compression = normalize_compression(compression)
+        self.compression = fmt.check_compression(compression)
+        fmt.check_options(format_options)  # now, not at the first record
         self.shard_size = parse_size(shard_size)
         self.storage_options = (
             storage_options if storage_options is not None else registry.storage_options
@@ -465,7 +497,7 @@ class VersionWriter:
         """Append one record (serialized ``bytes`` or a message with ``SerializeToString``)."""
         data = record
         if type(record) is not bytes:
-            from recordkeeper.tfrecord import record_bytes  # not at import: rk stays light
+            from recordkeeper.streaming import record_bytes  # not at import: rk stays light
 
             data = record_bytes(record)
         lock = self._lock
@@ -570,9 +602,14 @@ class VersionWriter:
         self._next_index[split] = index + 1
         while len([s for s in self._done if s.pipe.uploading]) >= _MAX_PENDING_UPLOADS:
             next(s for s in self._done if s.pipe.uploading).pipe.join()
-        temp_uri = join_uri(prefix, temp_shard_name(split, index, self.compression))
+        temp_uri = join_uri(prefix, temp_shard_name(split, index, self.compression, self.format))
         pipe, tfw = open_shard(
-            temp_uri, self.compression, self.storage_options, root=storage_root_of(prefix)
+            temp_uri,
+            self.compression,
+            self.storage_options,
+            root=storage_root_of(prefix),
+            format=self.format,
+            format_options=self.format_options,
         )
         shard = _Shard(split, index, temp_uri, pipe)
         current = self._open[split] = _OpenShard(shard, tfw, min(_BATCH_BYTES, self.shard_size))
@@ -599,7 +636,7 @@ class VersionWriter:
             final = join_uri(
                 prefix,
                 shard_file_name(
-                    shard.split, shard.index, count, compression_suffix(self.compression)
+                    shard.split, shard.index, count, shard_suffix(self.compression, self.format)
                 ),
             )
             shard.final_uri = final
