@@ -44,7 +44,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from recordkeeper import local_files
-from recordkeeper.core.errors import StorageError
+from recordkeeper.core.errors import StorageError, UnsupportedFormat
 from recordkeeper.core.retry import STORAGE_RETRY
 
 __all__ = [
@@ -399,7 +399,7 @@ def storage_errors(uri: str) -> Iterator[None]:
     """Turn backend exceptions raised inside the block into :class:`StorageError`."""
     try:
         yield
-    except StorageError:
+    except (StorageError, UnsupportedFormat):  # ours: a format's reader refusing what it read
         raise
     except Exception as exc:
         # Anything from botocore/aiohttp/gcsfs/OS counts as a storage failure here.

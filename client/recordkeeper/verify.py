@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from recordkeeper._parallel import parallel_map, use_processes
-from recordkeeper.core.errors import CorruptShard, StorageError
+from recordkeeper.core.errors import CorruptShard, StorageError, UnsupportedFormat
 from recordkeeper.models import DatasetVersion, Reason, Shard, ShardProblem, VerifyReport
 from recordkeeper.object_batches import (
     DEFAULT_CONCURRENCY,
@@ -283,7 +283,8 @@ def _deep_read(
                     stored_crc32c=False,
                     hash_in_background=hash_in_background,
                 )
-            except CorruptShard as exc:
+            except (CorruptShard, UnsupportedFormat) as exc:
+                # (a shard now holding what its format's reader cannot decode has changed)
                 corrupt = ShardProblem(
                     shard,
                     "corrupt",
