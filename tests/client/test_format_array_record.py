@@ -168,3 +168,18 @@ def test_deep_verify_names_the_first_bad_offset(
     if offset is not None:
         assert problem.reason == "corrupt"
         assert problem.offset == offset, problem.detail
+
+
+def test_the_registry_agrees_with_the_core_and_the_listings() -> None:
+    """One entry per format: the names the service accepts, and the suffixes directories list."""
+    from recordkeeper import formats
+    from recordkeeper.core.shards import RECORD_FORMATS
+    from recordkeeper.core.splits import RECORD_EXTENSIONS
+
+    assert formats.format_names() == RECORD_FORMATS
+    for name in RECORD_FORMATS:
+        fmt = formats.get(name)
+        assert fmt.name == name
+        assert fmt.suffix in RECORD_EXTENSIONS
+    with pytest.raises(rk.InvalidInput, match="unknown record format"):
+        formats.get("parquet")
