@@ -378,6 +378,21 @@ class DatasetVersion:
             start += shard.record_count
         raise IndexError(f"{self.name} {split}: record {index} is out of range ({start} records)")
 
+    def data_source(self, split: str, *, storage_options: Mapping[str, Any] | None = None) -> Any:
+        """The split as a random-access data source (``len()``, ``source[i]`` → bytes): what
+        Grain takes (``grain.MapDataset.source(v.data_source("train"))``, ``grain.DataLoader``).
+
+        Needs shards with an index (ArrayRecord); others raise
+        :class:`~recordkeeper.errors.UnsupportedFormat`.  See
+        :class:`recordkeeper.formats.sources.VersionSource`.
+        """
+        from recordkeeper.formats.sources import VersionSource
+
+        self.ensure_readable()
+        options = storage_options if storage_options is not None else self.storage_options
+        shards = [(s.uri, s.format, s.record_count) for s in self.split(split).shards]
+        return VersionSource(self.name, split, shards, options)
+
     def split(self, split: str) -> Split:
         """One split (``KeyError`` naming the splits if absent)."""
         try:

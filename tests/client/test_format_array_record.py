@@ -183,3 +183,35 @@ def test_the_registry_agrees_with_the_core_and_the_listings() -> None:
         assert fmt.suffix in RECORD_EXTENSIONS
     with pytest.raises(rk.InvalidInput, match="unknown record format"):
         formats.get("parquet")
+
+
+def test_a_version_is_a_grain_data_source(client: rk.Client) -> None:  # noqa: F811
+    grain = pytest.importorskip("grain")
+    records = fixed_records(120)
+    with client.writer(
+        "coco", shard_size=3000, format="array_record", format_options={"group_size": 8}
+    ) as w:
+        for record in records:
+            w.write(record)
+    v = w.version
+    source = v.data_source("train")
+    assert len(source) == 120 and len(v.shards) > 2
+    assert source[37] == records[37] and source[-1] == records[-1]
+    got = list(grain.MapDataset.source(source).map(len))
+    assert got == [len(r) for r in records]
+    loader = grain.DataLoader(
+        data_source=source,
+        sampler=grain.samplers.IndexSampler(
+            num_records=len(source), shuffle=True, seed=3, num_epochs=1
+        ),
+        worker_count=0,
+    )
+    assert sorted(loader) == sorted(records)
+    import pickle
+
+    assert pickle.loads(pickle.dumps(source))[5] == records[5]
+    source.close()
+    with client.writer("pets") as w:
+        w.write(records[0])
+    with pytest.raises(UnsupportedFormat, match="no index"):
+        w.version.data_source("train")
