@@ -215,3 +215,42 @@ def test_a_version_is_a_grain_data_source(client: rk.Client) -> None:  # noqa: F
         w.write(records[0])
     with pytest.raises(UnsupportedFormat, match="no index"):
         w.version.data_source("train")
+
+
+def test_convert_keeps_the_content_digest_and_the_shards(client: rk.Client) -> None:  # noqa: F811
+    records = fixed_records(200)
+    with client.writer("coco", shard_size=3000, compression="gzip", date="2026-11-01") as w:
+        for i, record in enumerate(records):
+            w.write(record, split="train" if i % 4 else "test")
+    v1 = w.version
+    converted = client.convert(v1.name, to="array_record", format_options={"group_size": 2})
+    assert converted.name != v1.name and converted.content_digest == v1.content_digest
+    assert {s.format for s in converted.shards} == {"array_record"}
+    assert [(s.split, s.index, s.records_sha256) for s in converted.shards] == [
+        (s.split, s.index, s.records_sha256) for s in v1.shards
+    ]
+    assert converted.verify(deep=True).ok
+    back = client.convert(converted, to="tfrecord")
+    assert back.content_digest == v1.content_digest
+    assert {(s.format, s.compression) for s in back.shards} == {("tfrecord", "none")}
+
+
+def test_the_convert_command(
+    client: rk.Client,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from typer.testing import CliRunner
+
+    from recordkeeper.cli import app
+    from recordkeeper.cli import versions as cli_versions
+
+    with client.writer("coco", shard_size=3000) as w:
+        for record in fixed_records(50):
+            w.write(record)
+    monkeypatch.setattr(cli_versions, "connect", lambda storage_options=None: client)
+    result = CliRunner().invoke(
+        app, ["convert", w.version.name, "--to", "array_record", "--group-size", "4"]
+    )
+    assert result.exit_code == 0, result.output
+    name, digest = result.output.strip().split("\t")
+    assert digest == w.version.content_digest and name != w.version.name
