@@ -37,7 +37,7 @@ from recordkeeper.registry import (
     DuplicateWarning,
     Registry,
 )
-from recordkeeper.writer import VersionWriter
+from recordkeeper.writer import VersionWriter, convert
 
 if TYPE_CHECKING:
     import httpx
@@ -172,6 +172,7 @@ class Client:
     # writing (recordkeeper.writer, recordkeeper.publish)
     writer = _on_registry(VersionWriter)
     publish = _on_registry(publish)
+    convert = _on_registry(convert)
 
     # lineage (recordkeeper.lineage, recordkeeper.pinned, recordkeeper.lineage_queue)
     register_checkpoint = _on_http(lineage_calls.register_checkpoint)

@@ -89,6 +89,8 @@ class ShardFile:
     uri: str
     compression: str | None = None
     expected_records: int | None = None
+    #: the record format (``tfrecord``, ``array_record``, ``riegeli``); None: detected
+    format: str | None = None
 
     @property
     def name(self) -> str:

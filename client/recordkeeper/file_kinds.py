@@ -10,7 +10,7 @@ import io
 from typing import Any
 
 from recordkeeper.core.file_kinds import HEAD_SIZE, TAIL_SIZE, FileKind, sniff
-from recordkeeper.tfrecord import masked_crc32c
+from recordkeeper.streaming import masked_crc32c
 
 __all__ = ["FileKind", "describe_bytes", "describe_file"]
 

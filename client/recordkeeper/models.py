@@ -476,6 +476,47 @@ class DatasetVersion:
         """The shard URIs of ``split`` in index order (``KeyError`` naming the splits if absent)."""
         return self.split(split).uris
 
+    def record(
+        self, split: str, index: int, *, storage_options: Mapping[str, Any] | None = None
+    ) -> bytes:
+        """Record ``index`` of ``split`` (counting across its shards in order), read by position.
+
+        For formats with an index (ArrayRecord): the shard's footer and the one chunk holding
+        the record are read, every checksum of them checked; nothing else of the split.  Other
+        formats raise :class:`~recordkeeper.errors.UnsupportedFormat` (read them in order with
+        :meth:`tf_dataset`).  Each call opens the shard again: for many records in a row, use
+        ``recordkeeper.formats.get(shard.format).open_random_access(shard.uri)``.
+        """
+        from recordkeeper import formats
+
+        self.ensure_readable()
+        start = 0
+        for shard in self.split(split).shards:
+            if index < start + shard.record_count:
+                options = storage_options if storage_options is not None else self.storage_options
+                reader = formats.get(shard.format).open_random_access(shard.uri, options)
+                try:
+                    return reader[index - start]
+                finally:
+                    reader.close()
+            start += shard.record_count
+        raise IndexError(f"{self.name} {split}: record {index} is out of range ({start} records)")
+
+    def data_source(self, split: str, *, storage_options: Mapping[str, Any] | None = None) -> Any:
+        """The split as a random-access data source (``len()``, ``source[i]`` → bytes): what
+        Grain takes (``grain.MapDataset.source(v.data_source("train"))``, ``grain.DataLoader``).
+
+        Needs shards with an index (ArrayRecord); others raise
+        :class:`~recordkeeper.errors.UnsupportedFormat`.  See
+        :class:`recordkeeper.formats.sources.VersionSource`.
+        """
+        from recordkeeper.formats.sources import VersionSource
+
+        self.ensure_readable()
+        options = storage_options if storage_options is not None else self.storage_options
+        shards = [(s.uri, s.format, s.record_count) for s in self.split(split).shards]
+        return VersionSource(self.name, split, shards, options)
+
     def split(self, split: str) -> Split:
         """One split (``KeyError`` naming the splits if absent)."""
         try:

@@ -3,8 +3,9 @@
 Steps: check the shard URIs against the service's allowed roots (before any reading), stage a
 version, read every shard once — in parallel across shards, hashing, counting records,
 checking every record CRC and inferring the schema in the same pass
-(:func:`recordkeeper.tfrecord.scan_shard`) — then register the shards with their storage
-identity and commit.  Any failure abandons the staged version and deletes copies already made.
+(the format's scan, :mod:`recordkeeper.formats`: TFRecord, ArrayRecord and Riegeli files are
+told apart by their first bytes) — then register the shards with their storage identity and
+commit.  Any failure abandons the staged version and deletes copies already made.
 
 Copying (``copy_to``) reads every shard twice: a first pass hashes, which gives the content
 digest before anything is staged; the version is then staged with that digest
@@ -29,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from recordkeeper import local_files
+from recordkeeper import formats, local_files
 from recordkeeper._parallel import parallel_map, use_processes
 from recordkeeper.core.errors import (
     CorruptShard,
@@ -64,12 +65,13 @@ from recordkeeper.storage import (
 
 if TYPE_CHECKING:
     from recordkeeper.registry import Registry
-    from recordkeeper.tfrecord import ShardStats
+    from recordkeeper.streaming import ShardStats
 
 __all__ = [
     "check_allowed",
     "copy_target",
     "detect_file_compression",
+    "detect_file_format",
     "publish",
     "scan_bytes",
     "scan_file",
@@ -96,22 +98,30 @@ class _Prefixed:
         self._raw.close()
 
 
-def detect_file_compression(uri: str, storage_options: Mapping[str, Any] | None) -> str:
-    """The compression of a TFRecord file, from its first 64 bytes (``CorruptShard`` if none)."""
+_HEAD = 64  # first bytes read to tell the format (the Riegeli signature is 64 bytes)
+
+
+def detect_file_format(uri: str, storage_options: Mapping[str, Any] | None) -> tuple[str, str]:
+    """``(format, compression)`` of a record file from its first 64 bytes (``CorruptShard``
+    naming what it looks like if no format claims it)."""
     with open_read(uri, storage_options) as fh, storage_errors(uri):
-        head = fh.read(64)
-    return _compression_of(uri, head)
+        head = fh.read(_HEAD)
+    return _format_of(uri, head)
 
 
-def _compression_of(uri: str, head: bytes) -> str:
-    from recordkeeper.tfrecord import detect_compression
+def detect_file_compression(uri: str, storage_options: Mapping[str, Any] | None) -> str:
+    """The compression of a record file, from its first 64 bytes (``CorruptShard`` if none)."""
+    return detect_file_format(uri, storage_options)[1]
 
-    found = detect_compression(head)
+
+def _format_of(uri: str, head: bytes) -> tuple[str, str]:
+    found = formats.detect(head)
     if found is None:
         kind = describe_bytes(head)
         raise CorruptShard(
             f"{uri} is not a TFRecord file: it looks like {kind.description} (neither a valid "
-            "record header nor a gzip/zlib stream at its start)",
+            "record header nor a gzip/zlib stream at its start, nor a Riegeli/ArrayRecord "
+            "file signature)",
             uri=uri,
             offset=0,
             looks_like=kind.kind,
@@ -132,22 +142,21 @@ def scan_file(
 
     Returns the REST shard registration (URI is ``dest`` when copying).
     """
-    from recordkeeper.tfrecord import scan_shard
-
     if before is None:
         before = stat_object(shard.uri, storage_options)
     raw: Any = open_read(shard.uri, storage_options, size=before.size)
-    compression = shard.compression
-    if compression is None:  # detect from the first bytes of the one read we make
+    compression, fmt = shard.compression, shard.format
+    if compression is None or fmt is None:  # detect from the first bytes of the one read
         with storage_errors(shard.uri):
-            head = raw.read(64)
-        compression = _compression_of(shard.uri, head)
+            head = raw.read(_HEAD)
+        fmt, detected = _format_of(shard.uri, head)
+        compression = compression if fmt == "tfrecord" and compression else detected
         raw = _Prefixed(head, raw)
     sink = open_write(dest, dest_options) if dest else None
     try:
         with storage_errors(shard.uri):
             reader = ProgressReader(raw, advance, sink)
-            stats = scan_shard(reader, compression, size=before.size)
+            stats = formats.get(fmt).scan(reader, compression, size=before.size)
         if sink is not None:
             with storage_errors(dest or ""):
                 sink.close()
@@ -178,11 +187,12 @@ def scan_file(
 
 def scan_bytes(shard: ShardFile, data: bytes, stat: ObjectStat) -> dict[str, Any]:
     """:func:`scan_file` for a shard already read whole, with the identity of what was read."""
-    from recordkeeper.tfrecord import scan_shard
-
-    compression = shard.compression or _compression_of(shard.uri, data[:64])
+    compression, fmt = shard.compression, shard.format
+    if compression is None or fmt is None:
+        fmt, detected = _format_of(shard.uri, data[:_HEAD])
+        compression = compression if fmt == "tfrecord" and compression else detected
     with storage_errors(shard.uri):
-        stats = scan_shard(io.BytesIO(data), compression)
+        stats = formats.get(fmt).scan(io.BytesIO(data), compression)
     _check_expected(shard, stats)
     return _registration(shard, stats, compression, shard.uri, stat.identity)
 
@@ -211,6 +221,7 @@ def _registration(
         crc32c=stats.crc32c,
         records_sha256=stats.records_sha256,
         record_count=stats.record_count,
+        format=stats.format,
         storage_identity=identity,
     )
     return record.to_wire(schema=stats.schema.to_dict() if stats.schema is not None else None)
@@ -500,9 +511,10 @@ def publish(
         if copy_to is not None:
             prefix = staged.storage_prefix
             for i, shard in enumerate(shards):
-                comp = shard.compression  # None: decided after detection below
-                if comp is None:
-                    comp = detect_file_compression(shard.uri, options)
+                comp, fmt = shard.compression, shard.format  # None: detected below
+                if comp is None or fmt is None:
+                    fmt, detected = detect_file_format(shard.uri, options)
+                    comp = comp if fmt == "tfrecord" and comp else detected
                     shards[i] = ShardFile(
                         shard.split,
                         shard.index,
@@ -510,11 +522,19 @@ def publish(
                         shard.uri,
                         comp,
                         shard.expected_records,
+                        fmt,
                     )
+                # a Riegeli file is copied as .riegeli; scanning may find it an ArrayRecord
+                # file (the registered format says so whatever the suffix)
                 dests[i] = join_uri(
                     prefix,
                     shard_file_name(
-                        shard.split, shard.index, shard.count, compression_suffix(comp)
+                        shard.split,
+                        shard.index,
+                        shard.count,
+                        compression_suffix(comp)
+                        if fmt == "tfrecord"
+                        else formats.get(fmt).file_suffix(comp),
                     ),
                 )
             copies = [d for d in dests if d]

@@ -13,39 +13,48 @@ and CRC32C of the stored bytes, sha256 of the uncompressed record stream, record
 the inferred :class:`~recordkeeper.core.schema.Schema`); :func:`scan_shard` computes the same from
 an existing file, checking every record CRC on the way.  Both batch records so that per-record
 work happens in C, and hash, compress and do I/O on a background thread (those release the GIL).
+The format-neutral parts (the digests, the worker, sources and sinks, :class:`ShardStats`) live
+in :mod:`recordkeeper.streaming`, shared with the other formats; this module is TFRecord's
+framing and compression.  Other modules reach it through :mod:`recordkeeper.formats`.
 """
 
 from __future__ import annotations
 
-import bz2
-import dataclasses
 import functools
-import gzip
-import hashlib
 import io
-import lzma
 import os
-import stat
 import struct
 import sys
-import zipfile
 import zlib
 from array import array
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from itertools import chain
 from types import TracebackType
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 from crc32c import crc32c
 
 from recordkeeper import _native
-from recordkeeper.core.errors import CorruptShard, InvalidInput, InvalidRecord
-from recordkeeper.core.schema import Schema
+from recordkeeper.core.errors import CorruptShard, InvalidInput
 from recordkeeper.core.shards import COMPRESSIONS, Compression
 from recordkeeper.schema_inference import SchemaInferencer
+from recordkeeper.streaming import _FILE_WRITE as _FILE_WRITE
+from recordkeeper.streaming import (
+    READ_INTO_SIZE,
+    READ_SIZE,
+    BinarySink,
+    BinarySource,
+    Bytes,
+    Digests,
+    ShardStats,
+    Worker,
+    chunks_into,
+    masked_crc32c,
+    record_bytes,
+    source_size,
+    stored_chunks,
+    write_fd,
+)
 
 __all__ = [
     "Compression",
@@ -59,6 +68,7 @@ __all__ = [
     "record_bytes",
     "scan_shard",
     "source_size",
+    "write_fd",
 ]
 
 _MASK_DELTA = 0xA282EAD8
@@ -68,12 +78,11 @@ _U32LE = struct.Struct("<I")
 _BATCH_BYTES = 1 << 20  # records are framed and parsed in batches of about this size ...
 _STORE_BYTES = 8 << 20  # ... and hashed, compressed and written in batches of this size
 _FIRST_BUFFER = 64 << 10  # a shard's first framing buffer; each new one doubles, to _STORE_BYTES
-_FILE_WRITE = 256 << 10  # local files are written in write() calls of at most this size
 # Sinks whose write() copies (or writes out) the bytes before returning: the framing buffers
 # handed to them are reused.  Others may keep what they were given; they get fresh buffers.
 _COPYING_SINKS = (io.BufferedWriter, io.BufferedRandom, io.FileIO, io.BytesIO)
-_READ_SIZE = 8 << 20
-_READ_INTO_SIZE = 2 << 20  # scan_shard's reused buffer: stays in cache for the hash and the CRCs
+_READ_SIZE = READ_SIZE  # read at call time: tests make it small
+_READ_INTO_SIZE = READ_INTO_SIZE  # scan_shard's reused buffer
 _WBITS = {"gzip": 31, "zlib": 15}  # zlib window bits selecting the container format
 _MEM_LEVEL = 9  # TensorFlow's: with the same zlib, gzip/zlib output matches its byte for byte
 _MAX_INFLATE_RATIO = 1032  # deflate's limit: a 258-byte match costs at least a 2-bit code
@@ -86,13 +95,6 @@ _ADD_4 = (4).__add__
 #: (its claim cannot be checked before its bytes arrive): its data is CRC-checked as it streams
 #: by, or, where the record itself is wanted, refused.
 _UNSIZED_FRAME_MAX = 64 << 20
-_DECOMPRESSING = (gzip.GzipFile, bz2.BZ2File, lzma.LZMAFile, zipfile.ZipExtFile)
-
-
-def masked_crc32c(data: bytes | memoryview) -> int:
-    """The masked CRC32C that TFRecord framing stores for ``data``."""
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _U32
 
 
 def _masked_all(crcs: list[int]) -> array[int]:
@@ -115,31 +117,6 @@ def _lane_constants(n: int) -> tuple[int, int, int, int]:
         return int.from_bytes(array("Q", [value]).tobytes() * n, sys.byteorder)
 
     return lanes((1 << 17) - 1), lanes(_U32 ^ ((1 << 17) - 1)), lanes(_MASK_DELTA), lanes(_U32)
-
-
-Bytes = bytes | bytearray | memoryview  # what the writer hashes and hands to its sink
-
-
-def write_fd(fd: int, data: Bytes) -> None:
-    """Write all of ``data`` to a file descriptor in ``write()`` calls of at most 256 KiB.
-
-    Linux sizes a file's page-cache folios by the write: a write of 2 MiB or more asks for
-    2 MiB folios.  On a VM that hands free memory back to its host (virtio-balloon free page
-    reporting: free 2 MiB blocks are reported), such folios come from memory the host must
-    fault in again: 200 MB written in 2-8 MiB calls took 0.5-0.8 s of CPU here, in 64-512 KiB
-    calls ~0.06 s.  Smaller folios come from memory that stayed with the guest.  The pieces
-    cost a few hundred syscalls per 100 MB elsewhere.  With the C extension the loop runs
-    without the GIL.
-    """
-    speedups = _native.speedups
-    write_chunks = None if speedups is None else getattr(speedups, "write_chunks", None)
-    if write_chunks is not None:
-        write_chunks(fd, data, _FILE_WRITE)
-        return
-    with memoryview(data) as whole, whole.cast("B") as view:
-        done = 0
-        while done < len(view):
-            done += os.write(fd, view[done : done + _FILE_WRITE])
 
 
 class _Headers(dict[int, bytes]):
@@ -195,138 +172,6 @@ def detect_compression(first_bytes: bytes) -> Compression | None:
     return None
 
 
-@dataclass(frozen=True)
-class ShardStats:
-    """What a shard is: digests of its stored bytes and of its records, and its schema.
-
-    ``sha256`` and ``crc32c`` cover the stored (possibly compressed) bytes; ``crc32c`` is the
-    big-endian CRC32C as 8 hex digits (GCS reports the same value, base64-encoded).
-    ``records_sha256`` covers the uncompressed framed record stream, so it does not change when
-    a shard is recompressed.  ``schema`` is None when inference was switched off.
-    """
-
-    sha256: str
-    crc32c: str
-    records_sha256: str
-    record_count: int
-    size: int
-    compression: Compression
-    schema: Schema | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The stats under the shard record's field names, and the schema as its JSON form."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["schema"] = None if self.schema is None else self.schema.to_dict()
-        return out
-
-
-class _Digests:
-    """Hashes of the stored and of the uncompressed bytes, and the stored size."""
-
-    def __init__(self, compression: Compression, *, crc: bool = True) -> None:
-        self.compression = compression
-        self.stored = hashlib.sha256()
-        self.records = self.stored if compression == "none" else hashlib.sha256()
-        self.crc: int | None = 0 if crc else None  # None: not computed
-        self.size = 0
-
-    def add(self, stored: Bytes, records: Bytes = b"") -> None:
-        """Account for stored bytes and for the uncompressed bytes they hold (if compressed)."""
-        self.measure(stored)
-        self.hash(stored, records)
-
-    def measure(self, stored: Bytes) -> None:
-        """The cheap part of :meth:`add`: CRC32C (14 GB/s) and size."""
-        if self.crc is not None:
-            self.crc = crc32c(stored, self.crc)
-        self.size += len(stored)
-
-    def hash(self, stored: Bytes, records: Bytes = b"") -> None:
-        """The expensive part of :meth:`add`: sha256 (a single C call per digest)."""
-        self.stored.update(stored)
-        if records and self.records is not self.stored:
-            self.records.update(records)
-
-    def stats(self, record_count: int, schema: Schema | None) -> ShardStats:
-        return ShardStats(
-            sha256=self.stored.hexdigest(),
-            crc32c="" if self.crc is None else f"{self.crc:08x}",
-            records_sha256=self.records.hexdigest(),
-            record_count=record_count,
-            size=self.size,
-            compression=self.compression,
-            schema=schema,
-        )
-
-
-class _Worker:
-    """Runs jobs in order on a background thread, with at most ``depth`` jobs in flight.
-
-    Hashing, compression and file I/O release the GIL, so they overlap with the framing and
-    parsing the calling thread does meanwhile.  Each of a job's C calls needs the GIL back when
-    it returns, which can take a thread switch interval (5 ms) while the caller is busy: jobs
-    should be large, and several may queue.  A job's exception surfaces on a later call.
-
-    The thread starts with the second job: a shard of one chunk (a small shard, read or written
-    whole) runs its one job in the caller at :meth:`close`, without starting a thread.
-    """
-
-    def __init__(self, depth: int = 2) -> None:
-        self._pool: ThreadPoolExecutor | None = None
-        self._pending: deque[Future[None]] = deque()
-        self._depth = depth
-        self._first: tuple[Callable[..., None], tuple[Any, ...]] | None = None
-
-    def submit(self, fn: Callable[..., None], *args: Any) -> None:
-        if self._pool is None:
-            if self._first is None:
-                self._first = (fn, args)
-                return
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="recordkeeper-io")
-            first, self._first = self._first, None
-            self._pending.append(self._pool.submit(first[0], *first[1]))
-        while len(self._pending) >= self._depth:
-            self._pending.popleft().result()
-        self._pending.append(self._pool.submit(fn, *args))
-
-    def close(self) -> None:
-        if self._pool is None:
-            if self._first is not None:
-                first, self._first = self._first, None
-                first[0](*first[1])
-            return
-        try:
-            while self._pending:
-                self._pending.popleft().result()
-        finally:
-            self._pool.shutdown(wait=True)
-
-    def abandon(self) -> None:
-        """Stop without raising: drop waiting jobs, let a running one end."""
-        self._first = None
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-
-
-class BinarySink(Protocol):
-    """What :class:`TFRecordWriter` writes to: a binary file, an upload pipe, …
-
-    ``write()`` may be given a ``memoryview``.  A sink that copies (or writes out) what it is
-    given before ``write()`` returns may say so with a class attribute ``copies_writes = True``
-    (regular files and ``io.BytesIO`` are known to): the writer then reuses its buffers.
-    """
-
-    def write(self, data: Bytes, /) -> int: ...
-
-    def flush(self) -> None: ...
-
-
-class BinarySource(Protocol):
-    """What :func:`iter_records` and :func:`scan_shard` read from: ``read(size)`` → bytes."""
-
-    def read(self, size: int = -1, /) -> bytes: ...
-
-
 class TFRecordWriter:
     """Write TFRecord framing to a binary file object (or a local path) and describe the shard.
 
@@ -370,7 +215,7 @@ class TFRecordWriter:
         # Uncompressed, the stored bytes are the framed ones: their CRC32C is computed where
         # they are framed (in C, while each frame is in the cache), not by the worker.
         self._crc: int | None = 0 if self.compression == "none" else None
-        self._digests = _Digests(self.compression, crc=self._crc is None)
+        self._digests = Digests(self.compression, crc=self._crc is None)
         self._inferencer = SchemaInferencer() if infer_schema else None
         self._headers = _Headers()
         self._batch: list[bytes] = []
@@ -385,7 +230,7 @@ class TFRecordWriter:
             getattr(self._file, "copies_writes", False) is True
         )
         self._count = 0
-        self._worker = _Worker()
+        self._worker = Worker()
         self._stats: ShardStats | None = None
 
     @property
@@ -578,97 +423,7 @@ class TFRecordWriter:
                 self._owned.close()
 
 
-def record_bytes(record: Any) -> bytes:
-    """A record as bytes: bytes-like objects as given, messages serialized deterministically.
-
-    This is the one place recordkeeper turns a record into bytes (the writer, the TFRecord
-    writer and the Beam sink all call it).  A protobuf message (``tf.train.Example``, ...) is
-    serialized with ``SerializeToString(deterministic=True)``: map fields — an Example's
-    ``features.feature`` is one — are written in key order, where the default order changes
-    from one process to the next, so the same data always has the same bytes and therefore the
-    same content digest (``DuplicateWarning`` instead of a new version).  An object whose
-    ``SerializeToString`` takes no ``deterministic`` argument is serialized as it serializes
-    itself.  Bytes given are hashed as given: recordkeeper never re-encodes them.
-
-    Anything else raises :class:`~recordkeeper.errors.InvalidRecord` (an ``InvalidInput`` that
-    is also a ``TypeError``).
-    """
-    if isinstance(record, bytes | bytearray | memoryview):
-        return bytes(record)
-    serialize = getattr(record, "SerializeToString", None)
-    if serialize is None:
-        raise InvalidRecord(
-            f"a record must be bytes or a message with SerializeToString, "
-            f"not {type(record).__name__}"
-        )
-    try:
-        return bytes(serialize(deterministic=True))
-    except TypeError:  # not a protobuf message: a SerializeToString of its own
-        return bytes(serialize())
-
-
 # --------------------------------------------------------------------------- reading
-
-
-def _stored_chunks(fileobj: BinarySource) -> Iterator[bytes]:
-    while chunk := fileobj.read(_READ_SIZE):
-        yield chunk
-
-
-def _chunks_into(readinto: Callable[[memoryview], int | None]) -> Iterator[memoryview]:
-    """The stream read by ``readinto`` into one reused buffer, as views of it.
-
-    Each view is valid only until the next one is asked for: whoever takes one must be done
-    with it (hashed, checked, anything kept copied) by then.  A buffer of about a megabyte is
-    still in the CPU's cache when the hash and the record CRCs read it, where fresh 8 MiB
-    ``bytes`` from ``read`` cost page faults and three trips to memory.
-    """
-    view = memoryview(bytearray(_READ_INTO_SIZE))
-    while n := readinto(view):
-        yield view[:n]
-
-
-def source_size(fileobj: Any) -> int | None:
-    """How many bytes a binary source still holds from its current position, if it can tell
-    without reading: regular files (by their descriptor), fsspec files (their ``size``),
-    ``io.BytesIO``, and any other seekable source by seeking to its end and back (not the
-    decompressing readers, whose seek inflates everything).  Anything else (a pipe, a
-    decompressing reader, a wrapper without ``seek``) gives None.
-    """
-    try:
-        here = fileobj.tell()
-    except (AttributeError, OSError, ValueError):
-        return None
-    if not isinstance(here, int):
-        return None
-    total: int | None = None
-    if isinstance(fileobj, io.BytesIO):
-        with fileobj.getbuffer() as view:
-            total = view.nbytes
-    elif isinstance(size := getattr(fileobj, "size", None), int) and not isinstance(size, bool):
-        total = size  # fsspec's AbstractBufferedFile
-    else:
-        try:
-            status = os.fstat(fileobj.fileno())
-        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
-            return _size_by_seeking(fileobj, here)
-        if stat.S_ISREG(status.st_mode):
-            total = status.st_size
-    return None if total is None else max(total - here, 0)
-
-
-def _size_by_seeking(fileobj: Any, here: int) -> int | None:
-    """What a seekable source holds after ``here``: seek to its end, tell, seek back."""
-    if isinstance(fileobj, _DECOMPRESSING):
-        return None
-    try:
-        if not fileobj.seekable():
-            return None
-        end = fileobj.seek(0, os.SEEK_END)
-        fileobj.seek(here)
-    except (AttributeError, OSError, ValueError, TypeError):
-        return None
-    return max(end - here, 0) if isinstance(end, int) and not isinstance(end, bool) else None
 
 
 class _InflateError(Exception):
@@ -1121,7 +876,7 @@ def iter_records(
     if size is None:
         size = source_size(fileobj)
     batches = _record_batches(
-        _stored_chunks(fileobj), compression, _Deframer(verify_crc), size=size
+        stored_chunks(fileobj, _READ_SIZE), compression, _Deframer(verify_crc), size=size
     )
     return chain.from_iterable(batches)
 
@@ -1151,7 +906,7 @@ def scan_shard(
     compression = normalize_compression(compression)
     if size is None:
         size = source_size(fileobj)
-    digests = _Digests(compression, crc=stored_crc32c)
+    digests = Digests(compression, crc=stored_crc32c)
     inferencer = SchemaInferencer() if infer_schema else None
     if inferencer is not None and _native.speedups is not None:
         # C scans, checks and summarises records without the GIL or a copy of each
@@ -1159,7 +914,7 @@ def scan_shard(
         inferencer = None
     else:
         deframer = _Deframer(verify_crc=True, copy=infer_schema)  # records only for inference
-    worker = _Worker()
+    worker = Worker()
 
     def on_chunk(stored: bytes | memoryview, data: bytes | memoryview) -> None:
         digests.measure(stored)  # in this thread: the CRC releases the GIL, which lets
@@ -1173,9 +928,9 @@ def scan_shard(
         chunks: Iterator[bytes] | Iterator[memoryview]
         # the hash is done with a chunk before the next is read, unless it is in the background
         if callable(readinto) and compression == "none" and not hash_in_background:
-            chunks = _chunks_into(readinto)
+            chunks = chunks_into(readinto, _READ_INTO_SIZE)
         else:
-            chunks = _stored_chunks(fileobj)
+            chunks = stored_chunks(fileobj, _READ_SIZE)
         for records in _record_batches(chunks, compression, deframer, on_chunk, size):
             if inferencer is not None:
                 inferencer.add_many(records)

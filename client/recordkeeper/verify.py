@@ -38,7 +38,7 @@ from typing import Any
 
 from recordkeeper._parallel import parallel_map, use_processes
 from recordkeeper.backends import StorageProfile
-from recordkeeper.core.errors import CorruptShard, StorageError
+from recordkeeper.core.errors import CorruptShard, StorageError, UnsupportedFormat
 from recordkeeper.models import DatasetVersion, Reason, Shard, ShardProblem, VerifyReport
 from recordkeeper.object_batches import (
     DEFAULT_CONCURRENCY,
@@ -202,7 +202,8 @@ def _deep_read(
     hash_in_background: bool = True,
 ) -> tuple[ShardProblem | None, int]:
     """One read of the shard: its problem as these bytes show it, and the bytes read."""
-    from recordkeeper.tfrecord import scan_shard, source_size
+    from recordkeeper import formats
+    from recordkeeper.streaming import source_size
 
     try:
         raw = open_read(shard.uri, storage_options)
@@ -214,7 +215,7 @@ def _deep_read(
     try:
         with storage_errors(shard.uri):
             try:
-                stats = scan_shard(
+                stats = formats.get(shard.format).scan(
                     reader,
                     shard.compression,
                     infer_schema=False,
@@ -222,7 +223,8 @@ def _deep_read(
                     stored_crc32c=False,
                     hash_in_background=hash_in_background,
                 )
-            except CorruptShard as exc:
+            except (CorruptShard, UnsupportedFormat) as exc:
+                # (a shard now holding what its format's reader cannot decode has changed)
                 corrupt = ShardProblem(
                     shard,
                     "corrupt",

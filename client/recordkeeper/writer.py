@@ -67,6 +67,7 @@ from recordkeeper.provenance import build_provenance
 from recordkeeper.storage import (
     discard_upload,
     join_uri,
+    open_read,
     open_write,
     profile_of,
     remove,
@@ -78,11 +79,13 @@ from recordkeeper.storage import (
 )
 
 if TYPE_CHECKING:
+    from recordkeeper.formats import ShardWriter
     from recordkeeper.registry import Registry
-    from recordkeeper.tfrecord import ShardStats, TFRecordWriter
+    from recordkeeper.streaming import ShardStats
 
 __all__ = [
     "VersionWriter",
+    "convert",
     "finalize_shard",
     "open_shard",
     "parse_size",
@@ -246,7 +249,7 @@ class _LocalSink:
             self._fd = self._file.fileno()
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
-        from recordkeeper.tfrecord import write_fd  # loaded with the TFRecordWriter already
+        from recordkeeper.streaming import write_fd  # loaded with the shard writer already
 
         with storage_errors(self.uri):
             write_fd(self._fd, data)
@@ -297,10 +300,19 @@ def shard_is_full(compression: str, framed_bytes: int, stored_bytes: int, shard_
     return compression == "none" or stored_bytes >= shard_size
 
 
-def temp_shard_name(split: str, key: int | str, compression: str) -> str:
+def shard_suffix(compression: str, format: str = "tfrecord") -> str:
+    """A written shard's suffix: ``.tfrecord[.gz]``, ``.array_record`` (the format's)."""
+    if format == "tfrecord":
+        return compression_suffix(compression)
+    from recordkeeper import formats
+
+    return formats.get(format).file_suffix(compression)
+
+
+def temp_shard_name(split: str, key: int | str, compression: str, format: str = "tfrecord") -> str:
     """Where a shard is written before its final name is known: ``_incomplete/{split}-{key}``."""
     key_text = f"{key:05d}" if isinstance(key, int) else key
-    return f"_incomplete/{split}-{key_text}{compression_suffix(compression)}"
+    return f"_incomplete/{split}-{key_text}{shard_suffix(compression, format)}"
 
 
 def open_shard(
@@ -309,22 +321,32 @@ def open_shard(
     storage_options: Mapping[str, Any] | None,
     *,
     root: str | None = None,
-) -> tuple[_UploadPipe | _LocalSink, TFRecordWriter]:
+    format: str = "tfrecord",
+    format_options: Mapping[str, Any] | None = None,
+) -> tuple[_UploadPipe | _LocalSink, ShardWriter]:
     """Start one shard at ``uri``: a framing, hashing, schema-inferring writer over an upload.
 
-    Write records to the returned :class:`~recordkeeper.tfrecord.TFRecordWriter`; its
+    ``format`` picks the record format's writer (:func:`recordkeeper.formats.get`), with its
+    ``format_options``.  Write records to the returned writer; its
     ``close()`` gives the shard's stats, then ``pipe.finish()`` and ``pipe.join()`` end the
     upload (``pipe.abort()`` discards it); local files are written directly — created
     exclusively inside ``root`` (the version's storage root), never through a link: a link or
     file planted at ``uri`` raises :class:`~recordkeeper.core.errors.UnsafeStoragePath`.
     """
-    from recordkeeper.tfrecord import TFRecordWriter  # not at import: rk stays light
+    from recordkeeper import formats  # not at import: rk stays light
 
+    fmt = formats.get(format)
+    if not fmt.writable:
+        raise InvalidRequest(f"recordkeeper cannot write {fmt.description} shards")
     # a local file needs no upload thread
     pipe: _UploadPipe | _LocalSink = (
         _LocalSink(uri, root) if profile_of(uri).local else _UploadPipe(uri, storage_options)
     )
-    return pipe, TFRecordWriter(pipe, compression=compression)
+    try:
+        return pipe, fmt.open_writer(pipe, compression, options=format_options)
+    except BaseException:
+        pipe.abort()
+        raise
 
 
 def finalize_shard(
@@ -368,6 +390,7 @@ def finalize_shard(
         crc32c=stats.crc32c,
         records_sha256=stats.records_sha256,
         record_count=stats.record_count,
+        format=stats.format,
         storage_identity=stat.identity,
     )
     schema = stats.schema.to_dict() if stats.schema is not None else None
@@ -426,14 +449,27 @@ class VersionWriter:
         code: Any = "auto",
         note: str | None = None,
         provenance: Mapping[str, Any] | None = None,
+        format: str = "tfrecord",
+        format_options: Mapping[str, Any] | None = None,
     ) -> None:
         """Provenance (docs/provenance.md): ``parents`` (``"coco@v2"``, ``"coco@v2:labels"``,
         versions), ``sources`` (URIs, listed now), ``params`` (a mapping or a YAML/JSON file),
         ``code`` (``"auto"``: git around the entry script; a path; None: not recorded),
         ``note``; or a whole ``provenance`` document
         (:func:`recordkeeper.provenance.build_provenance`).  Checked before anything is
-        written."""
+        written.  ``format`` is the record format of the shards (:mod:`recordkeeper.formats`),
+        ``format_options`` its options."""
+        from recordkeeper import formats
+
         self._registry = registry
+        self.format = format
+        self.format_options = format_options
+        fmt = formats.get(format)
+        if not fmt.writable:
+            raise InvalidRequest(
+                f"recordkeeper cannot write {fmt.description} shards (it reads, verifies and "
+                "publishes them)"
+            )
         options = storage_options if storage_options is not None else registry.storage_options
         self.provenance = (
             dict(provenance)
@@ -451,9 +487,8 @@ class VersionWriter:
         self.dataset = dataset
         self.root = root
         self.desc = desc
-        from recordkeeper.tfrecord import normalize_compression
-
-        self.compression = normalize_compression(compression)
+        self.compression = fmt.check_compression(compression)
+        fmt.check_options(format_options)  # now, not at the first record
         self.shard_size = parse_size(shard_size)
         self.storage_options = (
             storage_options if storage_options is not None else registry.storage_options
@@ -502,7 +537,7 @@ class VersionWriter:
         """Append one record (serialized ``bytes`` or a message with ``SerializeToString``)."""
         data = record
         if type(record) is not bytes:
-            from recordkeeper.tfrecord import record_bytes  # not at import: rk stays light
+            from recordkeeper.streaming import record_bytes  # not at import: rk stays light
 
             data = record_bytes(record)
         lock = self._lock
@@ -517,6 +552,13 @@ class VersionWriter:
                 self._hand_over(split, current)
         finally:
             lock.release()
+
+    def end_shard(self, split: str = "train") -> None:
+        """Close ``split``'s open shard now: the next record of the split starts a new one
+        (to keep given shard boundaries, as :func:`convert` does).  Nothing open: no-op."""
+        with self._lock:
+            if split in self._open:
+                self._close_shard(split)
 
     @property
     def record_count(self) -> int:
@@ -609,9 +651,14 @@ class VersionWriter:
         self._next_index[split] = index + 1
         while len([s for s in self._done if s.pipe.uploading]) >= _MAX_PENDING_UPLOADS:
             next(s for s in self._done if s.pipe.uploading).pipe.join()
-        temp_uri = join_uri(prefix, temp_shard_name(split, index, self.compression))
+        temp_uri = join_uri(prefix, temp_shard_name(split, index, self.compression, self.format))
         pipe, tfw = open_shard(
-            temp_uri, self.compression, self.storage_options, root=storage_root_of(prefix)
+            temp_uri,
+            self.compression,
+            self.storage_options,
+            root=storage_root_of(prefix),
+            format=self.format,
+            format_options=self.format_options,
         )
         shard = _Shard(split, index, temp_uri, pipe)
         current = self._open[split] = _OpenShard(shard, tfw, min(_BATCH_BYTES, self.shard_size))
@@ -638,7 +685,7 @@ class VersionWriter:
             final = join_uri(
                 prefix,
                 shard_file_name(
-                    shard.split, shard.index, count, compression_suffix(self.compression)
+                    shard.split, shard.index, count, shard_suffix(self.compression, self.format)
                 ),
             )
             shard.final_uri = final
@@ -672,3 +719,57 @@ class VersionWriter:
                     with contextlib.suppress(Exception):
                         remove(uri, self.storage_options)
         self._remove_temp_dir()
+
+
+def convert(
+    registry: Registry,
+    ref: str | DatasetVersion,
+    *,
+    to: str,
+    format_options: Mapping[str, Any] | None = None,
+    desc: str | None = None,
+    root: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    compression: str | None = None,
+) -> DatasetVersion:
+    """A new version holding ``ref``'s records in the record format ``to``, shard for shard.
+
+    Every shard is read with its own format's reader (records checked) and written as one
+    shard of the new format, so splits, shard boundaries and record order are kept and the
+    new version has the same content digest (``records_sha256`` is format-neutral).  It is
+    committed even though its content equals ``ref``'s (that is the point), with
+    ``metadata={"converted_from": <ref's name>, "format": to}``.
+    """
+    from recordkeeper import formats
+
+    source = ref if isinstance(ref, DatasetVersion) else registry.resolve(ref)
+    source.ensure_readable()
+    read_options = storage_options if storage_options is not None else source.storage_options
+    writer = VersionWriter(
+        registry,
+        source.dataset,
+        root=root,
+        desc=desc or f"{to}",
+        compression=compression,
+        shard_size=2**62,  # shards end where the source's end
+        storage_options=storage_options,
+        force_new=True,
+        metadata={"converted_from": source.name, "format": to},
+        format=to,
+        format_options=format_options,
+    )
+    with writer:
+        for split in sorted(source.splits):
+            for shard in source.splits[split].shards:
+                fmt = formats.get(shard.format)
+                with open_read(shard.uri, read_options) as fh, storage_errors(shard.uri):
+                    for record in fmt.iter_records(fh, shard.compression):
+                        writer.write(bytes(record), split=split)
+                writer.end_shard(split)
+    version = writer.version
+    if version.content_digest != source.content_digest:  # pragma: no cover - a bug if seen
+        raise InvalidShard(
+            f"converting {source.name} to {to} changed its content digest "
+            f"({source.content_digest} -> {version.content_digest})"
+        )
+    return version

@@ -203,6 +203,7 @@ def shard_page(
         "crc32c": ["0" * 8] * n,
         "records_sha256": ["cd" * 32] * n,
         "record_count": [10] * n,
+        "format": ["tfrecord"] * n,
         "storage_identity": [None] * n,
         "schema_digest": [None] * n,
     }

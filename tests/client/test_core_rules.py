@@ -128,5 +128,6 @@ def test_rk_shard_is_the_core_record_with_a_read_only_identity() -> None:
         "crc32c",
         "records_sha256",
         "record_count",
+        "format",
         "storage_identity",
     ]

@@ -37,6 +37,7 @@ def wire(**overrides: Any) -> dict[str, Any]:
         "crc32c": "0a1b2c3d",
         "records_sha256": R,
         "record_count": 7,
+        "format": "tfrecord",
         "storage_identity": {"backend": "s3", "etag": '"x"'},
         "schema": None,
     }
@@ -51,6 +52,47 @@ def test_validate_and_wire_round_trip() -> None:
     assert record.to_wire() == {**wire(), "uri": record.uri}
     assert ShardRecord.from_json(record.to_json()) == record
     assert ShardRecord.from_json({**record.to_wire(), "registered_at": "2026-01-01T00:00:00Z"})
+
+
+def test_every_field_round_trips_through_validation() -> None:
+    """A value sent for any input field comes back: none is replaced by its default."""
+    body = wire(format="array_record", compression="none")
+    record = validate_shard(body, AllowedRoots.of(["s3://ml-data"]))
+    assert record.format == "array_record"
+    assert record.to_wire() == {**body, "uri": record.uri}
+    sent = {f.name for f in wire_fields() if f.input}
+    assert sent <= set(body), "wire() must send every input field"
+
+
+def test_a_field_without_a_value_takes_its_default() -> None:
+    body = wire()
+    del body["format"]
+    assert validate_shard(body).format == "tfrecord"  # registrations made before formats
+
+
+def test_a_field_added_to_the_record_is_validated_and_kept() -> None:
+    """validate_shard is derived from the field definitions: a new field round-trips, and its
+    own check runs, without editing validate_shard."""
+    checked: list[object] = []
+
+    def check(value: object, name: str) -> object:
+        checked.append(value)
+        if value == "bad":
+            raise InvalidShard(f"{name} is bad")
+        return value
+
+    meta = {**dataclasses.fields(ShardRecord)[0].metadata, "check": check, "wire": str}
+    extended = dataclasses.make_dataclass(
+        "Extended",
+        [("added", str, dataclasses.field(default="the default", metadata=meta))],
+        bases=(ShardRecord,),
+        frozen=True,
+    )
+    record = validate_shard(wire(added="sent"), record_type=extended)
+    assert record.added == "sent" and checked == ["sent"]  # type: ignore[attr-defined]
+    assert validate_shard(wire(), record_type=extended).added == "the default"  # type: ignore[attr-defined]
+    with pytest.raises(InvalidShard, match="added is bad"):
+        validate_shard(wire(added="bad"), record_type=extended)
 
 
 @pytest.mark.parametrize(
@@ -71,6 +113,10 @@ def test_validate_and_wire_round_trip() -> None:
         ({"sha256": H.upper()}, InvalidHash),
         ({"crc32c": "0A1B2C3D"}, InvalidHash),
         ({"records_sha256": "sha256:" + R}, InvalidHash),
+        ({"format": "parquet"}, InvalidShard),
+        ({"format": None}, InvalidShard),
+        ({"format": "array_record"}, InvalidShard),  # with gzip: compresses inside the file
+        ({"uri": 3}, InvalidShard),
     ],
 )
 def test_validation_errors(overrides: dict[str, Any], error: type[Exception]) -> None:

@@ -63,6 +63,7 @@ def shard(
         "crc32c": f"{index:08x}",
         "records_sha256": sha("records:" + tag),
         "record_count": records,
+        "format": "tfrecord",
         "storage_identity": {"backend": "file", "mtime_ns": 1, "size": 100 + index},
     }
     if schema is True:

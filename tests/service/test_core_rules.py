@@ -114,15 +114,42 @@ def test_shard_record_fields_are_the_rest_models_and_the_table(client: TestClien
     assert set(names) <= columns
 
 
-def test_a_registered_shard_reads_back_as_the_core_record(client: TestClient) -> None:
+@pytest.mark.parametrize("record_format", ["tfrecord", "array_record", "riegeli"])
+def test_a_registered_shard_reads_back_as_the_core_record(
+    client: TestClient, record_format: str
+) -> None:
+    """Every field sent comes back (a new field replaced by its default would fail here: the
+    shard's format, sent as array_record, used to be the kind of field that did)."""
     version = stage(client)
-    body: dict[str, Any] = shard(version["storage_prefix"], 0, 1)
+    body: dict[str, Any] = shard(version["storage_prefix"], 0, 1, format=record_format)
     assert register(client, version["name"], [body]).status_code == 200
     answer = client.get(f"{API}/versions/{version['name']}").json()
     (stored,) = answer["splits"]["train"]["shards"]
     record = ShardRecord.from_json(stored)
     assert record.to_wire(schema=body["schema"]) == body
+    assert stored["format"] == record_format
     assert stored["schema_digest"].startswith("sha256:")
+    compact = client.get(f"{API}/versions/{version['name']}/shards?form=compact").json()
+    assert compact["compact"]["columns"]["format"] == [record_format]
+
+
+def test_a_shard_without_a_format_is_a_tfrecord_one(client: TestClient) -> None:
+    version = stage(client)
+    body: dict[str, Any] = shard(version["storage_prefix"], 0, 1)
+    del body["format"]
+    assert register(client, version["name"], [body]).status_code == 200
+    answer = client.get(f"{API}/versions/{version['name']}").json()
+    assert answer["splits"]["train"]["shards"][0]["format"] == "tfrecord"
+
+
+def test_an_unknown_format_is_refused_with_its_code(client: TestClient) -> None:
+    version = stage(client)
+    bad = shard(version["storage_prefix"], 0, 1, format="parquet")
+    response = register(client, version["name"], [bad])
+    assert response.status_code == 400
+    assert response.headers["x-error-code"] == "invalid_shard"
+    gz = shard(version["storage_prefix"], 0, 1, format="array_record", compression="gzip")
+    assert register(client, version["name"], [gz]).headers["x-error-code"] == "invalid_shard"
 
 
 @pytest.mark.parametrize("text", ["sha256:" + "a" * 64, "a" * 64])

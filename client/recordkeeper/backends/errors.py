@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from recordkeeper.core.errors import StorageError
+from recordkeeper.core.errors import StorageError, UnsupportedFormat
 
 __all__ = ["classify", "storage_errors"]
 
@@ -155,7 +155,7 @@ def storage_errors(uri: str) -> Iterator[None]:
     """Turn backend exceptions raised inside the block into :class:`StorageError`."""
     try:
         yield
-    except StorageError:
+    except (StorageError, UnsupportedFormat):  # ours: a format's reader refusing what it read
         raise
     except Exception as exc:
         # Anything from botocore/aiohttp/gcsfs/OS counts as a storage failure here.

@@ -20,12 +20,12 @@ from typing import Any, Literal
 
 import apache_beam as beam
 
+from recordkeeper import formats
 from recordkeeper.beam._service import ServiceConfig
 from recordkeeper.client import Client
 from recordkeeper.core.errors import CorruptShard
 from recordkeeper.models import DatasetVersion, Shard
 from recordkeeper.storage import open_read, storage_errors
-from recordkeeper.tfrecord import iter_records
 
 __all__ = ["ReadVersion", "read_shard"]
 
@@ -39,7 +39,7 @@ def read_shard(shard: Mapping[str, Any], storage_options: Mapping[str, Any]) -> 
     registered = Shard.from_dict(shard)
     count = 0
     with open_read(registered.uri, storage_options) as fh, storage_errors(registered.uri):
-        for record in iter_records(fh, registered.compression):
+        for record in formats.get(registered.format).iter_records(fh, registered.compression):
             count += 1
             yield bytes(record)
     if count != registered.record_count:

@@ -58,6 +58,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from recordkeeper import formats
 from recordkeeper.beam._commit import check_stored, commit_version, remove_quietly, version_output
 from recordkeeper.beam._service import ServiceConfig, ServiceDoFn
 from recordkeeper.beam.read import ReadVersion
@@ -69,7 +70,7 @@ from recordkeeper.dataset import compression_suffix
 from recordkeeper.models import DatasetVersion
 from recordkeeper.provenance import build_provenance
 from recordkeeper.storage import join_uri, list_files
-from recordkeeper.tfrecord import ShardStats, normalize_compression, record_bytes
+from recordkeeper.streaming import ShardStats, record_bytes
 from recordkeeper.writer import (
     finalize_shard,
     open_shard,
@@ -380,7 +381,7 @@ class WriteVersionedTFRecords(beam.PTransform):
         self.root = root
         self.split = split
         self.shard_size = parse_size(shard_size)
-        self.compression = normalize_compression(compression)
+        self.compression = formats.get("tfrecord").check_compression(compression)
         self.num_shards = num_shards
         self.date = date
         self.force_new = force_new

@@ -1,5 +1,5 @@
-"""Version commands: ``publish``, ``resolve``, ``show``, ``ls``, ``log``, ``verify``,
-``diff``, ``export-tfds``."""
+"""Version commands: ``publish``, ``convert``, ``resolve``, ``show``, ``ls``, ``log``,
+``verify``, ``diff``, ``export-tfds``."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ __all__ = ["register"]
 def register(app: typer.Typer) -> None:
     """Add the version commands to the main app."""
     app.command()(publish)
+    app.command()(convert)
     app.command()(resolve)
     app.command()(show)
     app.command("ls")(list_)
@@ -147,6 +148,48 @@ def publish(
             f"  {split.name:<12} {split.shard_count} shards  {split.record_count} records  "
             f"{size(split.size)}"
         )
+
+
+def convert(
+    ref: Annotated[str, typer.Argument(help="The version to convert: coco@v3, coco@prod, …")],
+    to: Annotated[str, typer.Option("--to", help="Record format: array_record or tfrecord.")],
+    group_size: Annotated[
+        int | None, typer.Option("--group-size", help="ArrayRecord: records per chunk.")
+    ] = None,
+    compression: Annotated[
+        str | None,
+        typer.Option(help="TFRecord: none/gzip/zlib; ArrayRecord: format option, e.g. zstd:3."),
+    ] = None,
+    desc: Annotated[str | None, typer.Option(help="Version description slug.")] = None,
+    root: Annotated[str | None, typer.Option(help="Storage root of the new version.")] = None,
+    storage_option: StorageOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a version's records in another format as a new version (same content digest)."""
+    options = parse_storage_options(storage_option)
+    format_options: dict[str, object] = {}
+    stream_compression = None
+    if group_size is not None:
+        format_options["group_size"] = group_size
+    if compression is not None and to == "tfrecord":
+        stream_compression = compression
+    elif compression is not None:
+        format_options["compression"] = compression
+    client = connect(storage_options=options or None)
+    version = client.convert(
+        ref,
+        to=to,
+        format_options=format_options or None,
+        desc=desc,
+        root=root,
+        compression=stream_compression,
+    )
+    if as_json:
+        data = version.to_dict()
+        data.pop("splits", None)
+        print_json(data)
+        return
+    print(f"{version.name}\t{version.content_digest}")
 
 
 def resolve(

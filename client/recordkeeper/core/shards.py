@@ -1,7 +1,7 @@
 """The shard record: one definition of a shard's fields, their validation and their wire form.
 
-A shard is one TFRecord file of a version.  :class:`ShardRecord` lists its fields once; every
-other place derives from it:
+A shard is one record file of a version (TFRecord, ArrayRecord, Riegeli: its ``format``).
+:class:`ShardRecord` lists its fields once; every other place derives from it:
 
 * the client's :class:`recordkeeper.Shard` is this record (its storage identity a read-only
   mapping, never ``None``);
@@ -23,6 +23,10 @@ Each field's ``metadata`` says how it travels:
 ``content``
     True for fields that say *which bytes* the shard is: a re-registration with equal content
     fields is a no-op, a different one a conflict (:meth:`ShardRecord.same_content`);
+``check``
+    the function that validates its wire value (``check(value, name)``, raising
+    :class:`~recordkeeper.core.errors.InvalidShard` or ``InvalidHash``): :func:`validate_shard`
+    runs every input field's, so no field can be dropped by validation;
 ``doc``, ``example``
     what the OpenAPI document shows.
 """
@@ -45,6 +49,7 @@ __all__ = [
     "CONTENT_FIELDS",
     "FIELDS",
     "INPUT_FIELDS",
+    "RECORD_FORMATS",
     "SUMMED_FIELDS",
     "Compression",
     "ShardRecord",
@@ -56,54 +61,143 @@ __all__ = [
 
 Compression = Literal["none", "gzip", "zlib"]
 COMPRESSIONS: tuple[str, ...] = ("none", "gzip", "zlib")
+#: The record formats a shard may be stored in (``recordkeeper.formats`` has one adapter each).
+#: Formats other than TFRecord compress inside the file: their ``compression`` is ``none``.
+RECORD_FORMATS: tuple[str, ...] = ("tfrecord", "array_record", "riegeli")
+
+
+def _integer(value: object, name: str) -> int:
+    # A JSON integer only: 0.0, false and "0" are not positions or sizes.
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidShard(f"{name} must be an integer, got {type(value).__name__}")
+    return value
+
+
+def _count(value: object, name: str) -> int:
+    value = _integer(value, name)
+    if not 0 <= value <= MAX_INT64:
+        raise InvalidShard(f"{name} {value} must be a non-negative 64-bit integer")
+    return value
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[object, str], str]:
+    def check(value: object, name: str) -> str:
+        if value not in choices:
+            raise InvalidShard(f"{name} {value!r} is not one of {', '.join(choices)}")
+        return str(value)  # one of the choices: a str already
+
+    return check
+
+
+def _text(value: object, name: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidShard(f"{name} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _identity(value: object, name: str) -> object:
+    if value is not None and not isinstance(value, dict):
+        raise InvalidShard(f"{name} must be an object or null")
+    return value
+
+
+def _derived(value: object, name: str) -> object:
+    return value  # not an input: the service sets it
 
 
 def _meta(
     wire: object,
     doc: str,
+    check: Callable[[Any, str], Any],
     *,
     content: bool = False,
     input: bool = True,
     example: object = None,
 ) -> dict[str, Any]:
-    return {"wire": wire, "doc": doc, "content": content, "input": input, "example": example}
+    return {
+        "wire": wire,
+        "doc": doc,
+        "check": check,
+        "content": content,
+        "input": input,
+        "example": example,
+    }
 
 
 @dataclass(frozen=True, slots=True)
 class ShardRecord:
-    """One registered TFRecord file of a version.
+    """One registered record file of a version (TFRecord, ArrayRecord or Riegeli: ``format``).
 
     ``size``, ``sha256`` and ``crc32c`` describe the stored bytes; ``records_sha256`` and
     ``record_count`` the uncompressed framed records (stable across compression);
     ``storage_identity`` is what the object store said at registration time.
     """
 
-    split: str = field(metadata=_meta(str, "split name", example="train"))
-    index: int = field(metadata=_meta(int, "position of the shard in its split, from 0"))
-    count: int = field(metadata=_meta(int, "number of shards of the split", content=True))
-    uri: str = field(metadata=_meta(str, "where the shard is stored", content=True))
-    compression: Compression = field(
-        metadata=_meta(str, "none, gzip or zlib", content=True, example="gzip")
+    split: str = field(
+        metadata=_meta(str, "split name", lambda v, n: validate_split_name(v), example="train")
     )
-    size: int = field(metadata=_meta(int, "stored size in bytes", content=True))
+    index: int = field(metadata=_meta(int, "position of the shard in its split, from 0", _integer))
+    count: int = field(metadata=_meta(int, "number of shards of the split", _integer, content=True))
+    uri: str = field(metadata=_meta(str, "where the shard is stored", _text, content=True))
+    compression: Compression = field(
+        metadata=_meta(
+            str,
+            "none, gzip or zlib (of the whole file: TFRecord only)",
+            _one_of(COMPRESSIONS),
+            content=True,
+            example="gzip",
+        )
+    )
+    size: int = field(metadata=_meta(int, "stored size in bytes", _count, content=True))
     sha256: str = field(
-        metadata=_meta(str, "sha256 of the stored bytes, 64 lowercase hex digits", content=True)
+        metadata=_meta(
+            str,
+            "sha256 of the stored bytes, 64 lowercase hex digits",
+            validate_sha256,
+            content=True,
+        )
     )
     crc32c: str = field(
-        metadata=_meta(str, "CRC32C of the stored bytes, 8 lowercase hex digits", content=True)
+        metadata=_meta(
+            str,
+            "CRC32C of the stored bytes, 8 lowercase hex digits",
+            validate_crc32c,
+            content=True,
+        )
     )
     records_sha256: str = field(
-        metadata=_meta(str, "sha256 of the uncompressed framed record stream", content=True)
+        metadata=_meta(
+            str,
+            "sha256 of the records in TFRecord framing, whatever the shard's format and "
+            "compression",
+            validate_sha256,
+            content=True,
+        )
     )
-    record_count: int = field(metadata=_meta(int, "number of records", content=True))
+    record_count: int = field(metadata=_meta(int, "number of records", _count, content=True))
+    format: str = field(
+        default="tfrecord",
+        metadata=_meta(
+            str,
+            "record format of the file: tfrecord, array_record or riegeli",
+            _one_of(RECORD_FORMATS),
+            content=True,
+            example="tfrecord",
+        ),
+    )
     storage_identity: Mapping[str, Any] | None = field(
         default=None,
-        metadata=_meta(dict[str, Any] | None, "what the object store said at registration time"),
+        metadata=_meta(
+            dict[str, Any] | None, "what the object store said at registration time", _identity
+        ),
     )
     schema_digest: str | None = field(
         default=None,
         metadata=_meta(
-            str | None, "digest of the shard's schema (registered as 'schema')", input=False
+            str | None,
+            "digest of the shard's schema (registered as 'schema')",
+            _derived,
+            input=False,
         ),
     )
 
@@ -212,6 +306,7 @@ class WireField:
     doc: str
     example: object
     input: bool
+    default: object = None  # what an optional field is when a registration leaves it out
 
 
 def wire_fields() -> tuple[WireField, ...]:
@@ -224,35 +319,47 @@ def wire_fields() -> tuple[WireField, ...]:
             doc=f.metadata["doc"],
             example=f.metadata["example"],
             input=f.metadata["input"],
+            default=None if f.default is dataclasses.MISSING else f.default,
         )
         for f in dataclasses.fields(ShardRecord)
     )
 
 
-def _integer(raw: Mapping[str, Any], name: str) -> int:
-    # A JSON integer only: 0.0, false and "0" are not positions or sizes.
-    value = raw[name]
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidShard(f"{name} must be an integer, got {type(value).__name__}")
-    return value
-
-
 def validate_shard(
-    raw: Mapping[str, Any], roots: AllowedRoots | None = None, *, uri_what: str = "shard URI"
+    raw: Mapping[str, Any],
+    roots: AllowedRoots | None = None,
+    *,
+    uri_what: str = "shard URI",
+    record_type: type[ShardRecord] = ShardRecord,
 ) -> ShardRecord:
     """Check one shard registration (the wire form) and return the record.
 
-    The URI is normalised; with ``roots`` it must lie inside one of them.  ``schema`` is not
-    looked at (the service parses it once per distinct body).
+    Derived from the record's field definitions: every input field is read from ``raw`` (a
+    missing one takes its default, or is refused when it has none) and checked by the
+    ``check`` of its metadata, so a field added to :class:`ShardRecord` is validated and kept
+    without touching this function (``record_type``: a record class with more fields, for
+    the test that proves it).  Then the rules across fields: index within count, a count in
+    range, the URI inside ``roots``, compression ``none`` for the formats that compress inside
+    the file.  ``schema`` is not looked at (the service parses it once per distinct body).
 
     Raises:
-        InvalidShard: bad split, index/count, compression, size, record count, URI or
-            storage identity.
+        InvalidShard: bad split, index/count, compression, format, size, record count, URI or
+            storage identity, or a missing field.
         InvalidHash: sha256/records_sha256/crc32c not in lowercase hex form.
         StorageRootNotAllowed: a URI outside ``roots`` (or climbing out with ``..``).
     """
-    split = validate_split_name(raw["split"])
-    index, count = _integer(raw, "index"), _integer(raw, "count")
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(record_type):
+        if not f.metadata["input"]:
+            continue
+        if f.name in raw:
+            value = raw[f.name]
+        elif f.default is not dataclasses.MISSING:
+            value = f.default
+        else:
+            raise InvalidShard(f"{f.name} is missing")
+        values[f.name] = f.metadata["check"](value, f.name)
+    index, count = values["index"], values["count"]
     if index < 0:
         raise InvalidShard(f"index {index} is negative")
     if not 1 <= count <= MAX_SHARD_COUNT:
@@ -261,34 +368,19 @@ def validate_shard(
         raise InvalidShard(
             f"index {index} is out of range for count {count} (indices are 0..{count - 1})"
         )
-    compression = raw["compression"]
-    if compression not in COMPRESSIONS:
-        raise InvalidShard(f"compression {compression!r} is not one of {', '.join(COMPRESSIONS)}")
-    size, record_count = _integer(raw, "size"), _integer(raw, "record_count")
-    for name, value in (("size", size), ("record_count", record_count)):
-        if not 0 <= value <= MAX_INT64:
-            raise InvalidShard(f"{name} {value} must be a non-negative 64-bit integer")
+    if values["format"] != "tfrecord" and values["compression"] != "none":
+        raise InvalidShard(
+            f"compression {values['compression']!r} does not apply to {values['format']} "
+            "shards (they compress inside the file): it must be 'none'"
+        )
     try:
-        uri = roots.check(raw["uri"], uri_what) if roots is not None else normalize_uri(raw["uri"])
+        uri = values["uri"]
+        uri = roots.check(uri, uri_what) if roots is not None else normalize_uri(uri)
         check_object_uri(uri, roots.roots if roots is not None else (), "a shard file")
     except UriError as exc:
         raise InvalidShard(f"uri: {exc}") from None
-    identity = raw.get("storage_identity")
-    if identity is not None and not isinstance(identity, dict):
-        raise InvalidShard("storage_identity must be an object or null")
-    return ShardRecord(
-        split=split,
-        index=index,
-        count=count,
-        uri=uri,
-        compression=compression,
-        size=size,
-        sha256=validate_sha256(raw["sha256"], "sha256"),
-        crc32c=validate_crc32c(raw["crc32c"], "crc32c"),
-        records_sha256=validate_sha256(raw["records_sha256"], "records_sha256"),
-        record_count=record_count,
-        storage_identity=identity,
-    )
+    values["uri"] = uri
+    return record_type(**values)
 
 
 #: The fields the service adds up over a version's shards (the version's ``size`` and

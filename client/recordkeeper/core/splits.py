@@ -65,7 +65,11 @@ SPLIT_WORDS = frozenset(
     }
 )
 #: File suffixes of TFRecord files (lowercase).
-RECORD_EXTENSIONS = frozenset({".tfrecord", ".tfrecords", ".tfrec", ".tfr", ".record", ".records"})
+RECORD_EXTENSIONS = frozenset(
+    {".tfrecord", ".tfrecords", ".tfrec", ".tfr", ".record", ".records"}
+    # the other formats of recordkeeper.formats (told apart by their bytes, not their names)
+    | {".array_record", ".arrayrecord", ".riegeli"}
+)
 #: Compression suffixes (lowercase) → compression.
 COMPRESSION_EXTENSIONS = {".gz": "gzip", ".gzip": "gzip", ".zlib": "zlib", ".zz": "zlib"}
 

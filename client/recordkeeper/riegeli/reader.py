@@ -54,7 +54,7 @@ from recordkeeper.riegeli.array_record import (
 from recordkeeper.riegeli.chunks import COMPRESSION_NAMES, ChunkDataError, decode_simple_chunk
 from recordkeeper.riegeli.highwayhash import riegeli_hasher
 
-__all__ = ["REASONS", "RiegeliInfo", "RiegeliReader", "iter_records"]
+__all__ = ["REASONS", "RiegeliInfo", "RiegeliReader", "iter_records", "read_chunk_at"]
 
 #: ``extra["reason"]`` of the :class:`CorruptShard` errors the reader raises.
 REASONS = (
@@ -119,6 +119,7 @@ class _Source:
     def __init__(self, fileobj: BinarySource, on_read: Callable[[bytes], None] | None) -> None:
         self._file = fileobj
         self._on_read = on_read
+        self.read_size = _READ_SIZE
         self.buf = bytearray()
         self.base = 0  # physical offset of buf[0]
         self.end = 0  # physical offset after the bytes read so far (the size once eof)
@@ -127,7 +128,7 @@ class _Source:
     def ensure(self, end: int) -> bool:
         """Whether bytes up to ``end`` are there, reading more as needed."""
         while self.end < end and not self.eof:
-            piece = self._file.read(max(_READ_SIZE, end - self.end))
+            piece = self._file.read(max(self.read_size, end - self.end))
             if not piece:
                 self.eof = True
                 break
@@ -494,3 +495,32 @@ class RiegeliReader:
 def iter_records(fileobj: BinarySource) -> Iterator[bytes]:
     """The user records of a Riegeli/records or ArrayRecord file (see :class:`RiegeliReader`)."""
     return iter(RiegeliReader(fileobj))
+
+
+def read_chunk_at(fileobj: Any, begin: int, *, read_size: int = 1 << 16) -> tuple[int, list[bytes]]:
+    """``(chunk_type, records)`` of the chunk at physical offset ``begin`` of a seekable file:
+    the block headers it crosses, its header and data hashes and its records checked, as a
+    sequential read checks them (the same :class:`CorruptShard` errors).  For random access
+    through an ArrayRecord index; a transposed chunk raises
+    :class:`~recordkeeper.errors.UnsupportedFormat`."""
+    block_start = begin - begin % BLOCK_SIZE
+    fileobj.seek(block_start)
+    reader = RiegeliReader(fileobj)
+    source = reader._source
+    source.base = source.end = block_start
+    source.read_size = read_size
+    header, data_offset, data, _ = reader._read_chunk_checked(begin)
+    if header.chunk_type == ChunkType.TRANSPOSED:
+        reader._refuse(header.chunk_type, header.num_records, begin)
+    if header.chunk_type != ChunkType.SIMPLE:
+        return header.chunk_type, []
+    try:
+        records = decode_simple_chunk(data, header.num_records, header.decoded_data_size)
+    except ChunkDataError as exc:
+        raise _corrupt(
+            exc.reason,
+            data_offset,
+            f"the simple chunk at {begin}: {exc.message}",
+            chunk_offset=begin,
+        ) from None
+    return header.chunk_type, records

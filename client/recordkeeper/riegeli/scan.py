@@ -1,49 +1,26 @@
 """Scanning a Riegeli/ArrayRecord file: what deep verification and publish need to know.
 
-:func:`scan_riegeli` reads the file once and returns a :class:`~recordkeeper.tfrecord.ShardStats`
-(sha256, CRC32C and size of the stored bytes; record count; schema) whose ``records_sha256`` is
-the sha256 of the records in TFRecord framing (``uint64 length | masked crc32c(length) | data |
-masked crc32c(data)``): the same records give the same ``records_sha256`` as a TFRecord file,
-so a conversion between formats keeps the content digest.
+:func:`scan_riegeli` reads the file once and returns a
+:class:`~recordkeeper.streaming.ShardStats` (sha256, CRC32C and size of the stored bytes;
+record count; schema) whose ``records_sha256`` is the sha256 of the records in the canonical
+framing (:func:`~recordkeeper.streaming.canonical_framing`, TFRecord's): the same records give
+the same ``records_sha256`` as a TFRecord file, so a conversion between formats keeps the
+content digest.
 """
 
 from __future__ import annotations
 
 import hashlib
-import struct
-from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from recordkeeper import _native
 from recordkeeper.riegeli.reader import BinarySource, RiegeliInfo, RiegeliReader
 from recordkeeper.schema_inference import SchemaInferencer
-from recordkeeper.tfrecord import ShardStats, masked_crc32c
+from recordkeeper.streaming import ShardStats, Worker, canonical_framing
 
 __all__ = ["RiegeliScan", "canonical_framing", "scan_riegeli"]
-
-_LENGTH = struct.Struct("<Q")
-_CRC = struct.Struct("<I")
-
-
-def canonical_framing(records: list[bytes]) -> bytes:
-    """The records in TFRecord framing, joined (what ``records_sha256`` hashes)."""
-    speedups = _native.speedups
-    if speedups is not None:
-        return bytes(speedups.frame(records))
-    parts: list[bytes] = []
-    for record in records:
-        length = _LENGTH.pack(len(record))
-        parts += (
-            length,
-            _CRC.pack(masked_crc32c(length)),
-            record,
-            _CRC.pack(masked_crc32c(record)),
-        )
-    return b"".join(parts)
 
 
 @dataclass(frozen=True)
@@ -52,28 +29,6 @@ class RiegeliScan:
 
     stats: ShardStats
     info: RiegeliInfo
-
-
-class _Hasher:
-    """Runs hash updates in order on one helper thread (sha256 releases the GIL), at most
-    ``depth`` updates in flight, so they overlap with the decoding in the calling thread."""
-
-    def __init__(self, depth: int = 4) -> None:
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="recordkeeper-riegeli-hash")
-        self._pending: deque[Future[None]] = deque()
-        self._depth = depth
-
-    def submit(self, update: Callable[[bytes], None], data: bytes) -> None:
-        while len(self._pending) >= self._depth:
-            self._pending.popleft().result()
-        self._pending.append(self._pool.submit(update, data))
-
-    def close(self) -> None:
-        try:
-            while self._pending:
-                self._pending.popleft().result()
-        finally:
-            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def scan_riegeli(
@@ -90,7 +45,7 @@ def scan_riegeli(
     records_hash = hashlib.sha256()
     crc = 0
     size = 0
-    hasher = _Hasher() if hash_in_background else None
+    hasher = Worker(depth=4) if hash_in_background else None
 
     def hash_later(update: Callable[[bytes], None], data: bytes) -> None:
         if hasher is None:
@@ -111,9 +66,12 @@ def scan_riegeli(
             hash_later(records_hash.update, canonical_framing(batch))
             if inferencer is not None:
                 inferencer.add_many(batch)
-    finally:
+    except BaseException:
         if hasher is not None:
-            hasher.close()
+            hasher.abandon()
+        raise
+    if hasher is not None:
+        hasher.close()
     stats = ShardStats(
         sha256=stored.hexdigest(),
         crc32c=f"{crc:08x}",
@@ -122,5 +80,6 @@ def scan_riegeli(
         size=size,
         compression="none",
         schema=None if inferencer is None else inferencer.result(),
+        format=reader.info.format,
     )
     return RiegeliScan(stats, reader.info)

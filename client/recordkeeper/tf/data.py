@@ -5,8 +5,14 @@
 * ``s3://`` left TensorFlow core in 2.6 and tensorflow-io no longer loads on TF ≥ 2.18, and
   TF's GCS client does not speak to emulators (``STORAGE_EMULATOR_HOST``); those shards — and any
   other fsspec backend — are read through fsspec inside the pipeline: one generator per shard
-  using :func:`recordkeeper.tfrecord.iter_records` (which checks every record's CRC), shards
-  interleaved in parallel with ``num_parallel_calls=AUTOTUNE`` and a deterministic order.
+  using the shard format's ``iter_records`` (:mod:`recordkeeper.formats`; for TFRecord it
+  checks every record's CRC), shards interleaved in parallel with ``num_parallel_calls=AUTOTUNE``
+  and a deterministic order.
+* ArrayRecord and Riegeli shards (TensorFlow has no reader for them) always take the fsspec
+  path: recordkeeper's Riegeli reader decodes each chunk (checking its HighwayHash checksums)
+  in Python and C, in a ``tf.data`` generator.  It costs a Python generator step per batch of
+  up to 256 records and the GIL while a chunk is decoded: expect a fraction of
+  ``TFRecordDataset``'s rate on local files (see docs/client.md, "Record formats").
 
 Either way the elements are serialized records (``tf.string`` scalars), ready for
 ``tf.io.parse_example(batch, version.feature_spec())``.
@@ -47,6 +53,7 @@ def read_shard_batches(
     compression: str,
     storage_options: Mapping[str, Any] | None = None,
     stop: Callable[[], bool] | None = None,
+    format: str = "tfrecord",
 ) -> Iterator[list[bytes]]:
     """Yield the records of one shard in lists of up to 256, read through fsspec.
 
@@ -56,8 +63,10 @@ def read_shard_batches(
     disagreeing raise :class:`~recordkeeper.errors.StorageError` with reason ``transport``.
     ``stop()``, once true, ends the reading between batches (its iteration has failed).
     """
-    from recordkeeper.tfrecord import iter_records
+    from recordkeeper import formats
     from recordkeeper.verify import REREADS
+
+    iter_records = formats.get(format).iter_records
 
     yielded = 0  # records handed out so far: a re-read skips them
     seen: CorruptShard | None = None
@@ -140,10 +149,12 @@ def tf_dataset(
         ).raise_for_problems()
     uris = [s.uri for s in shards]
     compressions = [s.compression for s in shards]
+    record_formats = [s.format for s in shards]
     cycle = num_parallel_reads or min(len(uris), 8)
     natives = [_native(u, dict(options or {})) for u in uris]
     errors = _ShardErrors(version.name, split, shards, options)
-    if all(n is not None for n in natives) and len(set(compressions)) == 1:
+    tfrecords = all(f == "tfrecord" for f in record_formats)
+    if tfrecords and all(n is not None for n in natives) and len(set(compressions)) == 1:
         files = tf.data.Dataset.from_tensor_slices([n for n in natives if n is not None])
         if shuffle_files:
             files = files.shuffle(len(uris), seed=seed, reshuffle_each_iteration=True)
@@ -158,15 +169,18 @@ def tf_dataset(
 
     opts = dict(options or {})
 
-    def generate(uri: Any, compression: Any) -> Iterator[list[bytes]]:
+    def generate(uri: Any, compression: Any, record_format: Any) -> Iterator[list[bytes]]:
         text_uri = uri.decode() if isinstance(uri, bytes) else str(uri)
         text_comp = compression.decode() if isinstance(compression, bytes) else str(compression)
+        text_format = (
+            record_format.decode() if isinstance(record_format, bytes) else str(record_format)
+        )
         failures = errors.failures
 
         def stop() -> bool:  # an error ended the iteration this reader belongs to
             return errors.failures != failures or errors.settling
 
-        batches = read_shard_batches(text_uri, text_comp, opts, stop)
+        batches = read_shard_batches(text_uri, text_comp, opts, stop, text_format)
         try:
             while not errors.settling:  # a reader started while an error settles reads nothing
                 with errors.reading():  # counted while it may wait on the store
@@ -180,15 +194,15 @@ def tf_dataset(
             errors.found.append(exc)
             raise
 
-    def read_one(uri: Any, compression: Any) -> Any:
+    def read_one(uri: Any, compression: Any, record_format: Any) -> Any:
         batches = tf.data.Dataset.from_generator(
             generate,
-            args=(uri, compression),
+            args=(uri, compression, record_format),
             output_signature=tf.TensorSpec(shape=(None,), dtype=tf.string),
         )
         return batches.unbatch()
 
-    files = tf.data.Dataset.from_tensor_slices((uris, compressions))
+    files = tf.data.Dataset.from_tensor_slices((uris, compressions, record_formats))
     if shuffle_files:
         files = files.shuffle(len(uris), seed=seed, reshuffle_each_iteration=True)
     dataset = files.interleave(

@@ -32,7 +32,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from recordkeeper.core.digests import DIGEST_PREFIX
 from recordkeeper.core.lifecycle import VERSION_STATES
-from recordkeeper.core.shards import COMPRESSIONS
+from recordkeeper.core.shards import COMPRESSIONS, RECORD_FORMATS
 
 __all__ = [
     "NAMING_CONVENTION",
@@ -177,12 +177,13 @@ class Version(Base):
 
 
 class Shard(Base):
-    """One TFRecord file of a version."""
+    """One record file of a version (``format``: tfrecord, array_record or riegeli)."""
 
     __tablename__ = "shards"
     __table_args__ = (
         UniqueConstraint("version_id", "split", "index"),
         CheckConstraint(_in("compression", COMPRESSIONS), name="compression"),
+        CheckConstraint(_in("format", RECORD_FORMATS), name="format"),
         CheckConstraint('"index" >= 0 AND "index" < count', name="index_in_range"),
         CheckConstraint("size >= 0 AND record_count >= 0", name="sizes_not_negative"),
         Index(None, "sha256"),
@@ -202,6 +203,7 @@ class Shard(Base):
     crc32c: Mapped[str] = mapped_column(String(8))
     records_sha256: Mapped[str] = mapped_column(String(64))
     record_count: Mapped[int] = mapped_column(BigInteger)
+    format: Mapped[str] = mapped_column(String(16), default="tfrecord", server_default="tfrecord")
     schema_digest: Mapped[str | None] = mapped_column(ForeignKey("schemas.digest"))
     storage_identity: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     registered_at: Mapped[datetime.datetime] = mapped_column(default=utcnow)

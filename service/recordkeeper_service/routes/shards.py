@@ -76,7 +76,7 @@ def _shard_fields(*, output: bool) -> dict[str, Any]:
         if f.required or output:
             fields[f.name] = (type_, Field(**extra))
         else:
-            fields[f.name] = (type_, Field(default=None, **extra))
+            fields[f.name] = (type_, Field(default=f.default, **extra))
     if output:
         fields["registered_at"] = (str, Field(description="ISO 8601 UTC timestamp"))
     return fields

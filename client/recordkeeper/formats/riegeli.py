@@ -1,0 +1,64 @@
+"""Riegeli/records files through the format seam: read, verify and publish (no writer).
+
+The ``riegeli`` Python package is not on the registries these machines reach; files are read
+from the published format by :mod:`recordkeeper.riegeli` (simple chunks with none, Brotli, Zstd
+or Snappy compression; transposed chunks refused with
+:class:`~recordkeeper.errors.UnsupportedFormat`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import ClassVar
+
+from recordkeeper.core.riegeli import FILE_SIGNATURE
+from recordkeeper.formats import RecordFormat
+from recordkeeper.riegeli import RiegeliReader, scan_riegeli
+from recordkeeper.streaming import BinarySource, ShardStats
+
+__all__ = ["RiegeliFormat", "looks_like_riegeli"]
+
+#: A head sharing this many of the signature's 64 bytes is a Riegeli file whose signature is
+#: damaged (the reader then names the damage), not another format.
+_SIGNATURE_MATCH = 48
+
+
+def looks_like_riegeli(head: bytes) -> bool:
+    """Whether a file's first bytes are (or nearly are) the Riegeli file signature."""
+    if len(head) < len(FILE_SIGNATURE):
+        return False
+    same = sum(a == b for a, b in zip(head, FILE_SIGNATURE, strict=False))
+    return same >= _SIGNATURE_MATCH
+
+
+class RiegeliFormat(RecordFormat):
+    """Riegeli/records: 64 KiB blocks, chunks with HighwayHash-64 checksums."""
+
+    name: ClassVar[str] = "riegeli"
+    description: ClassVar[str] = "Riegeli"
+    suffix: ClassVar[str] = ".riegeli"
+
+    def detect(self, head: bytes, *, tail: bytes = b"", size: int | None = None) -> str | None:
+        return "none" if looks_like_riegeli(head) else None
+
+    def scan(
+        self,
+        source: BinarySource,
+        compression: str | None = None,
+        *,
+        infer_schema: bool = True,
+        size: int | None = None,
+        stored_crc32c: bool = True,
+        hash_in_background: bool = True,
+    ) -> ShardStats:
+        self.check_compression(compression)
+        # (the CRC32C of the stored bytes is cheap: always computed)
+        return scan_riegeli(
+            source, infer_schema=infer_schema, hash_in_background=hash_in_background
+        ).stats
+
+    def iter_records(
+        self, source: BinarySource, compression: str | None = None, *, size: int | None = None
+    ) -> Iterator[bytes]:
+        self.check_compression(compression)
+        return iter(RiegeliReader(source))
