@@ -33,7 +33,18 @@ from fsspec.registry import known_implementations
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 FIRST_PARTY = {"recordkeeper", "recordkeeper_service", "tests", "bench", "_speedups"}
-CLIENT_EXTRAS = ("s3", "gcs", "tf", "beam", "plot", "riegeli", "tfds")
+CLIENT_EXTRAS = (
+    "s3",
+    "gcs",
+    "tf",
+    "beam",
+    "plot",
+    "riegeli",
+    "tfds",
+    "mlflow",
+    "openlineage",
+    "hf",
+)
 SERVER_EXTRAS = ("server",)
 
 #: Imported only when installed, as a documented fallback: module → where and why.

@@ -105,6 +105,12 @@ class Comparison:
     def points(self) -> list[ComparisonPoint]:
         return [p for g in self.groups for p in g.points]
 
+    def to_pandas(self) -> Any:
+        """One row per checkpoint's value (``pandas.DataFrame``)."""
+        from recordkeeper.integrations.pandas import to_pandas
+
+        return to_pandas(self)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,

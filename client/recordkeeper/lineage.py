@@ -352,6 +352,18 @@ class Lineage:
     def for_role(self, role: str) -> list[LineageEntry]:
         return [e for e in self.data if e.role == role]
 
+    def to_pandas(self) -> Any:
+        """One row per entry (``pandas.DataFrame``; :mod:`recordkeeper.integrations.pandas`)."""
+        from recordkeeper.integrations.pandas import to_pandas
+
+        return to_pandas(self)
+
+    def _repr_html_(self) -> str:
+        """Notebook display (:mod:`recordkeeper.integrations.html`; every value escaped)."""
+        from recordkeeper.integrations.html import lineage_html
+
+        return lineage_html(self)
+
     @classmethod
     @reading_answer("a lineage")
     def from_dict(cls, body: Mapping[str, Any]) -> Lineage:
@@ -401,6 +413,12 @@ class Consumers:
     @property
     def model_names(self) -> list[str]:
         return [m["model"] for m in self.models]
+
+    def to_pandas(self) -> Any:
+        """One row per consuming checkpoint (``pandas.DataFrame``)."""
+        from recordkeeper.integrations.pandas import to_pandas
+
+        return to_pandas(self)
 
     @classmethod
     @reading_answer("consumers")

@@ -616,6 +616,20 @@ class DatasetVersion:
             progress=progress,
         )
 
+    def to_hf_dataset(self, split: str, *, streaming: bool = False) -> Any:
+        """``split`` as a Hugging Face ``datasets.Dataset`` (``IterableDataset`` when
+        ``streaming``), read from the verified shards and decoded without TensorFlow (extra
+        ``hf``; :mod:`recordkeeper.integrations.hf`)."""
+        from recordkeeper.integrations.hf import to_hf_dataset
+
+        return to_hf_dataset(self, split, streaming=streaming)
+
+    def _repr_html_(self) -> str:
+        """Notebook display (:mod:`recordkeeper.integrations.html`; every value escaped)."""
+        from recordkeeper.integrations.html import version_html
+
+        return version_html(self)
+
     def was_staged_as(self, staged_name: str) -> bool:
         """Whether this is the version that was staged as ``staged_name``.
 

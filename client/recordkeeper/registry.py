@@ -562,7 +562,13 @@ class Registry:
         Warns :class:`DuplicateWarning` when the content already existed and that version was
         kept.
         """
-        data = self._commit(version, "commit" if force_new else "use_existing")
+        lineage_run = _openlineage_run(self, version)
+        try:
+            data = self._commit(version, "commit" if force_new else "use_existing")
+        except BaseException:
+            if lineage_run is not None:
+                lineage_run.fail()
+            raise
         committed = self.version(data)
         duplicate_of = committed.duplicate_of
         if not committed.splits:  # the commit answer carries no shards
@@ -583,7 +589,26 @@ class Registry:
                 DuplicateWarning,
                 stacklevel=3,
             )
+        if lineage_run is not None:
+            lineage_run.complete(committed)
         return committed
+
+
+def _openlineage_run(registry: Registry, staged: DatasetVersion) -> Any:
+    """The OpenLineage run of publishing ``staged`` when enabled by setting (START emitted),
+    else None; openlineage-python is imported only then
+    (:mod:`recordkeeper.integrations.openlineage`)."""
+    from recordkeeper.integrations import openlineage_settings
+
+    if not openlineage_settings.enabled():
+        return None
+    try:
+        from recordkeeper.integrations.openlineage import publish_events
+
+        return publish_events(staged, url=registry.http.base_url, resolve=registry.resolve)
+    except Exception:
+        log.exception("could not start the OpenLineage run of publishing %s", staged.name)
+        return None
 
 
 def collect_splits(pages: Iterable[ShardColumns[Shard]]) -> dict[str, Split]:
