@@ -62,6 +62,7 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
     while pos < len(buf):
         key, pos = _varint(buf, pos)
         number, wire = key >> 3, key & 7
+        value: Any
         if wire == 0:
             value, pos = _varint(buf, pos)
         elif wire == 2:

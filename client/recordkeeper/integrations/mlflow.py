@@ -157,7 +157,7 @@ def _mlflow_schema(version: DatasetVersion) -> Schema | None:
     except Exception:  # a version made offline, a service that cannot say: no schema
         log.debug("no schema for %s", version.name, exc_info=True)
         return None
-    specs = []
+    specs: list[Any] = []
     for f in features:
         kind = _KINDS.get(str(f.kind))
         if kind is None:
