@@ -145,7 +145,10 @@ def _imports_in(*roots: str) -> dict[str, set[str]]:
     """Third-party top-level module → the files importing it."""
     found: dict[str, set[str]] = {}
     for path in _files(*roots):
-        siblings = {p.stem for p in path.parent.glob("*.py")}
+        # A script's directory is on sys.path, so a bare import may name a sibling; inside a
+        # package it cannot (recordkeeper/integrations/mlflow.py imports the real mlflow).
+        in_package = (path.parent / "__init__.py").exists()
+        siblings = set() if in_package else {p.stem for p in path.parent.glob("*.py")}
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]
