@@ -7,7 +7,6 @@ the OpenLineage repository, Apache-2.0), Hugging Face ``datasets`` and pandas.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import threading
 from collections.abc import Iterator
@@ -21,7 +20,8 @@ import recordkeeper as rk
 from recordkeeper.errors import CorruptShard
 from tests.apps import sqlite_app
 from tests.client._records import example_bytes
-from tests.servers.ports import LOCALHOST, ServerProcess, free_port, http_ok
+from tests.servers.mlflow_server import mlflow_server as start_mlflow_server
+from tests.servers.ports import LOCALHOST
 
 pytest.importorskip("fastapi")
 SPEC = Path(__file__).parent / "openlineage_spec"
@@ -49,30 +49,8 @@ def _publish(client: rk.Client, desc: str = "first", n: int = 30) -> rk.DatasetV
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest.importorskip("mlflow")
-    work = tmp_path_factory.mktemp("mlflow")
-    port = free_port()
-    url = f"http://{LOCALHOST}:{port}"
-    argv = [
-        str(Path(sys.executable).parent / "mlflow"),
-        "server",
-        "--host",
-        LOCALHOST,
-        "--port",
-        str(port),
-        "--workers",
-        "1",
-        "--backend-store-uri",
-        f"sqlite:///{work / 'mlflow.db'}",
-        "--default-artifact-root",
-        (work / "artifacts").as_uri(),
-    ]
-    proc = ServerProcess("mlflow", argv, work / "mlflow.log", cwd=work)
-    try:
-        proc.wait_until(lambda: http_ok(f"{url}/health", timeout=1.0), 120, f"GET {url}/health")
+    with start_mlflow_server(tmp_path_factory.mktemp("mlflow")) as url:
         yield url
-    finally:
-        proc.stop(grace=5.0)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def test_log_data_shows_the_versions_as_mlflow_dataset_inputs(
@@ -155,6 +133,7 @@ def lineage_consumer() -> Iterator[tuple[str, list[dict[str, Any]]]]:
 
 def _validators() -> tuple[Any, dict[str, Any]]:
     import jsonschema_rs
+
     schemas = {}
     for path in SPEC.glob("*.json"):
         schema = json.loads(path.read_text())
