@@ -265,4 +265,5 @@ def test_to_pandas_and_notebook_display_escape_everything(client: rk.Client) -> 
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert "content digest" in html and v.content_digest in html
     diff = client.diff(v.name, _publish(client, "other", 31).name)
-    assert len(to_pandas(diff)) > 0 and "<table" in diff_html(diff)
+    assert len(to_pandas(diff)) > 0 and diff._repr_html_() == diff_html(diff)
+    assert "<table" in diff._repr_html_()

@@ -24,5 +24,6 @@ module            rule
 ``version``       the package version
 ``file_kinds``    what a file looks like from its first bytes (TFRecord, Riegeli, Parquet...)
 ``riegeli``       the Riegeli/records file layout: blocks, block and chunk headers, chunk ends
+``display``       HTML tables for notebook display (``_repr_html_``), every value escaped
 ================  ==========================================================================
 """
