@@ -267,3 +267,31 @@ def test_to_pandas_and_notebook_display_escape_everything(client: rk.Client) -> 
     diff = client.diff(v.name, _publish(client, "other", 31).name)
     assert len(to_pandas(diff)) > 0 and diff._repr_html_() == diff_html(diff)
     assert "<table" in diff._repr_html_()
+
+
+def test_checkpoints_lineage_and_compare_as_dataframes_and_html(client: rk.Client) -> None:
+    pytest.importorskip("pandas")
+    from recordkeeper.integrations.pandas import to_pandas
+
+    v = _publish(client)
+    for k in (1, 2):
+        client.register_checkpoint(
+            model="det",
+            checkpoint=f"ckpt-{k}",
+            step=k,
+            uri=f"file:///models/det/ckpt-{k}",
+            data={"train": v},
+            parent="det/ckpt-1" if k == 2 else None,
+            metrics={"loss": 1.0 / k},
+            metadata={"note": "<b>bold</b>"},
+        )
+    frame = to_pandas(client.checkpoints("det"))
+    assert list(frame["checkpoint"]) == ["ckpt-2", "ckpt-1"] and "ref" in frame.columns
+    lineage = client.lineage("det/ckpt-2")
+    rows = lineage.to_pandas()
+    assert set(rows["version"]) == {v.name} and set(rows["role"]) == {"train"}
+    html = lineage._repr_html_()
+    assert v.name in html and "lineage of det@" in html and "<b>" not in html
+    points = client.compare("det", metric="loss").to_pandas()
+    assert sorted(points["value"]) == [0.5, 1.0]
+    assert len(client.consumers(v.name).to_pandas()) == 2
