@@ -196,7 +196,7 @@ def compare(
 ) -> Comparison:
     """``metric`` of ``model``'s checkpoints (of ``runs``, default all), grouped by the version
     of ``role`` data each checkpoint's own segment trained on, per run, in step order."""
-    found = checkpoints(http, model)
+    found: list[CheckpointInfo] = checkpoints(http, model)
     if runs is not None:
         wanted = set(runs)
         found = [c for c in found if c.run in wanted]

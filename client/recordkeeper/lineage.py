@@ -43,6 +43,7 @@ from recordkeeper.core.model_inputs import InputProblem, ModelInput
 from recordkeeper.core.refs import parse_reference
 from recordkeeper.core.splits import is_split_name
 from recordkeeper.http import quote_segment, reading_answer
+from recordkeeper.listing import Listing
 
 if TYPE_CHECKING:
     from recordkeeper.http import HttpCore
@@ -681,7 +682,7 @@ def checkpoints(
     limit: int | None = None,
     data: Any = None,
     direct: bool = False,
-) -> list[CheckpointInfo]:
+) -> Listing[CheckpointInfo]:
     """Checkpoints of ``model`` (of one ``run``; only ``present`` or ``deleted`` ones),
     highest step first, each with its exports (``saved_models``) and ``state``.
 
@@ -695,7 +696,7 @@ def checkpoints(
     if data is not None:
         used = consumers(http, data, transitive=not direct)
         wanted = {str(c.ref) for c in used.checkpoints if c.model == model}
-    found = []
+    found: Listing[CheckpointInfo] = Listing()
     for body in http.paged(f"/models/{_q(model)}/checkpoints", params, None):
         info = CheckpointInfo.from_dict(body)
         if wanted is None or str(info.ref) in wanted:

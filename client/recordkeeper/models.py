@@ -24,6 +24,7 @@ from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.core.shards import ShardRecord
 from recordkeeper.core.verification import Reason
+from recordkeeper.listing import Listing
 
 __all__ = [
     "DatasetInfo",
@@ -449,9 +450,10 @@ class DatasetVersion:
     # -- content -------------------------------------------------------------------------
 
     @property
-    def shards(self) -> list[Shard]:
-        """Every shard of every split (splits in name order, shards in index order)."""
-        return [s for name in sorted(self.splits) for s in self.splits[name].shards]
+    def shards(self) -> Listing[Shard]:
+        """Every shard of every split (splits in name order, shards in index order); a
+        :class:`~recordkeeper.listing.Listing` (``.to_pandas()``)."""
+        return Listing(s for name in sorted(self.splits) for s in self.splits[name].shards)
 
     def files(self, split: str) -> list[str]:
         """The shard URIs of ``split`` in index order (``KeyError`` naming the splits if absent)."""

@@ -33,6 +33,7 @@ from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.diff import VersionDiff, diff_versions
 from recordkeeper.http import MAX_LIST_ITEMS, HttpCore, quote_segment, reading_answer
+from recordkeeper.listing import Listing
 from recordkeeper.models import (
     DatasetInfo,
     DatasetVersion,
@@ -203,7 +204,7 @@ class Registry:
         since: str | datetime.date | None = None,
         until: str | datetime.date | None = None,
         limit: int | None = None,
-    ) -> list[DatasetVersion]:
+    ) -> Listing[DatasetVersion]:
         """Versions of ``dataset`` newest first, without shards (use :meth:`resolve` for those).
 
         ``state`` is one state (``"committed"``), several — ``("committed", "deprecated")``,
@@ -216,7 +217,7 @@ class Registry:
             raise InvalidRequest("state: give at least one state, or None for every state")
         params = {"state": states, "since": _date_param(since), "until": _date_param(until)}
         path = f"/datasets/{quote_segment(dataset)}/versions"
-        return [self.version(v) for v in self.http.paged(path, params, limit)]
+        return Listing(self.version(v) for v in self.http.paged(path, params, limit))
 
     def resolve(
         self, ref: str, *, expect_digest: str | None = None, shards: bool = True

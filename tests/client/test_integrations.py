@@ -256,9 +256,12 @@ def test_to_pandas_and_notebook_display_escape_everything(client: rk.Client) -> 
     from recordkeeper.integrations.pandas import to_pandas
 
     v = _publish(client)
-    frame = to_pandas(client.versions("coco"))
+    listed = client.versions("coco")
+    frame = listed.to_pandas()
     assert isinstance(frame, pandas.DataFrame) and list(frame["name"]) == [v.name]
-    shards = to_pandas(client.resolve(v.name).shards)
+    assert listed == [client.versions("coco")[0]]  # still a list
+    assert "showing" not in listed._repr_html_() and v.name in listed._repr_html_()
+    shards = client.resolve(v.name).shards.to_pandas()
     assert len(shards) == v.shard_count and "sha256" in shards.columns
     shown = dataclasses.replace(client.resolve(v.name), created_by="<script>alert(1)</script>")
     html = shown._repr_html_()
@@ -285,7 +288,8 @@ def test_checkpoints_lineage_and_compare_as_dataframes_and_html(client: rk.Clien
             metrics={"loss": 1.0 / k},
             metadata={"note": "<b>bold</b>"},
         )
-    frame = to_pandas(client.checkpoints("det"))
+    frame = client.checkpoints("det").to_pandas()
+    assert frame.equals(to_pandas(client.checkpoints("det")))
     assert list(frame["checkpoint"]) == ["ckpt-2", "ckpt-1"] and "ref" in frame.columns
     lineage = client.lineage("det/ckpt-2")
     rows = lineage.to_pandas()
