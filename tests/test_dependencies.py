@@ -33,7 +33,18 @@ from fsspec.registry import known_implementations
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 FIRST_PARTY = {"recordkeeper", "recordkeeper_service", "tests", "bench", "_speedups"}
-CLIENT_EXTRAS = ("s3", "gcs", "tf", "beam", "plot", "riegeli", "tfds")
+CLIENT_EXTRAS = (
+    "s3",
+    "gcs",
+    "tf",
+    "beam",
+    "plot",
+    "riegeli",
+    "tfds",
+    "mlflow",
+    "openlineage",
+    "hf",
+)
 SERVER_EXTRAS = ("server",)
 
 #: Imported only when installed, as a documented fallback: module → where and why.
@@ -134,7 +145,10 @@ def _imports_in(*roots: str) -> dict[str, set[str]]:
     """Third-party top-level module → the files importing it."""
     found: dict[str, set[str]] = {}
     for path in _files(*roots):
-        siblings = {p.stem for p in path.parent.glob("*.py")}
+        # A script's directory is on sys.path, so a bare import may name a sibling; inside a
+        # package it cannot (recordkeeper/integrations/mlflow.py imports the real mlflow).
+        in_package = (path.parent / "__init__.py").exists()
+        siblings = set() if in_package else {p.stem for p in path.parent.glob("*.py")}
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]

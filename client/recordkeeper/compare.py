@@ -105,6 +105,12 @@ class Comparison:
     def points(self) -> list[ComparisonPoint]:
         return [p for g in self.groups for p in g.points]
 
+    def to_pandas(self) -> Any:
+        """One row per checkpoint's value (``pandas.DataFrame``)."""
+        from recordkeeper.integrations.pandas import to_pandas
+
+        return to_pandas(self)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
@@ -190,7 +196,7 @@ def compare(
 ) -> Comparison:
     """``metric`` of ``model``'s checkpoints (of ``runs``, default all), grouped by the version
     of ``role`` data each checkpoint's own segment trained on, per run, in step order."""
-    found = checkpoints(http, model)
+    found: list[CheckpointInfo] = checkpoints(http, model)
     if runs is not None:
         wanted = set(runs)
         found = [c for c in found if c.run in wanted]

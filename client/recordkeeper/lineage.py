@@ -44,6 +44,7 @@ from recordkeeper.core.refs import parse_reference
 from recordkeeper.core.retention import data_status
 from recordkeeper.core.splits import is_split_name
 from recordkeeper.http import quote_segment, reading_answer
+from recordkeeper.listing import Listing
 
 if TYPE_CHECKING:
     from recordkeeper.http import HttpCore
@@ -355,6 +356,18 @@ class Lineage:
     def for_role(self, role: str) -> list[LineageEntry]:
         return [e for e in self.data if e.role == role]
 
+    def to_pandas(self) -> Any:
+        """One row per entry (``pandas.DataFrame``; :mod:`recordkeeper.integrations.pandas`)."""
+        from recordkeeper.integrations.pandas import to_pandas
+
+        return to_pandas(self)
+
+    def _repr_html_(self) -> str:
+        """Notebook display (:mod:`recordkeeper.integrations.html`; every value escaped)."""
+        from recordkeeper.integrations.html import lineage_html
+
+        return lineage_html(self)
+
     @classmethod
     @reading_answer("a lineage")
     def from_dict(cls, body: Mapping[str, Any]) -> Lineage:
@@ -421,6 +434,13 @@ class Consumers:
             for v in self.versions
             if (v.get("data_state") or "stored") != "stored"
         }
+
+
+    def to_pandas(self) -> Any:
+        """One row per consuming checkpoint (``pandas.DataFrame``)."""
+        from recordkeeper.integrations.pandas import to_pandas
+
+        return to_pandas(self)
 
     @classmethod
     @reading_answer("consumers")
@@ -710,7 +730,7 @@ def checkpoints(
     limit: int | None = None,
     data: Any = None,
     direct: bool = False,
-) -> list[CheckpointInfo]:
+) -> Listing[CheckpointInfo]:
     """Checkpoints of ``model`` (of one ``run``; only ``present`` or ``deleted`` ones),
     highest step first, each with its exports (``saved_models``) and ``state``.
 
@@ -724,7 +744,7 @@ def checkpoints(
     if data is not None:
         used = consumers(http, data, transitive=not direct)
         wanted = {str(c.ref) for c in used.checkpoints if c.model == model}
-    found = []
+    found: Listing[CheckpointInfo] = Listing()
     for body in http.paged(f"/models/{_q(model)}/checkpoints", params, None):
         info = CheckpointInfo.from_dict(body)
         if wanted is None or str(info.ref) in wanted:

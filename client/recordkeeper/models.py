@@ -27,6 +27,7 @@ from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.core.shards import ShardRecord
 from recordkeeper.core.verification import Reason
 from recordkeeper.provenance import Provenance
+from recordkeeper.listing import Listing
 
 __all__ = [
     "DatasetInfo",
@@ -468,9 +469,10 @@ class DatasetVersion:
     # -- content -------------------------------------------------------------------------
 
     @property
-    def shards(self) -> list[Shard]:
-        """Every shard of every split (splits in name order, shards in index order)."""
-        return [s for name in sorted(self.splits) for s in self.splits[name].shards]
+    def shards(self) -> Listing[Shard]:
+        """Every shard of every split (splits in name order, shards in index order); a
+        :class:`~recordkeeper.listing.Listing` (``.to_pandas()``)."""
+        return Listing(s for name in sorted(self.splits) for s in self.splits[name].shards)
 
     def files(self, split: str) -> list[str]:
         """The shard URIs of ``split`` in index order (``KeyError`` naming the splits if absent)."""
@@ -686,6 +688,20 @@ class DatasetVersion:
             max_workers=max_workers,
             progress=progress,
         )
+
+    def to_hf_dataset(self, split: str, *, streaming: bool = False) -> Any:
+        """``split`` as a Hugging Face ``datasets.Dataset`` (``IterableDataset`` when
+        ``streaming``), read from the verified shards and decoded without TensorFlow (extra
+        ``hf``; :mod:`recordkeeper.integrations.hf`)."""
+        from recordkeeper.integrations.hf import to_hf_dataset
+
+        return to_hf_dataset(self, split, streaming=streaming)
+
+    def _repr_html_(self) -> str:
+        """Notebook display (:mod:`recordkeeper.integrations.html`; every value escaped)."""
+        from recordkeeper.integrations.html import version_html
+
+        return version_html(self)
 
     def was_staged_as(self, staged_name: str) -> bool:
         """Whether this is the version that was staged as ``staged_name``.

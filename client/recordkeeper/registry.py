@@ -37,6 +37,7 @@ from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.diff import VersionDiff, diff_versions
 from recordkeeper.http import MAX_LIST_ITEMS, HttpCore, quote_segment, reading_answer
+from recordkeeper.listing import Listing
 from recordkeeper.models import (
     DatasetInfo,
     DatasetVersion,
@@ -210,7 +211,7 @@ class Registry:
         since: str | datetime.date | None = None,
         until: str | datetime.date | None = None,
         limit: int | None = None,
-    ) -> list[DatasetVersion]:
+    ) -> Listing[DatasetVersion]:
         """Versions of ``dataset`` newest first, without shards (use :meth:`resolve` for those).
 
         ``state`` is one state (``"committed"``), several — ``("committed", "deprecated")``,
@@ -223,7 +224,7 @@ class Registry:
             raise InvalidRequest("state: give at least one state, or None for every state")
         params = {"state": states, "since": _date_param(since), "until": _date_param(until)}
         path = f"/datasets/{quote_segment(dataset)}/versions"
-        return [self.version(v) for v in self.http.paged(path, params, limit)]
+        return Listing(self.version(v) for v in self.http.paged(path, params, limit))
 
     def resolve(
         self, ref: str, *, expect_digest: str | None = None, shards: bool = True
@@ -730,7 +731,13 @@ class Registry:
         Warns :class:`DuplicateWarning` when the content already existed and that version was
         kept.
         """
-        data = self._commit(version, "commit" if force_new else "use_existing")
+        lineage_run = _openlineage_run(self, version)
+        try:
+            data = self._commit(version, "commit" if force_new else "use_existing")
+        except BaseException:
+            if lineage_run is not None:
+                lineage_run.fail()
+            raise
         committed = self.version(data)
         duplicate_of = committed.duplicate_of
         if not committed.splits:  # the commit answer carries no shards
@@ -751,7 +758,26 @@ class Registry:
                 DuplicateWarning,
                 stacklevel=3,
             )
+        if lineage_run is not None:
+            lineage_run.complete(committed)
         return committed
+
+
+def _openlineage_run(registry: Registry, staged: DatasetVersion) -> Any:
+    """The OpenLineage run of publishing ``staged`` when enabled by setting (START emitted),
+    else None; openlineage-python is imported only then
+    (:mod:`recordkeeper.integrations.openlineage`)."""
+    from recordkeeper.integrations import openlineage_settings
+
+    if not openlineage_settings.enabled():
+        return None
+    try:
+        from recordkeeper.integrations.openlineage import publish_events
+
+        return publish_events(staged, url=registry.http.base_url, resolve=registry.resolve)
+    except Exception:
+        log.exception("could not start the OpenLineage run of publishing %s", staged.name)
+        return None
 
 
 def collect_splits(pages: Iterable[ShardColumns[Shard]]) -> dict[str, Split]:

@@ -323,7 +323,7 @@ def verify_version(
     data was deleted raises :class:`~recordkeeper.errors.VersionDataDeleted`."""
     version.ensure_readable()
     if splits is None:
-        shards = version.shards
+        shards: list[Shard] = version.shards
     else:
         shards = [s for name in splits for s in version.split(name).shards]
     return verify_shards(

@@ -101,7 +101,7 @@ class VerifyVersion(beam.PTransform):
             self.version = client.resolve(self.ref)
         version = self.version
         if self.splits is None:
-            shards = version.shards
+            shards: list[Shard] = version.shards
         else:
             shards = [s for name in self.splits for s in version.split(name).shards]
         return (

@@ -28,5 +28,6 @@ module            rule
 ``record_identity``  what "the same record" is: the record hash, the canonical Example form
 ``record_index``  the per-shard record index format, the streaming merge, the set digests
 ``record_diff``   record-level diff and split leakage over sorted indexes
+``display``       HTML tables for notebook display (``_repr_html_``), every value escaped
 ================  ==========================================================================
 """

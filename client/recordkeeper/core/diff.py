@@ -139,6 +139,12 @@ class VersionDiff(Generic[S]):
     def changed(self) -> list[ShardChange[S]]:
         return [c for c in self.shards if c.change == "changed"]
 
+    def _repr_html_(self) -> str:
+        """Notebook display: split counts, shard changes, schema changes (escaped)."""
+        from recordkeeper.core.display import diff_html
+
+        return diff_html(self)
+
     def to_dict(self, *, limit: int | None = None, offset: int = 0) -> dict[str, Any]:
         """The answer; with ``limit``, one page of the shard changes.
 

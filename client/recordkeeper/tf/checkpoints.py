@@ -50,6 +50,7 @@ import datetime
 import logging
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -273,6 +274,7 @@ class TrackedCheckpointManager:
             from recordkeeper.tf.exports import ExportLineageWriter
 
             self.add_save_callback(ExportLineageWriter(client))
+        self.add_save_callback(_bridges_after_save(client))
         #: Checkpoints an interrupted save of an earlier process wrote, registered by
         #: :meth:`recover` when this manager was made.
         self.recovered: list[CheckpointRef] = []
@@ -677,7 +679,7 @@ class TrackedCheckpointManager:
                 saved_models=self._saved_models(path),
                 run=ref.run,
                 metrics=metrics,
-                metadata=self._metadata,
+                metadata={**_run_metadata(), **self._metadata},
             )
         except InvalidCheckpoint:
             log.exception("checkpoint %s was saved but cannot be described for lineage", path)
@@ -706,6 +708,45 @@ class TrackedCheckpointManager:
     def flush(self) -> int:
         """Send queued registrations now; returns how many are still pending."""
         return self.queue.flush().pending
+
+
+def _run_metadata() -> dict[str, str]:
+    """The MLflow run active in this process as checkpoint metadata (the reverse link; empty
+    when the training script did not import MLflow: this never imports it)."""
+    if "mlflow" not in sys.modules:
+        return {}
+    try:
+        from recordkeeper.integrations.mlflow import active_run_metadata
+    except ImportError:
+        return {}
+    return active_run_metadata()
+
+
+def _bridges_after_save(client: Client) -> SaveCallback:
+    """The save callback of the optional bridges: MLflow dataset inputs while an MLflow run
+    is active (:mod:`recordkeeper.integrations.mlflow`), OpenLineage training events when
+    enabled (:mod:`recordkeeper.integrations.openlineage`).  Each is imported at the first save
+    that needs it, so a script that uses neither never imports them."""
+
+    def after_save(saved: SavedCheckpoint) -> None:
+        if "mlflow" in sys.modules and (saved.body.get("metadata") or {}).get("mlflow_run_id"):
+            from recordkeeper.integrations.mlflow import MlflowSaveHook
+
+            try:
+                MlflowSaveHook(client)(saved)
+            except Exception:
+                log.exception("could not log checkpoint %s's data to MLflow", saved.ref)
+        from recordkeeper.integrations import openlineage_settings
+
+        if openlineage_settings.enabled():
+            from recordkeeper.integrations.openlineage import emit_training
+
+            try:
+                emit_training(client, saved)
+            except Exception:
+                log.exception("could not emit OpenLineage events for checkpoint %s", saved.ref)
+
+    return after_save
 
 
 def _is_number(value: Any) -> bool:

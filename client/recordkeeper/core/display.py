@@ -1,0 +1,60 @@
+"""HTML tables for notebook display (``_repr_html_``), standard library only.
+
+Every value shown is escaped (:func:`html.escape`): names, descriptions and metadata come from
+whoever published them.  :mod:`recordkeeper.integrations.html` builds on this for the client's
+values; :func:`diff_html` is here because version diffs are core values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from html import escape
+from typing import Any
+
+__all__ = ["diff_html", "table"]
+
+_STYLE = "border-collapse:collapse;text-align:left"
+
+
+def _cell(value: Any, tag: str = "td") -> str:
+    text = "" if value is None else str(value)
+    return f"<{tag} style='padding:2px 8px'>{escape(text)}</{tag}>"
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[Any]], caption: str | None = None) -> str:
+    """An HTML table (every cell escaped)."""
+    head = "".join(_cell(h, "th") for h in header)
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
+    cap = f"<caption style='text-align:left'>{escape(caption)}</caption>" if caption else ""
+    return (
+        f"<table style='{_STYLE}'>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def diff_html(d: Any) -> str:
+    """A version diff: split counts, shard changes (the first 200), schema changes."""
+    title = f"{d.old} → {d.new}" + (" (same content)" if d.same_content else "")
+    counts = table(
+        ["split", "old records", "new records", "old shards", "new shards"],
+        [(s.split, s.old_records, s.new_records, s.old_shards, s.new_shards) for s in d.splits],
+        title,
+    )
+    shards = table(
+        ["change", "split", "index", "old", "new"],
+        [
+            (
+                c.change,
+                c.split,
+                c.index,
+                c.old.uri if c.old is not None else "",
+                c.new.uri if c.new is not None else "",
+            )
+            for c in d.shards[:200]
+        ],
+        f"{len(d.shards)} shard changes, {d.unchanged_shards} unchanged"
+        + (" (showing 200)" if len(d.shards) > 200 else ""),
+    )
+    rows = [[str(v) for v in c.to_dict().values()] for c in d.schema]
+    header = list(d.schema[0].to_dict()) if d.schema else ["schema"]
+    schema = table(header, rows, "schema changes")
+    return f"<div class='recordkeeper-diff'>{counts}{shards}{schema}</div>"
