@@ -435,7 +435,6 @@ class Consumers:
             if (v.get("data_state") or "stored") != "stored"
         }
 
-
     def to_pandas(self) -> Any:
         """One row per consuming checkpoint (``pandas.DataFrame``)."""
         from recordkeeper.integrations.pandas import to_pandas

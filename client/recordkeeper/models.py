@@ -26,8 +26,8 @@ from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.core.shards import ShardRecord
 from recordkeeper.core.verification import Reason
-from recordkeeper.provenance import Provenance
 from recordkeeper.listing import Listing
+from recordkeeper.provenance import Provenance
 
 __all__ = [
     "DatasetInfo",

@@ -33,8 +33,10 @@ def client(tmp_path: Path) -> Iterator[rk.Client]:
         yield rk.Client(http_client=http)
 
 
-def _publish(client: rk.Client, desc: str = "first", n: int = 30) -> rk.DatasetVersion:
-    with client.writer("coco", desc=desc, shard_size=400) as w:
+def _publish(
+    client: rk.Client, desc: str = "first", n: int = 30, **provenance: Any
+) -> rk.DatasetVersion:
+    with client.writer("coco", desc=desc, shard_size=400, **provenance) as w:
         for i in range(n):
             record = example_bytes(
                 {"label": [i % 10], "image": [b"<img-%d>" % i], "score": [i / 4.0]}
@@ -168,6 +170,7 @@ def _validate(event: dict[str, Any]) -> None:
 
 def test_publishing_emits_openlineage_start_and_complete_over_http(
     client: rk.Client,
+    tmp_path: Path,
     lineage_consumer: tuple[str, list[dict[str, Any]]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -193,6 +196,17 @@ def test_publishing_emits_openlineage_start_and_complete_over_http(
     assert output["facets"]["version"]["datasetVersion"] == v.content_digest
     fields = {f["name"]: f["type"] for f in output["facets"]["schema"]["fields"]}
     assert fields == {"image": "bytes", "label": "int64", "score": "float"}
+    # the inputs are the version's provenance: its parent version and its raw source
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "annotations.json").write_text("{}")
+    received.clear()
+    _publish(client, "derived", 32, parents=[v.name], sources=[str(raw)], code=None)
+    start = received[0]["event"]
+    _validate(start)
+    names = {(i["namespace"], i["name"]) for i in start["inputs"]}
+    assert ("recordkeeper://testserver", v.name) in names
+    assert any(name.endswith("/raw") for _, name in names), names
 
 
 def test_training_events_name_the_consumed_versions_and_the_checkpoint(

@@ -5,10 +5,11 @@ Opt-in: see :mod:`recordkeeper.integrations.openlineage_settings`.  When enabled
 
 * **publishing** a version (``Client.publish``, ``Client.writer``) emits a ``START`` event
   before the commit and a ``COMPLETE`` (or ``FAIL``) after it.  Job: the producer
-  (``<namespace>`` / ``publish.<dataset>``); inputs: the version's parents and sources as far as
-  its metadata names them (``metadata["parents"]``: version references, ``metadata["sources"]``:
-  URIs); output: the version as a dataset with a ``schema`` facet (one field per feature, its
-  kind as type) and a ``version`` facet (``datasetVersion``: the content digest);
+  (``<namespace>`` / ``publish.<dataset>``); inputs: the parents and raw sources of the version's
+  provenance (else what its metadata names: ``metadata["parents"]``, version references, and
+  ``metadata["sources"]``, URIs); output: the version as a dataset with a ``schema`` facet (one
+  field per feature, its kind as type) and a ``version`` facet (``datasetVersion``: the content
+  digest);
 * **training**: each tracked save (``recordkeeper.tf.track``) emits ``START`` and ``COMPLETE``
   of the job ``train.<model>`` whose run is the checkpoint's run (a stable UUID derived from
   ``model@run``); inputs: the versions the checkpoint consumed (with their facets); output: the
@@ -24,7 +25,7 @@ import datetime
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -155,10 +156,15 @@ def _emit(client: OpenLineageClient, events: Iterable[Any]) -> None:
 
 
 def _parents(
-    resolve: Callable[[str], DatasetVersion] | None, url: str | None, metadata: Mapping[str, Any]
+    resolve: Callable[[str], DatasetVersion] | None, url: str | None, staged: DatasetVersion
 ) -> list[Any]:
+    """The publish run's inputs: the version's provenance (its parents, resolved for their
+    facets, and its raw sources), else what its metadata names (``parents``, ``sources``)."""
+    provenance = staged.provenance
+    metadata = staged.metadata
+    parents: Any = [p.name for p in provenance.parents] or metadata.get("parents") or ()
+    sources: Any = [s.uri for s in provenance.sources] or metadata.get("sources") or ()
     inputs: list[Any] = []
-    parents = metadata.get("parents") or ()
     for ref in [parents] if isinstance(parents, str) else parents:
         try:
             parent = resolve(str(ref)) if resolve is not None else None
@@ -168,7 +174,6 @@ def _parents(
             inputs.append(dataset_of(parent, url))
         else:
             inputs.append(InputDataset(namespace=_service_namespace(url), name=str(ref)))
-    sources = metadata.get("sources") or ()
     for uri in [sources] if isinstance(sources, str) else sources:
         parts = urlsplit(str(uri))
         space = f"{parts.scheme}://{parts.netloc}" if parts.scheme else "file"
@@ -195,7 +200,7 @@ class PublishRun:
         self.job = _job(f"publish.{staged.dataset}", "PUBLISH")
         self.staged = staged
         self.lineage = lineage_client()
-        self.inputs = _parents(resolve, url, staged.metadata)
+        self.inputs = _parents(resolve, url, staged)
 
     def start(self) -> None:
         _emit(self.lineage, [_event(RunState.START, self.run_id, self.job, self.inputs, [])])
