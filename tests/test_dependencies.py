@@ -40,6 +40,7 @@ CLIENT_EXTRAS = (
     "beam",
     "plot",
     "riegeli",
+    "array_record",
     "tfds",
     "mlflow",
     "openlineage",
@@ -72,9 +73,13 @@ def _text(*paths: str) -> str:
 
 
 def _fsspec_backend(protocol: str, dist: str) -> bool:
-    """``dist`` is the fsspec implementation of ``protocol`` and the client handles it."""
+    """``dist`` is the fsspec implementation of ``protocol`` and the client has a storage profile
+    for it (``recordkeeper.backends``)."""
     target = known_implementations[protocol]["class"].split(".")[0]
-    return dist in _dists_of(target) and f'"{protocol}"' in _text("client/recordkeeper/storage.py")
+    profiles = sorted(
+        str(p.relative_to(ROOT)) for p in (ROOT / "client/recordkeeper/backends").glob("*.py")
+    )
+    return dist in _dists_of(target) and f'"{protocol}"' in _text(*profiles)
 
 
 #: Declared but never imported: distribution → a check that the stated use is real.
