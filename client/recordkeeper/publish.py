@@ -298,9 +298,6 @@ def copy_target(info: Mapping[str, Any], uris: list[str], copy_to: str | bool | 
 SMALL_SHARD_BYTES = 2**20
 _SMALL_BATCH_BYTES = 32 * 2**20  # read this much (at most) while the previous batch is scanned
 _SMALL_BATCH_SHARDS = 256
-#: from this many shards on a backend with listings and one-request reads, publishing lists
-#: their prefix first to learn their sizes
-LISTING_MIN_SHARDS = 8
 
 
 def _small_shards(shards: list[ShardFile], options: Mapping[str, Any] | None) -> dict[int, int]:
@@ -308,11 +305,11 @@ def _small_shards(shards: list[ShardFile], options: Mapping[str, Any] | None) ->
     backend whose profile lists prefixes and reads an object with its identity in one request
     (S3); else none."""
     uris = [to_uri(s.uri) for s in shards]
-    if len(uris) < LISTING_MIN_SHARDS:
-        return {}
     profile = profile_of(uris[0])
-    if not (profile.lists_prefixes and profile.batch_reads) or any(
-        profile_of(u) is not profile for u in uris
+    if (
+        len(uris) < profile.listing_min_objects
+        or not (profile.lists_prefixes and profile.batch_reads)
+        or any(profile_of(u) is not profile for u in uris)
     ):
         return {}
     listed = listing_or_nothing(uris, options)

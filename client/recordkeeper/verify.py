@@ -86,7 +86,7 @@ def _fast_problems(
         profile = profile_of(s.uri)
         by_profile.setdefault(id(profile), (profile, []))[1].append(i)
     for profile, indexes in by_profile.values():
-        if profile.lists_prefixes and len(indexes) >= LISTING_MIN_SHARDS:
+        if profile.lists_prefixes and len(indexes) >= profile.listing_min_objects:
             listed = listing_or_nothing([shards[i].uri for i in indexes], storage_options)
             for i in indexes:
                 entry = listed.get(to_uri(shards[i].uri))
@@ -110,10 +110,6 @@ def _fast_problems(
     for note in notes:
         log.warning("fast verify: %s", note)
     return problems, notes
-
-
-#: from this many shards on a backend with listings, fast verification lists their prefix first
-LISTING_MIN_SHARDS = 8
 
 
 def _blind_spot(shard: Shard) -> str | None:

@@ -15,6 +15,7 @@ import pytest
 
 import recordkeeper as rk
 from recordkeeper import object_batches, publish, verify
+from recordkeeper.backends.s3 import S3Profile
 from recordkeeper.storage import stat_object
 from tests.client._records import frame, sample_examples
 from tests.integration.conftest import LiveService
@@ -89,7 +90,7 @@ def test_publish_reads_small_shards_once_with_their_identity(
         assert shard.storage_identity["checksum_sha256"]
 
     # The per-object path registers the same shards.
-    monkeypatch.setattr(publish, "LISTING_MIN_SHARDS", 10**9)
+    monkeypatch.setattr(S3Profile, "listing_min_objects", 10**9)
     again = client.publish(
         rk.Dataset.from_directory(f"{s3_bucket}/raw", name="small", storage_options=opts),
         progress=False,
@@ -125,7 +126,7 @@ def test_publish_of_a_corrupt_small_shard_fails_as_before(
     client = s3_service.client(storage_options=opts)
     errors = []
     for listing_from in (1, 10**9):  # batched, then per object
-        monkeypatch.setattr(publish, "LISTING_MIN_SHARDS", listing_from)
+        monkeypatch.setattr(S3Profile, "listing_min_objects", listing_from)
         with pytest.raises(rk.CorruptShard) as caught:
             client.publish(
                 rk.Dataset.from_directory(f"{s3_bucket}/raw", name="bad", storage_options=opts)
@@ -162,7 +163,7 @@ def test_fast_verify_by_listing_reports_what_per_object_checks_report(
 
     heads.clear()
     batched = v.verify()
-    monkeypatch.setattr(verify, "LISTING_MIN_SHARDS", 10**9)
+    monkeypatch.setattr(S3Profile, "listing_min_objects", 10**9)
     per_object = v.verify()
     assert _problems(batched) == _problems(per_object)
     assert [p.shard.uri for p in batched.problems] == [uris[1], uris[2], uris[4]]

@@ -130,8 +130,10 @@ class StorageProfile:
     #: (:meth:`read_whole_async`)
     batch_reads: ClassVar[bool] = False
     #: many objects are listed (size, ETag) in pages instead of one request each
-    #: (:meth:`listing`); fast verify and publish use it from this many objects on
+    #: (:meth:`listing`); fast verify and publish use it from :attr:`listing_min_objects` on
     lists_prefixes: ClassVar[bool] = False
+    #: from this many objects under one prefix on, listing it beats asking for each
+    listing_min_objects: ClassVar[int] = 8
     #: who retries a failed request: ``"recordkeeper"`` (the storage retry policy, installed
     #: by :meth:`install_retry`), or a sentence naming the backend's own loop
     retried_by: ClassVar[str] = "the fsspec implementation's own retries, if any"
