@@ -42,17 +42,16 @@ from recordkeeper.core.errors import (
 from recordkeeper.core.manifest import ManifestEntry, content_digest
 from recordkeeper.core.roots import AllowedRoots
 from recordkeeper.core.shards import Compression, ShardRecord
-from recordkeeper.core.splits import shard_file_name
-from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
+from recordkeeper.dataset import Dataset, ShardFile
 from recordkeeper.file_kinds import describe_bytes
 from recordkeeper.models import DatasetVersion
 from recordkeeper.object_batches import listing_or_nothing, read_small_many, stat_many
 from recordkeeper.progress import ProgressLike, ProgressReader, byte_progress
 from recordkeeper.provenance import build_provenance
+from recordkeeper.shard_names import final_shard_uri
 from recordkeeper.storage import (
     ObjectStat,
     discard_upload,
-    join_uri,
     open_read,
     open_write,
     profile_of,
@@ -523,16 +522,8 @@ def publish(
                     )
                 # a Riegeli file is copied as .riegeli; scanning may find it an ArrayRecord
                 # file (the registered format says so whatever the suffix)
-                dests[i] = join_uri(
-                    prefix,
-                    shard_file_name(
-                        shard.split,
-                        shard.index,
-                        shard.count,
-                        compression_suffix(comp)
-                        if fmt == "tfrecord"
-                        else formats.get(fmt).file_suffix(comp),
-                    ),
+                dests[i] = final_shard_uri(
+                    prefix, shard.split, shard.index, shard.count, compression=comp, format=fmt
                 )
             copies = [d for d in dests if d]
         registrations = scan_all("copy" if copy_to else "hash", dests)

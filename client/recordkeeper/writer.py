@@ -60,10 +60,10 @@ from typing import TYPE_CHECKING, Any
 from recordkeeper.core.errors import InvalidRequest, InvalidShard, StorageError
 from recordkeeper.core.roots import storage_root_of
 from recordkeeper.core.shards import ShardRecord
-from recordkeeper.core.splits import shard_file_name, validate_split_name
-from recordkeeper.dataset import compression_suffix
+from recordkeeper.core.splits import validate_split_name
 from recordkeeper.models import DatasetVersion
 from recordkeeper.provenance import build_provenance
+from recordkeeper.shard_names import final_shard_uri, shard_suffix, split_counts
 from recordkeeper.storage import (
     discard_upload,
     join_uri,
@@ -298,15 +298,6 @@ def shard_is_full(compression: str, framed_bytes: int, stored_bytes: int, shard_
     if framed_bytes < shard_size:
         return False
     return compression == "none" or stored_bytes >= shard_size
-
-
-def shard_suffix(compression: str, format: str = "tfrecord") -> str:
-    """A written shard's suffix: ``.tfrecord[.gz]``, ``.array_record`` (the format's)."""
-    if format == "tfrecord":
-        return compression_suffix(compression)
-    from recordkeeper import formats
-
-    return formats.get(format).file_suffix(compression)
 
 
 def temp_shard_name(split: str, key: int | str, compression: str, format: str = "tfrecord") -> str:
@@ -676,17 +667,17 @@ class VersionWriter:
 
     def _finalise_names(self) -> list[dict[str, Any]]:
         prefix = self._stage().storage_prefix
-        counts: dict[str, int] = {}
-        for shard in self._done:
-            counts[shard.split] = counts.get(shard.split, 0) + 1
+        counts = split_counts(self._done, lambda s: s.split)
         registrations = []
         for shard in sorted(self._done, key=lambda s: (s.split, s.index)):
             count = counts[shard.split]
-            final = join_uri(
+            final = final_shard_uri(
                 prefix,
-                shard_file_name(
-                    shard.split, shard.index, count, shard_suffix(self.compression, self.format)
-                ),
+                shard.split,
+                shard.index,
+                count,
+                compression=self.compression,
+                format=self.format,
             )
             shard.final_uri = final
             registrations.append(

@@ -31,12 +31,11 @@ from recordkeeper.beam._commit import check_stored, commit_version, remove_quiet
 from recordkeeper.beam._service import ServiceConfig, ServiceDoFn
 from recordkeeper.client import Client
 from recordkeeper.core.errors import InvalidShard
-from recordkeeper.core.splits import shard_file_name
-from recordkeeper.dataset import Dataset, ShardFile, compression_suffix
+from recordkeeper.dataset import Dataset, ShardFile
 from recordkeeper.models import DatasetVersion
 from recordkeeper.provenance import build_provenance
 from recordkeeper.publish import copy_target, detect_file_compression, scan_file
-from recordkeeper.storage import join_uri
+from recordkeeper.shard_names import final_shard_uri
 
 __all__ = ["PublishExisting"]
 
@@ -55,8 +54,14 @@ class _ScanFile(beam.DoFn):
                 shard = dataclasses.replace(
                     shard, compression=detect_file_compression(shard.uri, self._options)
                 )
-            suffix = compression_suffix(shard.compression or "none")
-            dest = join_uri(prefix, shard_file_name(shard.split, shard.index, shard.count, suffix))
+            dest = final_shard_uri(
+                prefix,
+                shard.split,
+                shard.index,
+                shard.count,
+                compression=shard.compression or "none",
+                format=shard.format or "tfrecord",
+            )
         yield scan_file(shard, self._options, dest=dest, dest_options=self._options)
 
 

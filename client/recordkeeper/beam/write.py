@@ -65,10 +65,10 @@ from recordkeeper.beam.read import ReadVersion
 from recordkeeper.client import Client
 from recordkeeper.core.errors import InvalidRequest, InvalidShard, StorageError
 from recordkeeper.core.roots import storage_root_of
-from recordkeeper.core.splits import shard_file_name, validate_split_name
-from recordkeeper.dataset import compression_suffix
+from recordkeeper.core.splits import validate_split_name
 from recordkeeper.models import DatasetVersion
 from recordkeeper.provenance import build_provenance
+from recordkeeper.shard_names import final_shard_uri, number_within_splits, split_counts
 from recordkeeper.storage import join_uri, list_files
 from recordkeeper.streaming import ShardStats, record_bytes
 from recordkeeper.writer import (
@@ -222,7 +222,7 @@ class _CommitVersion(ServiceDoFn):
         super().__init__(config)
         self._staged = staged
         self._prefix = prefix
-        self._suffix = compression_suffix(compression)
+        self._compression = compression
         self._force_new = force_new
 
     def process(self, written: list[WrittenShard]) -> Iterator[dict[str, Any]]:
@@ -232,16 +232,15 @@ class _CommitVersion(ServiceDoFn):
                 f"nothing was written to {self._staged}: the input PCollection is empty"
             )
         ordered = sorted(written, key=lambda s: (s.split, s.key, s.part))
-        counts: dict[str, int] = {}
-        for shard in ordered:
-            counts[shard.split] = counts.get(shard.split, 0) + 1
-        places: list[tuple[WrittenShard, int, str]] = []
-        index: dict[str, int] = {}
-        for shard in ordered:
-            i = index.get(shard.split, 0)
-            index[shard.split] = i + 1
-            name = shard_file_name(shard.split, i, counts[shard.split], self._suffix)
-            places.append((shard, i, join_uri(self._prefix, name)))
+        counts = split_counts(ordered, lambda s: s.split)
+        places: list[tuple[WrittenShard, int, str]] = [
+            (
+                shard,
+                i,
+                final_shard_uri(self._prefix, shard.split, i, count, compression=self._compression),
+            )
+            for shard, i, count in number_within_splits(ordered, lambda s: s.split)
+        ]
 
         def finalize(place: tuple[WrittenShard, int, str]) -> dict[str, Any]:
             shard, i, final = place
