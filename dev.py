@@ -26,10 +26,21 @@ PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 #: The extras each command installs: the tests need every runtime extra (``all``) and the test
 #: tooling with its servers (``dev``).
 EXTRAS = {"serve": "server", "test": "all,dev"}
+#: An install of these extras also has these (``all`` includes ``server``): no second install.
+COVERS = {"all,dev": {"server", "all,dev"}, "server": {"server"}}
 
 
 def _say(message: str) -> None:
     print(f"[dev] {message}", flush=True)
+
+
+def stamp(extras: str) -> Path:
+    """The file recording that ``.[extras]`` was installed from these build inputs (the C
+    extension is built at install time: a changed source must rebuild it too)."""
+    build_inputs = ("pyproject.toml", "setup.py", "client/recordkeeper/_speedups.c")
+    build_files = b"".join((ROOT / name).read_bytes() for name in build_inputs)
+    fingerprint = hashlib.sha256(build_files).hexdigest()[:16]
+    return VENV / f".installed-{extras.replace(',', '+')}-{fingerprint}"
 
 
 def _ensure_venv(extra: str) -> None:
@@ -41,23 +52,29 @@ def _ensure_venv(extra: str) -> None:
         _say(f"creating {VENV.relative_to(ROOT)}/")
         venv.EnvBuilder(with_pip=True).create(VENV)
         subprocess.run([PYTHON, "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
-    # The C extension is built at install time: a changed source must rebuild it too.
-    build_inputs = ("pyproject.toml", "setup.py", "client/recordkeeper/_speedups.c")
-    build_files = b"".join((ROOT / name).read_bytes() for name in build_inputs)
-    fingerprint = hashlib.sha256(build_files).hexdigest()[:16]
-    stamp = VENV / f".installed-{extra.replace(',', '+')}-{fingerprint}"
-    if stamp.exists():
+    if any(stamp(done).exists() for done, covered in COVERS.items() if extra in covered):
         return
-    _say(f"installing recordkeeper[{extra}] into .venv (first run downloads dependencies)")
-    subprocess.run(
-        [PYTHON, "-m", "pip", "install", "-q", "-e", f".[{extra}]"], cwd=ROOT, check=True
+    _say(
+        f"installing recordkeeper[{extra}] into .venv: a few minutes the first time (pip's "
+        "progress follows; later runs skip this)"
     )
-    stamp.touch()
+    # Not quiet: minutes without output look like a hang.
+    subprocess.run(
+        [PYTHON, "-m", "pip", "install", "--progress-bar", "on", "-e", f".[{extra}]"],
+        cwd=ROOT,
+        check=True,
+    )
+    stamp(extra).touch()
 
 
 def serve(args: list[str]) -> int:
     _ensure_venv(EXTRAS["serve"])
-    return subprocess.call([BIN / "recordkeeper", "serve", *args])
+    command = [str(BIN / "recordkeeper"), "serve", *args]
+    if os.name == "posix":
+        # Become the server: Ctrl-C, a kill or a supervisor's stop reach it, not a parent
+        # that would leave it running.
+        os.execv(command[0], command)
+    return subprocess.call(command)
 
 
 def test(args: list[str]) -> int:
