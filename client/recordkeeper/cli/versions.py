@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import warnings
 from typing import Annotated, Any
@@ -24,8 +25,9 @@ from recordkeeper.cli.common import (
 from recordkeeper.core.errors import InvalidRequest
 from recordkeeper.core.refs import PUBLISHED_STATES
 from recordkeeper.dataset import Dataset
+from recordkeeper.local_files import local_path
 from recordkeeper.provenance import Provenance
-from recordkeeper.storage import join_uri, list_files, to_uri
+from recordkeeper.storage import join_uri, list_files, profile_of, to_uri
 
 __all__ = ["register"]
 
@@ -92,6 +94,9 @@ def publish(
     came from (--parent, --source, --params, --note; the git state is recorded)."""
     options = parse_storage_options(storage_option)
     root = to_uri(path_or_url).rstrip("/")
+    if profile_of(root).local and not os.path.exists(local_path(root)):
+        # a local path the user typed: file_not_found (exit 3), as for every local file
+        raise FileNotFoundError(errno.ENOENT, "no such file or directory", path_or_url)
     files = list_files(root, options)
     if join_uri(root, "dataset_info.json") in files:
         dataset = Dataset.from_tfds(root, name, storage_options=options)

@@ -135,3 +135,14 @@ def test_verify_an_unknown_split_has_a_code(runner: CliRunner, client: rk.Client
     )
     assert body["code"] == "invalid_request"
     assert runner.invoke(cli.app, ["verify", "coco@latest", "--split", "train"]).exit_code == 0
+
+
+def test_publishing_a_local_path_that_does_not_exist_is_file_not_found(
+    runner: CliRunner, tmp_path: object
+) -> None:
+    """As cli.md promises for a local file (it was exit 3 ``storage_error``)."""
+    missing = f"{tmp_path}/data/coco"
+    result = runner.invoke(cli.app, ["publish", missing, "--name", "coco", "--copy"])
+    assert result.exit_code == 3
+    assert result.stderr.strip().endswith("[file_not_found]"), result.stderr
+    assert missing in result.stderr and "Traceback" not in result.output
