@@ -11,11 +11,12 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml setup.py README.md ./
+COPY pyproject.toml setup.py README.md constraints.txt ./
 COPY client ./client
 COPY service ./service
 COPY migrations ./migrations
-RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[server,s3,gcs]"
+# constraints.txt: the known-good versions, so two builds install the same thing
+RUN pip wheel --no-cache-dir --wheel-dir /wheels -c constraints.txt ".[server,s3,gcs]"
 
 FROM ${PYTHON_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -37,7 +37,12 @@ def _say(message: str) -> None:
 def stamp(extras: str) -> Path:
     """The file recording that ``.[extras]`` was installed from these build inputs (the C
     extension is built at install time: a changed source must rebuild it too)."""
-    build_inputs = ("pyproject.toml", "setup.py", "client/recordkeeper/_speedups.c")
+    build_inputs = (
+        "pyproject.toml",
+        "constraints.txt",
+        "setup.py",
+        "client/recordkeeper/_speedups.c",
+    )
     build_files = b"".join((ROOT / name).read_bytes() for name in build_inputs)
     fingerprint = hashlib.sha256(build_files).hexdigest()[:16]
     return VENV / f".installed-{extras.replace(',', '+')}-{fingerprint}"
@@ -59,10 +64,10 @@ def _ensure_venv(extra: str) -> None:
         "progress follows; later runs skip this)"
     )
     # Not quiet: minutes without output look like a hang.
+    # The known-good versions (constraints.txt): the same install every time, found at once.
+    pip_install = [PYTHON, "-m", "pip", "install", "--progress-bar", "on"]
     subprocess.run(
-        [PYTHON, "-m", "pip", "install", "--progress-bar", "on", "-e", f".[{extra}]"],
-        cwd=ROOT,
-        check=True,
+        [*pip_install, "-c", "constraints.txt", "-e", f".[{extra}]"], cwd=ROOT, check=True
     )
     stamp(extra).touch()
 
