@@ -155,4 +155,4 @@ def test_cli_publish_copy_into_the_service_storage_root(
     assert "published copied_" in again.output and "first version" not in again.output
     missing = runner.invoke(app, [*base[:3], str(tmp_path / "nope"), "--name", "x", "--copy"])
     assert missing.exit_code == 3, missing.output  # not found (docs/cli.md)
-    assert "not found" in missing.output and "[storage_error]" in missing.output
+    assert "no such file or directory" in missing.output and "[file_not_found]" in missing.output
