@@ -187,6 +187,7 @@ def test_the_registry_agrees_with_the_core_and_the_listings() -> None:
 
 def test_a_version_is_a_grain_data_source(client: rk.Client) -> None:  # noqa: F811
     import grain  # the dev extra has it: this must run, not skip
+
     records = fixed_records(120)
     with client.writer(
         "coco", shard_size=3000, format="array_record", format_options={"group_size": 8}
