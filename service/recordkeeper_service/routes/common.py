@@ -197,7 +197,7 @@ class ErrorOut(BaseModel):
     )
     state: str | None = _extra(
         "`version_not_found`, `version_immutable`, `version_not_staged`, `conflict`, "
-        "`provenance_immutable`, `parent_not_committed`",
+        "`provenance_immutable`, `parent_not_committed`, `version_deprecated`",
         "the version's current state (`staged`, `committed`, `deprecated`, `abandoned`)",
     )
     parent: str | None = _extra(
@@ -222,15 +222,19 @@ class ErrorOut(BaseModel):
     expected: str | None = _extra("`digest_mismatch`", "the `expect_digest` sent")
     actual: str | None = _extra("`digest_mismatch`", "the version's content digest")
     version: str | None = _extra(
-        "`digest_mismatch`, `version_data_deleted`, `storage_released` (gc-done)",
-        "the version the reference resolved to (`digest_mismatch`), whose data was deleted "
-        "(`version_data_deleted`), or whose gc-done found a shard in released storage",
+        "`digest_mismatch`, `version_data_deleted`, `storage_released` (gc-done), "
+        "`version_deprecated`",
+        "the version the reference resolved to (`digest_mismatch`, `version_deprecated`), whose "
+        "data was deleted (`version_data_deleted`), or whose gc-done found a shard in released "
+        "storage",
     )
     deleted_at: str | None = _extra(
         "`version_data_deleted`", "when the version's data was deleted (null while deleting)"
     )
     reason: str | None = _extra(
-        "`version_data_deleted`", "which collector deleted it: `retention` or `gc`"
+        "`version_data_deleted`, `version_deprecated`",
+        "which collector deleted it: `retention` or `gc` (`version_data_deleted`); why it was "
+        "deprecated (`version_deprecated`)",
     )
     uri: str | None = _extra("`storage_released`", "the shard URI in released storage")
     released_by: str | None = _extra("`storage_released`", "the version that released it")
