@@ -34,7 +34,8 @@ def split_counts(items: Iterable[T], split_of: Callable[[T], str]) -> dict[str, 
     """How many of ``items`` each split has."""
     counts: dict[str, int] = {}
     for item in items:
-        counts[split_of(item)] = counts.get(split_of(item), 0) + 1
+        split = split_of(item)
+        counts[split] = counts.get(split, 0) + 1
     return counts
 
 

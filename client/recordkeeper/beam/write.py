@@ -68,7 +68,7 @@ from recordkeeper.core.roots import storage_root_of
 from recordkeeper.core.splits import validate_split_name
 from recordkeeper.models import DatasetVersion
 from recordkeeper.provenance import build_provenance
-from recordkeeper.shard_names import final_shard_uri, number_within_splits, split_counts
+from recordkeeper.shard_names import final_shard_uri, number_within_splits
 from recordkeeper.storage import join_uri, list_files
 from recordkeeper.streaming import ShardStats, record_bytes
 from recordkeeper.writer import (
@@ -232,25 +232,25 @@ class _CommitVersion(ServiceDoFn):
                 f"nothing was written to {self._staged}: the input PCollection is empty"
             )
         ordered = sorted(written, key=lambda s: (s.split, s.key, s.part))
-        counts = split_counts(ordered, lambda s: s.split)
-        places: list[tuple[WrittenShard, int, str]] = [
+        places: list[tuple[WrittenShard, int, int, str]] = [
             (
                 shard,
                 i,
+                count,
                 final_shard_uri(self._prefix, shard.split, i, count, compression=self._compression),
             )
             for shard, i, count in number_within_splits(ordered, lambda s: s.split)
         ]
 
-        def finalize(place: tuple[WrittenShard, int, str]) -> dict[str, Any]:
-            shard, i, final = place
+        def finalize(place: tuple[WrittenShard, int, int, str]) -> dict[str, Any]:
+            shard, i, count, final = place
             return finalize_shard(
                 shard.temp_uri,
                 final,
                 shard.stats,
                 split=shard.split,
                 index=i,
-                count=counts[shard.split],
+                count=count,
                 storage_options=options,
                 root=storage_root_of(self._prefix),
             )
@@ -263,7 +263,7 @@ class _CommitVersion(ServiceDoFn):
         )
         self._remove_leftovers(options)
         if not version.was_staged_as(self._staged):  # identical content was kept: orphans
-            remove_quietly([final for _, _, final in places], options)
+            remove_quietly([place[-1] for place in places], options)
         yield version_output(version)
 
     def _remove_leftovers(self, options: Mapping[str, Any]) -> None:
