@@ -82,9 +82,26 @@ def serve(args: list[str]) -> int:
     return subprocess.call(command)
 
 
+#: How the suite spreads over the machine's cores (pytest-xdist): one worker per core, each
+#: test file on one worker, so a file's module-scoped servers and apps start once.  Most of the
+#: suite waits on real servers, TensorFlow and Chromium, not on one core.
+PARALLEL = ["-n", "auto", "--dist", "loadfile"]
+
+
+def _pytest_args(args: list[str]) -> list[str]:
+    """``args``, spread over the cores unless they choose (``-n``, ``-p no:xdist``) or only
+    collect."""
+    chosen = any(
+        a in ("-n", "--numprocesses", "--collect-only", "--co", "no:xdist")
+        or a.startswith(("-n", "--numprocesses="))
+        for a in args
+    )
+    return args if chosen else [*PARALLEL, *args]
+
+
 def test(args: list[str]) -> int:
     _ensure_venv(EXTRAS["test"])
-    code = subprocess.call([PYTHON, "-m", "pytest", *args], cwd=ROOT)
+    code = subprocess.call([PYTHON, "-m", "pytest", *_pytest_args(args)], cwd=ROOT)
     if code == 5:
         _say("pytest collected no tests: that is a failure")
         return 1

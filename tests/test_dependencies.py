@@ -90,6 +90,7 @@ USED_WITHOUT_IMPORT = {
     "ruff": lambda: '"ruff"' in _text("tests/test_static_checks.py"),
     "import-linter": lambda: '"lint-imports"' in _text("tests/test_static_checks.py"),
     "pytest-timeout": lambda: "timeout" in PYPROJECT["tool"]["pytest"]["ini_options"],
+    "pytest-xdist": lambda: '"--dist", "loadfile"' in _text("dev.py"),
     "types-pyyaml": lambda: "yaml" in _imports_in("client"),
     "setuptools": lambda: "setuptools" in _imports_in("setup.py"),
     "wheel": lambda: '"wheel"' in _text("tests/test_packaging.py"),
