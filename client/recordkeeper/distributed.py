@@ -29,9 +29,12 @@ The rules each step keeps, whatever the engine:
    schema computed while the bytes stream) to temporary names derived from the key alone,
    ``_incomplete/{split}-{key:05d}-{part:03d}…`` (a key holding more than ``shard_size`` rolls
    over to the next part).  The engine decides which records a key gets; the records of one
-   key must be fixed (an engine's shuffle/group output), so a task that runs twice — a retry,
-   a speculative duplicate — writes the same names with the same bytes and overwrites what the
-   other attempt left.  It returns :class:`WrittenShard` values (picklable).
+   key must be fixed (an engine's shuffle/group output), so a task that runs again — a retry
+   after a failure — writes the same names with the same bytes and overwrites what the failed
+   attempt left.  It returns :class:`WrittenShard` values (picklable).  Keep speculative
+   execution off: an attempt the engine kills while another's result is kept can leave a
+   half-written file under the kept attempt's name (the commit then refuses it: its size or
+   checksum differs).
    :meth:`PublishPlan.scan` reads one existing file once (hashes, CRCs, count, schema, the
    copy when copying) and returns its registration (a JSON-able ``dict``).
 3. **A barrier**: the driver gathers every worker's result.  Use the results of the attempts
