@@ -129,7 +129,10 @@ def _cell(
             result = version.verify(deep=operation == "deep verify")
         else:
             assert version is not None
-            result = sorted(version.tf_dataset("train").as_numpy_iterator())
+            import recordkeeper.tf
+
+            with recordkeeper.tf.typed_errors():  # TensorFlow's errors as recordkeeper's
+                result = sorted(version.tf_dataset("train").as_numpy_iterator())
     except Exception as exc:
         error = exc
     seconds = time.monotonic() - started

@@ -31,3 +31,29 @@ def test_static_check_is_clean(tool: str) -> None:
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
     report = (result.stdout + result.stderr).strip()
     assert result.returncode == 0, f"{tool} failed (`{' '.join(command)}`):\n{report}"
+
+
+def test_the_client_uses_only_tensorflows_public_api() -> None:
+    """No ``tensorflow.python`` (TensorFlow's private modules, which change between releases:
+    issue 23 item 6) in the library — not imported, not named in a string."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "client").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = [node.value] if node.value.startswith("tensorflow.python") else []
+            elif isinstance(node, ast.Attribute) and ast.unparse(node).startswith("tf.python"):
+                names = [ast.unparse(node)]
+            found += [
+                f"{path.relative_to(ROOT)}:{node.lineno}: {name}"
+                for name in names
+                if name.startswith(("tensorflow.python", "tf.python"))
+            ]
+    assert found == []

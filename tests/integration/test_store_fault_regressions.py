@@ -222,9 +222,10 @@ def test_a_bit_flipped_in_transit_is_not_a_corrupt_shard(
 # -- 2. no hang after a failed read -------------------------------------------------------------
 
 HANG_CHILD = r"""
-import json, os, sys, threading, time
+import contextlib, json, os, sys, threading, time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import recordkeeper as rk
+import recordkeeper.tf
 import tensorflow as tf
 
 url, ref, runs = sys.argv[1], sys.argv[2], int(sys.argv[5])
@@ -245,11 +246,16 @@ def reading_threads():
 out = []
 for run in range(runs):
     version = rk.Client(url, storage_options=faulty).resolve(ref)
+    typed = run % 2 == 1  # plain iteration (TensorFlow's error), then inside typed_errors
+    dataset = None
     try:
-        sum(1 for _ in version.tf_dataset("train", verify=None))
+        dataset = version.tf_dataset("train", verify=None)
+        with rk.tf.typed_errors() if typed else contextlib.nullcontext():
+            sum(1 for _ in dataset)
         failed = None
     except Exception as exc:
-        failed = type(exc).__name__
+        failed = type(exc).__name__ if typed else f"tf:{isinstance(exc, tf.errors.OpError)}"
+    del dataset
     deadline = time.monotonic() + 60  # readers may finish their current request first
     while reading_threads() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -300,8 +306,9 @@ def test_a_failed_s3_read_leaves_no_reader_and_no_hang(
     assert done.returncode == 0, done.stderr[-3000:]
     runs = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(runs) == 3
+    assert [r["failed"] == "tf:True" for r in runs] == [True, False, True]
     for run in runs:
-        assert run["failed"] in ("StorageError", "CorruptShard"), run
+        assert run["failed"] in ("StorageError", "CorruptShard", "tf:True"), run
         assert run["readers_left"] == 0, run
         assert run["next_ok"], run
 

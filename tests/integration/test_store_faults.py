@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 import recordkeeper as rk
+import recordkeeper.tf
 from tests.client._records import sample_examples
 from tests.integration import _scenarios as sc
 from tests.integration.conftest import LiveService
@@ -213,7 +214,8 @@ def _run(store: Store, operation: str, fault: str, tensorflow: Callable[[], Modu
         store.inject(fault, operation)
         try:
             ds = version.tf_dataset("train", storage_options=store.faulty)
-            got = sorted(bytes(r) for r in ds.as_numpy_iterator())
+            with recordkeeper.tf.typed_errors(ds):  # TensorFlow's errors as recordkeeper's
+                got = sorted(bytes(r) for r in ds.as_numpy_iterator())
         except Exception as exc:
             _typed(exc)
             return _outcome(exc)

@@ -1,7 +1,9 @@
 """Read-time corruption through ``tf_dataset`` is typed and named (issue 9, point 6).
 
 Real TensorFlow, a real service over a socket, shards on local disk.  A shard is published
-intact and damaged afterwards; ``verify=None`` lets the pipeline meet the damage.
+intact and damaged afterwards; ``verify=None`` lets the pipeline meet the damage.  The dataset
+is a plain ``tf.data.Dataset`` (public APIs only, issue 23 item 6): its errors are TensorFlow's,
+and ``rk.tf.typed_errors()`` makes them ``CorruptShard`` naming the shard.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 
 import recordkeeper as rk
+import recordkeeper.tf
 from tests.client._records import frame, sample_examples
 from tests.integration.conftest import LiveService
 
@@ -38,7 +41,10 @@ def publish(service: LiveService, raw: Path, layout: dict[str, bytes]) -> rk.Dat
 
 
 def read_all(dataset: Any) -> list[bytes]:
-    return [t.numpy() for t in dataset]
+    import recordkeeper.tf
+
+    with recordkeeper.tf.typed_errors():
+        return [t.numpy() for t in dataset]
 
 
 def test_a_corrupt_record_in_tensorflows_own_reader_names_the_shard(
@@ -109,10 +115,12 @@ def test_a_mixed_compression_split_raises_corrupt_shard_not_unknown_error(
     (data_dir / "raw" / "train-00001-of-00003.tfrecord.gz").write_bytes(broken)
 
     got: list[bytes] = []
-    with pytest.raises(rk.CorruptShard) as err:
-        for tensor in v.tf_dataset("train", verify=None, num_parallel_reads=1):
+    dataset = v.tf_dataset("train", verify=None, num_parallel_reads=1)
+    with pytest.raises(rk.CorruptShard) as err, rk.tf.typed_errors(dataset):
+        for tensor in dataset:
             got.append(tensor.numpy())
     assert not isinstance(err.value, tensorflow.errors.OpError)
+    assert isinstance(err.value.__cause__, tensorflow.errors.OpError)
     extra = err.value.extra
     assert extra["shard"] == "train-00001-of-00003"
     assert (extra["offset"], extra["compressed_offset"]) == (
@@ -160,3 +168,61 @@ def test_keras_fit_trains_on_the_typed_dataset(
     assert len(history.history["loss"]) == 2
     records = sum(len(shard) for shard in RECORDS)
     assert len(seen) >= 2 * (records // 8)  # every full batch of both epochs was trained on
+
+
+def test_outside_typed_errors_the_errors_are_tensorflows_and_name_the_shard_where_they_can(
+    live_service: LiveService, data_dir: Path, tensorflow: ModuleType
+) -> None:
+    """Without the context manager: TensorFlow's own reader raises its ``DataLossError``; the
+    fsspec reader (a mixed-compression split) raises ``UnknownError`` carrying recordkeeper's
+    message, which names the shard and both offsets."""
+    layout = {
+        "train-00000-of-00002.tfrecord": frame(RECORDS[0]),
+        "train-00001-of-00002.tfrecord.gz": zlib.compress(frame(RECORDS[1]), wbits=31),
+    }
+    v = publish(live_service, data_dir / "raw", layout)
+    broken, compressed_offset = gzip_with_a_bad_block(RECORDS[1], 12)
+    (data_dir / "raw" / "train-00001-of-00002.tfrecord.gz").write_bytes(broken)
+    with pytest.raises(tensorflow.errors.UnknownError) as err:
+        list(v.tf_dataset("train", verify=None, num_parallel_reads=1))
+    assert "CorruptShard" in err.value.message
+    assert "train-00001-of-00002" in err.value.message
+    assert f"compressed offset {compressed_offset}" in err.value.message
+
+    plain = {f"train-{i:05d}-of-00002.tfrecord": frame(RECORDS[i + 1]) for i in range(2)}
+    w = publish(live_service, data_dir / "raw2", plain)
+    victim = data_dir / "raw2" / "train-00001-of-00002.tfrecord"
+    data = bytearray(victim.read_bytes())
+    data[len(frame(RECORDS[2][:5])) + 20] ^= 0x01
+    victim.write_bytes(bytes(data))
+    dataset = w.tf_dataset("train", verify=None)
+    with pytest.raises(tensorflow.errors.DataLossError):
+        list(dataset)
+    with pytest.raises(TypeError):
+        rk.tf.typed_errors(dataset.batch(2))  # only the datasets tf_dataset returned
+    with pytest.raises(rk.CorruptShard) as typed, rk.tf.typed_errors(dataset):
+        list(dataset.batch(4))
+    assert typed.value.extra["shard"] == "train-00001-of-00002"
+
+
+def test_keras_fit_inside_typed_errors_names_the_corrupt_shard(
+    live_service: LiveService, data_dir: Path, tensorflow: ModuleType
+) -> None:
+    """Inside ``typed_errors`` even Keras ``fit`` (which iterates in a ``tf.function``) ends
+    with ``CorruptShard``."""
+    tf = tensorflow
+    layout = {f"train-{i:05d}-of-00003.tfrecord": frame(RECORDS[i]) for i in range(3)}
+    v = publish(live_service, data_dir / "raw", layout)
+    victim = data_dir / "raw" / "train-00002-of-00003.tfrecord"
+    data = bytearray(victim.read_bytes())
+    data[len(frame(RECORDS[2][:10])) + 20] ^= 0x01
+    victim.write_bytes(bytes(data))
+    lengths = v.tf_dataset("train", verify=None).map(
+        lambda r: (tf.cast(tf.strings.length(r), tf.float32),)
+    )
+    pairs = lengths.map(lambda x: (tf.reshape(x, [1]), tf.reshape(x, [1]))).batch(8)
+    model = tf.keras.Sequential([tf.keras.Input(shape=(1,)), tf.keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    with pytest.raises(rk.CorruptShard) as err, rk.tf.typed_errors():
+        model.fit(pairs, epochs=1, verbose=0)
+    assert err.value.extra["shard"] == "train-00002-of-00003"

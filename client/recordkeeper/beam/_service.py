@@ -18,8 +18,9 @@ from typing import Any
 import apache_beam as beam
 
 from recordkeeper.client import Client
+from recordkeeper.models import DatasetVersion
 
-__all__ = ["ServiceConfig", "ServiceDoFn"]
+__all__ = ["ServiceConfig", "ServiceDoFn", "version_output"]
 
 
 @dataclass(frozen=True)
@@ -84,3 +85,10 @@ class ServiceDoFn(beam.DoFn):
     def teardown(self) -> None:
         if self._client is not None:
             self._client.close()
+
+
+def version_output(version: DatasetVersion) -> dict[str, Any]:
+    """What the transforms emit for a version: its JSON summary (picklable, unlike the
+    :class:`DatasetVersion`, which holds its client); ``client.resolve(v["name"])`` gets it back.
+    """
+    return version.to_dict()

@@ -9,17 +9,18 @@
 The source is a :class:`recordkeeper.Dataset` (``from_files``, ``from_directory``,
 ``from_tfds``) or a directory URI (``Dataset.from_directory``).  When the transform is applied
 the files are listed, checked against the service's allowed roots (unless copied) and a version
-is staged.  Each worker then reads one file once with :func:`recordkeeper.publish.scan_file` —
-the code ``client.publish`` runs: hashes, record CRCs, record count, schema, and the copy to
-``{prefix}{split}-NNNNN-of-NNNNN…`` when ``copy_to`` is given (a retried scan rewrites the same
-name).  Published in place, a file that changed while it was read is refused.  After a barrier
-one DoFn registers every shard and commits, once.  A failed pipeline leaves the version staged
-(collected by ``recordkeeper gc``; ``client.abandon(transform.staged.name)`` at once).
+is staged (:func:`recordkeeper.distributed.plan_publish`).  Each worker then reads one file
+once (:meth:`~recordkeeper.distributed.PublishPlan.scan`, the code ``client.publish`` runs):
+hashes, record CRCs, record count, schema, and the copy to ``{prefix}{split}-NNNNN-of-NNNNN…``
+when ``copy_to`` is given (a retried scan rewrites the same name).  Published in place, a
+file that changed while it was read is refused.  After a barrier one DoFn registers every shard
+and commits, once (:meth:`~recordkeeper.distributed.PublishPlan.commit`).  A failed pipeline
+leaves the version staged (collected by ``recordkeeper gc``;
+``client.abandon(transform.staged.name)`` at once).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,61 +28,38 @@ from typing import Any
 
 import apache_beam as beam
 
-from recordkeeper.beam._commit import check_stored, commit_version, remove_quietly, version_output
-from recordkeeper.beam._service import ServiceConfig, ServiceDoFn
+from recordkeeper.beam._service import ServiceConfig, ServiceDoFn, version_output
 from recordkeeper.client import Client
-from recordkeeper.core.errors import InvalidShard
 from recordkeeper.dataset import Dataset, ShardFile
+from recordkeeper.distributed import PublishPlan, plan_publish
 from recordkeeper.models import DatasetVersion
 from recordkeeper.provenance import build_provenance
-from recordkeeper.publish import copy_target, detect_file_compression, scan_file
-from recordkeeper.shard_names import final_shard_uri
 
 __all__ = ["PublishExisting"]
 
 
 class _ScanFile(beam.DoFn):
-    """``(ShardFile, copy prefix or None)`` → the shard's REST registration."""
+    """One of the plan's files → its REST registration
+    (:meth:`recordkeeper.distributed.PublishPlan.scan`)."""
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
-        self._options = dict(options)
+    def __init__(self, plan: PublishPlan) -> None:
+        self._plan = plan
 
     def process(self, element: tuple[ShardFile, str | None]) -> Iterator[dict[str, Any]]:
-        shard, prefix = element
-        dest = None
-        if prefix is not None:
-            if shard.compression is None:  # the copy's name needs it: read the first bytes
-                shard = dataclasses.replace(
-                    shard, compression=detect_file_compression(shard.uri, self._options)
-                )
-            dest = final_shard_uri(
-                prefix,
-                shard.split,
-                shard.index,
-                shard.count,
-                compression=shard.compression or "none",
-                format=shard.format or "tfrecord",
-            )
-        yield scan_file(shard, self._options, dest=dest, dest_options=self._options)
+        yield self._plan.scan(element)
 
 
 class _Commit(ServiceDoFn):
-    def __init__(self, staged: str, copies: bool, config: ServiceConfig, force_new: bool) -> None:
+    """The barrier's one list of registrations → the committed version's JSON, once
+    (:meth:`recordkeeper.distributed.PublishPlan.commit`)."""
+
+    def __init__(self, plan: PublishPlan, config: ServiceConfig, force_new: bool) -> None:
         super().__init__(config)
-        self._staged = staged
-        self._copies = copies
+        self._plan = plan
         self._force_new = force_new
 
     def process(self, registrations: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        options = dict(self._config.storage_options)
-        ordered = sorted(registrations, key=lambda r: (r["split"], r["index"]))
-        if self._copies:
-            check_stored(ordered, options)
-        version = commit_version(
-            self.worker_client(), self._staged, ordered, force_new=self._force_new
-        )
-        if self._copies and not version.was_staged_as(self._staged):  # the copies are orphans
-            remove_quietly([r["uri"] for r in ordered], options)
+        version = self._plan.commit(self.worker_client(), registrations, force_new=self._force_new)
         yield version_output(version)
 
 
@@ -131,6 +109,8 @@ class PublishExisting(beam.PTransform):
         self._storage_options = storage_options
         self._send_token = send_token
         self.staged: DatasetVersion | None = None
+        #: the publish's plan (:mod:`recordkeeper.distributed`) once the transform is applied
+        self.plan: PublishPlan | None = None
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         client = self._client if self._client is not None else Client()
@@ -149,32 +129,31 @@ class PublishExisting(beam.PTransform):
             if dataset.storage_options is not None
             else client.storage_options
         )
-        config = ServiceConfig.of(client, options, send_token=self._send_token)
-        shards = dataset.shards
-        if not shards:
-            raise InvalidShard(f"dataset {dataset.name!r} has no shards")
-        copy_to = copy_target(client.info(), [s.uri for s in shards], self.copy_to)
-        if self.staged is None:
-            document = build_provenance(
-                dataset=dataset.name,
-                parents=self.parents,
-                sources=self.sources,
-                params=self.params,
-                code=self.code,
-                note=self.note,
+        if self.plan is None:
+            self.plan = plan_publish(
+                client,
+                dataset,
+                desc=self.desc,
+                copy_to=self.copy_to,
+                date=self.date,
                 storage_options=options,
+                provenance=build_provenance(
+                    dataset=dataset.name,
+                    parents=self.parents,
+                    sources=self.sources,
+                    params=self.params,
+                    code=self.code,
+                    note=self.note,
+                    storage_options=options,
+                ),
             )
-            self.staged = client.stage(
-                dataset.name, desc=self.desc, date=self.date, root=copy_to, provenance=document
-            )
-        prefix = self.staged.storage_prefix if copy_to is not None else None
-        work = [(shard, prefix) for shard in shards]
+            self.staged = self.plan.staged_version
+        config = ServiceConfig.of(client, self.plan.storage_options, send_token=self._send_token)
         return (
             pbegin
-            | "Files" >> beam.Create(work)
+            | "Files" >> beam.Create(list(self.plan.files))
             | "Spread" >> beam.Reshuffle()
-            | "ScanFile" >> beam.ParDo(_ScanFile(config.storage_options))
+            | "ScanFile" >> beam.ParDo(_ScanFile(self.plan))
             | "AllScanned" >> beam.combiners.ToList()
-            | "CommitOnce"
-            >> beam.ParDo(_Commit(self.staged.name, copy_to is not None, config, self.force_new))
+            | "CommitOnce" >> beam.ParDo(_Commit(self.plan, config, self.force_new))
         )

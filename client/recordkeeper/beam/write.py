@@ -8,35 +8,26 @@
                                           compression="gzip", client=client)
     )                                   # a PCollection of one: the committed version's JSON
 
-The plan:
+The Beam steps of :mod:`recordkeeper.distributed`'s protocol (stage, write shard keys on
+workers, commit once; see that module for the rules each step keeps):
 
-1. **Stage once**, when the transform is applied (on the machine that builds the pipeline): the
-   service reserves the version's number and answers its ``rk1`` name
-   (``coco_20261130_v3``; ``staged_name`` is the staging's own, ``coco_20261130_staged3``) and
-   the storage prefix named by it (``transform.staged``), so the shards are stored under the
-   name the version is committed as.  As for ``client.writer``, the content is unknown until
-   the end: a pipeline that fails, never runs, or writes a duplicate leaves that number as a
-   gap (docs/naming.md).
+1. **Stage once**, when the transform is applied (on the machine that builds the pipeline):
+   :func:`~recordkeeper.distributed.plan_write` reserves the version's number; its name and
+   storage prefix are ``transform.staged`` (a pipeline that fails, never runs, or writes a
+   duplicate leaves that number as a gap, docs/naming.md).
 2. **Key**: records are gathered in batches of about 1 MiB (a quarter of ``shard_size`` if
    smaller) and every batch gets a shard key ``(split, k)``, ``k < num_shards``, round-robin
    from a random start per bundle (records are not serialized or hashed here).  If that bundle
    is retried, the runner discards its first attempt's output, so each record reaches exactly
    one key.  (Elements are expected in the global window, as for any batch write.)
 3. **Group** by key (the runner's shuffle: each key's records are now fixed, whatever retries).
-4. **Write** each key's records with the code ``client.writer`` uses
-   (:func:`recordkeeper.writer.open_shard`: TFRecord framing, sha256, crc32c, records_sha256,
-   the record count and schema computed while the bytes stream) to a *temporary* name derived
-   from the key alone: ``{prefix}_incomplete/{split}-{k:05d}-{part:03d}.tfrecord[.gz]`` (a key
-   holding more than ``shard_size`` rolls over to the next part).  A retried bundle writes the
-   same names again and overwrites what a failed attempt left: no duplicate, no half shard.
-   Each part is emitted as a description once its upload completed.
+4. **Write** each key's records: :meth:`~recordkeeper.distributed.WritePlan.write_shard`, to
+   temporary names derived from the key alone, so a retried bundle overwrites what a failed
+   attempt left: no duplicate, no half shard.
 5. **Barrier**: all descriptions are gathered into one list (``CombineGlobally``), so
-6. **Commit** runs once, after every write: shards are numbered per split in key order, moved
-   to their final names ``{split}-00003-of-00016…`` (:func:`recordkeeper.writer.finalize_shard`,
-   the writer's own), fast-verified against the store's checksums, registered and committed;
-   what remains under ``_incomplete/`` (parts of failed attempts) is deleted.  When the commit
-   answers an existing version with identical content, the moved shards are deleted too
-   (:meth:`~recordkeeper.models.DatasetVersion.was_staged_as`, as ``client.writer`` does).
+6. **Commit** runs once, after every write:
+   :meth:`~recordkeeper.distributed.WritePlan.commit` names, fast-verifies, registers and
+   commits, and deletes what other attempts left.
 
 A failed pipeline never reaches the commit: the version stays *staged*, invisible to
 resolution, and its prefix (temporary shards included) is collected by ``recordkeeper gc``
@@ -49,8 +40,6 @@ import datetime
 import os
 import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -59,42 +48,20 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from recordkeeper import formats
-from recordkeeper.beam._commit import check_stored, commit_version, remove_quietly, version_output
-from recordkeeper.beam._service import ServiceConfig, ServiceDoFn
+from recordkeeper.beam._service import ServiceConfig, ServiceDoFn, version_output
 from recordkeeper.beam.read import ReadVersion
 from recordkeeper.client import Client
-from recordkeeper.core.errors import InvalidRequest, InvalidShard, StorageError
-from recordkeeper.core.roots import storage_root_of
+from recordkeeper.core.errors import InvalidRequest, InvalidShard
 from recordkeeper.core.splits import validate_split_name
+from recordkeeper.distributed import WritePlan, WrittenShard, plan_write
 from recordkeeper.models import DatasetVersion
 from recordkeeper.provenance import build_provenance
-from recordkeeper.shard_names import final_shard_uri, number_within_splits
-from recordkeeper.storage import join_uri, list_files
-from recordkeeper.streaming import ShardStats, record_bytes
-from recordkeeper.writer import (
-    finalize_shard,
-    open_shard,
-    parse_size,
-    shard_is_full,
-    temp_shard_name,
-)
+from recordkeeper.writer import parse_size
 
 __all__ = ["DEFAULT_NUM_SHARDS", "WriteVersionedTFRecords", "WrittenShard"]
 
 DEFAULT_NUM_SHARDS = 16
 _BATCH_BYTES = 2**20  # records travel through the shuffle in lists of about this many bytes
-_MAX_PENDING_UPLOADS = 4  # finished parts still uploading per key (~16 MiB each), as the writer
-
-
-@dataclass(frozen=True)
-class WrittenShard:
-    """One shard a worker wrote under its temporary name, with what the writer computed."""
-
-    split: str
-    key: int
-    part: int
-    temp_uri: str
-    stats: ShardStats
 
 
 class _AssignShardKey(beam.DoFn):
@@ -148,131 +115,37 @@ def _split_pair(element: Any) -> tuple[str, Any]:
 
 
 class _WriteShards(beam.DoFn):
-    """``((split, k), records)`` → the :class:`WrittenShard` parts of key ``k``."""
+    """``((split, k), batches)`` → the :class:`WrittenShard` parts of key ``k``
+    (:meth:`recordkeeper.distributed.WritePlan.write_shard`)."""
 
-    def __init__(
-        self, prefix: str, compression: str, shard_size: int, config: ServiceConfig
-    ) -> None:
-        self._prefix = prefix
-        self._compression = compression
-        self._shard_size = shard_size
-        self._options = dict(config.storage_options)
+    def __init__(self, plan: WritePlan) -> None:
+        self._plan = plan
 
     def process(
         self, element: tuple[tuple[str, int], Iterable[list[Any]]]
     ) -> Iterator[WrittenShard]:
         (split, key), batches = element
-        records = (record for batch in batches for record in batch)
-        done: list[tuple[Any, WrittenShard]] = []
-        part = 0
-        current: tuple[Any, Any, str] | None = None  # pipe, TFRecordWriter, temp uri
-        framed = 0
-        try:
-            for record in records:
-                if current is None:
-                    uri = join_uri(
-                        self._prefix,
-                        temp_shard_name(split, f"{key:05d}-{part:03d}", self._compression),
-                    )
-                    pipe, tfw = open_shard(
-                        uri, self._compression, self._options, root=storage_root_of(self._prefix)
-                    )
-                    current = (pipe, tfw, uri)
-                    framed = 0
-                data = record if type(record) is bytes else record_bytes(record)
-                current[1].write(data)
-                framed += len(data) + 16
-                if shard_is_full(self._compression, framed, current[0].size, self._shard_size):
-                    done.append(_close(current, split, key, part))
-                    current = None
-                    part += 1
-                    uploading = [pipe for pipe, _ in done if pipe.uploading]
-                    if len(uploading) >= _MAX_PENDING_UPLOADS:  # bounds memory, as the writer
-                        uploading[0].join()
-            if current is not None:
-                done.append(_close(current, split, key, part))
-                current = None
-            for pipe, _ in done:
-                pipe.join()
-        except BaseException:
-            if current is not None:
-                current[0].abort()
-            for pipe, _ in done:
-                pipe.abort()
-            raise
-        for _, shard in done:
-            yield shard
-
-
-def _close(
-    current: tuple[Any, Any, str], split: str, key: int, part: int
-) -> tuple[Any, WrittenShard]:
-    pipe, tfw, uri = current
-    stats = tfw.close()
-    pipe.finish()  # the upload completes in the background; joined before anything is emitted
-    return pipe, WrittenShard(split, key, part, uri, stats)
+        yield from self._plan.write_shard(
+            split, key, (record for batch in batches for record in batch)
+        )
 
 
 class _CommitVersion(ServiceDoFn):
-    """The barrier's one list of :class:`WrittenShard` → the committed version (once)."""
+    """The barrier's one list of :class:`WrittenShard` → the committed version's JSON, once
+    (:meth:`recordkeeper.distributed.WritePlan.commit`)."""
 
-    def __init__(
-        self, staged: str, prefix: str, compression: str, config: ServiceConfig, force_new: bool
-    ) -> None:
+    def __init__(self, plan: WritePlan, config: ServiceConfig, force_new: bool) -> None:
         super().__init__(config)
-        self._staged = staged
-        self._prefix = prefix
-        self._compression = compression
+        self._plan = plan
         self._force_new = force_new
 
     def process(self, written: list[WrittenShard]) -> Iterator[dict[str, Any]]:
-        options = dict(self._config.storage_options)
         if not written:
             raise InvalidShard(
-                f"nothing was written to {self._staged}: the input PCollection is empty"
+                f"nothing was written to {self._plan.staged}: the input PCollection is empty"
             )
-        ordered = sorted(written, key=lambda s: (s.split, s.key, s.part))
-        places: list[tuple[WrittenShard, int, int, str]] = [
-            (
-                shard,
-                i,
-                count,
-                final_shard_uri(self._prefix, shard.split, i, count, compression=self._compression),
-            )
-            for shard, i, count in number_within_splits(ordered, lambda s: s.split)
-        ]
-
-        def finalize(place: tuple[WrittenShard, int, int, str]) -> dict[str, Any]:
-            shard, i, count, final = place
-            return finalize_shard(
-                shard.temp_uri,
-                final,
-                shard.stats,
-                split=shard.split,
-                index=i,
-                count=count,
-                storage_options=options,
-                root=storage_root_of(self._prefix),
-            )
-
-        with ThreadPoolExecutor(max_workers=min(16, len(places))) as pool:
-            registrations = list(pool.map(finalize, places))
-        check_stored(registrations, options)
-        version = commit_version(
-            self.worker_client(), self._staged, registrations, force_new=self._force_new
-        )
-        self._remove_leftovers(options)
-        if not version.was_staged_as(self._staged):  # identical content was kept: orphans
-            remove_quietly([place[-1] for place in places], options)
+        version = self._plan.commit(self.worker_client(), written, force_new=self._force_new)
         yield version_output(version)
-
-    def _remove_leftovers(self, options: Mapping[str, Any]) -> None:
-        """Parts of failed attempts under ``_incomplete/`` (the finalized ones moved away)."""
-        try:
-            leftovers = list_files(join_uri(self._prefix, "_incomplete"), options)
-        except StorageError:
-            return  # nothing left (object stores have no empty directories)
-        remove_quietly(leftovers, options)
 
 
 def _registered(sources: Sequence[Any]) -> list[ReadVersion | DatasetVersion]:
@@ -394,18 +267,23 @@ class WriteVersionedTFRecords(beam.PTransform):
         self._storage_options = storage_options
         self._send_token = send_token
         self.staged: DatasetVersion | None = None
+        #: the write's plan (:mod:`recordkeeper.distributed`) once the transform is applied
+        self.plan: WritePlan | None = None
 
     def expand(self, records: beam.PCollection) -> beam.PCollection:
         client = self._client if self._client is not None else Client()
         config = ServiceConfig.of(client, self._storage_options, send_token=self._send_token)
-        if self.staged is None:  # applied twice (not recommended): one staged version
-            self.staged = client.stage(
+        if self.plan is None:  # applied twice (not recommended): one staged version
+            self.plan = plan_write(
+                client,
                 self.dataset,
                 desc=self.desc,
-                date=self.date,
                 root=self.root,
+                compression=self.compression,
+                shard_size=self.shard_size,
+                storage_options=config.storage_options,
+                date=self.date,
                 metadata=_with_sources(self.metadata, _registered(self.sources)),
-                reserve=True,  # the shards go under the committed name (docs/naming.md)
                 provenance=build_provenance(
                     dataset=self.dataset,
                     parents=_parent_list(self.parents) + _source_parents(self.sources),
@@ -416,18 +294,14 @@ class WriteVersionedTFRecords(beam.PTransform):
                     storage_options=config.storage_options,
                 ),
             )
-        prefix = self.staged.storage_prefix
+            self.staged = self.plan.staged_version
         batch_bytes = max(1, min(_BATCH_BYTES, self.shard_size // 4))
         return (
             records
             | "AssignShardKey"
             >> beam.ParDo(_AssignShardKey(self.split, self.num_shards, batch_bytes))
             | "GroupByShard" >> beam.GroupByKey()
-            | "WriteShards"
-            >> beam.ParDo(_WriteShards(prefix, self.compression, self.shard_size, config))
+            | "WriteShards" >> beam.ParDo(_WriteShards(self.plan))
             | "AllShardsWritten" >> beam.combiners.ToList()
-            | "CommitOnce"
-            >> beam.ParDo(
-                _CommitVersion(self.staged.name, prefix, self.compression, config, self.force_new)
-            )
+            | "CommitOnce" >> beam.ParDo(_CommitVersion(self.plan, config, self.force_new))
         )

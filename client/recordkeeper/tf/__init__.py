@@ -20,9 +20,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from recordkeeper.tf.data import tf_dataset
+from recordkeeper.tf.data import tf_dataset, typed_errors
 
-__all__ = ["tf_dataset"]
+__all__ = ["tf_dataset", "typed_errors"]
 
 # Names provided by sibling modules that may be added later (e.g. checkpoints.track).
 _LAZY = {

@@ -17,23 +17,26 @@
 Either way the elements are serialized records (``tf.string`` scalars), ready for
 ``tf.io.parse_example(batch, version.feature_spec())``.
 
-A corrupt shard met while iterating raises :class:`~recordkeeper.errors.CorruptShard` naming
-the version, split, shard and offsets (``offset`` in the record stream, ``compressed_offset``
-for a GZIP/ZLIB stream that does not decompress) — not TensorFlow's ``DataLossError`` (which
-names no file) or ``UnknownError`` (wrapping the engine's error).  Python iteration of the
-returned dataset and of every dataset made from it (``.map()``, ``.batch()``, …) translates
-the error: from the engine's own error for shards read through fsspec, and by a deep check of
-the split's shards when TensorFlow's reader failed.  Code that iterates inside a
-``tf.function`` (Keras ``fit``) sees TensorFlow's error.
+The returned dataset is a plain ``tf.data.Dataset`` (public APIs only: usable by Keras
+``model.fit`` and every ``tf.data`` transformation).  Its errors are TensorFlow's: a corrupt
+shard read through fsspec raises ``tf.errors.UnknownError`` whose message is recordkeeper's
+(naming the version, split, shard and offsets); TensorFlow's own reader raises
+``DataLossError`` ("corrupted record at 165406", no file named).  Inside
+:func:`typed_errors` — around a Python loop, ``model.fit`` or anything that iterates — either
+becomes :class:`~recordkeeper.errors.CorruptShard` naming the version, split, shard and offsets
+(``offset`` in the record stream, ``compressed_offset`` for a GZIP/ZLIB stream that does not
+decompress): from the engine's own error for shards read through fsspec, and by a deep check
+of the split's shards when TensorFlow's reader failed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import inspect
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from recordkeeper.core.errors import CorruptShard, StorageError
@@ -42,7 +45,7 @@ from recordkeeper.storage import open_read, profile_of, storage_errors
 if TYPE_CHECKING:
     from recordkeeper.models import DatasetVersion, Shard
 
-__all__ = ["read_shard_batches", "tf_dataset"]
+__all__ = ["read_shard_batches", "tf_dataset", "typed_errors"]
 
 _BATCH = 256
 _TF_COMPRESSION = {"none": "", "gzip": "GZIP", "zlib": "ZLIB"}
@@ -165,7 +168,7 @@ def tf_dataset(
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
         )
-        return _with_typed_errors(dataset, errors.translate)
+        return _remember(dataset, errors)
 
     opts = dict(options or {})
 
@@ -189,9 +192,12 @@ def tf_dataset(
                     return
                 yield batch
         except CorruptShard as exc:
-            raise errors.found_in(text_uri, exc) from None
+            error = errors.found_in(text_uri, exc)
+            errors.failed()
+            raise error from None
         except StorageError as exc:
-            errors.found.append(exc)
+            errors.remember(exc)
+            errors.failed()
             raise
 
     def read_one(uri: Any, compression: Any, record_format: Any) -> Any:
@@ -211,7 +217,7 @@ def tf_dataset(
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
-    return _with_typed_errors(dataset, errors.translate)
+    return _remember(dataset, errors)
 
 
 class _ShardErrors:
@@ -228,13 +234,15 @@ class _ShardErrors:
         self.split = split
         self.shards = list(shards)
         self.options = options
-        self.found: list[StorageError] = []  # from the fsspec readers, in this process
+        #: the fsspec readers' errors (in this process), found again in TensorFlow's message
+        self.found: list[StorageError] = []
         #: errors that reached an iterator: a reader started before the last one stops (its
         #: iteration is over) at its next batch instead of reading on in TensorFlow's threads
         self.failures = 0
         self._reading = 0  # readers inside a read (TensorFlow's threads), see reading()
         self.settling = False  # an error is on its way to the caller: readers stop
         self._idle = threading.Condition()
+        self.dataset_id = 0  # id() of the dataset tf_dataset returned
 
     def named(self, shard: Shard, detail: str, offset: Any, compressed_offset: Any) -> CorruptShard:
         where = f"offset {offset}" if offset is not None else "an unknown offset"
@@ -282,26 +290,42 @@ class _ShardErrors:
         finally:
             self.settling = False
 
+    def remember(self, error: StorageError) -> None:
+        """Keep an fsspec reader's error for :func:`typed_errors` (the last few: errors
+        nobody translated are not kept for ever)."""
+        self.found.append(error)
+        del self.found[:-8]
+
+    def failed(self) -> None:
+        """In the reader that failed, before its error goes to TensorFlow: the readers started
+        before stop at their next batch, those in a read finish it first (bounded by the retry
+        policy) and readers started meanwhile read nothing — so no reader of the failed
+        iteration is waiting on fsspec's loop when its pipeline is collected (issue 21), even
+        when the caller iterates outside :func:`typed_errors` (which also collects it)."""
+        from recordkeeper.storage import LOOP_TIMEOUT
+
+        self.failures += 1
+        self.settling = True
+        try:
+            with self._idle:
+                self._idle.wait_for(lambda: self._reading == 0, timeout=LOOP_TIMEOUT)
+        finally:
+            self.settling = False
+
     def found_in(self, uri: str, exc: CorruptShard) -> CorruptShard:
         """The engine's error while reading ``uri``, naming its shard; remembered."""
         shard = next(s for s in self.shards if s.uri == uri)
         error = self.named(
             shard, exc.detail, exc.extra.get("offset"), exc.extra.get("compressed_offset")
         )
-        self.found.append(error)
+        self.remember(error)
         return error
 
-    def translate(self, exc: Exception) -> StorageError | None:
-        """The :class:`CorruptShard` (or other :class:`StorageError` of an fsspec reader)
-        behind TensorFlow's ``exc``, or None if it is not one."""
+    def translate_native(self, exc: Exception) -> CorruptShard | None:
+        """The corrupt shard of this split behind TensorFlow's own reader's ``exc`` (found by
+        a deep check), or None."""
         import tensorflow as tf
 
-        self.failures += 1
-        self.settle()
-        if self.found:  # the first error of this iteration; a later one starts afresh
-            error = self.found[0]
-            self.found.clear()
-            return error
         if not isinstance(exc, tf.errors.DataLossError | tf.errors.UnknownError):
             return None
         # TensorFlow's own reader names no file: read the split's shards to find the bad one.
@@ -316,66 +340,86 @@ class _ShardErrors:
         return None
 
 
-_Translate = Callable[[Exception], StorageError | None]
-_TYPED: dict[str, type] = {}
+#: the error translators of the datasets tf_dataset made that are alive, by id; a dataset's
+#: entry goes with it (and a dataset made from it keeps it alive)
+_LIVE: dict[int, _ShardErrors] = {}
 
 
-def _with_typed_errors(dataset: Any, translate: _Translate) -> Any:
-    """``dataset``, whose Python iteration (and that of datasets made from it) raises
-    :class:`CorruptShard` where TensorFlow would raise its own error for a corrupt shard."""
-    cls = _TYPED.get("dataset") or _typed_dataset_class()
-    return cls(dataset, translate)
+def _remember(dataset: Any, errors: _ShardErrors) -> Any:
+    """``dataset`` as it is, its errors known to :func:`typed_errors` while it lives."""
+    key = id(errors)
+    _LIVE[key] = errors
+    weakref.finalize(dataset, _LIVE.pop, key, None)
+    errors.dataset_id = id(dataset)
+    return dataset
 
 
-def _typed_dataset_class() -> type:
-    """An identity ``tf.data.Dataset`` translating errors (built once TensorFlow is loaded)."""
-    import tensorflow as tf
-    from tensorflow.python.data.ops import dataset_ops, iterator_ops
+class typed_errors(contextlib.ContextDecorator):
+    """Raise :class:`~recordkeeper.errors.CorruptShard` (or the fsspec reader's
+    :class:`~recordkeeper.errors.StorageError`) for the TensorFlow error a corrupt shard of a
+    :func:`tf_dataset` caused inside the block::
 
-    class TypedErrors(iterator_ops.OwnedIterator):
-        """An iterator raising the translation of TensorFlow's errors.  A real
-        ``OwnedIterator``, so Keras and ``tf.function`` take it as TensorFlow's own (inside a
-        traced function it is TensorFlow's: there the error stays TensorFlow's)."""
+        dataset = version.tf_dataset("train").map(parse).batch(32)
+        with rk.tf.typed_errors():
+            for batch in dataset: ...          # or model.fit(dataset, ...)
 
-        def __init__(self, dataset: Any, translate: _Translate) -> None:
-            self._translate = translate
-            super().__init__(dataset=dataset)
+    The error names the version, split, shard, ``uri``, ``offset`` and ``compressed_offset``
+    and is raised ``from`` TensorFlow's.  ``datasets`` (the ones :func:`tf_dataset` returned)
+    limit the search to their splits; by default every such dataset still alive is a
+    candidate.  Shards read through fsspec report their own error; when TensorFlow's reader
+    failed (``DataLossError``, no file named) the candidate splits are checked deeply to name
+    the bad shard.  TensorFlow errors that are not a shard's go through unchanged.  Also a
+    decorator.
+    """
 
-        def __next__(self) -> Any:
-            try:
-                return super().__next__()
-            except tf.errors.OpError as exc:
-                error = self._translate(exc)
-                if error is None:
-                    raise
-                raise error from exc
+    def __init__(self, *datasets: Any) -> None:
+        self._only = {id(d) for d in datasets}
+        unknown = [
+            d for d in datasets if not any(e.dataset_id == id(d) for e in list(_LIVE.values()))
+        ]
+        if unknown:
+            raise TypeError(
+                "typed_errors takes the datasets tf_dataset returned (before .map(), .batch(), "
+                "...), or none for all of them"
+            )
 
-    class TypedErrorsDataset(dataset_ops.UnaryUnchangedStructureDataset):
-        """The same elements as ``input_dataset``; see :func:`_with_typed_errors`."""
+    def __enter__(self) -> typed_errors:
+        return self
 
-        def __init__(self, input_dataset: Any, translate: _Translate) -> None:
-            self._translate = translate
-            super().__init__(input_dataset, input_dataset._variant_tensor)
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None or not isinstance(exc, Exception):
+            return
+        import tensorflow as tf
 
-        def __iter__(self) -> Any:
-            if tf.executing_eagerly() or tf.inside_function():
-                return TypedErrors(self, self._translate)
-            return super().__iter__()  # graph mode: TensorFlow says why it cannot
+        if not isinstance(exc, tf.errors.OpError):
+            return
+        error = translate(exc, self._candidates())
+        if error is not None:
+            raise error from exc
 
-    def keeps_translating(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            result = method(self, *args, **kwargs)
-            if isinstance(result, tf.data.Dataset) and not isinstance(result, TypedErrorsDataset):
-                return TypedErrorsDataset(result, self._translate)
-            return result
+    def _candidates(self) -> list[_ShardErrors]:
+        live = list(_LIVE.values())[::-1]  # the newest first
+        return [e for e in live if not self._only or e.dataset_id in self._only]
 
-        wrapper.__name__ = name
-        wrapper.__doc__ = method.__doc__
-        return wrapper
 
-    for name, attr in vars(dataset_ops.DatasetV2).items():
-        if name.startswith("_") or not inspect.isfunction(attr):
-            continue  # private, static, class methods and properties stay as they are
-        setattr(TypedErrorsDataset, name, keeps_translating(name, attr))
-    _TYPED["dataset"] = TypedErrorsDataset
-    return TypedErrorsDataset
+def translate(exc: Exception, candidates: Sequence[_ShardErrors]) -> StorageError | None:
+    """The recordkeeper error behind TensorFlow's ``exc`` among ``candidates``, or None."""
+    for errors in candidates:
+        errors.failures += 1
+        errors.settle()
+    message = str(getattr(exc, "message", exc))
+    for errors in candidates:  # an fsspec reader's own error: TensorFlow's message carries it
+        for error in errors.found:
+            if error.detail in message:
+                errors.found.remove(error)
+                return error
+    for errors in candidates:
+        corrupt = errors.translate_native(exc)
+        if corrupt is not None:
+            return corrupt
+    return None
