@@ -17,12 +17,18 @@ that segment consumed.  "Which data trained X" is the union of segments along X'
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from recordkeeper.core.digests import DIGEST_PREFIX, digest_hex
-from recordkeeper.core.errors import InvalidCheckpoint, InvalidReference, InvalidResponse
+from recordkeeper.core.errors import (
+    DeprecatedVersionWarning,
+    InvalidCheckpoint,
+    InvalidReference,
+    InvalidResponse,
+)
 from recordkeeper.core.lineage import (
     CheckpointRef,
     Consumer,
@@ -658,7 +664,31 @@ def register_checkpoint(
     body = checkpoint_body(model=model, checkpoint=checkpoint, **fields)
     ref = CheckpointRef(body.pop("model"), body.pop("checkpoint"))
     answer = http.api("PUT", _checkpoint_path(ref), json=body)
-    return CheckpointInfo.from_dict(answer)
+    info = CheckpointInfo.from_dict(answer)
+    warn_deprecated_data(info, stacklevel=3)
+    return info
+
+
+def warn_deprecated_data(info: CheckpointInfo, *, stacklevel: int = 2) -> None:
+    """Warn (:class:`~recordkeeper.models.DeprecatedVersionWarning`, with the reason) once per
+    deprecated version ``info``'s own segment trained on (the service marks them).  The message
+    names the run, not the checkpoint, so Python's default filter shows it once per run and
+    version rather than at every save."""
+    seen: set[str] = set()
+    for entry in info.data:
+        name = str(entry.get("version"))
+        if entry.get("state") != "deprecated" or name in seen:
+            continue
+        seen.add(name)
+        reason = entry.get("deprecated_reason")
+        warnings.warn(
+            DeprecatedVersionWarning(
+                f"{info.model}@{info.run} trains on {name}, which is deprecated"
+                f"{f': {reason}' if reason else ''}; registered anyway (a lock or load_pinned "
+                "would refuse it)"
+            ),
+            stacklevel=stacklevel + 1,
+        )
 
 
 def mark_checkpoint_deleted(

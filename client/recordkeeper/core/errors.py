@@ -85,6 +85,7 @@ __all__ = [
     "CorruptShard",
     "DatasetExists",
     "DatasetNotFound",
+    "DeprecatedVersionWarning",
     "DigestMismatch",
     "DuplicateContent",
     "InvalidAlias",
@@ -540,3 +541,9 @@ STATUS_CODES: dict[int, str] = {
 def code_for_status(status: int) -> str:
     """The stable code of an HTTP error ``status`` that came without one."""
     return STATUS_CODES.get(status, "internal_error" if status >= 500 else "invalid_input")
+
+
+class DeprecatedVersionWarning(UserWarning):
+    """A deprecated version is used — resolved, read by ``tf_dataset``, or registered as the
+    data of a checkpoint — where a lock or ``load_pinned`` would refuse it (the message gives
+    the deprecation reason).  Importable from :mod:`recordkeeper` and ``recordkeeper.models``."""
