@@ -26,6 +26,7 @@ from typing import Annotated, Any, NoReturn, TextIO, TypeVar
 import typer
 
 from recordkeeper.client import Client
+from recordkeeper.core.display import binary_size
 from recordkeeper.core.errors import (
     AuthenticationRequired,
     Conflict,
@@ -260,13 +261,8 @@ def print_json(data: Any) -> None:
 
 
 def size(n: int) -> str:
-    """``1536`` → ``1.5 KiB``."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
+    """``1536`` → ``1.5 KiB`` (:func:`recordkeeper.core.display.binary_size`)."""
+    return binary_size(n)
 
 
 def fail(
