@@ -98,7 +98,16 @@ async function route() {
   } finally {
     target.removeAttribute("aria-busy");
     target.focus({ preventScroll: true });
+    setTitle();
   }
+}
+
+/** The tab's title names the page: its heading (or the error shown), then the service. */
+function setTitle() {
+  const heading = main().querySelector("h1");
+  const error = main().querySelector("[data-testid=error] strong");
+  const text = heading ? heading.textContent.trim() : error ? `Error: ${error.textContent}` : "";
+  document.title = text ? `${text} · recordkeeper` : "recordkeeper";
 }
 
 function renderSession() {
@@ -164,6 +173,7 @@ function showLogin(message) {
     status,
   );
   clear(main(), form);
+  setTitle();
   input.focus();
 }
 
