@@ -60,6 +60,7 @@ Exception tree::
     ├── PermissionDenied (PermissionError)        forbidden (403)
     ├── StorageError (OSError)                    storage_error (client side)
     │   ├── CorruptShard                          corrupt_shard (client side)
+    │   ├── StorageCredentialsMissing             storage_credentials_missing (client side)
     │   └── UnsafeStoragePath                     unsafe_storage_path (client side)
     ├── ServiceUnavailable (ConnectionError)      service_unavailable (503 / no answer)
     └── ServerError                               internal_error (500; a bug)
@@ -122,6 +123,7 @@ __all__ = [
     "ServiceUnavailable",
     "ShardConflict",
     "StaleLock",
+    "StorageCredentialsMissing",
     "StorageError",
     "StorageReleased",
     "StorageRootNotAllowed",
@@ -455,6 +457,14 @@ class CorruptShard(StorageError):
     """A shard's bytes are not valid TFRecord framing; ``extra["offset"]`` is where it broke."""
 
     code = "corrupt_shard"
+
+
+class StorageCredentialsMissing(StorageError):
+    """No credentials for the object store were found (botocore's ``NoCredentialsError``,
+    google-auth's ``DefaultCredentialsError``): the message says where they are looked for
+    (``extra["reason"]`` is ``no_credentials``)."""
+
+    code = "storage_credentials_missing"
 
 
 class UnsafeStoragePath(StorageError):
