@@ -180,6 +180,7 @@ class Client:
 
     # lineage (recordkeeper.lineage, recordkeeper.pinned, recordkeeper.lineage_queue)
     register_checkpoint = _on_http(lineage_calls.register_checkpoint)
+    checkpoint_at = _on_http(lineage_calls.checkpoint_at)
     checkpoint = _on_http(lineage_calls.checkpoint)
     checkpoints = _on_http(lineage_calls.checkpoints)
     models = _on_http(lineage_calls.models)
