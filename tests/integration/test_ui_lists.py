@@ -163,3 +163,23 @@ def test_shard_impact_lists_every_checkpoint(service: Any, page: Any) -> None:
         f"showing 1{DASH}50 of 60 checkpoints"
     )
     assert page.title() == "Shard impact · recordkeeper"
+
+
+def test_version_page_of_an_in_place_publish_names_where_the_shards_are(
+    live_service_factory: Callable[..., LiveService], page: Any, tmp_path: Any
+) -> None:
+    from tests.client._records import sample_examples, write_tfrecord
+
+    data = tmp_path / "data"
+    (data / "coco").mkdir(parents=True)
+    write_tfrecord(data / "coco" / "train.tfrecord", sample_examples(3))
+    service = live_service_factory(allowed_roots=[data.as_uri()])
+    with service.client() as client:
+        version = client.publish(
+            rk.Dataset.from_directory(data / "coco", name="coco"), progress=False
+        )
+    page.goto(f"{service.url}/#/versions/{version.name}")
+    location = page.get_by_test_id("shard-location")
+    expect(location).to_have_text(f"{(data / 'coco').as_uri()}/ — registered in place, not copied")
+    assert version.storage_prefix not in page.locator("dl.facts").first.inner_text()
+    shot(page, "version-in-place")

@@ -417,6 +417,22 @@ function provenanceSection(version) {
   return h("dl", { class: "facts", "data-testid": "provenance" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
 }
 
+/** Where the shards are: the storage prefix, or — published in place — the shards' common
+ * directory (the prefix was never written to); recordkeeper.core.shards.shard_location is the
+ * same rule. */
+function shardLocation(version) {
+  const uris = Object.values(version.splits || {}).flatMap((s) => s.shards.map((x) => x.uri));
+  const base = version.storage_prefix.replace(/\/+$/, "") + "/";
+  if (!uris.length || uris.every((u) => u.startsWith(base))) return ["Storage prefix", h("code", {}, version.storage_prefix)];
+  const dirs = uris.map((u) => u.slice(0, u.lastIndexOf("/")));
+  let common = dirs[0];
+  for (const d of dirs.slice(1)) {
+    while (common && !(d === common || d.startsWith(`${common}/`))) common = common.slice(0, Math.max(0, common.lastIndexOf("/")));
+  }
+  if (!common || common.endsWith(":/") || common.endsWith(":")) common = dirs[0];
+  return ["Shards", h("span", { "data-testid": "shard-location" }, h("code", {}, `${common}/`), " — registered in place, not copied")];
+}
+
 export async function versionPage(main, [ref], _query, ctx) {
   const version = await api(`/versions/${seg(ref)}`);
   const [schema] = await Promise.all([
@@ -430,7 +446,7 @@ export async function versionPage(main, [ref], _query, ctx) {
     ["Content digest", hash(version.content_digest, 64)],
     ["Schema digest", hash(version.schema_digest, 64)],
     ["Records / shards / size", `${count(version.record_count)} · ${count(version.shard_count)} · ${bytes(version.size)}`],
-    ["Storage prefix", h("code", {}, version.storage_prefix)],
+    shardLocation(version),
     ["Created", `${when(version.created_at)} by ${version.created_by}`],
     ["Committed", when(version.committed_at)],
     ["Convention", version.convention],
