@@ -228,6 +228,11 @@ class VersionRepository:
         #: Rendered shard pages of published versions, for the routes that answer them.
         self.rendered_pages = RenderedPages()
 
+    @property
+    def cache(self) -> VersionCache:
+        """The committed versions this process keeps (its metrics watch its look-ups)."""
+        return self._cache
+
     # ---------------------------------------------------------------- stage
 
     def stage(
