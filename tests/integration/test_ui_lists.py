@@ -47,6 +47,7 @@ def service(live_service_factory: Callable[..., LiveService]) -> Any:
                 run=run,
                 data={"train": v1},
                 saved_models=[{"name": "serving", "uri": f"file:///m/{run}/ckpt-{step}/serving"}],
+                metrics={"loss": round(2.0 / step, 4), "accuracy": round(step / PER_RUN, 4)},
             )
     client.mark_checkpoint_deleted("det@run-a/ckpt-1", reason="max_to_keep")
     client.deprecate(v2, reason="labels were wrong")
@@ -183,3 +184,23 @@ def test_version_page_of_an_in_place_publish_names_where_the_shards_are(
     expect(location).to_have_text(f"{(data / 'coco').as_uri()}/ — registered in place, not copied")
     assert version.storage_prefix not in page.locator("dl.facts").first.inner_text()
     shot(page, "version-in-place")
+
+
+def test_run_page_charts_each_metric_by_step(service: Any, page: Any) -> None:
+    page.goto(f"{service.url}/#/models/det")
+    page.get_by_test_id("run-page-run-b").click()
+    expect(page.locator("h1")).to_have_text("det · run run-b")
+    assert page.title() == "det · run run-b · recordkeeper"
+    for metric in ("accuracy", "loss"):
+        chart = page.get_by_test_id(f"chart-{metric}")
+        expect(chart.locator("circle")).to_have_count(PER_RUN)
+        assert (
+            chart.locator("svg").get_attribute("aria-label")
+            == f"{metric} by step: {PER_RUN} checkpoints"
+        )
+    first = page.get_by_test_id("chart-loss").locator("circle title").first
+    assert first.text_content() == "step 1: loss = 2"
+    expect(page.get_by_test_id("run-checkpoints-showing")).to_have_text(
+        f"showing 1{DASH}{PER_RUN} of {PER_RUN} checkpoints"
+    )
+    shot(page, "run-charts")

@@ -3,6 +3,7 @@ import { ApiError, api, setToken, token } from "./api.js";
 import { clear, errorBox, h } from "./dom.js";
 import * as data from "./pages-data.js";
 import * as lineage from "./pages-lineage.js";
+import * as runs from "./pages-runs.js";
 
 /** Who is signed in: {name, scope, token} from GET /whoami. */
 export const session = { who: null };
@@ -19,6 +20,7 @@ const ROUTES = [
   [/^\/models$/, () => lineage.modelsPage],
   [/^\/models\/([^/]+)$/, () => lineage.modelPage],
   [/^\/models\/([^/]+)\/checkpoints\/([^/]+)$/, () => lineage.checkpointPage],
+  [/^\/models\/([^/]+)\/runs\/([^/]+)$/, () => runs.runPage],
   [/^\/impact$/, () => lineage.impactPage],
   [/^\/graph$/, () => lineage.graphPage],
 ];

@@ -3,6 +3,7 @@ import { api, seg } from "./api.js";
 import { badge, clear, count, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
 import { LineageView, checkpointHref, nodeLabel, splitCheckpointRef } from "./graph.js";
 import { fetchAll, fullTable } from "./lists.js";
+import { runHref } from "./pages-runs.js";
 import { consumerColumns } from "./pages-data.js";
 
 /** The page of a checkpoint named in full by the service (`model@run/checkpoint`). */
@@ -97,7 +98,7 @@ export async function modelPage(main, [model], query) {
       offset + MODEL_PAGE < page.count ? link(`#/models/${encodeURIComponent(model)}?offset=${offset + MODEL_PAGE}`, "next →") : null,
     ),
     [...runs].map(([run, checkpoints]) => [
-      h("h2", {}, `Run ${run}`),
+      h("h2", {}, `Run ${run}`, checkpoints[0].run ? [" ", h("small", {}, link(runHref(model, checkpoints[0].run), "metrics by step", { "data-testid": `run-page-${run}` }))] : null),
       table(
         [
           ["Checkpoint", (c) => [link(checkpointHref(c.model, c.checkpoint, c.run), c.checkpoint), deletedBadge(c) ? " " : null, deletedBadge(c)]],
