@@ -433,6 +433,7 @@ def _mark_deprecated(repository: Repository, checkpoints: list[dict[str, Any]]) 
 @router.put(
     "/models/{model}/checkpoints/{checkpoint}",
     response_model=CheckpointOut,
+    response_model_exclude_unset=True,  # a data entry's `state` only when it is deprecated
     responses={
         201: {"model": CheckpointOut, "description": "registered now"},
         **errors(400, 404, 409, 413),
