@@ -89,7 +89,10 @@ class Client:
 
     ``http_client`` may be any :class:`httpx.Client`; FastAPI's ``TestClient(app)`` runs the
     client against an app in-process.  ``storage_options`` are the default fsspec options
-    (credentials, endpoint) for versions this client resolves, writes or publishes.
+    (credentials, endpoint) for versions this client resolves, writes or publishes.  Without
+    ``url``/``token`` (and their environment variables), the saved profile is used: ``profile``,
+    else ``RECORDKEEPER_PROFILE``, else ``default`` (``recordkeeper login``; see
+    :mod:`recordkeeper.profiles`).
     """
 
     def __init__(
@@ -101,9 +104,10 @@ class Client:
         timeout: float = 60.0,
         retries: int = 4,
         storage_options: Mapping[str, Any] | None = None,
+        profile: str | None = None,
     ) -> None:
         self.http = HttpCore.from_env(
-            url, token, http_client=http_client, timeout=timeout, retries=retries
+            url, token, http_client=http_client, timeout=timeout, retries=retries, profile=profile
         )
         self.registry = Registry(self.http, storage_options)
         self.url = self.http.base_url
@@ -176,6 +180,7 @@ class Client:
 
     # lineage (recordkeeper.lineage, recordkeeper.pinned, recordkeeper.lineage_queue)
     register_checkpoint = _on_http(lineage_calls.register_checkpoint)
+    checkpoint_at = _on_http(lineage_calls.checkpoint_at)
     checkpoint = _on_http(lineage_calls.checkpoint)
     checkpoints = _on_http(lineage_calls.checkpoints)
     models = _on_http(lineage_calls.models)

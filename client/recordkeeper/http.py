@@ -44,6 +44,7 @@ from urllib.parse import quote, urljoin, urlsplit
 import orjson
 
 from recordkeeper.core.errors import (
+    InvalidInput,
     InvalidRequest,
     InvalidResponse,
     RecordkeeperError,
@@ -54,6 +55,7 @@ from recordkeeper.core.errors import (
     error_for_code,
 )
 from recordkeeper.core.request_ids import REQUEST_ID_HEADER, new_request_id
+from recordkeeper.profiles import load_profile, profile_name, profiles_path
 
 if TYPE_CHECKING:
     import httpx
@@ -186,18 +188,38 @@ class HttpCore:
         timeout: float = 60.0,
         retries: int = 4,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        profile: str | None = None,
     ) -> HttpCore:
-        """A helper for ``url``/``token`` (default ``RECORDKEEPER_URL``/``RECORDKEEPER_TOKEN``).
+        """A helper for ``url``/``token`` (default ``RECORDKEEPER_URL``/``RECORDKEEPER_TOKEN``,
+        then the saved profile: :mod:`recordkeeper.profiles`).
 
         The environment is read now (when a client is made), never at import time.  Without a
-        URL, a configured ``http_client``'s ``base_url`` is used, then :data:`DEFAULT_URL`.
+        URL, a configured ``http_client``'s ``base_url`` is used, then the profile's (``profile``,
+        else ``RECORDKEEPER_PROFILE``, else ``default``), then :data:`DEFAULT_URL`.  A profile
+        named explicitly (``profile=`` or ``RECORDKEEPER_PROFILE``) that was never saved raises
+        :class:`~recordkeeper.errors.InvalidInput`; one given as ``profile=`` also takes
+        precedence over ``RECORDKEEPER_URL``/``RECORDKEEPER_TOKEN``.  A profile's token is sent
+        only to its own URL.
         """
-        if url is None:
+        if url is None and profile is None:
             url = os.environ.get("RECORDKEEPER_URL")
         if url is None and http_client is not None and str(http_client.base_url):
             url = str(http_client.base_url)
-        if token is None:
+        if token is None and profile is None:
             token = os.environ.get("RECORDKEEPER_TOKEN") or None
+        saved = None
+        if url is None:
+            saved = load_profile(profile)
+            named = profile is not None or bool(os.environ.get("RECORDKEEPER_PROFILE"))
+            if saved is None and named:
+                raise InvalidInput(
+                    f"no profile {profile_name(profile)!r} in {profiles_path()}; save one with "
+                    f"`recordkeeper --profile {profile_name(profile)} login --url URL`"
+                )
+            if saved is not None:
+                url = saved.url
+                if token is None:
+                    token = saved.token
         return cls(
             url or DEFAULT_URL,
             token,

@@ -17,12 +17,22 @@ that segment consumed.  "Which data trained X" is the union of segments along X'
 
 from __future__ import annotations
 
+import os
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from recordkeeper.core.digests import DIGEST_PREFIX, digest_hex
-from recordkeeper.core.errors import InvalidCheckpoint, InvalidReference, InvalidResponse
+from recordkeeper.core.errors import (
+    AmbiguousCheckpoint,
+    CheckpointNotFound,
+    DeprecatedVersionWarning,
+    InvalidCheckpoint,
+    InvalidReference,
+    InvalidResponse,
+    NotFound,
+)
 from recordkeeper.core.lineage import (
     CheckpointRef,
     Consumer,
@@ -658,7 +668,31 @@ def register_checkpoint(
     body = checkpoint_body(model=model, checkpoint=checkpoint, **fields)
     ref = CheckpointRef(body.pop("model"), body.pop("checkpoint"))
     answer = http.api("PUT", _checkpoint_path(ref), json=body)
-    return CheckpointInfo.from_dict(answer)
+    info = CheckpointInfo.from_dict(answer)
+    warn_deprecated_data(info, stacklevel=3)
+    return info
+
+
+def warn_deprecated_data(info: CheckpointInfo, *, stacklevel: int = 2) -> None:
+    """Warn (:class:`~recordkeeper.models.DeprecatedVersionWarning`, with the reason) once per
+    deprecated version ``info``'s own segment trained on (the service marks them).  The message
+    names the run, not the checkpoint, so Python's default filter shows it once per run and
+    version rather than at every save."""
+    seen: set[str] = set()
+    for entry in info.data:
+        name = str(entry.get("version"))
+        if entry.get("state") != "deprecated" or name in seen:
+            continue
+        seen.add(name)
+        reason = entry.get("deprecated_reason")
+        warnings.warn(
+            DeprecatedVersionWarning(
+                f"{info.model}@{info.run} trains on {name}, which is deprecated"
+                f"{f': {reason}' if reason else ''}; registered anyway (a lock or load_pinned "
+                "would refuse it)"
+            ),
+            stacklevel=stacklevel + 1,
+        )
 
 
 def mark_checkpoint_deleted(
@@ -718,6 +752,71 @@ def checkpoint(http: HttpCore, ref: str | CheckpointRef) -> CheckpointInfo:
     parsed = parse_checkpoint_ref(ref)
     answer = http.api("GET", _checkpoint_path(parsed), params=_run_params(parsed))
     return CheckpointInfo.from_dict(answer)
+
+
+def _path_forms(location: str) -> set[str]:
+    """The spellings of one checkpoint location to compare: a URI as it is, a local path (or
+    ``file://`` URI) as given and as an absolute path of the current directory."""
+    text = location.strip().rstrip("/")
+    if text.startswith("file://"):
+        text = text[len("file://") :]
+    if "://" in text:
+        return {text}
+    return {text, os.path.abspath(text)}
+
+
+def checkpoint_at(http: HttpCore, location: str) -> CheckpointInfo:
+    """The registered checkpoint whose URI is ``location`` — the checkpoint prefix a training
+    script prints (``checkpoints/mnist/ckpt-2``, an absolute path, ``file://`` or ``s3://`` URI).
+
+    Its last component names the checkpoint; each model's checkpoints of that name (every run)
+    are compared by URI, relative paths resolved against the current directory.  No match
+    raises :class:`~recordkeeper.errors.CheckpointNotFound`; several (the same path registered
+    by two models) :class:`~recordkeeper.errors.AmbiguousCheckpoint` with the candidates.
+    """
+    wanted = _path_forms(location)
+    name = location.strip().rstrip("/").rpartition("/")[2]
+    try:
+        validate_checkpoint_name(name)
+    except InvalidCheckpoint:
+        raise InvalidCheckpoint(
+            f"{location!r} is neither a checkpoint reference ('model/checkpoint', "
+            "'model@run/checkpoint') nor a checkpoint path ending in a checkpoint name"
+        ) from None
+    found: list[CheckpointInfo] = []
+    for model in models(http):
+        try:
+            candidates = [checkpoint(http, CheckpointRef(model.name, name))]
+        except NotFound:
+            continue
+        except AmbiguousCheckpoint as exc:
+            candidates = [checkpoint(http, ref) for ref in exc.extra.get("candidates") or ()]
+        found.extend(c for c in candidates if c.uri and _path_forms(c.uri) & wanted)
+    if not found:
+        raise CheckpointNotFound(
+            f"no registered checkpoint is stored at {location!r} (looked for checkpoints named "
+            f"{name!r} in every model, by URI); name it as 'model/checkpoint' instead",
+            checkpoint=location,
+        )
+    if len(found) > 1:
+        refs = [str(c.ref) for c in found]
+        raise AmbiguousCheckpoint(
+            f"{location!r} is the path of {len(found)} registered checkpoints: "
+            f"{', '.join(refs)}; name one of them",
+            candidates=refs,
+        )
+    return found[0]
+
+
+def checkpoint_ref_or_path(http: HttpCore, text: str) -> CheckpointRef:
+    """``text`` as a checkpoint reference, or else as the path of a registered checkpoint
+    (:func:`checkpoint_at`): what ``recordkeeper lineage`` accepts."""
+    try:
+        return parse_checkpoint_ref(text)
+    except InvalidCheckpoint:
+        if "/" not in text:
+            raise
+    return checkpoint_at(http, text).ref
 
 
 def checkpoints(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, TypedDict, Unpack
 
-from recordkeeper.core.errors import CorruptShard, VersionDataDeleted
+from recordkeeper.core.errors import CorruptShard, DeprecatedVersionWarning, VersionDataDeleted
 from recordkeeper.core.retention import data_status
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
@@ -349,11 +349,6 @@ class DatasetInfo:
         )
 
 
-class DeprecatedVersionWarning(UserWarning):
-    """A deprecated version is used — resolved, or read by ``tf_dataset`` — where a lock or
-    ``load_pinned`` would refuse it (the message gives the deprecation reason)."""
-
-
 @dataclass(frozen=True)
 class DatasetVersion:
     """One immutable version of a dataset, as resolved from a reference.
@@ -518,6 +513,35 @@ class DatasetVersion:
         options = storage_options if storage_options is not None else self.storage_options
         shards = [(s.uri, s.format, s.record_count) for s in self.split(split).shards]
         return VersionSource(self.name, split, shards, options)
+
+    def head(
+        self, split: str, n: int = 5, *, storage_options: Mapping[str, Any] | None = None
+    ) -> list[bytes]:
+        """The first ``n`` records of ``split``, read in order from its first shards (CRCs
+        checked; only as much of the shards as those records take is read).  Decode Examples
+        with :func:`recordkeeper.core.example_decode.decode_example`; ``recordkeeper head``
+        shows them."""
+        from recordkeeper import formats
+        from recordkeeper.storage import open_read, storage_errors
+
+        self.ensure_readable()
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        options = storage_options if storage_options is not None else self.storage_options
+        records: list[bytes] = []
+        for shard in self.split(split).shards:
+            if len(records) >= n:
+                break
+            if not shard.record_count:
+                continue
+            with open_read(shard.uri, options, size=shard.size) as fh, storage_errors(shard.uri):
+                for record in formats.get(shard.format).iter_records(
+                    fh, shard.compression, size=shard.size
+                ):
+                    records.append(bytes(record))
+                    if len(records) >= n:
+                        break
+        return records
 
     def split(self, split: str) -> Split:
         """One split (``KeyError`` naming the splits if absent)."""

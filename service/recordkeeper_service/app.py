@@ -81,6 +81,8 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         lineage_cache_bytes=settings.lineage_cache_bytes,
         metrics=metrics,
     )
+    metrics.watch_cache("versions", repository.versions.cache)
+    metrics.watch_cache("rendered_pages", repository.versions.rendered_pages)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

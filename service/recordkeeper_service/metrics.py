@@ -12,7 +12,19 @@ metric                                         type       labels
 ``recordkeeper_verification_failures_total``   counter    ``reason``, ``mode`` (fast/deep)
 ``recordkeeper_db_pool_connections``           gauge      ``state`` (``in_use``, ``open``)
 ``recordkeeper_db_pool_limit``                 gauge      (pool size + overflow allowed)
+``recordkeeper_http_requests_in_flight``       gauge      (requests being answered now)
+``recordkeeper_cache_lookups_total``           counter    ``cache`` (``versions``,
+                                                          ``rendered_pages``), ``result``
+                                                          (``hit``, ``miss``)
+``process_cpu_seconds_total``,                 (stdlib    prometheus_client's
+``process_resident_memory_bytes``, …           process)   ProcessCollector (Linux ``/proc``)
 =============================================  =========  ==================================
+
+A cache's hit ratio is ``rate(recordkeeper_cache_lookups_total{result="hit"}[5m]) /
+rate(recordkeeper_cache_lookups_total[5m])`` per ``cache`` (docs/operations.md).  The
+``process_*`` metrics are those of the process that answers the scrape; with several workers
+each scrape may come from another worker (``process_*`` then describe that worker only: watch
+the container's own CPU and memory for the total).
 
 Label values are bounded: ``route`` is the route *template* (``/api/v1/versions/{ref}``), or
 ``unmatched`` for a path no route serves; ``method`` is one of the HTTP methods the service
@@ -36,6 +48,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    ProcessCollector,
     generate_latest,
     multiprocess,
     values,
@@ -126,6 +139,20 @@ class ServiceMetrics:
             registry=registry,
             multiprocess_mode="livesum",
         )
+        self.in_flight = Gauge(
+            "recordkeeper_http_requests_in_flight",
+            "HTTP requests being answered now (summed over live workers).",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.cache_lookups = Counter(
+            "recordkeeper_cache_lookups",
+            "Look-ups in the service's per-process caches, by cache and result (hit or miss).",
+            ["cache", "result"],
+            registry=registry,
+        )
+        if multiprocess_dir is None:
+            ProcessCollector(registry=registry)
 
     @classmethod
     def from_environment(cls) -> ServiceMetrics:
@@ -139,6 +166,18 @@ class ServiceMetrics:
         method = method if method in METHODS else "OTHER"
         self.requests.labels(route, method, str(status)).inc()
         self.latency.labels(route, method).observe(seconds)
+
+    def request_started(self) -> None:
+        self.in_flight.inc()
+
+    def request_ended(self) -> None:
+        self.in_flight.dec()
+
+    def watch_cache(self, name: str, cache: Any) -> None:
+        """Count ``cache``'s look-ups (an object with an ``on_lookup`` hook) as ``name``."""
+        hit = self.cache_lookups.labels(name, "hit")
+        miss = self.cache_lookups.labels(name, "miss")
+        cache.on_lookup = lambda found: (hit if found else miss).inc()
 
     def version_committed(self) -> None:
         self.versions_committed.inc()
@@ -182,6 +221,7 @@ class ServiceMetrics:
             return generate_latest(self.registry)
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=self.multiprocess_dir)
+        ProcessCollector(registry=registry)  # the worker answering this scrape
         return generate_latest(registry)
 
     def process_exited(self) -> None:

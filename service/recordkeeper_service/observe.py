@@ -82,12 +82,16 @@ class RequestObserver:
             await send(message)
 
         token = set_current(request_id)
+        if self.metrics is not None:
+            self.metrics.request_started()
         try:
             await self.app(scope, receive, send_with_id)
         except Exception:
             status = 500
             raise
         finally:
+            if self.metrics is not None:
+                self.metrics.request_ended()
             reset_current(token)
             self._record(scope, status, time.perf_counter() - started, request_id)
 

@@ -199,3 +199,26 @@ def test_metrics_can_be_turned_off(make_client: Callable[..., TestClient]) -> No
     client = make_client(metrics="off")
     response = client.get("/metrics")
     assert response.status_code == 404 and response.json()["code"] == "not_found"
+
+
+def test_process_in_flight_and_cache_metrics(client: TestClient) -> None:
+    """Issue 26, item 8: process CPU/memory (prometheus_client's ProcessCollector), requests in
+    flight and the caches' look-ups by result, from which hit ratios are computed."""
+    version = publish(client, "coco", count=2)
+    samples = scrape(client)
+    assert value(samples, "process_cpu_seconds_total") > 0
+    assert value(samples, "process_resident_memory_bytes") > 0
+    # the scrape itself is the one request being answered
+    assert value(samples, "recordkeeper_http_requests_in_flight") == 1
+    lookups = "recordkeeper_cache_lookups_total"
+    before = {r: value(samples, lookups, cache="versions", result=r) for r in ("hit", "miss")}
+    for _ in range(3):
+        assert client.get(f"{API}/versions/{version['name']}").status_code == 200
+    after = scrape(client)
+    hits = value(after, lookups, cache="versions", result="hit") - before["hit"]
+    misses = value(after, lookups, cache="versions", result="miss") - before["miss"]
+    assert hits + misses >= 3 and hits >= 2  # the first read may miss, the next ones hit
+    assert (lookups, frozenset({("cache", "rendered_pages"), ("result", "miss")})) in after or (
+        lookups,
+        frozenset({("cache", "rendered_pages"), ("result", "hit")}),
+    ) in after

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from recordkeeper.core.errors import StorageError, UnsupportedFormat
+from recordkeeper.core.errors import StorageCredentialsMissing, StorageError, UnsupportedFormat
 
 __all__ = ["classify", "storage_errors"]
 
@@ -62,12 +62,18 @@ def _statuses(exc: BaseException) -> set[int]:
     return found
 
 
+#: exception class names (anywhere in the chain) of "no credentials were found at all"
+_NO_CREDENTIALS_NAMES = ("NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError")
+
+
 def _classify(exc: BaseException) -> str:
     if isinstance(exc, FileNotFoundError):
         return "missing"
     if isinstance(exc, PermissionError):
         return "denied"
     names = " ".join(type(c).__name__ for c in _chain(exc))
+    if any(name in names for name in _NO_CREDENTIALS_NAMES):
+        return "no_credentials"
     text = " ".join(str(c) for c in _chain(exc)).lower()
     if "FSTimeoutError" in names:  # the event loop did not answer in time: not the store's
         return "error"
@@ -149,6 +155,29 @@ _REASON_TEXT = {
     "error": "storage error",
 }
 
+#: Where each store's client looks for credentials: the hint of ``no_credentials``.
+_CREDENTIALS_HINT = {
+    "s3": (
+        "no S3 credentials were found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+        "AWS_PROFILE with ~/.aws/credentials), or pass key/secret in storage_options (CLI: "
+        "--storage-option key=... --storage-option secret=...); for a public bucket pass "
+        "anon=true"
+    ),
+    "gs": (
+        "no Google Cloud credentials were found; set GOOGLE_APPLICATION_CREDENTIALS to a "
+        "service-account key file, run `gcloud auth application-default login`, or pass "
+        "token= in storage_options (token=anon for a public bucket)"
+    ),
+}
+
+
+def _no_credentials_text(uri: str) -> str:
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    scheme = {"s3a": "s3", "gcs": "gs"}.get(scheme, scheme)
+    return _CREDENTIALS_HINT.get(
+        scheme, "no storage credentials were found; pass them in storage_options"
+    )
+
 
 @contextlib.contextmanager
 def storage_errors(uri: str) -> Iterator[None]:
@@ -163,6 +192,12 @@ def storage_errors(uri: str) -> Iterator[None]:
             raise
         reason = _classify(exc)
         message = str(exc).strip() or type(exc).__name__
+        if reason == "no_credentials":
+            raise StorageCredentialsMissing(
+                f"{uri}: {_no_credentials_text(uri)} ({type(exc).__name__}: {message[:300]})",
+                uri=uri,
+                reason=reason,
+            ) from exc
         text = _REASON_TEXT[reason]
         if reason == "denied":
             text += _denied_detail(exc)

@@ -24,6 +24,7 @@ from typer.core import TyperGroup
 
 from recordkeeper.cli import (
     alias,
+    auth,
     check_model,
     gc,
     lineage,
@@ -95,7 +96,8 @@ COMMANDS: list[Register] = [
     retention.register,  # retention set|show|plan|apply|pin|unpin|pins
     check_model.register,  # check-model
     models.register,  # compare, inspect-model
-    records.register,  # index, check-leakage
+    records.register,  # index, check-leakage, head
+    auth.register,  # login, logout, profiles
 ]
 
 app = typer.Typer(
@@ -103,7 +105,7 @@ app = typer.Typer(
     cls=_Group,
     help="Dataset versioning and lineage for TFRecord training data.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (docs/cli.md)
     pretty_exceptions_enable=False,
     context_settings={"show_default": True},
 )
@@ -117,6 +119,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(
+    ctx: typer.Context,
     url: Annotated[
         str | None,
         typer.Option(
@@ -130,6 +133,15 @@ def _main(
         typer.Option(
             envvar="RECORDKEEPER_TOKEN",
             help="API token (also accepted after the command).",
+            show_default=False,
+        ),
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            envvar="RECORDKEEPER_PROFILE",
+            help="Saved profile (URL + token) to use, from `recordkeeper login` "
+            "[default: default].",
             show_default=False,
         ),
     ] = None,
@@ -150,7 +162,20 @@ def _main(
     {"code", "detail"} on stderr.  Exit statuses: 0 ok, 1 error, 2 usage, 3 not found,
     4 verification failed, 5 service unreachable, 6 refused (see docs/cli.md).
     """
-    set_connection(url, token)
+
+    def source(name: str) -> str:  # typer's vendored click ParameterSource, by name
+        found = ctx.get_parameter_source(name)
+        return found.name if found is not None else ""
+
+    if source("profile") == "COMMANDLINE":
+        # --profile on the command line beats RECORDKEEPER_URL/RECORDKEEPER_TOKEN
+        if source("url") == "ENVIRONMENT":
+            url = None
+        if source("token") == "ENVIRONMENT":
+            token = None
+    else:
+        profile = None  # RECORDKEEPER_PROFILE: the client reads it, after the URL variables
+    set_connection(url, token, profile)
     print_library_warnings()
 
 

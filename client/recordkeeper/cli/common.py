@@ -26,6 +26,7 @@ from typing import Annotated, Any, NoReturn, TextIO, TypeVar
 import typer
 
 from recordkeeper.client import Client
+from recordkeeper.core.display import binary_size
 from recordkeeper.core.errors import (
     AuthenticationRequired,
     Conflict,
@@ -52,6 +53,7 @@ __all__ = [
     "StorageOpt",
     "arrange_global_options",
     "connect",
+    "connection",
     "console",
     "exit_code_for",
     "fail",
@@ -103,7 +105,7 @@ _CLI_EXITS: tuple[type[BaseException], ...] = (
     *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"),
 )
 
-_connection: dict[str, str | None] = {"url": None, "token": None}
+_connection: dict[str, str | None] = {"url": None, "token": None, "profile": None}
 _json_errors = {"on": False}
 
 
@@ -167,14 +169,15 @@ class CliError(Exception):
 
 
 #: Options of the main app that take a value; accepted before or after the subcommand.
-GLOBAL_VALUE_OPTIONS = ("--url", "--token")
+GLOBAL_VALUE_OPTIONS = ("--url", "--token", "--profile")
 _JSON_FLAG = "--json"
 
 
 def arrange_global_options(args: Sequence[str], commands: Sequence[str]) -> list[str]:
     """Put global options where the parser expects them.
 
-    ``--url``/``--token`` (with their values) given after the subcommand move in front of it;
+    ``--url``/``--token``/``--profile`` (with their values) given after the subcommand move in
+    front of it;
     ``--json`` given before the subcommand moves after it (every command printing data has
     ``--json``).  Nothing after ``--`` is touched.
     """
@@ -215,15 +218,26 @@ def set_json_errors(on: bool) -> None:
     _json_errors["on"] = on
 
 
-def set_connection(url: str | None, token: str | None) -> None:
-    """Remember the main app's ``--url``/``--token`` for :func:`connect`."""
+def set_connection(url: str | None, token: str | None, profile: str | None = None) -> None:
+    """Remember the main app's ``--url``/``--token``/``--profile`` for :func:`connect`."""
     _connection["url"] = url
     _connection["token"] = token
+    _connection["profile"] = profile
+
+
+def connection() -> dict[str, str | None]:
+    """This invocation's ``url``, ``token`` and ``profile`` as given (None: not given)."""
+    return dict(_connection)
 
 
 def connect(storage_options: dict[str, Any] | None = None) -> Client:
     """The client for this invocation's ``--url``/``--token`` (environment otherwise)."""
-    return Client(_connection["url"], _connection["token"], storage_options=storage_options)
+    return Client(
+        _connection["url"],
+        _connection["token"],
+        storage_options=storage_options,
+        profile=_connection["profile"],
+    )
 
 
 def parse_storage_options(pairs: list[str] | None) -> dict[str, Any]:
@@ -260,13 +274,8 @@ def print_json(data: Any) -> None:
 
 
 def size(n: int) -> str:
-    """``1536`` → ``1.5 KiB``."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
+    """``1536`` → ``1.5 KiB`` (:func:`recordkeeper.core.display.binary_size`)."""
+    return binary_size(n)
 
 
 def fail(

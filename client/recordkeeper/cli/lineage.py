@@ -31,7 +31,7 @@ import typer
 from recordkeeper.cli.common import ExitCode, JsonOpt, connect, console, print_json
 from recordkeeper.core.lineage import CheckpointRef
 from recordkeeper.core.retention import data_status
-from recordkeeper.lineage import CheckpointInfo, Consumers, Lineage
+from recordkeeper.lineage import CheckpointInfo, Consumers, Lineage, checkpoint_ref_or_path
 from recordkeeper.lineage_queue import RegistrationQueue
 from recordkeeper.locking import LockStatus, check_lock, lock_config
 
@@ -173,12 +173,17 @@ def register(app: typer.Typer) -> None:
 def lineage_cmd(
     checkpoint: Annotated[
         str,
-        typer.Argument(help="MODEL/CHECKPOINT or MODEL@RUN/CHECKPOINT, e.g. det/ckpt-1234"),
+        typer.Argument(
+            help="MODEL/CHECKPOINT or MODEL@RUN/CHECKPOINT (det/ckpt-1234), or the path a "
+            "training script printed (checkpoints/mnist/ckpt-2): the registered checkpoint "
+            "stored there"
+        ),
     ],
     json_out: JsonOpt = False,
 ) -> None:
     """Which data trained a checkpoint: every version along its complete parent chain."""
     client = connect()
+    checkpoint = str(checkpoint_ref_or_path(client.http, checkpoint))
     if json_out:
         print_json(client.lineage_json(checkpoint))
         return

@@ -8,6 +8,7 @@ from typing import IO, Annotated, Any
 import typer
 
 from recordkeeper.cli.common import (
+    CliError,
     ExitCode,
     JsonOpt,
     StorageOpt,
@@ -31,6 +32,60 @@ def register(app: typer.Typer) -> None:
     """Add the record identity commands to the main app."""
     app.command()(index)
     app.command("check-leakage")(check_leakage)
+    app.command()(head)
+
+
+def head(
+    ref: Annotated[str, typer.Argument(help="Version reference (coco@latest).")],
+    split: Annotated[
+        str | None, typer.Option("--split", help="split to read [default: train, else the first]")
+    ] = None,
+    n: Annotated[int, typer.Option("-n", "--records", min=0, help="records to show")] = 5,
+    width: Annotated[
+        int, typer.Option("--width", min=8, help="characters of a text value shown")
+    ] = 64,
+    storage_option: StorageOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a version's first records with their features decoded (tf.train.Example and
+    SequenceExample; other records as a hex prefix)."""
+    from recordkeeper.core.example_decode import NotAnExample, decode_example, shown
+
+    version = connect(parse_storage_options(storage_option)).resolve(ref)
+    names = sorted(version.splits)
+    chosen = (
+        split if split is not None else ("train" if "train" in names else names[0] if names else "")
+    )
+    if chosen not in version.splits:
+        raise CliError(
+            f"{version.name} has no split {chosen!r}; splits: {', '.join(names) or 'none'}",
+            "not_found",
+            ExitCode.NOT_FOUND,
+        )
+    rows: list[dict[str, Any]] = []
+    for i, record in enumerate(version.head(chosen, n)):
+        try:
+            features: Any = shown(decode_example(record), width=width)
+            kind = "example"
+        except NotAnExample:
+            features = shown({"bytes": record}, width=width)["bytes"]
+            kind = "bytes"
+        rows.append({"index": i, "size": len(record), "kind": kind, "features": features})
+    if as_json:
+        print_json({"version": version.name, "split": chosen, "records": rows})
+        return
+    out = console()
+    total = version.splits[chosen].record_count
+    out.print(f"[bold]{version.name}[/] {chosen}: first {len(rows)} of {total:,} records")
+    for row in rows:
+        out.print(f"[bold]#{row['index']}[/] ({row['size']} bytes)")
+        if row["kind"] == "bytes":
+            out.print(f"  {row['features']}", markup=False, highlight=False)
+            continue
+        for name, values in row["features"].items():
+            out.print(
+                f"  {name}: {json.dumps(values, ensure_ascii=False)}", markup=False, highlight=False
+            )
 
 
 def index(

@@ -24,6 +24,7 @@ from recordkeeper.cli.common import (
 )
 from recordkeeper.core.errors import InvalidRequest
 from recordkeeper.core.refs import PUBLISHED_STATES
+from recordkeeper.core.shards import shard_location
 from recordkeeper.dataset import Dataset
 from recordkeeper.local_files import local_path
 from recordkeeper.provenance import Provenance
@@ -223,7 +224,16 @@ def show(
     version = connect().resolve(ref)
     schema = version.schema
     if as_json:
-        print_json({**version.to_dict(), "schema": schema.to_dict()})
+        uris = [s.uri for split in version.splits.values() for s in split.shards]
+        location, under_prefix = shard_location(version.storage_prefix, uris)
+        print_json(
+            {
+                **version.to_dict(),
+                "schema": schema.to_dict(),
+                "shard_location": location,
+                "in_place": not under_prefix,
+            }
+        )
         return
     from rich.table import Table
 
@@ -233,7 +243,13 @@ def show(
         out.print(f"  [bold red]{version.data_status()}[/]: digests, schema and lineage kept")
     out.print(f"  date {version.date}  desc {version.desc or '-'}  convention {version.convention}")
     out.print(f"  content {version.content_digest}")
-    out.print(f"  prefix  {version.storage_prefix}")
+    location, under_prefix = shard_location(
+        version.storage_prefix, [s.uri for split in version.splits.values() for s in split.shards]
+    )
+    if under_prefix:
+        out.print(f"  prefix  {version.storage_prefix}")
+    else:  # published in place: nothing was written under the storage prefix
+        out.print(f"  shards  {location}  (registered in place, not copied)")
     for line in provenance_lines(version.provenance):
         out.print("  " + line, markup=False, highlight=False)
     splits = Table(

@@ -11,9 +11,23 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
-__all__ = ["diff_html", "table"]
+__all__ = ["binary_size", "diff_html", "table"]
 
 _STYLE = "border-collapse:collapse;text-align:left"
+
+#: The units of every size shown to people (CLI, notebook tables, and the web UI's ``bytes()``
+#: in ui/dom.js, which follows the same rule): binary, 1 KiB = 1024 B.
+SIZE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def binary_size(n: int) -> str:
+    """``1536`` → ``1.5 KiB``; ``512`` → ``512 B`` (binary units, one decimal)."""
+    value = float(n)
+    for unit in SIZE_UNITS:
+        if abs(value) < 1024 or unit == SIZE_UNITS[-1]:
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
 
 
 def _cell(value: Any, tag: str = "td") -> str:

@@ -60,6 +60,7 @@ Exception tree::
     ├── PermissionDenied (PermissionError)        forbidden (403)
     ├── StorageError (OSError)                    storage_error (client side)
     │   ├── CorruptShard                          corrupt_shard (client side)
+    │   ├── StorageCredentialsMissing             storage_credentials_missing (client side)
     │   └── UnsafeStoragePath                     unsafe_storage_path (client side)
     ├── ServiceUnavailable (ConnectionError)      service_unavailable (503 / no answer)
     └── ServerError                               internal_error (500; a bug)
@@ -85,6 +86,7 @@ __all__ = [
     "CorruptShard",
     "DatasetExists",
     "DatasetNotFound",
+    "DeprecatedVersionWarning",
     "DigestMismatch",
     "DuplicateContent",
     "InvalidAlias",
@@ -121,6 +123,7 @@ __all__ = [
     "ServiceUnavailable",
     "ShardConflict",
     "StaleLock",
+    "StorageCredentialsMissing",
     "StorageError",
     "StorageReleased",
     "StorageRootNotAllowed",
@@ -456,6 +459,14 @@ class CorruptShard(StorageError):
     code = "corrupt_shard"
 
 
+class StorageCredentialsMissing(StorageError):
+    """No credentials for the object store were found (botocore's ``NoCredentialsError``,
+    google-auth's ``DefaultCredentialsError``): the message says where they are looked for
+    (``extra["reason"]`` is ``no_credentials``)."""
+
+    code = "storage_credentials_missing"
+
+
 class UnsafeStoragePath(StorageError):
     """A local path would be written, deleted or registered through a symbolic link, or
     resolves outside the allowed roots, or is a file recordkeeper did not create where it
@@ -540,3 +551,9 @@ STATUS_CODES: dict[int, str] = {
 def code_for_status(status: int) -> str:
     """The stable code of an HTTP error ``status`` that came without one."""
     return STATUS_CODES.get(status, "internal_error" if status >= 500 else "invalid_input")
+
+
+class DeprecatedVersionWarning(UserWarning):
+    """A deprecated version is used — resolved, read by ``tf_dataset``, or registered as the
+    data of a checkpoint — where a lock or ``load_pinned`` would refuse it (the message gives
+    the deprecation reason).  Importable from :mod:`recordkeeper` and ``recordkeeper.models``."""

@@ -34,7 +34,7 @@ Each field's ``metadata`` says how it travels:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self, cast
 
@@ -55,6 +55,7 @@ __all__ = [
     "ShardRecord",
     "WireField",
     "check_totals",
+    "shard_location",
     "validate_shard",
     "wire_fields",
 ]
@@ -413,3 +414,21 @@ def check_totals(stored: Mapping[str, int], added: Iterable[tuple[int, ShardReco
                     shard=position,
                 )
             totals[name] = total
+
+
+def shard_location(storage_prefix: str, uris: Sequence[str]) -> tuple[str, bool]:
+    """Where a version's shards are: ``(storage_prefix, True)`` when every shard lies under it
+    (written or copied there), else ``(the shards' deepest common directory, False)`` — a
+    version published in place keeps its shards where they were, and its storage prefix (the
+    place a copy would have gone) may not exist.  No shards: ``(storage_prefix, True)``."""
+    base = storage_prefix.rstrip("/") + "/"
+    if not uris or all(u.startswith(base) for u in uris):
+        return storage_prefix, True
+    directories = [u.rpartition("/")[0] for u in uris]
+    common = directories[0]
+    for d in directories[1:]:
+        while common and not (d == common or d.startswith(common + "/")):
+            common = common.rpartition("/")[0]
+    if not common or common.endswith(":/") or common.endswith(":"):
+        common = directories[0]
+    return common + "/", False

@@ -8,17 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from recordkeeper.core.display import diff_html, table
+from recordkeeper.core.display import binary_size, diff_html, table
 
 __all__ = ["diff_html", "lineage_html", "table", "version_html"]
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
+_size = binary_size
 
 
 def version_html(v: Any) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 import orjson
 
@@ -63,14 +63,17 @@ class VersionCache:
         self._entries: OrderedDict[int, tuple[VersionRecord, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        #: Called with True (hit) or False (miss) at each look-up: the service's metrics.
+        self.on_lookup: Callable[[bool], None] | None = None
 
     def get(self, version_id: int) -> VersionRecord | None:
         with self._lock:
             entry = self._entries.get(version_id)
-            if entry is None:
-                return None
-            self._entries.move_to_end(version_id)
-            return entry[0]
+            if entry is not None:
+                self._entries.move_to_end(version_id)
+        if self.on_lookup is not None:
+            self.on_lookup(entry is not None)
+        return entry[0] if entry is not None else None
 
     def put(self, record: VersionRecord) -> None:
         """Remember ``record`` (of a committed version); very large versions are not kept."""
@@ -111,13 +114,17 @@ class RenderedPages:
         self._entries: OrderedDict[Hashable, bytes] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        #: Called with True (hit) or False (miss) at each look-up: the service's metrics.
+        self.on_lookup: Callable[[bool], None] | None = None
 
     def get(self, key: Hashable) -> bytes | None:
         with self._lock:
             data = self._entries.get(key)
             if data is not None:
                 self._entries.move_to_end(key)
-            return data
+        if self.on_lookup is not None:
+            self.on_lookup(data is not None)
+        return data
 
     def put(self, key: Hashable, data: bytes) -> None:
         if len(data) > self.max_bytes // 4:

@@ -228,6 +228,11 @@ class VersionRepository:
         #: Rendered shard pages of published versions, for the routes that answer them.
         self.rendered_pages = RenderedPages()
 
+    @property
+    def cache(self) -> VersionCache:
+        """The committed versions this process keeps (its metrics watch its look-ups)."""
+        return self._cache
+
     # ---------------------------------------------------------------- stage
 
     def stage(
@@ -542,6 +547,20 @@ class VersionRepository:
                 )
                 session.flush()
             return version_view(session, row, ref.dataset)
+
+    def deprecations(self, names: Collection[str]) -> dict[str, str | None]:
+        """The deprecated versions among ``names`` → their deprecation reason (None when none
+        was given); one query, for answers that list the data checkpoints trained on."""
+        wanted = sorted(set(names))
+        if not wanted:
+            return {}
+        with self._db.transaction(write=False) as session:
+            rows = session.execute(
+                select(m.Version.name, m.Version.deprecated_reason).where(
+                    m.Version.name.in_(wanted), m.Version.state == "deprecated"
+                )
+            )
+            return {name: reason for name, reason in rows}
 
     def deprecate(
         self, ref_text: str, *, reason: str | None, actor: str, force: bool = False

@@ -39,6 +39,7 @@ from pydantic import Field
 from recordkeeper.core.limits import MAX_INT64
 from recordkeeper.core.lineage import CHECKPOINT_STATES, PARENT_KINDS, ROLES, CheckpointRef
 from recordkeeper_service.deps import HeavyReads, Limit, Offset, Reader, RepositoryDep, Writer
+from recordkeeper_service.repository import Repository
 from recordkeeper_service.repository.lineage import (
     GRAPH_NODES,
     MAX_GRAPH_DEPTH,
@@ -193,6 +194,13 @@ class DataOut(OutModel):
     data_deleted_reason: str | None = Field(description=_DATA_DELETED_REASON)
     role: str
     splits: list[str]
+    state: str | None = Field(
+        default=None,
+        description="'deprecated' when the version was deprecated (null otherwise)",
+    )
+    deprecated_reason: str | None = Field(
+        default=None, description="why it was deprecated (only with state 'deprecated')"
+    )
 
 
 class CheckpointOut(OutModel):
@@ -408,9 +416,24 @@ def _ref(model: str, checkpoint: str, run: str | None) -> str:
     return str(CheckpointRef(model, checkpoint, run))
 
 
+def _mark_deprecated(repository: Repository, checkpoints: list[dict[str, Any]]) -> None:
+    """Mark each data entry of ``checkpoints`` whose version is deprecated (``state``,
+    ``deprecated_reason``), so that registering, listing and showing checkpoints say so."""
+    names = {d["version"] for c in checkpoints for d in c.get("data") or ()}
+    deprecated = repository.versions.deprecations(names)
+    if not deprecated:
+        return
+    for c in checkpoints:
+        for d in c.get("data") or ():
+            if d["version"] in deprecated:
+                d["state"] = "deprecated"
+                d["deprecated_reason"] = deprecated[d["version"]]
+
+
 @router.put(
     "/models/{model}/checkpoints/{checkpoint}",
     response_model=CheckpointOut,
+    response_model_exclude_unset=True,  # a data entry's `state` only when it is deprecated
     responses={
         201: {"model": CheckpointOut, "description": "registered now"},
         **errors(400, 404, 409, 413),
@@ -429,7 +452,9 @@ def register_checkpoint(
         model, checkpoint, body.to_input(), actor=who.name
     )
     response.status_code = 201 if created else 200
-    return {**record.to_json(), "created": created}
+    answer = {**record.to_json(), "created": created}
+    _mark_deprecated(repository, [answer])
+    return answer
 
 
 @router.put(
@@ -482,7 +507,9 @@ def list_checkpoints(
     page = repository.lineage.list_checkpoints(
         model, run=run, state=state, limit=limit, offset=offset
     )
-    return page.to_json()
+    answer = page.to_json()
+    _mark_deprecated(repository, answer["data"])
+    return answer
 
 
 @router.get(
@@ -495,7 +522,9 @@ def get_checkpoint(
     model: str, checkpoint: str, repository: RepositoryDep, _who: Reader, run: RunQuery = None
 ) -> dict[str, Any]:
     """One checkpoint with its own segment's data."""
-    return repository.lineage.get(_ref(model, checkpoint, run)).to_json()
+    answer = repository.lineage.get(_ref(model, checkpoint, run)).to_json()
+    _mark_deprecated(repository, [answer])
+    return answer
 
 
 @router.get(

@@ -3,6 +3,7 @@ import { ApiError, api, setToken, token } from "./api.js";
 import { clear, errorBox, h } from "./dom.js";
 import * as data from "./pages-data.js";
 import * as lineage from "./pages-lineage.js";
+import * as runs from "./pages-runs.js";
 
 /** Who is signed in: {name, scope, token} from GET /whoami. */
 export const session = { who: null };
@@ -19,6 +20,7 @@ const ROUTES = [
   [/^\/models$/, () => lineage.modelsPage],
   [/^\/models\/([^/]+)$/, () => lineage.modelPage],
   [/^\/models\/([^/]+)\/checkpoints\/([^/]+)$/, () => lineage.checkpointPage],
+  [/^\/models\/([^/]+)\/runs\/([^/]+)$/, () => runs.runPage],
   [/^\/impact$/, () => lineage.impactPage],
   [/^\/graph$/, () => lineage.graphPage],
 ];
@@ -98,7 +100,16 @@ async function route() {
   } finally {
     target.removeAttribute("aria-busy");
     target.focus({ preventScroll: true });
+    setTitle();
   }
+}
+
+/** The tab's title names the page: its heading (or the error shown), then the service. */
+function setTitle() {
+  const heading = main().querySelector("h1");
+  const error = main().querySelector("[data-testid=error] strong");
+  const text = heading ? heading.textContent.trim() : error ? `Error: ${error.textContent}` : "";
+  document.title = text ? `${text} · recordkeeper` : "recordkeeper";
 }
 
 function renderSession() {
@@ -164,6 +175,7 @@ function showLogin(message) {
     status,
   );
   clear(main(), form);
+  setTitle();
   input.focus();
 }
 

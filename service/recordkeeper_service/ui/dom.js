@@ -54,14 +54,15 @@ export function link(href, text, attrs = {}) {
   return h("a", { href, ...attrs }, text);
 }
 
-/** 1234567 → "1.2 MB" (decimal units, as object stores report sizes). */
+/** 1234567 → "1.2 MiB": binary units, as the CLI and notebooks show sizes
+ * (recordkeeper.core.display.binary_size is the same rule). */
 export function bytes(n) {
   if (n === null || n === undefined) return "—";
-  const units = ["B", "kB", "MB", "GB", "TB", "PB"];
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
   let value = n;
   let unit = 0;
-  while (value >= 1000 && unit < units.length - 1) {
-    value /= 1000;
+  while (Math.abs(value) >= 1024 && unit < units.length - 1) {
+    value /= 1024;
     unit += 1;
   }
   return unit === 0 ? `${n} B` : `${value.toFixed(1)} ${units[unit]}`;

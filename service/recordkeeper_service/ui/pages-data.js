@@ -1,6 +1,8 @@
 // Pages about data: datasets, a dataset's versions and aliases, one version, compare two.
 import { api, seg } from "./api.js";
 import { badge, bytes, clear, count, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
+import { checkpointHref } from "./graph.js";
+import { fullTable, loadingList } from "./lists.js";
 
 const PAGE = 50;
 const SHARDS_SHOWN = 200;
@@ -84,6 +86,11 @@ export async function datasetPage(main, [name], query, ctx) {
     api(`/datasets/${seg(name)}/aliases`),
   ]);
   const splitCellsByName = new Map();
+  const aliasesOf = new Map();
+  for (const a of aliases.data) {
+    if (!aliasesOf.has(a.version)) aliasesOf.set(a.version, []);
+    aliasesOf.get(a.version).push(a.alias);
+  }
   const stateSelect = h(
     "select",
     {
@@ -107,6 +114,7 @@ export async function datasetPage(main, [name], query, ctx) {
     table(
       [
         ["Version", (v) => link(versionHref(v.name), v.name)],
+        ["Aliases", (v) => h("span", { class: "version-aliases", "data-testid": "version-aliases" }, (aliasesOf.get(v.name) || []).map((a, i) => [i ? " " : null, h("span", { class: "badge" }, a)]))],
         ["State", (v) => h("span", {}, badge(v.state), v.deprecated_reason ? h("span", { class: "reason" }, ` ${v.deprecated_reason}`) : null, dataStatus(v) ? [" ", dataStatus(v)] : null)],
         ["Date", (v) => v.date],
         ["Desc", (v) => v.desc || "—"],
@@ -325,22 +333,41 @@ function schemaTable(schema) {
   );
 }
 
-function consumersTable(consumers) {
-  if (!consumers.count) return h("p", { class: "muted", "data-testid": "consumers-none" }, "No checkpoint has trained on this version.");
-  return h(
-    "div",
-    {},
-    h("p", {}, consumers.models.map((m) => `${m.model}: ${count(m.checkpoints)} checkpoints (${count(m.direct)} direct)`).join(" · ")),
-    table(
-      [
-        ["Checkpoint", (c) => link(`#/models/${encodeURIComponent(c.model)}/checkpoints/${encodeURIComponent(c.checkpoint)}`, c.ref)],
-        ["Step", (c) => count(c.step)],
-        ["How", (c) => (c.direct ? `trained on it (${c.roles.join(", ")}: ${c.splits.join(", ")})` : `from ${c.parent}`)],
-      ],
-      consumers.data,
-      { testid: "consumers" },
-    ),
-  );
+/** The checkpoints trained on a version, every one of them (paged, searchable, exportable). */
+function consumersSection(versionName) {
+  const fetchPage = (offset, limit) => api(`/versions/${seg(versionName)}/consumers`, { params: { limit, offset } });
+  return loadingList(
+    fetchPage,
+    ({ first, rows }) => {
+      if (!rows.length) return h("p", { class: "muted", "data-testid": "consumers-none" }, "No checkpoint has trained on this version.");
+      return h(
+        "div",
+        {},
+        h("p", {}, first.models.map((m) => `${m.model}: ${count(m.checkpoints)} checkpoints (${count(m.direct)} direct)`).join(" · ")),
+        fullTable(consumerColumns("trained on it"), rows, { testid: "consumers", filename: `${versionName}-consumers`, label: "checkpoints" }),
+      );
+    },
+    { testid: "consumers", label: "checkpoints" },
+  ).element;
+}
+
+/** The columns of a consumers answer's checkpoints (version page, shard impact page). */
+export function consumerColumns(directly) {
+  return [
+    {
+      name: "Checkpoint",
+      value: (c) => c.ref,
+      cell: (c) => link(checkpointHref(c.model, c.checkpoint, c.run), c.ref),
+    },
+    { name: "Model", value: (c) => c.model },
+    { name: "Run", value: (c) => c.run ?? "" },
+    { name: "Step", value: (c) => c.step, cell: (c) => count(c.step) },
+    { name: "State", value: (c) => c.state, cell: (c) => (c.state === "deleted" ? badge("deleted") : c.state) },
+    {
+      name: "How",
+      value: (c) => (c.direct ? `${directly} (${(c.roles || []).join(", ")}: ${c.splits.join(", ")})` : `from ${c.parent}`),
+    },
+  ];
 }
 
 function provenanceSection(version) {
@@ -390,11 +417,26 @@ function provenanceSection(version) {
   return h("dl", { class: "facts", "data-testid": "provenance" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
 }
 
+/** Where the shards are: the storage prefix, or — published in place — the shards' common
+ * directory (the prefix was never written to); recordkeeper.core.shards.shard_location is the
+ * same rule. */
+function shardLocation(version) {
+  const uris = Object.values(version.splits || {}).flatMap((s) => s.shards.map((x) => x.uri));
+  const base = version.storage_prefix.replace(/\/+$/, "") + "/";
+  if (!uris.length || uris.every((u) => u.startsWith(base))) return ["Storage prefix", h("code", {}, version.storage_prefix)];
+  const dirs = uris.map((u) => u.slice(0, u.lastIndexOf("/")));
+  let common = dirs[0];
+  for (const d of dirs.slice(1)) {
+    while (common && !(d === common || d.startsWith(`${common}/`))) common = common.slice(0, Math.max(0, common.lastIndexOf("/")));
+  }
+  if (!common || common.endsWith(":/") || common.endsWith(":")) common = dirs[0];
+  return ["Shards", h("span", { "data-testid": "shard-location" }, h("code", {}, `${common}/`), " — registered in place, not copied")];
+}
+
 export async function versionPage(main, [ref], _query, ctx) {
   const version = await api(`/versions/${seg(ref)}`);
-  const [schema, consumers] = await Promise.all([
+  const [schema] = await Promise.all([
     version.schema_digest ? api(`/versions/${seg(version.name)}/schema`).then((s) => s.schema) : null,
-    api(`/versions/${seg(version.name)}/consumers`, { params: { limit: 200 } }),
   ]);
   const previous = version.number > 1 ? `${version.dataset}@v${version.number - 1}` : null;
   const facts = [
@@ -404,7 +446,7 @@ export async function versionPage(main, [ref], _query, ctx) {
     ["Content digest", hash(version.content_digest, 64)],
     ["Schema digest", hash(version.schema_digest, 64)],
     ["Records / shards / size", `${count(version.record_count)} · ${count(version.shard_count)} · ${bytes(version.size)}`],
-    ["Storage prefix", h("code", {}, version.storage_prefix)],
+    shardLocation(version),
     ["Created", `${when(version.created_at)} by ${version.created_by}`],
     ["Committed", when(version.committed_at)],
     ["Convention", version.convention],
@@ -430,7 +472,7 @@ export async function versionPage(main, [ref], _query, ctx) {
     h("h2", {}, "Schema"),
     schema ? schemaTable(schema) : h("p", { class: "muted" }, "No merged schema (not committed, or some shard was registered without one)."),
     h("h2", {}, "Consumers"),
-    consumersTable(consumers),
+    consumersSection(version.name),
   );
 }
 

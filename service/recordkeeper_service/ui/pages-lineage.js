@@ -1,7 +1,10 @@
 // Pages about training: models, runs and checkpoints; shard impact; the lineage graph.
 import { api, seg } from "./api.js";
-import { clear, count, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
+import { badge, clear, count, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
 import { LineageView, checkpointHref, nodeLabel, splitCheckpointRef } from "./graph.js";
+import { fetchAll, fullTable } from "./lists.js";
+import { runHref } from "./pages-runs.js";
+import { consumerColumns } from "./pages-data.js";
 
 /** The page of a checkpoint named in full by the service (`model@run/checkpoint`). */
 const refHref = (ref) => {
@@ -11,6 +14,24 @@ const refHref = (ref) => {
 const versionHref = (name) => `#/versions/${encodeURIComponent(name)}`;
 const MODEL_PAGE = 200;
 const graphHref = (kind, value) => `#/graph?${kind}=${encodeURIComponent(value)}`;
+
+/** A "deprecated" badge (the reason in its tooltip and text) for a data entry whose version was
+ * deprecated; null otherwise. */
+function deprecatedBadge(d) {
+  if (d.state !== "deprecated") return null;
+  return h(
+    "span",
+    { class: "badge badge-deprecated", "data-testid": "deprecated-data", title: d.deprecated_reason || "deprecated" },
+    d.deprecated_reason ? `deprecated: ${d.deprecated_reason}` : "deprecated",
+  );
+}
+
+/** "deleted 2026-12-01 (max_to_keep)" for a checkpoint whose files are gone; null while present. */
+function deletedBadge(c) {
+  if (c.state !== "deleted") return null;
+  const why = c.deleted_reason ? ` (${c.deleted_reason})` : "";
+  return h("span", { class: "badge badge-checkpoint-deleted", "data-testid": "checkpoint-deleted" }, `deleted ${(c.deleted_at || "").slice(0, 10)}${why}`);
+}
 
 function metrics(values) {
   const entries = Object.entries(values || {});
@@ -77,15 +98,33 @@ export async function modelPage(main, [model], query) {
       offset + MODEL_PAGE < page.count ? link(`#/models/${encodeURIComponent(model)}?offset=${offset + MODEL_PAGE}`, "next →") : null,
     ),
     [...runs].map(([run, checkpoints]) => [
-      h("h2", {}, `Run ${run}`),
+      h("h2", {}, `Run ${run}`, checkpoints[0].run ? [" ", h("small", {}, link(runHref(model, checkpoints[0].run), "metrics by step", { "data-testid": `run-page-${run}` }))] : null),
       table(
         [
-          ["Checkpoint", (c) => link(checkpointHref(c.model, c.checkpoint, c.run), c.checkpoint)],
+          ["Checkpoint", (c) => [link(checkpointHref(c.model, c.checkpoint, c.run), c.checkpoint), deletedBadge(c) ? " " : null, deletedBadge(c)]],
           ["Step", (c) => count(c.step)],
           ["Parent", (c) => (c.parent ? `${c.parent} (${c.parent_kind})` : "—")],
-          ["Data", (c) => c.data.map((d, i) => [i ? ", " : "", link(versionHref(d.version), d.version), ` (${d.role})`, dataStatus(d) ? " " : null, dataStatus(d)])],
+          [
+            "Data",
+            (c) =>
+              c.data.map((d, i) => [
+                i ? ", " : "",
+                link(versionHref(d.version), d.version),
+                ` (${d.role})`,
+                dataStatus(d) ? " " : null,
+                dataStatus(d),
+                deprecatedBadge(d) ? " " : null,
+                deprecatedBadge(d),
+              ]),
+          ],
           ["Metrics", (c) => metrics(c.metrics)],
-          ["Exports", (c) => c.saved_models.map((s) => s.name).join(", ") || "—"],
+          [
+            "Exports",
+            (c) =>
+              c.saved_models.length
+                ? h("span", { class: c.state === "deleted" ? "gone" : "" }, c.saved_models.map((s) => s.name).join(", "), c.state === "deleted" ? " (deleted with the checkpoint)" : "")
+                : "—",
+          ],
         ],
         checkpoints,
         { testid: `run-${run}` },
@@ -121,6 +160,7 @@ export async function checkpointPage(main, [model, checkpoint], query) {
       "dl",
       { class: "facts" },
       [
+        ["State", c.state === "deleted" ? h("span", {}, deletedBadge(c), " — its files are gone; its lineage is kept") : "present"],
         ["Step", count(c.step)],
         ["Run", c.run || "—"],
         ["URI", c.uri ? h("code", {}, c.uri) : "—"],
@@ -132,14 +172,22 @@ export async function checkpointPage(main, [model, checkpoint], query) {
     h("p", { class: "actions" }, link(graphHref("checkpoint", ref), "Lineage graph", { "data-testid": "graph-link" })),
     h("h2", {}, "Exports (SavedModels)"),
     c.saved_models.length
-      ? table([["Name", (s) => s.name], ["URI", (s) => h("code", {}, s.uri)]], c.saved_models, { testid: "exports" })
+      ? table(
+          [
+            ["Name", (s) => s.name],
+            ["URI", (s) => h("code", { class: c.state === "deleted" ? "gone" : "" }, s.uri)],
+            ["State", () => (c.state === "deleted" ? h("span", { class: "badge badge-checkpoint-deleted", "data-testid": "export-deleted" }, "deleted with the checkpoint") : "present")],
+          ],
+          c.saved_models,
+          { testid: "exports" },
+        )
       : h("p", { class: "muted" }, "None registered."),
     h("h2", {}, "Which data trained it"),
     h("p", { class: "muted" }, `The union along the parent chain (${lineage.chain.length} checkpoint${lineage.chain.length === 1 ? "" : "s"}).`),
     table(
       [
         ["Version", (d) => link(versionHref(d.version), d.version)],
-        ["State", (d) => [d.state, dataStatus(d) ? " " : null, dataStatus(d)]],
+        ["State", (d) => [d.state === "deprecated" ? badge("deprecated") : d.state, dataStatus(d) ? " " : null, dataStatus(d)]],
         ["Role", (d) => d.role],
         ["Splits", (d) => d.splits.join(", ")],
         ["Content digest", (d) => hash(d.content_digest)],
@@ -152,7 +200,7 @@ export async function checkpointPage(main, [model, checkpoint], query) {
     table(
       [
         ["Depth", (l) => l.depth],
-        ["Checkpoint", (l) => link(checkpointHref(l.model, l.checkpoint, l.run), l.ref)],
+        ["Checkpoint", (l) => [link(checkpointHref(l.model, l.checkpoint, l.run), l.ref), l.state === "deleted" ? [" ", badge("deleted")] : null]],
         ["Step", (l) => count(l.step)],
         ["Link to next", linkToNext],
       ],
@@ -190,7 +238,8 @@ export async function impactPage(main, _args, query) {
   );
   if (!value) return;
   const params = query.get("sha256") ? { sha256: value } : { uri: value };
-  const answer = await api("/shards/consumers", { params: { ...params, limit: 1000 } });
+  const fetchPage = (offset, limit) => api("/shards/consumers", { params: { ...params, limit, offset } });
+  const { first: answer, rows } = await fetchAll(fetchPage, () => {});
   main.append(
     h("h2", {}, "Registrations of this shard"),
     answer.shards && answer.shards.length
@@ -206,15 +255,9 @@ export async function impactPage(main, _args, query) {
       : h("p", { class: "muted" }, "No version holds this shard."),
     h("h2", {}, `Affected checkpoints: ${count(answer.count)}`),
     h("p", {}, answer.models.map((m) => `${m.model}: ${count(m.checkpoints)} (${count(m.direct)} direct)`).join(" · ")),
-    table(
-      [
-        ["Checkpoint", (c) => link(checkpointHref(c.model, c.checkpoint, c.run), c.ref)],
-        ["Step", (c) => count(c.step)],
-        ["How", (c) => (c.direct ? `trained on its split (${c.splits.join(", ")})` : `from ${c.parent}`)],
-      ],
-      answer.data,
-      { testid: "impact-checkpoints" },
-    ),
+    rows.length
+      ? fullTable(consumerColumns("trained on its split"), rows, { testid: "impact-checkpoints", filename: "shard-impact", label: "checkpoints" })
+      : h("p", { class: "muted" }, "No checkpoint trained on it."),
   );
 }
 
