@@ -95,7 +95,7 @@ class ChunkIndexEntry:
     num_records: int
 
 
-def _varint(value: int) -> bytes:
+def _varint_slow(value: int) -> bytes:
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -104,17 +104,26 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
+_BYTES = tuple(bytes((b,)) for b in range(256))
+
+
+def _varint(value: int) -> bytes:
+    if 0 <= value < 0x80:  # record counts: one byte
+        return _BYTES[value]
+    if 0 <= value < 1 << 14:  # chunk sizes of small chunks: two bytes
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    return _varint_slow(value)
+
+
 def entry_bytes(entry: ChunkIndexEntry) -> bytes:
     """``entry`` serialized as array_record's writer serializes it (fields 1, 2, 3 in order)."""
-    return b"".join(
-        (
-            b"\x08",
-            _varint(entry.chunk_offset),
-            b"\x10",
-            _varint(entry.decoded_data_size),
-            b"\x18",
-            _varint(entry.num_records),
-        )
+    return (
+        b"\x08"
+        + _varint(entry.chunk_offset)
+        + b"\x10"
+        + _varint(entry.decoded_data_size)
+        + b"\x18"
+        + _varint(entry.num_records)
     )
 
 
