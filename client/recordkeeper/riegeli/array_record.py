@@ -12,6 +12,7 @@ records are not user records.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from recordkeeper.riegeli.chunks import ChunkDataError, read_varint
 
@@ -86,9 +87,9 @@ class FooterMetadata:
     writer_options: str
 
 
-@dataclass(frozen=True)
-class ChunkIndexEntry:
-    """One ``ArrayRecordFooter``: where a data chunk begins and what it holds."""
+class ChunkIndexEntry(NamedTuple):
+    """One ``ArrayRecordFooter``: where a data chunk begins and what it holds (a tuple: one
+    is made per chunk read, and a frozen dataclass costs several times more to make)."""
 
     chunk_offset: int
     decoded_data_size: int
@@ -112,6 +113,17 @@ def _varint(value: int) -> bytes:
         return _BYTES[value]
     if 0 <= value < 1 << 14:  # chunk sizes of small chunks: two bytes
         return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if 0 <= value < 1 << 21:  # chunk offsets: three or four bytes
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
+    if 0 <= value < 1 << 28:
+        return bytes(
+            (
+                (value & 0x7F) | 0x80,
+                ((value >> 7) & 0x7F) | 0x80,
+                ((value >> 14) & 0x7F) | 0x80,
+                value >> 21,
+            )
+        )
     return _varint_slow(value)
 
 
