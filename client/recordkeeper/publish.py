@@ -307,9 +307,10 @@ def copy_target(info: Mapping[str, Any], uris: list[str], copy_to: str | bool | 
         roots = list(info.get("allowed_roots") or [])
         check_allowed(uris, roots)
         real = local_files.real_roots(roots)
+        real_dirs: dict[str, str] = {}  # each directory resolved once
         for uri in uris:  # in place on local disk: the file itself, no link out of the roots
             if profile_of(uri).local:
-                local_files.check_in_place(local_files.local_path(to_uri(uri)), real)
+                local_files.check_in_place(local_files.local_path(to_uri(uri)), real, real_dirs)
         return None
     return to_uri(copy_to)
 

@@ -117,3 +117,25 @@ def test_a_small_local_shard_that_changes_while_read_inline_is_refused(
     monkeypatch.setattr(publish_module, "stat_file", stat_after_a_rewrite)
     with pytest.raises(rk.StorageError, match="changed while it was being read"):
         client.publish(rk.Dataset.from_directory(data, name="tiny"), progress=False)
+
+
+def test_the_in_place_check_resolves_each_directory_once_and_still_refuses_links(
+    tmp_path: Path,
+) -> None:
+    from recordkeeper import local_files
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "d").mkdir(parents=True)
+    outside.mkdir()
+    (root / "d" / "a.tfrecord").write_bytes(b"")
+    (outside / "b.tfrecord").write_bytes(b"")
+    (root / "via").symlink_to(outside)  # a directory on the path is a link out of the root
+    (root / "d" / "link.tfrecord").symlink_to(root / "d" / "a.tfrecord")
+    real_roots = local_files.real_roots([root.as_uri()])
+    real_dirs: dict[str, str] = {}
+    local_files.check_in_place(str(root / "d" / "a.tfrecord"), real_roots, real_dirs)
+    assert real_dirs == {str(root / "d"): str((root / "d").resolve())}
+    with pytest.raises(rk.RecordkeeperError, match="outside the allowed roots"):
+        local_files.check_in_place(str(root / "via" / "b.tfrecord"), real_roots, real_dirs)
+    with pytest.raises(rk.RecordkeeperError, match="symbolic link"):
+        local_files.check_in_place(str(root / "d" / "link.tfrecord"), real_roots, real_dirs)
