@@ -109,10 +109,16 @@ def open_directory(path: str, roots: Iterable[str], *, create: bool = False) -> 
     return fd
 
 
-def check_in_place(path: str, roots: Iterable[str]) -> None:
+def check_in_place(
+    path: str, roots: Iterable[str], real_dirs: dict[str, str] | None = None
+) -> None:
     """Refuse to register a local file in place that is a symbolic link, or whose real path
     lies outside the real ``roots``: a shard is recorded as the file it is, and a link could be
-    re-pointed after its digests were taken.  A missing file is left to the caller."""
+    re-pointed after its digests were taken.  A missing file is left to the caller.
+
+    ``real_dirs`` (directory → its real path) lets a caller checking many files of a few
+    directories resolve each directory once: a file that is not a link is its real directory
+    joined with its name."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -124,7 +130,14 @@ def check_in_place(path: str, roots: Iterable[str]) -> None:
             f"is a symbolic link (to {os.readlink(path)}); publish the file "
             "it points to by its own path, or copy it (copy_to=True, CLI --copy)",
         )
-    real = os.path.realpath(path)
+    if real_dirs is None:
+        real = os.path.realpath(path)
+    else:
+        directory, name = os.path.split(os.path.abspath(path))
+        real_dir = real_dirs.get(directory)
+        if real_dir is None:
+            real_dir = real_dirs[directory] = os.path.realpath(directory)
+        real = os.path.join(real_dir, name)
     if _inside(real, list(roots)) is None:
         raise _unsafe(
             path,

@@ -43,10 +43,12 @@ from recordkeeper.storage import (
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "ListedObject",
+    "can_write_small_many",
     "listing_or_nothing",
     "prefix_listing",
     "read_small_many",
     "stat_many",
+    "write_small_many",
 ]
 
 #: requests in flight at once; more does not help on a 2-core client (botocore's parsing is
@@ -135,6 +137,48 @@ def read_small_many(
     workers = max(1, min(len(uris), concurrency))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(lambda u: _captured(lambda: read_checked(u), u), uris))
+
+
+def can_write_small_many(uris: Sequence[str], storage_options: Mapping[str, Any] | None) -> bool:
+    """Whether :func:`write_small_many` writes these objects one request each on the
+    filesystem's event loop (one profile with :attr:`~StorageProfile.batch_writes`)."""
+    if not uris:
+        return False
+    profile = _one_profile([to_uri(u) for u in uris])
+    if profile is None or not profile.batch_writes:
+        return False
+    fs, _ = url_to_fs(uris[0], storage_options)
+    return bool(getattr(fs, "async_impl", False))
+
+
+def write_small_many(
+    items: Sequence[tuple[str, bytes]],
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+) -> list[ObjectStat | StorageError]:
+    """Write each ``(uri, data)`` whole (meant for small objects) and return the identity of
+    what was written, in order; failures are returned, not raised.
+
+    Only for URIs :func:`can_write_small_many` accepts: one request per object (S3: one
+    ``PUT`` answering ETag, VersionId and ChecksumSHA256), ``concurrency`` at a time on the
+    filesystem's event loop, no thread or upload stream per object.
+    """
+    if not items:
+        return []
+    uris = [to_uri(u) for u, _ in items]
+    if not can_write_small_many(uris, storage_options):
+        raise ValueError("write_small_many: these URIs have no one-request writes")
+    fs, _ = url_to_fs(uris[0], storage_options)
+    writer = profile_of(uris[0])
+
+    async def one(uri: str, data: bytes) -> ObjectStat:
+        with storage_errors(uri):
+            return await writer.write_whole_async(fs, uri, fs._strip_protocol(uri), data)
+
+    return _gather(
+        fs, [partial(one, u, data) for u, (_, data) in zip(uris, items, strict=True)], concurrency
+    )
 
 
 def prefix_listing(

@@ -32,6 +32,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from recordkeeper import formats, local_files
 from recordkeeper._parallel import parallel_map, use_processes
+from recordkeeper.backends.local import stat_file
 from recordkeeper.core.errors import (
     CorruptShard,
     InvalidShard,
@@ -45,7 +46,13 @@ from recordkeeper.core.shards import Compression, ShardRecord
 from recordkeeper.dataset import Dataset, ShardFile
 from recordkeeper.file_kinds import describe_bytes
 from recordkeeper.models import DatasetVersion
-from recordkeeper.object_batches import listing_or_nothing, read_small_many, stat_many
+from recordkeeper.object_batches import (
+    can_write_small_many,
+    listing_or_nothing,
+    read_small_many,
+    stat_many,
+    write_small_many,
+)
 from recordkeeper.progress import ProgressLike, ProgressReader, byte_progress
 from recordkeeper.provenance import build_provenance
 from recordkeeper.shard_names import final_shard_uri
@@ -78,7 +85,13 @@ __all__ = [
 
 
 class _Prefixed:
-    """A reader that yields ``head`` (already read) before the rest of ``raw``."""
+    """A reader that yields ``head`` (already read) before the rest of ``raw``.
+
+    The first ``read(size)`` answers ``head`` and what follows it in one piece (up to
+    ``size``), not ``head`` alone: a shard the scan reads in one piece is hashed in the
+    calling thread (:class:`~recordkeeper.streaming.Worker` starts its thread with a second
+    piece), where a separate 64-byte head made every small shard start and stop a thread.
+    """
 
     def __init__(self, head: bytes, raw: IO[bytes]) -> None:
         self._head = head
@@ -86,11 +99,13 @@ class _Prefixed:
 
     def read(self, size: int = -1) -> bytes:
         if self._head:
+            head, self._head = self._head, b""
             if size < 0:
-                data, self._head = self._head + self._raw.read(), b""
+                return head + self._raw.read()
+            if size <= len(head):
+                data, self._head = head[:size], head[size:]
                 return data
-            data, self._head = self._head[:size], self._head[size:]
-            return data
+            return head + self._raw.read(size - len(head))
         return self._raw.read(size)
 
     def close(self) -> None:
@@ -186,14 +201,20 @@ def scan_file(
 
 def scan_bytes(shard: ShardFile, data: bytes, stat: ObjectStat) -> dict[str, Any]:
     """:func:`scan_file` for a shard already read whole, with the identity of what was read."""
+    stats, compression = _scan_whole(shard, data)
+    return _registration(shard, stats, compression, shard.uri, stat.identity)
+
+
+def _scan_whole(shard: ShardFile, data: bytes) -> tuple[ShardStats, str]:
+    """The stats and compression of a shard read whole (in one piece: hashed in this thread)."""
     compression, fmt = shard.compression, shard.format
     if compression is None or fmt is None:
         fmt, detected = _format_of(shard.uri, data[:_HEAD])
         compression = compression if fmt == "tfrecord" and compression else detected
     with storage_errors(shard.uri):
-        stats = formats.get(fmt).scan(io.BytesIO(data), compression)
+        stats = formats.get(fmt).scan(io.BytesIO(data), compression, size=len(data))
     _check_expected(shard, stats)
-    return _registration(shard, stats, compression, shard.uri, stat.identity)
+    return stats, compression
 
 
 def _check_expected(shard: ShardFile, stats: ShardStats) -> None:
@@ -286,9 +307,10 @@ def copy_target(info: Mapping[str, Any], uris: list[str], copy_to: str | bool | 
         roots = list(info.get("allowed_roots") or [])
         check_allowed(uris, roots)
         real = local_files.real_roots(roots)
+        real_dirs: dict[str, str] = {}  # each directory resolved once
         for uri in uris:  # in place on local disk: the file itself, no link out of the roots
             if profile_of(uri).local:
-                local_files.check_in_place(local_files.local_path(to_uri(uri)), real)
+                local_files.check_in_place(local_files.local_path(to_uri(uri)), real, real_dirs)
         return None
     return to_uri(copy_to)
 
@@ -330,16 +352,7 @@ def _read_small(
     its identity (S3: one ``GET``), so bytes and identity are of one object version, then
     scanned in memory.  The next batch downloads (on the filesystem's event loop) while this
     one is scanned."""
-    batches: list[list[int]] = [[]]
-    size = 0
-    for i in sorted(small):
-        if batches[-1] and (
-            size + small[i] > _SMALL_BATCH_BYTES or len(batches[-1]) >= _SMALL_BATCH_SHARDS
-        ):
-            batches.append([])
-            size = 0
-        batches[-1].append(i)
-        size += small[i]
+    batches = _batches(small)
 
     def fetch(batch: list[int]) -> list[tuple[bytes, ObjectStat] | StorageError]:
         return read_small_many([shards[i].uri for i in batch], options, concurrency=concurrency)
@@ -358,6 +371,120 @@ def _read_small(
                 out[i] = scan_bytes(shards[i], data, stat)
                 advance(len(data))
     return out
+
+
+#: local shards up to this size, published in place, are read whole and scanned in the calling
+#: thread: for a few KiB, a thread pool's hand-offs and fsspec's per-file work cost more than
+#: reading and hashing the file
+LOCAL_INLINE_BYTES = 64 * 2**10
+
+
+def _read_local_inline(
+    shards: list[ShardFile],
+    small: list[int],
+    befores: Mapping[int, ObjectStat],
+    advance: Callable[[int], None],
+) -> dict[int, dict[str, Any]]:
+    """Registrations of small local shards published in place: each file read whole in one
+    ``read``, scanned in memory (one piece: hashed in this thread, no worker thread), its
+    identity taken again after the read (a change in between is ``changed``)."""
+    out: dict[int, dict[str, Any]] = {}
+    for i in small:
+        shard, before = shards[i], befores[i]
+        uri = to_uri(shard.uri)
+        path = local_files.local_path(uri)
+        with storage_errors(shard.uri):
+            with open(path, "rb") as fh:
+                data = fh.read()
+            after = stat_file(uri, path)
+        if after.identity != before.identity or after.size != len(data):
+            raise StorageError(
+                f"{shard.uri} changed while it was being read; publish again when writers "
+                "have finished",
+                uri=shard.uri,
+                reason="changed",
+            )
+        out[i] = scan_bytes(shard, data, after)
+        advance(len(data))
+    return out
+
+
+def _small_copies(
+    shards: list[ShardFile],
+    sizes: Mapping[int, int],
+    dests: list[str | None],
+    options: Mapping[str, Any] | None,
+) -> dict[int, int]:
+    """Index → size of the shards to copy whole, one request each (:func:`_copy_small`): small
+    ones going to a backend that writes an object in one request answering its identity
+    (S3), read from local files or from a backend with one-request reads."""
+    small = {
+        i: size for i, size in sizes.items() if size <= SMALL_SHARD_BYTES and dests[i] is not None
+    }
+    if not small:
+        return {}
+    if not can_write_small_many([str(dests[i]) for i in small], options):
+        return {}
+    return {
+        i: size
+        for i, size in small.items()
+        if profile_of(to_uri(shards[i].uri)).local or profile_of(to_uri(shards[i].uri)).batch_reads
+    }
+
+
+def _copy_small(
+    shards: list[ShardFile],
+    small: Mapping[int, int],
+    dests: list[str | None],
+    options: Mapping[str, Any] | None,
+    advance: Callable[[int], None],
+    concurrency: int,
+) -> dict[int, dict[str, Any]]:
+    """Registrations of small shards copied whole: each source read whole (a local file in
+    one ``read``, a remote one in one request), scanned in memory in this thread (one piece:
+    no hashing thread), then written in one request per object on the destination's event
+    loop (S3: one ``PUT`` whose answer is the identity registered: no ``HEAD`` after it)."""
+    out: dict[int, dict[str, Any]] = {}
+    for batch in _batches(small):
+        local = [i for i in batch if profile_of(to_uri(shards[i].uri)).local]
+        remote = [i for i in batch if not profile_of(to_uri(shards[i].uri)).local]
+        data: dict[int, bytes] = {}
+        for i in local:
+            path = local_files.local_path(to_uri(shards[i].uri))
+            with storage_errors(shards[i].uri), open(path, "rb") as fh:
+                data[i] = fh.read()
+        if remote:
+            fetched = read_small_many([shards[i].uri for i in remote], options)
+            for i, got in zip(remote, fetched, strict=True):
+                if isinstance(got, StorageError):
+                    raise got
+                data[i] = got[0]
+        scanned = {i: _scan_whole(shards[i], data[i]) for i in batch}
+        written = write_small_many(
+            [(str(dests[i]), data[i]) for i in batch], options, concurrency=concurrency
+        )
+        for i, stat in zip(batch, written, strict=True):
+            if isinstance(stat, StorageError):
+                raise stat
+            stats, compression = scanned[i]
+            out[i] = _registration(shards[i], stats, compression, str(dests[i]), stat.identity)
+            advance(len(data[i]))
+    return out
+
+
+def _batches(sizes: Mapping[int, int]) -> list[list[int]]:
+    """The indexes of ``sizes`` in order, in batches of at most 32 MiB or 256 shards."""
+    batches: list[list[int]] = [[]]
+    size = 0
+    for i in sorted(sizes):
+        if batches[-1] and (
+            size + sizes[i] > _SMALL_BATCH_BYTES or len(batches[-1]) >= _SMALL_BATCH_SHARDS
+        ):
+            batches.append([])
+            size = 0
+        batches[-1].append(i)
+        size += sizes[i]
+    return batches
 
 
 def _digest_of(registrations: list[dict[str, Any]]) -> str:
@@ -450,22 +577,48 @@ def publish(
     def scan_all(action: str, dests: list[str | None]) -> list[dict[str, Any]]:
         """Every shard read once (copied to ``dests[i]`` when set): their registrations."""
         results: dict[int, dict[str, Any] | _Failure] = {}
+        copied_whole = _small_copies(shards, {i: befores[i].size for i in streamed}, dests, options)
+        inline = [
+            i
+            for i in streamed
+            if dests[i] is None
+            and befores[i].size <= LOCAL_INLINE_BYTES
+            and profile_of(to_uri(shards[i].uri)).local
+        ]
+        elsewhere = set(inline) | set(copied_whole)
+        rest = [i for i in streamed if i not in elsewhere]
         with byte_progress(f"{action} {dataset.name}", total, progress) as advance:
             if small:
                 results.update(_read_small(shards, small, options, advance, max_workers or 16))
-            scanned = parallel_map(
-                _scan_in_worker,
-                [
-                    (shards[i], plain_options, dests[i], befores[i], None if processes else advance)
-                    for i in streamed
-                ],
-                workers=workers,
-                processes=processes,
-                on_result=(
-                    (lambda k, r: advance(befores[streamed[k]].size)) if processes else None
-                ),
+            if inline:
+                results.update(_read_local_inline(shards, inline, befores, advance))
+            if copied_whole:
+                results.update(
+                    _copy_small(shards, copied_whole, dests, options, advance, max_workers or 16)
+                )
+            scanned = (
+                []
+                if not rest
+                else parallel_map(
+                    _scan_in_worker,
+                    [
+                        (
+                            shards[i],
+                            plain_options,
+                            dests[i],
+                            befores[i],
+                            None if processes else advance,
+                        )
+                        for i in rest
+                    ],
+                    workers=min(workers, max(1, len(rest))),
+                    processes=processes,
+                    on_result=(
+                        (lambda k, r: advance(befores[rest[k]].size)) if processes else None
+                    ),
+                )
             )
-            results.update(zip(streamed, scanned, strict=True))
+            results.update(zip(rest, scanned, strict=True))
         registrations: list[dict[str, Any]] = []
         for i in range(len(shards)):
             result = results[i]
@@ -479,7 +632,8 @@ def publish(
         # Hash first, copy after the duplicate check: the copies go under the committed name
         # (the number is reserved with the content it is for), and a duplicate takes no number
         # and is not copied at all.  The price is a second read of each source when it is new.
-        declared = _digest_of(scan_all("hash", [None] * len(shards)))
+        hashed = scan_all("hash", [None] * len(shards))
+        declared = _digest_of(hashed)
         staged = registry.stage(
             dataset.name,
             desc=desc,
@@ -507,10 +661,10 @@ def publish(
         if copy_to is not None:
             prefix = staged.storage_prefix
             for i, shard in enumerate(shards):
-                comp, fmt = shard.compression, shard.format  # None: detected below
-                if comp is None or fmt is None:
-                    fmt, detected = detect_file_format(shard.uri, options)
-                    comp = comp if fmt == "tfrecord" and comp else detected
+                # what the first pass found (no second look at each file's first bytes): an
+                # ArrayRecord file given as Riegeli is copied as what it is
+                comp, fmt = str(hashed[i]["compression"]), str(hashed[i]["format"])
+                if (comp, fmt) != (shard.compression, shard.format):
                     shards[i] = ShardFile(
                         shard.split,
                         shard.index,
@@ -520,8 +674,6 @@ def publish(
                         shard.expected_records,
                         fmt,
                     )
-                # a Riegeli file is copied as .riegeli; scanning may find it an ArrayRecord
-                # file (the registered format says so whatever the suffix)
                 dests[i] = final_shard_uri(
                     prefix, shard.split, shard.index, shard.count, compression=comp, format=fmt
                 )

@@ -129,6 +129,9 @@ class StorageProfile:
     #: small objects are read whole with their identity in one request
     #: (:meth:`read_whole_async`)
     batch_reads: ClassVar[bool] = False
+    #: small objects are written whole in one request whose answer is their identity
+    #: (:meth:`write_whole_async`): no upload stream, no request afterwards to ask for it
+    batch_writes: ClassVar[bool] = False
     #: many objects are listed (size, ETag) in pages instead of one request each
     #: (:meth:`listing`); fast verify and publish use it from :attr:`listing_min_objects` on
     lists_prefixes: ClassVar[bool] = False
@@ -259,6 +262,11 @@ class StorageProfile:
         """One object's bytes and the identity of that very version, in one request
         (profiles with :attr:`batch_reads`)."""
         raise NotImplementedError(f"the {self.name} profile has no one-request reads")
+
+    async def write_whole_async(self, fs: Any, uri: str, path: str, data: bytes) -> ObjectStat:
+        """Write one object whole in one request; the identity of the version written, from
+        that request's answer (profiles with :attr:`batch_writes`)."""
+        raise NotImplementedError(f"the {self.name} profile has no one-request writes")
 
     def listing(self, fs: Any, uris: Sequence[str], *, timeout: float) -> dict[str, ListedObject]:
         """Size and ETag of the listed ones among ``uris`` (profiles with

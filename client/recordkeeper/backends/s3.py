@@ -88,6 +88,7 @@ class S3Profile(StorageProfile):
     schemes = ("s3", "s3a")
     extra = "s3"
     batch_reads: ClassVar[bool] = True
+    batch_writes: ClassVar[bool] = True
     lists_prefixes: ClassVar[bool] = True
     retried_by: ClassVar[str] = "recordkeeper"
 
@@ -252,6 +253,17 @@ class S3Profile(StorageProfile):
                 reason="error",
             )
         return data, stat
+
+    async def write_whole_async(self, fs: Any, uri: str, path: str, data: bytes) -> ObjectStat:
+        """One ``PUT`` with ``ChecksumAlgorithm=SHA256`` (as :meth:`open_write`'s uploads):
+        its answer carries the ETag, VersionId and ChecksumSHA256 of the version written, so
+        no ``HEAD`` follows."""
+        bucket, key, _ = fs.split_path(path)
+        response = await fs._call_s3(
+            "put_object", Bucket=bucket, Key=key, Body=data, ChecksumAlgorithm="SHA256"
+        )
+        fs.invalidate_cache(path)
+        return stat_from_s3_head(uri, {**response, "ContentLength": len(data)})
 
     def listing(self, fs: Any, uris: Sequence[str], *, timeout: float) -> dict[str, ListedObject]:
         """Per bucket, the keys' longest common prefix is listed page by page.  Listing stops

@@ -12,6 +12,7 @@ records are not user records.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from recordkeeper.riegeli.chunks import ChunkDataError, read_varint
 
@@ -86,16 +87,16 @@ class FooterMetadata:
     writer_options: str
 
 
-@dataclass(frozen=True)
-class ChunkIndexEntry:
-    """One ``ArrayRecordFooter``: where a data chunk begins and what it holds."""
+class ChunkIndexEntry(NamedTuple):
+    """One ``ArrayRecordFooter``: where a data chunk begins and what it holds (a tuple: one
+    is made per chunk read, and a frozen dataclass costs several times more to make)."""
 
     chunk_offset: int
     decoded_data_size: int
     num_records: int
 
 
-def _varint(value: int) -> bytes:
+def _varint_slow(value: int) -> bytes:
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -104,17 +105,37 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
+_BYTES = tuple(bytes((b,)) for b in range(256))
+
+
+def _varint(value: int) -> bytes:
+    if 0 <= value < 0x80:  # record counts: one byte
+        return _BYTES[value]
+    if 0 <= value < 1 << 14:  # chunk sizes of small chunks: two bytes
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if 0 <= value < 1 << 21:  # chunk offsets: three or four bytes
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
+    if 0 <= value < 1 << 28:
+        return bytes(
+            (
+                (value & 0x7F) | 0x80,
+                ((value >> 7) & 0x7F) | 0x80,
+                ((value >> 14) & 0x7F) | 0x80,
+                value >> 21,
+            )
+        )
+    return _varint_slow(value)
+
+
 def entry_bytes(entry: ChunkIndexEntry) -> bytes:
     """``entry`` serialized as array_record's writer serializes it (fields 1, 2, 3 in order)."""
-    return b"".join(
-        (
-            b"\x08",
-            _varint(entry.chunk_offset),
-            b"\x10",
-            _varint(entry.decoded_data_size),
-            b"\x18",
-            _varint(entry.num_records),
-        )
+    return (
+        b"\x08"
+        + _varint(entry.chunk_offset)
+        + b"\x10"
+        + _varint(entry.decoded_data_size)
+        + b"\x18"
+        + _varint(entry.num_records)
     )
 
 

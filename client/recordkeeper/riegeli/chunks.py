@@ -43,6 +43,8 @@ class ChunkDataError(Exception):
 
 def read_varint(buf: bytes | memoryview, pos: int, what: str) -> tuple[int, int]:
     """The varint64 at ``pos`` and the position after it."""
+    if pos < len(buf) and buf[pos] < 0x80:  # one byte: most sizes and counts
+        return buf[pos], pos + 1
     result = 0
     shift = 0
     end = len(buf)
