@@ -24,6 +24,7 @@ from typer.core import TyperGroup
 
 from recordkeeper.cli import (
     alias,
+    cache,
     check_model,
     gc,
     lineage,
@@ -96,6 +97,7 @@ COMMANDS: list[Register] = [
     check_model.register,  # check-model
     models.register,  # compare, inspect-model
     records.register,  # index, check-leakage
+    cache.register,  # pull, cache ls|du|clear
 ]
 
 app = typer.Typer(
