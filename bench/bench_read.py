@@ -99,39 +99,35 @@ def _compare(
 
 
 def local_cases(tf: Any, client: rk.Client, work: Path, args: argparse.Namespace) -> None:
-    n = args.shards * args.records
     for gzip in (False, True):
         data = work / ("gz" if gzip else "plain")
         paths = _write(tf, data, args.shards, args.records, gzip)
         v = client.publish(
             rk.Dataset.from_directory(data, name="gz" if gzip else "plain"), progress=False
         )
-        comp = "GZIP" if gzip else ""
-        label = "gzip" if gzip else "uncompressed"
-        _compare(
-            f"local {label}, batched, no parsing",
-            lambda: v.tf_dataset("train", verify=None).batch(256),
-            lambda: tf.data.TFRecordDataset(paths, compression_type=comp).batch(256),
-            n,
-            args.rounds,
-        )
+        _local_case(tf, v, paths, gzip, False, args)
         if not gzip:
-            spec = v.feature_spec()
-            _compare(
-                "local uncompressed, batched, parsed",
-                lambda: (
-                    v.tf_dataset("train", verify=None)
-                    .batch(256)
-                    .map(lambda b: tf.io.parse_example(b, spec))
-                ),
-                lambda: (
-                    tf.data.TFRecordDataset(paths)
-                    .batch(256)
-                    .map(lambda b: tf.io.parse_example(b, spec))
-                ),
-                n,
-                args.rounds,
-            )
+            _local_case(tf, v, paths, gzip, True, args)
+
+
+def _local_case(
+    tf: Any, v: rk.DatasetVersion, paths: list[str], gzip: bool, parse: bool, args: Any
+) -> None:
+    comp = "GZIP" if gzip else ""
+    spec = v.feature_spec() if parse else None
+
+    def finish(ds: Any) -> Any:
+        ds = ds.batch(256)
+        return ds.map(lambda b: tf.io.parse_example(b, spec)) if parse else ds
+
+    label = "gzip" if gzip else "uncompressed"
+    _compare(
+        f"local {label}, batched, " + ("parsed" if parse else "no parsing"),
+        lambda: finish(v.tf_dataset("train", verify=None)),
+        lambda: finish(tf.data.TFRecordDataset(paths, compression_type=comp)),
+        args.shards * args.records,
+        args.rounds,
+    )
 
 
 def s3_cases(tf: Any, work: Path, args: argparse.Namespace) -> None:
