@@ -81,18 +81,23 @@ def _count(ds: Any) -> int:
 def _compare(
     name: str, ours: Callable[[], Any], peer: Callable[[], Any], expect: int, rounds: int
 ) -> tuple[float, float]:
-    mine, theirs = [], []
-    for _ in range(rounds):
-        for fn, out in ((peer, theirs), (ours, mine)):
+    """Medians of ``rounds`` timed runs of each, alternating which goes first (ABBA); wall
+    time, and the process's CPU time (all threads) as a second view on a loaded machine."""
+    mine, theirs, mine_cpu, theirs_cpu = [], [], [], []
+    for r in range(rounds):
+        pair = ((peer, theirs, theirs_cpu), (ours, mine, mine_cpu))
+        for fn, out, cpu in pair if r % 2 == 0 else pair[::-1]:
             ds = fn()
-            start = time.perf_counter()
+            start, c0 = time.perf_counter(), time.process_time()
             got = _count(ds)
             out.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - c0)
             assert got == expect, (name, got, expect)
     m, p = statistics.median(mine), statistics.median(theirs)
+    mc, pc = statistics.median(mine_cpu), statistics.median(theirs_cpu)
     print(
-        f"{name:<46} ours {expect / m / 1e3:7.0f}k rec/s  peer {expect / p / 1e3:7.0f}k rec/s  "
-        f"ratio {p / m:.2f}x",
+        f"{name:<52} ours {expect / m / 1e3:6.0f}k rec/s  peer {expect / p / 1e3:6.0f}k rec/s  "
+        f"ratio {p / m:.2f}x (CPU {pc / mc:.2f}x)  load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     return m, p

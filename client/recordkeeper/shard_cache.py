@@ -596,6 +596,7 @@ class ShardCache:
         from recordkeeper.progress import byte_progress
 
         version.ensure_readable()
+        version.warn_if_deprecated("pulled", stacklevel=2)
         names = list(splits) if splits is not None else list(version.splits)
         for name in names:
             if name not in version.splits:

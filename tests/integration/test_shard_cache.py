@@ -253,3 +253,38 @@ def test_cli_pull_ls_du_clear(
     assert du["entries"] == 2 and du["size"] == sum(s.size for s in v.splits["train"].shards)
     assert run("cache", "clear")["removed"] == 2
     assert run("cache", "du")["entries"] == 0
+
+
+def test_lease_of_a_dead_process_is_stale(
+    live_service: LiveService, data_dir: Path, tmp_path: Path
+) -> None:
+    from recordkeeper.tfrecord import TFRecordWriter
+
+    for i in range(2):
+        with (
+            open(data_dir / f"train-{i:05d}-of-00002.tfrecord", "wb") as fh,
+            TFRecordWriter(fh) as w,
+        ):
+            for r in _records(20 + i):
+                w.write(r)
+    v = live_service.client().publish(
+        rk.Dataset.from_directory(data_dir, name="lz"), progress=False
+    )
+    cache_dir = tmp_path / "cache"
+    ShardCache(cache_dir).pull(v)  # local shards are copied in when pulled
+    shas = [s.sha256 for s in v.splits["train"].shards]
+    script = (
+        "import os, sys; from recordkeeper.shard_cache import ShardCache; "
+        f"held = ShardCache({str(cache_dir)!r}).lease({shas!r}); os._exit(0)"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "client"), str(ROOT)])}
+    subprocess.run([sys.executable, "-c", script], env=env, check=True)
+    assert len(list((cache_dir / "leases").glob("*.lease"))) == 1  # left behind, unlocked
+    cache = ShardCache(cache_dir)
+    assert cache.leased() == set()  # stale: removed, protects nothing
+    assert not list((cache_dir / "leases").glob("*.lease"))
+    live = cache.lease(shas[:1])
+    assert cache.leased() == {shas[0]}
+    assert cache.clear() == (1, v.splits["train"].shards[1].size)  # the leased one stays
+    live.release()
+    assert cache.clear()[0] == 1 and cache.entries() == []

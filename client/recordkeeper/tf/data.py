@@ -49,10 +49,10 @@ __all__ = ["read_shard_batches", "tf_dataset"]
 _BATCH = 256
 #: an interleave block longer than any shard: blocks are whole shards (file after file)
 _WHOLE = 2**62
-#: what each shard read ahead may hold waiting: batches of 256 records (~64k records) ...
-_AHEAD_BATCHES = 256
+#: what each shard read ahead may hold waiting: batches of 256 records (32k records) ...
+_AHEAD_BATCHES = 128
 #: ... or records (TensorFlow's own reader)
-_AHEAD_RECORDS = 65536
+_AHEAD_RECORDS = 32768
 _TF_COMPRESSION = {"none": "", "gzip": "GZIP", "zlib": "ZLIB"}
 
 
