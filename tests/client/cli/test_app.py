@@ -35,6 +35,7 @@ def test_every_command_module_is_registered_in_the_one_list() -> None:
     }
     assert modules == {
         "alias",
+        "cache",
         "check_model",
         "gc",
         "lineage",
