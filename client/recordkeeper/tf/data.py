@@ -53,6 +53,9 @@ _WHOLE = 2**62
 _AHEAD_BATCHES = 128
 #: ... or records (TensorFlow's own reader)
 _AHEAD_RECORDS = 32768
+#: shards fetched into the cache at once: few, so that the first ones are ready early (the
+#: reader starts on a shard once it is whole) while the next ones download
+_CACHE_AHEAD = 2
 _TF_COMPRESSION = {"none": "", "gzip": "GZIP", "zlib": "ZLIB"}
 
 
@@ -311,7 +314,7 @@ def _cached(
         indexes = indexes.shuffle(len(shards), seed=seed, reshuffle_each_iteration=True)
     files = indexes.map(
         lambda i, comp: (tf.py_function(fetch, [i], tf.string), comp),
-        num_parallel_calls=max(ahead, 1),
+        num_parallel_calls=max(min(ahead, _CACHE_AHEAD), 1),
         deterministic=True,
     )
     dataset = _read_files(tf, files, comps[0] if len(set(comps)) == 1 else None, 1)
