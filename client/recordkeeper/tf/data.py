@@ -1,13 +1,19 @@
 """``tf.data`` pipelines over a version's shards, on TensorFlow 2.21 without tensorflow-io.
 
+Records come shard after shard (index order, or shuffled shard order), whatever the path:
+
 * ``file://`` shards (and ``gs://`` on real GCS) are read by TensorFlow's own
-  ``tf.data.TFRecordDataset``, the fastest path.
+  ``tf.data.TFRecordDataset``, the fastest path: local ones by one ``TFRecordDataset`` over the
+  file names (nothing per record between it and the caller).
 * ``s3://`` left TensorFlow core in 2.6 and tensorflow-io no longer loads on TF ≥ 2.18, and
   TF's GCS client does not speak to emulators (``STORAGE_EMULATOR_HOST``); those shards — and any
   other fsspec backend — are read through fsspec inside the pipeline: one generator per shard
   using the shard format's ``iter_records`` (:mod:`recordkeeper.formats`; for TFRecord it
-  checks every record's CRC), shards interleaved in parallel with ``num_parallel_calls=AUTOTUNE``
-  and a deterministic order.
+  checks every record's CRC) yielding batches, several shards read in parallel with bounded
+  buffers and taken whole in turn, the batches split into records once.
+* ``cache=True``: remote TFRecord shards are fetched into the local shard cache
+  (:mod:`recordkeeper.shard_cache`: downloaded once, verified against their sha256) a few shards
+  ahead of ``TFRecordDataset``, which reads the local copies.
 * ArrayRecord and Riegeli shards (TensorFlow has no reader for them) always take the fsspec
   path: recordkeeper's Riegeli reader decodes each chunk (checking its HighwayHash checksums)
   in Python and C, in a ``tf.data`` generator.  It costs a Python generator step per batch of
