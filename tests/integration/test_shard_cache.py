@@ -288,3 +288,24 @@ def test_lease_of_a_dead_process_is_stale(
     assert cache.clear() == (1, v.splits["train"].shards[1].size)  # the leased one stays
     live.release()
     assert cache.clear()[0] == 1 and cache.entries() == []
+
+
+def test_a_shard_whose_bytes_changed_is_not_cached_and_is_named(
+    s3_service: LiveService, s3_server: Any, s3_bucket: str, opts: dict, tmp_path: Path
+) -> None:
+    v = _publish(s3_service, s3_server, s3_bucket, opts, "changed", [0, 1])
+    shard = v.splits["train"].shards[1]
+    bucket, key = shard.uri.removeprefix("s3://").split("/", 1)
+    client = s3_server.boto3_client()
+    body = bytearray(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    body[-10] ^= 0xFF  # same size, other bytes
+    client.put_object(Bucket=bucket, Key=key, Body=bytes(body))
+    cache = ShardCache(tmp_path / "cache")
+    with pytest.raises(rk.CorruptShard) as caught:
+        list(v.tf_dataset("train", cache=cache, verify=None).as_numpy_iterator())
+    assert caught.value.extra["shard"] == shard.name
+    assert caught.value.extra["uri"] == shard.uri
+    assert not cache.path(shard.sha256).exists()  # never served from the cache
+    assert not list((tmp_path / "cache" / "tmp").iterdir())
+    with pytest.raises(rk.CorruptShard, match="sha256"):
+        cache.pull(v)
