@@ -206,6 +206,8 @@ class TfDatasetOptions(TypedDict):
     shuffle_files: bool
     seed: int | None
     storage_options: Mapping[str, Any] | None
+    #: ``True``, ``False`` or a :class:`recordkeeper.shard_cache.ShardCache`
+    cache: Any
 
 
 class TfdsExportOptions(TypedDict):
@@ -656,11 +658,13 @@ class DatasetVersion:
         shuffle_files: bool = False,
         seed: int | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        cache: Any = False,
     ) -> Any:
         """A ``tf.data.Dataset`` of the serialized records of ``split`` (imports TensorFlow).
 
-        See :func:`recordkeeper.tf.data.tf_dataset`.  A deprecated version is read with a
-        :class:`DeprecatedVersionWarning`.
+        ``cache=True`` (or a :class:`~recordkeeper.shard_cache.ShardCache`) reads remote shards
+        through the local shard cache.  See :func:`recordkeeper.tf.data.tf_dataset`.  A
+        deprecated version is read with a :class:`DeprecatedVersionWarning`.
         """
         self.ensure_readable()
         self.warn_if_deprecated("read", stacklevel=2)
@@ -674,6 +678,7 @@ class DatasetVersion:
             storage_options=(
                 storage_options if storage_options is not None else self._storage_options
             ),
+            cache=cache,
         )
 
     def export_tfds(

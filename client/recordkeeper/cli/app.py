@@ -25,6 +25,7 @@ from typer.core import TyperGroup
 from recordkeeper.cli import (
     alias,
     auth,
+    cache,
     check_model,
     gc,
     lineage,
@@ -98,6 +99,7 @@ COMMANDS: list[Register] = [
     models.register,  # compare, inspect-model
     records.register,  # index, check-leakage, head
     auth.register,  # login, logout, profiles
+    cache.register,  # pull, cache ls|du|clear
 ]
 
 app = typer.Typer(

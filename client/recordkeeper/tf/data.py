@@ -1,13 +1,19 @@
 """``tf.data`` pipelines over a version's shards, on TensorFlow 2.21 without tensorflow-io.
 
+Records come shard after shard (index order, or shuffled shard order), whatever the path:
+
 * ``file://`` shards (and ``gs://`` on real GCS) are read by TensorFlow's own
-  ``tf.data.TFRecordDataset``, the fastest path.
+  ``tf.data.TFRecordDataset``, the fastest path: local ones by one ``TFRecordDataset`` over the
+  file names (nothing per record between it and the caller).
 * ``s3://`` left TensorFlow core in 2.6 and tensorflow-io no longer loads on TF ≥ 2.18, and
   TF's GCS client does not speak to emulators (``STORAGE_EMULATOR_HOST``); those shards — and any
   other fsspec backend — are read through fsspec inside the pipeline: one generator per shard
   using the shard format's ``iter_records`` (:mod:`recordkeeper.formats`; for TFRecord it
-  checks every record's CRC), shards interleaved in parallel with ``num_parallel_calls=AUTOTUNE``
-  and a deterministic order.
+  checks every record's CRC) yielding batches, several shards read in parallel with bounded
+  buffers and taken whole in turn, the batches split into records once.
+* ``cache=True``: remote TFRecord shards are fetched into the local shard cache
+  (:mod:`recordkeeper.shard_cache`: downloaded once, verified against their sha256) a few shards
+  ahead of ``TFRecordDataset``, which reads the local copies.
 * ArrayRecord and Riegeli shards (TensorFlow has no reader for them) always take the fsspec
   path: recordkeeper's Riegeli reader decodes each chunk (checking its HighwayHash checksums)
   in Python and C, in a ``tf.data`` generator.  It costs a Python generator step per batch of
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -44,10 +51,20 @@ from recordkeeper.storage import open_read, profile_of, storage_errors
 
 if TYPE_CHECKING:
     from recordkeeper.models import DatasetVersion, Shard
+    from recordkeeper.shard_cache import ShardCache
 
 __all__ = ["read_shard_batches", "tf_dataset", "typed_errors"]
 
 _BATCH = 256
+#: an interleave block longer than any shard: blocks are whole shards (file after file)
+_WHOLE = 2**62
+#: what each shard read ahead may hold waiting: batches of 256 records (32k records) ...
+_AHEAD_BATCHES = 128
+#: ... or records (TensorFlow's own reader)
+_AHEAD_RECORDS = 32768
+#: shards fetched into the cache at once: few, so that the first ones are ready early (the
+#: reader starts on a shard once it is whole) while the next ones download
+_CACHE_AHEAD = 2
 _TF_COMPRESSION = {"none": "", "gzip": "GZIP", "zlib": "ZLIB"}
 
 
@@ -57,6 +74,7 @@ def read_shard_batches(
     storage_options: Mapping[str, Any] | None = None,
     stop: Callable[[], bool] | None = None,
     format: str = "tfrecord",
+    size: int | None = None,
 ) -> Iterator[list[bytes]]:
     """Yield the records of one shard in lists of up to 256, read through fsspec.
 
@@ -76,7 +94,7 @@ def read_shard_batches(
     for _ in range(REREADS + 1):
         skip = yielded
         try:
-            with open_read(uri, storage_options) as fh, storage_errors(uri):
+            with open_read(uri, storage_options, size=size) as fh, storage_errors(uri):
                 batch: list[bytes] = []  # (fh is seekable: claimed lengths are bounded)
                 for record in iter_records(fh, compression):
                     if skip:
@@ -128,13 +146,25 @@ def tf_dataset(
     shuffle_files: bool = False,
     seed: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    cache: bool | ShardCache = False,
 ) -> Any:
     """A ``tf.data.Dataset`` of the serialized records of ``version``'s ``split``.
 
+    Records come shard after shard, in index order (or in an order of the shards shuffled each
+    epoch with ``shuffle_files``; records within a shard keep their order), the same whether
+    the shards are read from local disk, through fsspec or from the shard cache.
+    ``num_parallel_reads`` shards (default: up to 8 for remote shards; local ones are read one
+    after the other, as ``tf.data.TFRecordDataset(files)`` does) are read ahead in parallel.
+
     ``verify`` checks the split's shards first (``"fast"``: storage identity, ``"deep"``:
     re-hash everything, ``None``: skip) and raises
-    :class:`~recordkeeper.errors.CorruptShard` naming the bad shards.  ``shuffle_files``
-    shuffles the shard order each epoch (records within a shard keep their order).
+    :class:`~recordkeeper.errors.CorruptShard` naming the bad shards.
+
+    ``cache=True`` (or a :class:`~recordkeeper.shard_cache.ShardCache`) keeps remote shards in
+    the local shard cache: each is downloaded once, verified against its registered sha256, and
+    read from local disk by TensorFlow's own reader from then on (this epoch and the next, this
+    process and others).  With the cache, ``verify`` applies to cache entries as
+    :meth:`ShardCache.lookup` says and to the storage identity of shards not cached yet.
     """
     import tensorflow as tf
 
@@ -146,31 +176,175 @@ def tf_dataset(
     options = storage_options if storage_options is not None else version.storage_options
     if verify not in (None, "fast", "deep"):
         raise ValueError(f"verify must be 'fast', 'deep' or None, got {verify!r}")
-    if verify is not None:
-        version.verify(
-            deep=verify == "deep", splits=[split], storage_options=options
-        ).raise_for_problems()
+    shards = list(shards)
     uris = [s.uri for s in shards]
     compressions = [s.compression for s in shards]
     record_formats = [s.format for s in shards]
-    cycle = num_parallel_reads or min(len(uris), 8)
-    natives = [_native(u, dict(options or {})) for u in uris]
-    errors = _ShardErrors(version.name, split, shards, options)
+    opts = dict(options or {})
+    natives = [_native(u, opts) for u in uris]
+    local = [profile_of(u).local for u in uris]
     tfrecords = all(f == "tfrecord" for f in record_formats)
-    if tfrecords and all(n is not None for n in natives) and len(set(compressions)) == 1:
-        files = tf.data.Dataset.from_tensor_slices([n for n in natives if n is not None])
+    shard_cache = _shard_cache(cache) if tfrecords and not all(local) else None
+    if verify is not None:
+        if shard_cache is None:
+            version.verify(
+                deep=verify == "deep", splits=[split], storage_options=options
+            ).raise_for_problems()
+        else:  # cache entries are checked when used; the others' storage identity now
+            from recordkeeper.verify import verify_shards
+
+            absent = [s for s in shards if not shard_cache.path(s.sha256).exists()]
+            if absent:
+                verify_shards(
+                    absent, deep=False, storage_options=options, progress=False
+                ).raise_for_problems()
+    errors = _ShardErrors(version.name, split, shards, options)
+    ahead = num_parallel_reads or min(len(uris), 8)
+
+    if shard_cache is not None:
+        dataset = _cached(
+            tf,
+            version,
+            split,
+            shards,
+            shard_cache,
+            opts,
+            verify,
+            errors,
+            ahead,
+            shuffle_files,
+            seed,
+        )
+    elif tfrecords and all(n is not None for n in natives):
+        paths = [n for n in natives if n is not None]
+        tf_comps = [_TF_COMPRESSION[c] for c in compressions]
+        files = tf.data.Dataset.from_tensor_slices((paths, tf_comps))
         if shuffle_files:
             files = files.shuffle(len(uris), seed=seed, reshuffle_each_iteration=True)
-        comp = _TF_COMPRESSION[compressions[0]]
-        dataset = files.interleave(
-            lambda path: tf.data.TFRecordDataset(path, compression_type=comp),
-            cycle_length=cycle,
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=True,
+        sequential = num_parallel_reads is None and all(local)
+        one = tf_comps[0] if len(set(tf_comps)) == 1 else None
+        dataset = _read_files(tf, files, one, 1 if sequential else ahead)
+    else:
+        dataset = _streamed(
+            tf, uris, compressions, record_formats, opts, errors, ahead, shuffle_files, seed
         )
-        return _remember(dataset, errors)
+    return _remember(dataset, errors)
 
-    opts = dict(options or {})
+
+def _shard_cache(cache: bool | ShardCache) -> ShardCache | None:
+    from recordkeeper.shard_cache import ShardCache
+
+    if isinstance(cache, ShardCache):
+        return cache
+    if cache is True:
+        return ShardCache()
+    if cache is False or cache is None:
+        return None
+    raise TypeError(f"cache must be a bool or a ShardCache, got {type(cache).__name__}")
+
+
+def _read_files(tf: Any, files: Any, compression: str | None, ahead: int) -> Any:
+    """The records of a dataset of ``(path, TF compression type)`` pairs, file after file.
+
+    One file at a time (``ahead == 1``) and one TF ``compression`` (None: they differ): a
+    single ``TFRecordDataset`` over the file names, nothing per record between it and the
+    caller (the fastest pipeline on local disk).  Otherwise ``ahead`` files are opened and
+    read in parallel (an interleave whose blocks are whole files: the order stays file after
+    file).
+    """
+    if ahead <= 1 and compression is not None:
+        return tf.data.TFRecordDataset(
+            files.map(lambda path, comp: path), compression_type=compression
+        )
+    return _whole_files(
+        files,
+        lambda path, comp: tf.data.TFRecordDataset(path, compression_type=comp),
+        ahead,
+        _AHEAD_RECORDS,
+    )
+
+
+def _whole_files(files: Any, open_file: Callable[..., Any], ahead: int, buffered: int) -> Any:
+    """``open_file`` of every element of ``files``, file after file, ``ahead`` files read in
+    parallel with up to ``buffered`` elements each waiting: an interleave whose blocks are
+    whole files (``Dataset.interleave`` sizes its buffers by the block length, unbounded here,
+    so the dataset is made with the buffer given)."""
+    from tensorflow.python.data.ops import interleave_op
+
+    if ahead <= 1:
+        return files.flat_map(open_file)
+    return interleave_op._ParallelInterleaveDataset(
+        files,
+        open_file,
+        cycle_length=ahead,
+        block_length=_WHOLE,
+        num_parallel_calls=ahead,
+        buffer_output_elements=buffered,
+        prefetch_input_elements=0,
+        deterministic=True,
+    )
+
+
+def _cached(
+    tf: Any,
+    version: DatasetVersion,
+    split: str,
+    shards: Sequence[Shard],
+    shard_cache: ShardCache,
+    options: Mapping[str, Any],
+    verify: Literal["fast", "deep"] | None,
+    errors: _ShardErrors,
+    ahead: int,
+    shuffle_files: bool,
+    seed: int | None,
+) -> Any:
+    """Shards from the shard cache: ``ahead`` shards are fetched into it (downloaded and
+    verified if not there yet, checked if there) ahead of TensorFlow's own reader, which reads
+    the local copies.  The split's entries are leased (kept from eviction) while the dataset
+    lives."""
+    shard_cache.check_fits(shards)
+    shard_cache.remember(version, [split])
+    lease = shard_cache.lease(s.sha256 for s in shards)
+
+    def fetch(index: Any) -> bytes:
+        shard = shards[int(index)]
+        try:
+            path, _ = shard_cache.fetch(shard, options, verify=verify)
+        except CorruptShard as exc:
+            raise errors.found_in(shard.uri, exc) from None
+        except StorageError as exc:
+            errors.remember(exc)
+            raise
+        return os.fsencode(path)
+
+    comps = [_TF_COMPRESSION[s.compression] for s in shards]
+    indexes = tf.data.Dataset.from_tensor_slices((list(range(len(shards))), comps))
+    if shuffle_files:
+        indexes = indexes.shuffle(len(shards), seed=seed, reshuffle_each_iteration=True)
+    files = indexes.map(
+        lambda i, comp: (tf.py_function(fetch, [i], tf.string), comp),
+        num_parallel_calls=max(min(ahead, _CACHE_AHEAD), 1),
+        deterministic=True,
+    )
+    dataset = _read_files(tf, files, comps[0] if len(set(comps)) == 1 else None, 1)
+    dataset._recordkeeper_lease = lease  # released when the pipeline is garbage
+    return dataset
+
+
+def _streamed(
+    tf: Any,
+    uris: Sequence[str],
+    compressions: Sequence[str],
+    record_formats: Sequence[str],
+    opts: dict[str, Any],
+    errors: _ShardErrors,
+    ahead: int,
+    shuffle_files: bool,
+    seed: int | None,
+) -> Any:
+    """Shards read through fsspec: a generator per shard yielding batches of records, ``ahead``
+    shards read in parallel, batches taken shard after shard and split into records once."""
+    sizes = dict(zip(uris, (s.size for s in errors.shards), strict=True))
 
     def generate(uri: Any, compression: Any, record_format: Any) -> Iterator[list[bytes]]:
         text_uri = uri.decode() if isinstance(uri, bytes) else str(uri)
@@ -183,7 +357,9 @@ def tf_dataset(
         def stop() -> bool:  # an error ended the iteration this reader belongs to
             return errors.failures != failures or errors.settling
 
-        batches = read_shard_batches(text_uri, text_comp, opts, stop, text_format)
+        batches = read_shard_batches(
+            text_uri, text_comp, opts, stop, text_format, size=sizes.get(text_uri)
+        )
         try:
             while not errors.settling:  # a reader started while an error settles reads nothing
                 with errors.reading():  # counted while it may wait on the store
@@ -201,23 +377,18 @@ def tf_dataset(
             raise
 
     def read_one(uri: Any, compression: Any, record_format: Any) -> Any:
-        batches = tf.data.Dataset.from_generator(
+        return tf.data.Dataset.from_generator(
             generate,
             args=(uri, compression, record_format),
             output_signature=tf.TensorSpec(shape=(None,), dtype=tf.string),
         )
-        return batches.unbatch()
 
-    files = tf.data.Dataset.from_tensor_slices((uris, compressions, record_formats))
+    files = tf.data.Dataset.from_tensor_slices(
+        (list(uris), list(compressions), list(record_formats))
+    )
     if shuffle_files:
         files = files.shuffle(len(uris), seed=seed, reshuffle_each_iteration=True)
-    dataset = files.interleave(
-        read_one,
-        cycle_length=cycle,
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
-    )
-    return _remember(dataset, errors)
+    return _whole_files(files, read_one, ahead, _AHEAD_BATCHES).unbatch()
 
 
 class _ShardErrors:

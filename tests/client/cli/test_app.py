@@ -36,6 +36,7 @@ def test_every_command_module_is_registered_in_the_one_list() -> None:
     assert modules == {
         "alias",
         "auth",
+        "cache",
         "check_model",
         "gc",
         "lineage",
