@@ -196,6 +196,9 @@ def index_version(
         {"split": s, "records": d.count, "digest": format_digest(d.hexdigest())}
         for s, d in sorted(digests.items())
     ]
+    from recordkeeper.record_lineage import build_version_lookup
+
+    build_version_lookup(version, kind, width)  # record → shards (which-checkpoints)
     body = {
         "kind": kind,
         "width": width,
