@@ -1402,6 +1402,8 @@ done:
     return out;
 }
 
+static PyObject *py_record_diff_runs(PyObject *self, PyObject *args); /* at the end */
+
 static PyMethodDef methods[] = {
     {"deframe", py_deframe, METH_VARARGS, "Check and split the complete TFRecord frames."},
     {"structure_keys", py_structure_keys, METH_O, "Structure keys of Example records."},
@@ -1421,6 +1423,8 @@ static PyMethodDef methods[] = {
      "HighwayHash-64 of a bytes-like object with a 32-byte key (Riegeli's checksum)."},
     {"riegeli_records", py_riegeli_records, METH_VARARGS,
      "The records of a Riegeli simple chunk from its sizes and values buffers, or None."},
+    {"record_diff_runs", py_record_diff_runs, METH_VARARGS,
+     "Record diff counts of one merge batch: sorted identity runs tagged side*nsplits+split."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1439,4 +1443,216 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         return NULL;
     }
     return m;
+}
+
+/* ------------------------------------------------------------------ record diff (issue 25) */
+/*
+ * record_diff_runs(runs, nsplits, width, sample)
+ *     -> (stats, moved, new, gone, sample_added, sample_removed)
+ *
+ * One batch of recordkeeper.core.record_index.merge_sorted(raw=True) for
+ * recordkeeper.core.record_diff.diff_records: `runs` is a list of (tag, buffer), each buffer
+ * concatenated `width`-byte identities sorted ascending, tag = side * nsplits + split (side 0:
+ * version A, 1: version B).  A k-way merge (binary heap, without the GIL) visits each distinct
+ * identity once with its count per tag and accumulates, as the Python reference does:
+ * stats[split] = [records_a, records_b, added, removed, common, duplicates_a, duplicates_b];
+ * moved[x * nsplits + y] = distinct identities removed from split x and added to split y;
+ * new / gone = distinct identities in one version and in no split of the other; the first
+ * `sample` identities added to / removed from each split, in identity order.
+ */
+
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t n;   /* identities */
+    Py_ssize_t pos; /* next identity */
+    int tag;
+} rd_run_t;
+
+static int rd_less(const rd_run_t *runs, Py_ssize_t a, Py_ssize_t b, size_t w) {
+    return memcmp(runs[a].p + runs[a].pos * w, runs[b].p + runs[b].pos * w, w) < 0;
+}
+
+static void rd_sift_down(const rd_run_t *runs, Py_ssize_t *heap, Py_ssize_t len, Py_ssize_t i,
+                         size_t w) {
+    for (;;) {
+        Py_ssize_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < len && rd_less(runs, heap[l], heap[m], w)) m = l;
+        if (r < len && rd_less(runs, heap[r], heap[m], w)) m = r;
+        if (m == i) return;
+        Py_ssize_t t = heap[i];
+        heap[i] = heap[m];
+        heap[m] = t;
+        i = m;
+    }
+}
+
+static PyObject *py_record_diff_runs(PyObject *self, PyObject *args) {
+    PyObject *runs_obj;
+    int nsplits, width, sample;
+    if (!PyArg_ParseTuple(args, "O!iii", &PyList_Type, &runs_obj, &nsplits, &width, &sample))
+        return NULL;
+    if (nsplits < 1 || nsplits > 4096 || width < 1 || width > 64 || sample < 0) {
+        PyErr_SetString(PyExc_ValueError, "record_diff_runs: bad nsplits, width or sample");
+        return NULL;
+    }
+    Py_ssize_t nruns = PyList_GET_SIZE(runs_obj);
+    size_t w = (size_t)width;
+    int ntags = 2 * nsplits;
+    PyObject *result = NULL;
+    Py_buffer *views = PyMem_Calloc((size_t)(nruns ? nruns : 1), sizeof(Py_buffer));
+    rd_run_t *runs = PyMem_Calloc((size_t)(nruns ? nruns : 1), sizeof(rd_run_t));
+    Py_ssize_t *heap = PyMem_Calloc((size_t)(nruns ? nruns : 1), sizeof(Py_ssize_t));
+    int64_t *counts = PyMem_Calloc((size_t)ntags, sizeof(int64_t));
+    int64_t *stats = PyMem_Calloc((size_t)nsplits * 7, sizeof(int64_t));
+    int64_t *moved = PyMem_Calloc((size_t)nsplits * (size_t)nsplits, sizeof(int64_t));
+    int *touched = PyMem_Calloc((size_t)ntags, sizeof(int));
+    int *gone_in = PyMem_Calloc((size_t)nsplits, sizeof(int));
+    int *came_in = PyMem_Calloc((size_t)nsplits, sizeof(int));
+    const unsigned char **s_add = PyMem_Calloc((size_t)nsplits * (size_t)(sample + 1), sizeof(void *));
+    const unsigned char **s_rem = PyMem_Calloc((size_t)nsplits * (size_t)(sample + 1), sizeof(void *));
+    int *n_add = PyMem_Calloc((size_t)nsplits, sizeof(int));
+    int *n_rem = PyMem_Calloc((size_t)nsplits, sizeof(int));
+    Py_ssize_t got = 0;
+    int64_t new_ids = 0, gone_ids = 0;
+    if (!views || !runs || !heap || !counts || !stats || !moved || !touched || !gone_in ||
+        !came_in || !s_add || !s_rem || !n_add || !n_rem) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nruns; i++) {
+        PyObject *item = PyList_GET_ITEM(runs_obj, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "record_diff_runs: runs are (tag, buffer) pairs");
+            goto done;
+        }
+        long tag = PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+        if (tag == -1 && PyErr_Occurred()) goto done;
+        if (tag < 0 || tag >= ntags) {
+            PyErr_SetString(PyExc_ValueError, "record_diff_runs: tag out of range");
+            goto done;
+        }
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &views[got], PyBUF_SIMPLE) < 0)
+            goto done;
+        got++;
+        if (views[i].len % width) {
+            PyErr_SetString(PyExc_ValueError, "record_diff_runs: a run is not whole identities");
+            goto done;
+        }
+        runs[i].p = views[i].buf;
+        runs[i].n = views[i].len / width;
+        runs[i].pos = 0;
+        runs[i].tag = (int)tag;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t len = 0;
+    for (Py_ssize_t i = 0; i < nruns; i++)
+        if (runs[i].n) heap[len++] = i;
+    for (Py_ssize_t i = len / 2; i-- > 0;) rd_sift_down(runs, heap, len, i, w);
+    while (len > 0) {
+        rd_run_t *top = &runs[heap[0]];
+        const unsigned char *key = top->p + top->pos * w;
+        int ntouched = 0;
+        /* every run whose current identity is `key`: take all its copies */
+        while (len > 0) {
+            rd_run_t *r = &runs[heap[0]];
+            const unsigned char *cur = r->p + r->pos * w;
+            if (cur != key && memcmp(cur, key, w) != 0) break;
+            Py_ssize_t start = r->pos;
+            r->pos++;
+            while (r->pos < r->n && memcmp(r->p + r->pos * w, key, w) == 0) r->pos++;
+            if (counts[r->tag] == 0) touched[ntouched++] = r->tag;
+            counts[r->tag] += r->pos - start;
+            if (r->pos == r->n) heap[0] = heap[--len];
+            if (len > 0) rd_sift_down(runs, heap, len, 0, w);
+        }
+        int in_a = 0, in_b = 0, ngone = 0, ncame = 0;
+        for (int s = 0; s < nsplits; s++) {
+            int64_t a = counts[s], b = counts[nsplits + s];
+            if (!a && !b) continue;
+            int64_t m = a < b ? a : b;
+            int64_t *st = stats + 7 * s;
+            st[0] += a;
+            st[1] += b;
+            st[4] += m;
+            if (a) { in_a = 1; st[5] += a - 1; }
+            if (b) { in_b = 1; st[6] += b - 1; }
+            if (a > m) {
+                st[3] += a - m;
+                gone_in[ngone++] = s;
+                if (n_rem[s] < sample) s_rem[(size_t)s * (size_t)sample + (size_t)n_rem[s]++] = key;
+            }
+            if (b > m) {
+                st[2] += b - m;
+                came_in[ncame++] = s;
+                if (n_add[s] < sample) s_add[(size_t)s * (size_t)sample + (size_t)n_add[s]++] = key;
+            }
+        }
+        for (int i = 0; i < ngone; i++)
+            for (int j = 0; j < ncame; j++)
+                if (gone_in[i] != came_in[j])
+                    moved[(size_t)gone_in[i] * (size_t)nsplits + (size_t)came_in[j]]++;
+        if (in_b && !in_a) new_ids++;
+        if (in_a && !in_b) gone_ids++;
+        for (int i = 0; i < ntouched; i++) counts[touched[i]] = 0;
+    }
+    Py_END_ALLOW_THREADS
+    {
+        PyObject *st_list = PyList_New(nsplits);
+        PyObject *mv_list = PyList_New((Py_ssize_t)nsplits * nsplits);
+        PyObject *sa = PyList_New(nsplits);
+        PyObject *sr = PyList_New(nsplits);
+        if (!st_list || !mv_list || !sa || !sr) goto build_fail;
+        for (int s = 0; s < nsplits; s++) {
+            PyObject *row = Py_BuildValue("[LLLLLLL]", (long long)stats[7 * s], (long long)stats[7 * s + 1],
+                                          (long long)stats[7 * s + 2], (long long)stats[7 * s + 3],
+                                          (long long)stats[7 * s + 4], (long long)stats[7 * s + 5],
+                                          (long long)stats[7 * s + 6]);
+            if (!row) goto build_fail;
+            PyList_SET_ITEM(st_list, s, row);
+            PyObject *la = PyList_New(n_add[s]), *lr = PyList_New(n_rem[s]);
+            if (!la || !lr) { Py_XDECREF(la); Py_XDECREF(lr); goto build_fail; }
+            PyList_SET_ITEM(sa, s, la);
+            PyList_SET_ITEM(sr, s, lr);
+            for (int k = 0; k < n_add[s]; k++) {
+                PyObject *b = PyBytes_FromStringAndSize(
+                    (const char *)s_add[(size_t)s * (size_t)sample + (size_t)k], width);
+                if (!b) goto build_fail;
+                PyList_SET_ITEM(la, k, b);
+            }
+            for (int k = 0; k < n_rem[s]; k++) {
+                PyObject *b = PyBytes_FromStringAndSize(
+                    (const char *)s_rem[(size_t)s * (size_t)sample + (size_t)k], width);
+                if (!b) goto build_fail;
+                PyList_SET_ITEM(lr, k, b);
+            }
+        }
+        for (Py_ssize_t i = 0; i < (Py_ssize_t)nsplits * nsplits; i++) {
+            PyObject *v = PyLong_FromLongLong((long long)moved[i]);
+            if (!v) goto build_fail;
+            PyList_SET_ITEM(mv_list, i, v);
+        }
+        result = Py_BuildValue("(NNLLNN)", st_list, mv_list, (long long)new_ids, (long long)gone_ids, sa, sr);
+        goto done;
+    build_fail:
+        Py_XDECREF(st_list);
+        Py_XDECREF(mv_list);
+        Py_XDECREF(sa);
+        Py_XDECREF(sr);
+    }
+done:
+    for (Py_ssize_t i = 0; i < got; i++) PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(runs);
+    PyMem_Free(heap);
+    PyMem_Free(counts);
+    PyMem_Free(stats);
+    PyMem_Free(moved);
+    PyMem_Free(touched);
+    PyMem_Free(gone_in);
+    PyMem_Free(came_in);
+    PyMem_Free((void *)s_add);
+    PyMem_Free((void *)s_rem);
+    PyMem_Free(n_add);
+    PyMem_Free(n_rem);
+    return result;
 }

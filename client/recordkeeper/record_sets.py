@@ -243,13 +243,17 @@ def record_diff(
     """The record-level diff of ``a`` → ``b`` from their indexes (both must be indexed)."""
     for v in (a, b):
         _require_indexed(http, v, kind, width)
+    from recordkeeper import _native
+
     count = len(a.shards) + len(b.shards)
+    fast = getattr(_native.speedups, "record_diff_runs", None)
     return diff_records(
         _streams(a, kind, width, shard_count=count),
         _streams(b, kind, width, shard_count=count),
         width,
         sample=sample,
         emit=emit,
+        native=fast,
     )
 
 

@@ -49,6 +49,54 @@ def is_training_split(name: str) -> bool:
     return name == "train" or name.startswith("train")
 
 
+#: ``record_diff_runs(runs, nsplits, width, sample)``: see ``client/recordkeeper/_speedups.c``.
+NativeDiff = Callable[
+    [list[tuple[int, bytes]], int, int, int],
+    tuple[list[list[int]], list[int], int, int, list[list[bytes]], list[list[bytes]]],
+]
+
+
+def _diff_native(
+    sources: list[tuple[tuple[int, str], Chunks]],
+    names: list[str],
+    width: int,
+    sample: int,
+    native: NativeDiff,
+    result: RecordDiff,
+) -> RecordDiff:
+    """:func:`diff_records` with each merge batch counted by ``native``."""
+    number = {n: i for i, n in enumerate(names)}
+    k = len(names)
+    moved = [0] * (k * k)
+    for batch in merge_sorted(sources, width, raw=True):
+        runs = [
+            (side * k + number[split], run)
+            for (side, split), parts in batch.items()
+            for run in parts
+        ]
+        stats, batch_moved, new, gone, added, removed = native(runs, k, width, sample)
+        for i, name in enumerate(names):
+            d = result.splits[name]
+            ra, rb, plus, minus, common, dup_a, dup_b = stats[i]
+            d.records_a += ra
+            d.records_b += rb
+            d.added += plus
+            d.removed += minus
+            d.common += common
+            d.duplicates_a += dup_a
+            d.duplicates_b += dup_b
+            _take(d.sample_added, added[i], sample)
+            _take(d.sample_removed, removed[i], sample)
+        for i, n in enumerate(batch_moved):
+            moved[i] += n
+        result.new += new
+        result.gone += gone
+    for i, n in enumerate(moved):
+        if n:
+            result.moved[(names[i // k], names[i % k])] = n
+    return result
+
+
 def _take(sample: list[str], items: Iterable[bytes], limit: int) -> None:
     for h in items:
         if len(sample) >= limit:
@@ -122,13 +170,22 @@ def diff_records(
     *,
     sample: int = DEFAULT_SAMPLE,
     emit: Emit | None = None,
+    native: NativeDiff | None = None,
 ) -> RecordDiff:
     """Diff version A against version B from their index streams ``(split, chunks)`` (one
-    stream per shard; several streams may share a split)."""
+    stream per shard; several streams may share a split).
+
+    ``native`` is a compiled batch counter with the contract of
+    ``recordkeeper._speedups.record_diff_runs`` (the client passes it when built): the same
+    answer, counted in C over the merge's raw runs; without ``emit`` only (the full lists are
+    streamed by the Python code).
+    """
     sources: list[tuple[tuple[int, str], Chunks]] = [((0, s), c) for s, c in a]
     sources += [((1, s), c) for s, c in b]
     names = sorted({tag[1] for tag, _ in sources})
     result = RecordDiff({n: SplitRecordDiff(n) for n in names}, {})
+    if emit is None and native is not None:
+        return _diff_native(sources, names, width, sample, native, result)
     for batch in merge_sorted(sources, width, sort=False):
         removed_sets: dict[str, set[bytes]] = {}
         added_sets: dict[str, set[bytes]] = {}
