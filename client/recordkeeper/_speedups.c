@@ -1447,13 +1447,14 @@ PyMODINIT_FUNC PyInit__speedups(void) {
 
 /* ------------------------------------------------------------------ record diff (issue 25) */
 /*
- * record_diff_runs(runs, nsplits, width, sample)
- *     -> (stats, moved, new, gone, sample_added, sample_removed)
+ * record_diff_runs(runs, nsplits, width, sample, bound)
+ *     -> (stats, moved, new, gone, sample_added, sample_removed, ends)
  *
- * One batch of recordkeeper.core.record_index.merge_sorted(raw=True) for
- * recordkeeper.core.record_diff.diff_records: `runs` is a list of (tag, buffer), each buffer
- * concatenated `width`-byte identities sorted ascending, tag = side * nsplits + split (side 0:
- * version A, 1: version B).  A k-way merge (binary heap, without the GIL) visits each distinct
+ * One batch of recordkeeper.core.record_diff.diff_records: `runs` is a list of
+ * (tag, buffer, start), each buffer concatenated `width`-byte identities sorted ascending,
+ * tag = side * nsplits + split (side 0: version A, 1: version B).  Each run is taken from
+ * identity `start` up to the first identity >= `bound` (bytes; None: to its end), found by a
+ * binary search; `ends` lists where each run stopped (the next batch's starts).  A k-way merge (binary heap, without the GIL) visits each distinct
  * identity once with its count per tag and accumulates, as the Python reference does:
  * stats[split] = [records_a, records_b, added, removed, common, duplicates_a, duplicates_b];
  * moved[x * nsplits + y] = distinct identities removed from split x and added to split y;
@@ -1468,8 +1469,25 @@ typedef struct {
     int tag;
 } rd_run_t;
 
+static inline int rd_cmp(const unsigned char *x, const unsigned char *y, size_t w) {
+    /* the first 8 bytes as one big-endian number decide almost every comparison */
+    uint64_t a, b;
+    memcpy(&a, x, 8);
+    memcpy(&b, y, 8);
+#if defined(__GNUC__) || defined(__clang__)
+    a = __builtin_bswap64(a);
+    b = __builtin_bswap64(b);
+    if (a != b) return a < b ? -1 : 1;
+    return memcmp(x + 8, y + 8, w - 8);
+#else
+    (void)a;
+    (void)b;
+    return memcmp(x, y, w);
+#endif
+}
+
 static int rd_less(const rd_run_t *runs, Py_ssize_t a, Py_ssize_t b, size_t w) {
-    return memcmp(runs[a].p + runs[a].pos * w, runs[b].p + runs[b].pos * w, w) < 0;
+    return rd_cmp(runs[a].p + runs[a].pos * w, runs[b].p + runs[b].pos * w, w) < 0;
 }
 
 static void rd_sift_down(const rd_run_t *runs, Py_ssize_t *heap, Py_ssize_t len, Py_ssize_t i,
@@ -1487,11 +1505,20 @@ static void rd_sift_down(const rd_run_t *runs, Py_ssize_t *heap, Py_ssize_t len,
 }
 
 static PyObject *py_record_diff_runs(PyObject *self, PyObject *args) {
-    PyObject *runs_obj;
+    PyObject *runs_obj, *bound_obj;
     int nsplits, width, sample;
-    if (!PyArg_ParseTuple(args, "O!iii", &PyList_Type, &runs_obj, &nsplits, &width, &sample))
+    if (!PyArg_ParseTuple(args, "O!iiiO", &PyList_Type, &runs_obj, &nsplits, &width, &sample,
+                          &bound_obj))
         return NULL;
-    if (nsplits < 1 || nsplits > 4096 || width < 1 || width > 64 || sample < 0) {
+    const unsigned char *bound = NULL;
+    if (bound_obj != Py_None) {
+        if (!PyBytes_Check(bound_obj) || PyBytes_GET_SIZE(bound_obj) != width) {
+            PyErr_SetString(PyExc_ValueError, "record_diff_runs: bound is one identity or None");
+            return NULL;
+        }
+        bound = (const unsigned char *)PyBytes_AS_STRING(bound_obj);
+    }
+    if (nsplits < 1 || nsplits > 4096 || width < 8 || width > 64 || sample < 0) {
         PyErr_SetString(PyExc_ValueError, "record_diff_runs: bad nsplits, width or sample");
         return NULL;
     }
@@ -1521,10 +1548,12 @@ static PyObject *py_record_diff_runs(PyObject *self, PyObject *args) {
     }
     for (Py_ssize_t i = 0; i < nruns; i++) {
         PyObject *item = PyList_GET_ITEM(runs_obj, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
-            PyErr_SetString(PyExc_TypeError, "record_diff_runs: runs are (tag, buffer) pairs");
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
+            PyErr_SetString(PyExc_TypeError, "record_diff_runs: runs are (tag, buffer, start)");
             goto done;
         }
+        Py_ssize_t start = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 2));
+        if (start == -1 && PyErr_Occurred()) goto done;
         long tag = PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
         if (tag == -1 && PyErr_Occurred()) goto done;
         if (tag < 0 || tag >= ntags) {
@@ -1540,13 +1569,30 @@ static PyObject *py_record_diff_runs(PyObject *self, PyObject *args) {
         }
         runs[i].p = views[i].buf;
         runs[i].n = views[i].len / width;
-        runs[i].pos = 0;
+        if (start < 0 || start > runs[i].n) {
+            PyErr_SetString(PyExc_ValueError, "record_diff_runs: start out of range");
+            goto done;
+        }
+        runs[i].pos = start;
         runs[i].tag = (int)tag;
     }
     Py_BEGIN_ALLOW_THREADS
+    if (bound != NULL) {
+        for (Py_ssize_t i = 0; i < nruns; i++) { /* the first identity >= bound ends the run */
+            Py_ssize_t lo = runs[i].pos, hi = runs[i].n;
+            while (lo < hi) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (rd_cmp(runs[i].p + mid * w, bound, w) < 0)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            runs[i].n = lo;
+        }
+    }
     Py_ssize_t len = 0;
     for (Py_ssize_t i = 0; i < nruns; i++)
-        if (runs[i].n) heap[len++] = i;
+        if (runs[i].pos < runs[i].n) heap[len++] = i;
     for (Py_ssize_t i = len / 2; i-- > 0;) rd_sift_down(runs, heap, len, i, w);
     while (len > 0) {
         rd_run_t *top = &runs[heap[0]];
@@ -1556,10 +1602,10 @@ static PyObject *py_record_diff_runs(PyObject *self, PyObject *args) {
         while (len > 0) {
             rd_run_t *r = &runs[heap[0]];
             const unsigned char *cur = r->p + r->pos * w;
-            if (cur != key && memcmp(cur, key, w) != 0) break;
+            if (cur != key && rd_cmp(cur, key, w) != 0) break;
             Py_ssize_t start = r->pos;
             r->pos++;
-            while (r->pos < r->n && memcmp(r->p + r->pos * w, key, w) == 0) r->pos++;
+            while (r->pos < r->n && rd_cmp(r->p + r->pos * w, key, w) == 0) r->pos++;
             if (counts[r->tag] == 0) touched[ntouched++] = r->tag;
             counts[r->tag] += r->pos - start;
             if (r->pos == r->n) heap[0] = heap[--len];
@@ -1601,7 +1647,13 @@ static PyObject *py_record_diff_runs(PyObject *self, PyObject *args) {
         PyObject *mv_list = PyList_New((Py_ssize_t)nsplits * nsplits);
         PyObject *sa = PyList_New(nsplits);
         PyObject *sr = PyList_New(nsplits);
-        if (!st_list || !mv_list || !sa || !sr) goto build_fail;
+        PyObject *ends = PyList_New(nruns);
+        if (!st_list || !mv_list || !sa || !sr || !ends) goto build_fail;
+        for (Py_ssize_t i = 0; i < nruns; i++) {
+            PyObject *v = PyLong_FromSsize_t(runs[i].n);
+            if (!v) goto build_fail;
+            PyList_SET_ITEM(ends, i, v);
+        }
         for (int s = 0; s < nsplits; s++) {
             PyObject *row = Py_BuildValue("[LLLLLLL]", (long long)stats[7 * s], (long long)stats[7 * s + 1],
                                           (long long)stats[7 * s + 2], (long long)stats[7 * s + 3],
@@ -1631,9 +1683,11 @@ static PyObject *py_record_diff_runs(PyObject *self, PyObject *args) {
             if (!v) goto build_fail;
             PyList_SET_ITEM(mv_list, i, v);
         }
-        result = Py_BuildValue("(NNLLNN)", st_list, mv_list, (long long)new_ids, (long long)gone_ids, sa, sr);
+        result = Py_BuildValue("(NNLLNNN)", st_list, mv_list, (long long)new_ids,
+                               (long long)gone_ids, sa, sr, ends);
         goto done;
     build_fail:
+        Py_XDECREF(ends);
         Py_XDECREF(st_list);
         Py_XDECREF(mv_list);
         Py_XDECREF(sa);

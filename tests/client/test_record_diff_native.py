@@ -52,8 +52,19 @@ def test_native_and_python_agree(
 
 def test_bad_runs_are_refused() -> None:
     with pytest.raises(ValueError, match="whole identities"):
-        NATIVE([(0, b"x" * 17)], 1, W, 1)
+        NATIVE([(0, b"x" * 17, 0)], 1, W, 1, None)
     with pytest.raises(ValueError, match="tag out of range"):
-        NATIVE([(2, b"x" * 16)], 1, W, 1)
+        NATIVE([(2, b"x" * 16, 0)], 1, W, 1, None)
+    with pytest.raises(ValueError, match="start out of range"):
+        NATIVE([(0, b"x" * 16, 2)], 1, W, 1, None)
+    with pytest.raises(ValueError, match="bound is one identity"):
+        NATIVE([(0, b"x" * 16, 0)], 1, W, 1, b"short")
     with pytest.raises(TypeError):
-        NATIVE([(0,)], 1, W, 1)
+        NATIVE([(0, b"x" * 16)], 1, W, 1, None)
+
+
+def test_a_bound_cuts_every_run() -> None:
+    a, b, c = (bytes([i]) * W for i in (1, 2, 3))
+    stats, _, new, gone, *_, ends = NATIVE([(0, a + b + c, 0), (1, b + c, 0)], 1, W, 5, c)
+    assert ends == [2, 1]  # both stop before the bound
+    assert stats[0][:5] == [2, 1, 0, 1, 1] and (new, gone) == (0, 1)

@@ -49,11 +49,38 @@ def is_training_split(name: str) -> bool:
     return name == "train" or name.startswith("train")
 
 
-#: ``record_diff_runs(runs, nsplits, width, sample)``: see ``client/recordkeeper/_speedups.c``.
+#: ``record_diff_runs(runs, nsplits, width, sample, bound)``: one batch counted in C, see
+#: ``client/recordkeeper/_speedups.c`` (runs: ``(tag, buffer, start)``).
 NativeDiff = Callable[
-    [list[tuple[int, bytes]], int, int, int],
-    tuple[list[list[int]], list[int], int, int, list[list[bytes]], list[list[bytes]]],
+    [list[tuple[int, bytes, int]], int, int, int, bytes | None],
+    tuple[list[list[int]], list[int], int, int, list[list[bytes]], list[list[bytes]], list[int]],
 ]
+
+
+class _Run:
+    """One index stream of the native diff: its current chunk and the next identity in it."""
+
+    __slots__ = ("buf", "chunks", "done", "n", "pos", "tag")
+
+    def __init__(self, tag: int, chunks: Chunks) -> None:
+        self.tag, self.chunks = tag, chunks
+        self.buf, self.pos, self.n, self.done = b"", 0, 0, False
+
+    def fill(self, width: int) -> None:
+        while not self.done and self.pos >= self.n:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                self.done = True
+            else:
+                self.buf, self.pos, self.n = bytes(chunk), 0, len(chunk) // width
+
+    def extend(self, width: int) -> None:
+        chunk = next(self.chunks, None)
+        if chunk is None:
+            self.done = True
+        else:
+            self.buf = self.buf[self.pos * width :] + bytes(chunk)
+            self.pos, self.n = 0, len(self.buf) // width
 
 
 def _diff_native(
@@ -64,20 +91,40 @@ def _diff_native(
     native: NativeDiff,
     result: RecordDiff,
 ) -> RecordDiff:
-    """:func:`diff_records` with each merge batch counted by ``native``."""
+    """:func:`diff_records` with the merge's batches cut and counted by ``native``.
+
+    The batching is :func:`recordkeeper.core.record_index.merge_sorted`'s: a batch ends before
+    the smallest last identity among the streams not yet exhausted (so every copy of an
+    identity falls into one batch), and Python touches each stream once per batch, never
+    each identity."""
     number = {n: i for i, n in enumerate(names)}
     k = len(names)
     moved = [0] * (k * k)
-    for batch in merge_sorted(sources, width, raw=True):
-        runs = [
-            (side * k + number[split], run)
-            for (side, split), parts in batch.items()
-            for run in parts
-        ]
-        stats, batch_moved, new, gone, added, removed = native(runs, k, width, sample)
+    live = [_Run(side * k + number[split], chunks) for (side, split), chunks in sources]
+    w = width
+    while True:
+        for s in live:
+            s.fill(w)
+        live = [s for s in live if s.pos < s.n]
+        if not live:
+            break
+        pending = [s for s in live if not s.done]
+        bound: bytes | None = None
+        if pending:
+            low = min(pending, key=lambda s: s.buf[-w:])
+            bound = low.buf[-w:]
+            if low.buf[low.pos * w : (low.pos + 1) * w] == bound:
+                low.extend(w)  # all it holds is copies of the bound: read on first
+                continue
+        runs = [(s.tag, s.buf, s.pos) for s in live]
+        stats, batch_moved, new, gone, added, removed, ends = native(runs, k, w, sample, bound)
+        for s, end in zip(live, ends, strict=True):
+            s.pos = end
         for i, name in enumerate(names):
-            d = result.splits[name]
             ra, rb, plus, minus, common, dup_a, dup_b = stats[i]
+            if not (ra or rb):
+                continue
+            d = result.splits[name]
             d.records_a += ra
             d.records_b += rb
             d.added += plus
