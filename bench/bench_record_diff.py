@@ -8,7 +8,7 @@ records replaced.  Their per-shard indexes (``recordkeeper.core.record_index`` f
 16-byte identities) are written to a temporary directory.  Timed, medians of ``--repeat`` runs:
 
 - ``merge``: :func:`recordkeeper.core.record_diff.diff_records` streaming both versions' shard
-  indexes from disk, each merge batch counted in C (``_speedups.record_diff_runs``: what
+  indexes from disk, merged and counted in C (``_speedups.record_diff_stream``: what
   ``recordkeeper diff --records`` does after resolving);
 - ``merge_python``: the same merge counted by the pure-Python reference (no C extension;
   skipped with ``--no-python-merge``, which takes ~90 s at 10 M records per version);
@@ -86,7 +86,7 @@ def _streams(paths: list[Path], chunk: int):
 
 def merge(pa: list[Path], pb: list[Path], native: bool = True) -> tuple[int, int]:
     chunk = max(256, (4 * 2**20) // ((len(pa) + len(pb)) * W))
-    fast = _native.speedups.record_diff_runs if native and _native.speedups else None
+    fast = _native.speedups.record_diff_stream if native and _native.speedups else None
     d = diff_records(_streams(pa, chunk), _streams(pb, chunk), W, native=fast).splits["train"]
     return d.added, d.removed
 

@@ -64,9 +64,13 @@ def build_version_lookup(version: DatasetVersion, kind: IdentityKind, width: int
             yield from index_chunks(fh.read, per)[1]
 
     sources = [(LookupShard(s.sha256, s.records_sha256), body(index_uri(s.uri))) for s in shards]
+    from recordkeeper import _native
+
+    fast = getattr(_native.speedups, "record_lookup_stream", None)
     uri = lookup_uri(version)
     with open_write(uri, options) as sink:
-        write_lookup(sources, sum(s.record_count for s in shards), kind, width, sink.write)
+        total = sum(s.record_count for s in shards)
+        write_lookup(sources, total, kind, width, sink.write, native=fast)
     return uri
 
 

@@ -246,7 +246,7 @@ def record_diff(
     from recordkeeper import _native
 
     count = len(a.shards) + len(b.shards)
-    fast = getattr(_native.speedups, "record_diff_runs", None)
+    fast = getattr(_native.speedups, "record_diff_stream", None)
     return diff_records(
         _streams(a, kind, width, shard_count=count),
         _streams(b, kind, width, shard_count=count),

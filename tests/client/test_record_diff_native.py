@@ -1,4 +1,4 @@
-"""The record diff counted in C (``_speedups.record_diff_runs``) agrees with the pure-Python
+"""The record diff counted in C (``_speedups.record_diff_stream``) agrees with the pure-Python
 reference of ``recordkeeper.core.record_diff.diff_records`` (property tests, issue 25 item 3)."""
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ from recordkeeper.core.record_diff import diff_records
 W = 16
 SPLITS = ["test", "train", "validation"]
 
-if _native.speedups is None or not hasattr(_native.speedups, "record_diff_runs"):
+if _native.speedups is None or not hasattr(_native.speedups, "record_diff_stream"):
     if os.environ.get("CI") == "true":
         raise RuntimeError("recordkeeper._speedups is not built")
     pytest.skip("recordkeeper._speedups is not built here", allow_module_level=True)
 
-NATIVE = _native.speedups.record_diff_runs
+NATIVE = _native.speedups.record_diff_stream
+LOOKUP = _native.speedups.record_lookup_stream
 
 # Few distinct identities (so copies, moves and overlaps are common), some sharing prefixes.
 identity = st.sampled_from([bytes([i // 3]) * 8 + bytes([i]) * 8 for i in range(24)])
@@ -50,21 +51,35 @@ def test_native_and_python_agree(
     assert native.to_dict() == python.to_dict()
 
 
-def test_bad_runs_are_refused() -> None:
+def test_bad_sources_are_refused() -> None:
     with pytest.raises(ValueError, match="whole identities"):
-        NATIVE([(0, b"x" * 17, 0)], 1, W, 1, None)
+        NATIVE([(0, iter([b"x" * 17]))], 1, W, 1)
     with pytest.raises(ValueError, match="tag out of range"):
-        NATIVE([(2, b"x" * 16, 0)], 1, W, 1, None)
-    with pytest.raises(ValueError, match="start out of range"):
-        NATIVE([(0, b"x" * 16, 2)], 1, W, 1, None)
-    with pytest.raises(ValueError, match="bound is one identity"):
-        NATIVE([(0, b"x" * 16, 0)], 1, W, 1, b"short")
+        NATIVE([(2, iter([b"x" * 16]))], 1, W, 1)
     with pytest.raises(TypeError):
-        NATIVE([(0, b"x" * 16)], 1, W, 1, None)
+        NATIVE([(0,)], 1, W, 1)
+    with pytest.raises(ZeroDivisionError):  # an error inside a stream comes through
+
+        def failing() -> Iterator[bytes]:
+            yield b"x" * 16
+            raise ZeroDivisionError
+
+        NATIVE([(0, failing())], 1, W, 1)
 
 
-def test_a_bound_cuts_every_run() -> None:
-    a, b, c = (bytes([i]) * W for i in (1, 2, 3))
-    stats, _, new, gone, *_, ends = NATIVE([(0, a + b + c, 0), (1, b + c, 0)], 1, W, 5, c)
-    assert ends == [2, 1]  # both stop before the bound
-    assert stats[0][:5] == [2, 1, 0, 1, 1] and (new, gone) == (0, 1)
+@settings(max_examples=200, deadline=None)
+@given(shards=st.lists(st.lists(identity, max_size=30), max_size=6), chunk=st.integers(1, 5))
+def test_lookup_native_and_python_write_the_same_file(
+    shards: list[list[bytes]], chunk: int
+) -> None:
+    import io
+
+    from recordkeeper.core.record_lookup import LookupShard, write_lookup
+
+    def build(native: object) -> bytes:
+        out = io.BytesIO()
+        rows = [(LookupShard("00" * 32, "11" * 32), chunks(ids, chunk)) for ids in shards]
+        write_lookup(rows, sum(map(len, shards)), "bytes", W, out.write, native=native)  # type: ignore[arg-type]
+        return out.getvalue()
+
+    assert build(LOOKUP) == build(None)

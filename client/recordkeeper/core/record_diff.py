@@ -49,38 +49,12 @@ def is_training_split(name: str) -> bool:
     return name == "train" or name.startswith("train")
 
 
-#: ``record_diff_runs(runs, nsplits, width, sample, bound)``: one batch counted in C, see
-#: ``client/recordkeeper/_speedups.c`` (runs: ``(tag, buffer, start)``).
+#: ``record_diff_stream(sources, nsplits, width, sample)``: the whole diff merged and counted
+#: in C, see ``client/recordkeeper/_speedups.c`` (sources: ``(side * nsplits + split, chunks)``).
 NativeDiff = Callable[
-    [list[tuple[int, bytes, int]], int, int, int, bytes | None],
-    tuple[list[list[int]], list[int], int, int, list[list[bytes]], list[list[bytes]], list[int]],
+    [list[tuple[int, Chunks]], int, int, int],
+    tuple[list[list[int]], list[int], int, int, list[list[bytes]], list[list[bytes]]],
 ]
-
-
-class _Run:
-    """One index stream of the native diff: its current chunk and the next identity in it."""
-
-    __slots__ = ("buf", "chunks", "done", "n", "pos", "tag")
-
-    def __init__(self, tag: int, chunks: Chunks) -> None:
-        self.tag, self.chunks = tag, chunks
-        self.buf, self.pos, self.n, self.done = b"", 0, 0, False
-
-    def fill(self, width: int) -> None:
-        while not self.done and self.pos >= self.n:
-            chunk = next(self.chunks, None)
-            if chunk is None:
-                self.done = True
-            else:
-                self.buf, self.pos, self.n = bytes(chunk), 0, len(chunk) // width
-
-    def extend(self, width: int) -> None:
-        chunk = next(self.chunks, None)
-        if chunk is None:
-            self.done = True
-        else:
-            self.buf = self.buf[self.pos * width :] + bytes(chunk)
-            self.pos, self.n = 0, len(self.buf) // width
 
 
 def _diff_native(
@@ -91,56 +65,24 @@ def _diff_native(
     native: NativeDiff,
     result: RecordDiff,
 ) -> RecordDiff:
-    """:func:`diff_records` with the merge's batches cut and counted by ``native``.
-
-    The batching is :func:`recordkeeper.core.record_index.merge_sorted`'s: a batch ends before
-    the smallest last identity among the streams not yet exhausted (so every copy of an
-    identity falls into one batch), and Python touches each stream once per batch, never
-    each identity."""
+    """:func:`diff_records` merged and counted by ``native``: the same k-way merge over the
+    streams' chunks (one chunk per stream in memory), every distinct identity visited once."""
+    if not names:
+        return result
     number = {n: i for i, n in enumerate(names)}
     k = len(names)
-    moved = [0] * (k * k)
-    live = [_Run(side * k + number[split], chunks) for (side, split), chunks in sources]
-    w = width
-    while True:
-        for s in live:
-            s.fill(w)
-        live = [s for s in live if s.pos < s.n]
-        if not live:
-            break
-        pending = [s for s in live if not s.done]
-        bound: bytes | None = None
-        if pending:
-            low = min(pending, key=lambda s: s.buf[-w:])
-            bound = low.buf[-w:]
-            if low.buf[low.pos * w : (low.pos + 1) * w] == bound:
-                low.extend(w)  # all it holds is copies of the bound: read on first
-                continue
-        runs = [(s.tag, s.buf, s.pos) for s in live]
-        stats, batch_moved, new, gone, added, removed, ends = native(runs, k, w, sample, bound)
-        for s, end in zip(live, ends, strict=True):
-            s.pos = end
-        for i, name in enumerate(names):
-            ra, rb, plus, minus, common, dup_a, dup_b = stats[i]
-            if not (ra or rb):
-                continue
-            d = result.splits[name]
-            d.records_a += ra
-            d.records_b += rb
-            d.added += plus
-            d.removed += minus
-            d.common += common
-            d.duplicates_a += dup_a
-            d.duplicates_b += dup_b
-            _take(d.sample_added, added[i], sample)
-            _take(d.sample_removed, removed[i], sample)
-        for i, n in enumerate(batch_moved):
-            moved[i] += n
-        result.new += new
-        result.gone += gone
+    tagged = [(side * k + number[split], chunks) for (side, split), chunks in sources]
+    stats, moved, new, gone, added, removed = native(tagged, k, width, sample)
+    for i, name in enumerate(names):
+        d = result.splits[name]
+        (d.records_a, d.records_b, d.added, d.removed, d.common, d.duplicates_a,
+         d.duplicates_b) = stats[i]  # fmt: skip
+        _take(d.sample_added, added[i], sample)
+        _take(d.sample_removed, removed[i], sample)
     for i, n in enumerate(moved):
         if n:
             result.moved[(names[i // k], names[i % k])] = n
+    result.new, result.gone = new, gone
     return result
 
 
@@ -222,10 +164,10 @@ def diff_records(
     """Diff version A against version B from their index streams ``(split, chunks)`` (one
     stream per shard; several streams may share a split).
 
-    ``native`` is a compiled batch counter with the contract of
-    ``recordkeeper._speedups.record_diff_runs`` (the client passes it when built): the same
-    answer, counted in C over the merge's raw runs; without ``emit`` only (the full lists are
-    streamed by the Python code).
+    ``native`` is a compiled merge with the contract of
+    ``recordkeeper._speedups.record_diff_stream`` (the client passes it when built): the same
+    answer, merged and counted in C; without ``emit`` only (the full lists are streamed by the
+    Python code).
     """
     sources: list[tuple[tuple[int, str], Chunks]] = [((0, s), c) for s, c in a]
     sources += [((1, s), c) for s, c in b]

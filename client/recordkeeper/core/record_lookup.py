@@ -145,12 +145,21 @@ def _top(prefix: bytes, bits: int) -> int:
     return int.from_bytes(prefix, "big") >> (64 - bits) if bits else 0
 
 
+#: ``record_lookup_stream(sources, width, bits, write, block) -> (entries, fanout bytes)``:
+#: the entries and fan-out merged in C (``client/recordkeeper/_speedups.c``).
+NativeLookup = Callable[
+    [list[Iterator[bytes]], int, int, Callable[[bytes], object], int], tuple[int, bytes]
+]
+
+
 def write_lookup(
     shards: Sequence[tuple[LookupShard, Iterator[bytes]]],
     entries: int,
     kind: IdentityKind,
     width: int,
     write: Callable[[bytes], object],
+    *,
+    native: NativeLookup | None = None,
 ) -> None:
     """Write a version's lookup (see the module docstring).
 
@@ -158,34 +167,46 @@ def write_lookup(
     :func:`recordkeeper.core.record_index.index_chunks` streams); ``entries``: the records of
     all of them (the sum of the index headers' counts, known before the bodies are read, so the
     file streams out front to back).  Memory: the merge's chunks, one batch and the fan-out
-    table (8 bytes per bucket), not the entries."""
+    table (8 bytes per bucket), not the entries.  Entries are in (identity, ordinal) order.
+    ``native``: ``recordkeeper._speedups.record_lookup_stream`` when built (the same bytes)."""
     kind, width = validate_identity(kind, width)
     if len(shards) >= 2**32:
         raise InvalidIndex("a record lookup holds at most 2^32 - 1 shards")
     header = LookupHeader(kind, width, fanout_bits(entries), entries, len(shards))
     bits = header.bits
     write(header.to_bytes())
+    if native is not None:
+        written, fanout = native([chunks for _, chunks in shards], width, bits, write, 1 << 20)
+    else:
+        written, fanout = _entries(shards, width, bits, write)
+    if written != entries:
+        raise InvalidIndex(f"the shard indexes hold {written} records, expected {entries}")
+    write(fanout)
+    write(
+        b"".join(bytes.fromhex(row.sha256) + bytes.fromhex(row.records_sha256) for row, _ in shards)
+    )
+
+
+def _entries(
+    shards: Sequence[tuple[LookupShard, Iterator[bytes]]],
+    width: int,
+    bits: int,
+    write: Callable[[bytes], object],
+) -> tuple[int, bytes]:
+    """The pure-Python reference of ``record_lookup_stream``: entries written, fan-out."""
     starts = [0] * ((1 << bits) + 1)  # counts per bucket first, prefix sums at the end
     written = 0
     sources = [(ordinal, chunks) for ordinal, (_, chunks) in enumerate(shards)]
     for batch in merge_sorted(sources, width, sort=False):
-        rows = sorted(
-            h[:PREFIX] + ordinal.to_bytes(4, "little")
-            for ordinal, items in batch.items()
-            for h in items
-        )
+        pairs = sorted((h, ordinal) for ordinal, items in batch.items() for h in items)
+        rows = [h[:PREFIX] + ordinal.to_bytes(4, "little") for h, ordinal in pairs]
         for row in rows:
             starts[_top(row[:PREFIX], bits) + 1] += 1
         written += len(rows)
         write(b"".join(rows))
-    if written != entries:
-        raise InvalidIndex(f"the shard indexes hold {written} records, expected {entries}")
     for i in range(1, len(starts)):
         starts[i] += starts[i - 1]
-    write(struct.pack(f"<{len(starts)}Q", *starts))
-    write(
-        b"".join(bytes.fromhex(row.sha256) + bytes.fromhex(row.records_sha256) for row, _ in shards)
-    )
+    return written, struct.pack(f"<{len(starts)}Q", *starts)
 
 
 def lookup_candidates(
