@@ -17,61 +17,28 @@ initialised-from checkpoints.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from recordkeeper.core.errors import InvalidIndex, InvalidRequest, NotFound, StorageError
 from recordkeeper.core.lineage import Consumer
 from recordkeeper.core.record_identity import IdentityKind, record_hash
-from recordkeeper.core.record_index import index_chunks
 from recordkeeper.core.record_lookup import HEADER_SIZE as LOOKUP_HEADER_SIZE
 from recordkeeper.core.record_lookup import (
     LookupHeader,
-    LookupShard,
     count_in_index,
     lookup_candidates,
-    write_lookup,
 )
 from recordkeeper.lineage import shard_consumers
 from recordkeeper.models import DatasetVersion
-from recordkeeper.storage import open_read, open_write
+from recordkeeper.record_sets import index_uri, lookup_uri
+from recordkeeper.storage import open_read
 
 if TYPE_CHECKING:
     from recordkeeper.http import HttpCore
-    from recordkeeper.registry import Registry
 
-__all__ = ["LOOKUP_NAME", "RecordLineage", "build_version_lookup", "lookup_uri", "record_lineage"]
-
-LOOKUP_NAME = ".recordkeeper/records.rklookup"
-
-
-def lookup_uri(version: DatasetVersion) -> str:
-    """Where the record lookup of ``version`` is stored."""
-    return f"{version.storage_prefix.rstrip('/')}/{LOOKUP_NAME}"
-
-
-def build_version_lookup(version: DatasetVersion, kind: IdentityKind, width: int) -> str:
-    """Write the record lookup of an indexed version from its shard indexes; its URI."""
-    from recordkeeper.record_sets import index_uri
-
-    options = dict(version.storage_options)
-    shards = list(version.shards)
-    per = max(256, (4 * 2**20) // max(1, len(shards) * width))
-
-    def body(uri: str) -> Any:
-        with open_read(uri, options) as fh:
-            yield from index_chunks(fh.read, per)[1]
-
-    sources = [(LookupShard(s.sha256, s.records_sha256), body(index_uri(s.uri))) for s in shards]
-    from recordkeeper import _native
-
-    fast = getattr(_native.speedups, "record_lookup_stream", None)
-    uri = lookup_uri(version)
-    with open_write(uri, options) as sink:
-        total = sum(s.record_count for s in shards)
-        write_lookup(sources, total, kind, width, sink.write, native=fast)
-    return uri
+__all__ = ["RecordLineage", "record_lineage"]
 
 
 def _reader(fh: Any) -> Any:
@@ -156,28 +123,15 @@ def _identity(record: Any, data: bytes | None, kind: IdentityKind, width: int) -
 
 
 def record_lineage(
-    registry: Registry,
+    http: HttpCore,
+    targets: Sequence[DatasetVersion],
     record: Any,
     *,
-    dataset: str | None = None,
-    versions: Iterable[str | DatasetVersion] | None = None,
     transitive: bool = True,
 ) -> RecordLineage:
     """The shards holding ``record`` (bytes, a ``tf.train.Example``, or its identity as hex),
-    their versions, and every checkpoint trained on them (see the module docstring).
-
-    Searches the committed and deprecated versions of ``dataset``, or the ``versions`` given.
-    """
-    if (dataset is None) == (versions is None):
-        raise InvalidRequest("give exactly one of dataset= or versions=")
-    targets: list[DatasetVersion] = []
-    if dataset is not None:
-        targets = list(registry.versions(dataset, state=("committed", "deprecated")))
-    else:
-        for v in versions or ():
-            targets.append(
-                v if isinstance(v, DatasetVersion) else registry.resolve(v, shards=False)
-            )
+    their versions, and every checkpoint trained on them, searching the versions ``targets``
+    (see the module docstring; :meth:`recordkeeper.Client.record_lineage` picks them)."""
     data = _record_bytes(record)
     identities: dict[tuple[str, int], bytes] = {}
     matched: dict[str, tuple[bytes, dict[str, Any]]] = {}  # sha256 → (identity, options)
@@ -204,7 +158,7 @@ def record_lineage(
     versions_out: dict[str, dict[str, Any]] = {}
     consumers: dict[str, Consumer] = {}
     for sha256, (identity, storage) in sorted(matched.items()):
-        answer = shard_consumers(_http(registry), sha256, transitive=transitive)
+        answer = shard_consumers(http, sha256, transitive=transitive)
         copies: int | None = None
         for shard in answer.shards:
             if copies is None:
@@ -232,15 +186,9 @@ def record_lineage(
     )
 
 
-def _http(registry: Registry) -> HttpCore:
-    return registry.http
-
-
 def _confirm(shard_uri: str, identity: bytes, storage: Mapping[str, Any]) -> int:
     """Copies of ``identity`` in the shard at ``shard_uri`` from its index (0: not there, or
     no index to tell: the lookup's candidate is then not confirmed)."""
-    from recordkeeper.record_sets import index_uri
-
     try:
         with open_read(index_uri(shard_uri), dict(storage)) as fh:
             return count_in_index(_reader(fh), identity)

@@ -451,9 +451,16 @@ class Registry:
         hex): the shards holding it, their versions and every checkpoint trained on them,
         from the versions' record lookups and shard indexes — no shard is read
         (:func:`recordkeeper.record_lineage.record_lineage`)."""
-        return record_lineage.record_lineage(
-            self, record, dataset=dataset, versions=versions, transitive=transitive
-        )
+        if (dataset is None) == (versions is None):
+            raise InvalidRequest("give exactly one of dataset= or versions=")
+        if dataset is not None:
+            targets = list(self.versions(dataset, state=("committed", "deprecated")))
+        else:
+            targets = [
+                v if isinstance(v, DatasetVersion) else self.resolve(v, shards=False)
+                for v in versions or ()
+            ]
+        return record_lineage.record_lineage(self.http, targets, record, transitive=transitive)
 
     def record_sets(self, ref: str) -> list[dict[str, Any]]:
         """The record identities registered for a version (empty: not indexed yet)."""

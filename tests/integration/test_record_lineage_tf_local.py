@@ -58,7 +58,7 @@ def test_record_to_checkpoints_and_epochs_seen(
         batch_size=4,
         queue=tmp_path / "q.jsonl",
     )
-    base.save(checkpoint_number=2)  # 2 steps × 4 = 8 of 16 train records: 0.5 epochs
+    base.save(checkpoint_number=2)  # 2 steps * 4 = 8 of 16 train records: 0.5 epochs
     base.save(checkpoint_number=6)  # 4 more steps: 16 records, 1.0 epoch
     # a new process resumes from ckpt-6 and trains 8 steps more on v1
     ckpt = tf.train.Checkpoint(model=new_model())
