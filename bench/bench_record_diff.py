@@ -103,17 +103,21 @@ def python_set(pa: list[Path], pb: list[Path]) -> tuple[int, int]:
     return len(sb - sa), len(sa - sb)
 
 
-def _time(fn: Callable[[], tuple[int, int]], repeat: int) -> tuple[float, int, tuple[int, int]]:
-    times = []
+def _time(
+    fn: Callable[[], tuple[int, int]], repeat: int
+) -> tuple[float, float, int, tuple[int, int]]:
+    """Median wall time, median CPU time of this process, peak traced memory, the answer."""
+    times, cpu = [], []
     for _ in range(repeat):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         result = fn()
         times.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - started_cpu)
     tracemalloc.start()
     fn()
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return statistics.median(times), peak, result
+    return statistics.median(times), statistics.median(cpu), peak, result
 
 
 def main() -> None:
@@ -143,9 +147,10 @@ def main() -> None:
         if not args.no_set:
             arms["set"] = lambda: python_set(pa, pb)
         for name, fn in arms.items():
-            seconds, peak, answer = _time(fn, args.repeat)
+            seconds, cpu, peak, answer = _time(fn, args.repeat)
             assert answer == expected, (name, answer)
             result[f"{name}_s"] = round(seconds, 3)
+            result[f"{name}_cpu_s"] = round(cpu, 3)
             result[f"{name}_peak_mib"] = round(peak / 2**20, 1)
     for name in arms:
         if name != "merge":
@@ -153,6 +158,7 @@ def main() -> None:
                 float(result["merge_s"]) / float(result[f"{name}_s"]),
                 3,  # type: ignore[arg-type]
             )
+    result["load_average"] = round(os.getloadavg()[0], 1)
     result["merge_records_per_s"] = round(2 * args.records / float(result["merge_s"]))  # type: ignore[arg-type]
     print(json.dumps(result, indent=2))
     OUT.mkdir(exist_ok=True)

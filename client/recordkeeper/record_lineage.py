@@ -160,14 +160,13 @@ def record_lineage(
     for sha256, (identity, storage) in sorted(matched.items()):
         answer = shard_consumers(http, sha256, transitive=transitive)
         copies: int | None = None
-        for shard in answer.shards:
-            if copies is None:
-                copies = _confirm(shard["uri"], identity, storage)
-            if not copies:
-                break  # a chance match of the 8-byte prefix: not this shard
-            shards.append({**shard, "copies": copies})
+        for shard in answer.shards:  # the first registration whose index can tell
+            copies = _confirm(shard["uri"], identity, storage)
+            if copies is not None:
+                break
         if not copies:
-            continue
+            continue  # a chance match of the 8-byte prefix (or no index left to confirm it)
+        shards.extend({**shard, "copies": copies} for shard in answer.shards)
         for entry in answer.versions:
             versions_out.setdefault(entry["name"], entry)
         for c in answer.checkpoints:
@@ -186,11 +185,11 @@ def record_lineage(
     )
 
 
-def _confirm(shard_uri: str, identity: bytes, storage: Mapping[str, Any]) -> int:
-    """Copies of ``identity`` in the shard at ``shard_uri`` from its index (0: not there, or
-    no index to tell: the lookup's candidate is then not confirmed)."""
+def _confirm(shard_uri: str, identity: bytes, storage: Mapping[str, Any]) -> int | None:
+    """Copies of ``identity`` in the shard at ``shard_uri`` from its index; None when there
+    is no readable index there to tell."""
     try:
         with open_read(index_uri(shard_uri), dict(storage)) as fh:
             return count_in_index(_reader(fh), identity)
     except (StorageError, NotFound, OSError, InvalidIndex):
-        return 0
+        return None
