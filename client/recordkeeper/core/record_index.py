@@ -282,11 +282,7 @@ class _Source(Generic[T]):
 
 
 def merge_sorted(
-    sources: Iterable[tuple[T, Iterator[bytes]]],
-    width: int,
-    *,
-    sort: bool = True,
-    raw: bool = False,
+    sources: Iterable[tuple[T, Iterator[bytes]]], width: int, *, sort: bool = True
 ) -> Iterator[dict[T, list[bytes]]]:
     """Merge sorted identity streams into batches over consecutive key ranges.
 
@@ -298,9 +294,7 @@ def merge_sorted(
     chunks plus one batch — bounded by the number of sources times the chunk size, not by the
     record count (a run of copies of a single identity longer than a chunk is held whole).
     With ``sort=False`` a tag's identities are its sources' runs one after the other, unsorted
-    (enough for counting; a set digest needs them sorted).  With ``raw=True`` a tag maps to its
-    sources' runs as they are — each one ``bytes`` of concatenated identities, sorted — not
-    split into identities (what a merge in C takes; ``sort`` is then ignored).
+    (enough for counting; a set digest needs them sorted).
     """
     live = [_Source(tag, iter(chunks)) for tag, chunks in sources]
     split = re.compile(b"(?s).{%d}" % width).findall  # fixed-width pieces, split in C
@@ -329,12 +323,9 @@ def merge_sorted(
             if hi > lo:
                 part = s.buf[lo * width : hi * width]
                 out = batch.setdefault(s.tag, [])
-                if raw:
-                    out.append(part)
-                else:
-                    out.extend(split(part))
+                out.extend(split(part))
                 s.pos = hi * width
-        if sort and not raw:
+        if sort:
             for items in batch.values():
                 items.sort()  # sorted runs of one tag's sources: Timsort merges them in C
         yield batch
