@@ -12,6 +12,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
+import recordkeeper_service.models.consumption  # checkpoint consumption on the same Base
 import recordkeeper_service.models.lineage  # lineage tables on the same Base
 import recordkeeper_service.models.provenance  # provenance tables on the same Base
 import recordkeeper_service.models.record_sets  # record identity tables on the same Base

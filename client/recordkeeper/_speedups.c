@@ -1402,6 +1402,9 @@ done:
     return out;
 }
 
+static PyObject *py_record_diff_stream(PyObject *self, PyObject *args); /* at the end */
+static PyObject *py_record_lookup_stream(PyObject *self, PyObject *args);
+
 static PyMethodDef methods[] = {
     {"deframe", py_deframe, METH_VARARGS, "Check and split the complete TFRecord frames."},
     {"structure_keys", py_structure_keys, METH_O, "Structure keys of Example records."},
@@ -1421,6 +1424,10 @@ static PyMethodDef methods[] = {
      "HighwayHash-64 of a bytes-like object with a 32-byte key (Riegeli's checksum)."},
     {"riegeli_records", py_riegeli_records, METH_VARARGS,
      "The records of a Riegeli simple chunk from its sizes and values buffers, or None."},
+    {"record_diff_stream", py_record_diff_stream, METH_VARARGS,
+     "Record diff of whole index streams: (tag, chunk iterator) sources merged in C."},
+    {"record_lookup_stream", py_record_lookup_stream, METH_VARARGS,
+     "The entries and fan-out of a record lookup from the shards' index chunk iterators."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1439,4 +1446,446 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         return NULL;
     }
     return m;
+}
+
+/* ------------------------------------------------------------------ record diff (issue 25) */
+static inline int rd_cmp(const unsigned char *x, const unsigned char *y, size_t w) {
+    /* the first 8 bytes as one big-endian number decide almost every comparison */
+    uint64_t a, b;
+    memcpy(&a, x, 8);
+    memcpy(&b, y, 8);
+#if defined(__GNUC__) || defined(__clang__)
+    a = __builtin_bswap64(a);
+    b = __builtin_bswap64(b);
+    if (a != b) return a < b ? -1 : 1;
+    return memcmp(x + 8, y + 8, w - 8);
+#else
+    (void)a;
+    (void)b;
+    return memcmp(x, y, w);
+#endif
+}
+
+
+/*
+ * Whole-stream merges (no Python per batch): each source is an iterator of chunks (bytes of
+ * concatenated sorted identities, what recordkeeper.core.record_index.index_chunks yields);
+ * C pulls the next chunk of a source when its current one is used up, so memory is one chunk
+ * per source.  The GIL is held (chunks come from Python iterators).
+ *
+ *   record_diff_stream(sources, nsplits, width, sample)
+ *       -> (stats, moved, new, gone, sample_added, sample_removed)
+ *       sources: list of (tag, iterator), tag = side * nsplits + split (side 0: version A,
+ *       1: version B).  Each distinct identity is visited once with its copies per tag, and
+ *       counted as recordkeeper.core.record_diff.diff_records (the Python reference) does:
+ *       stats[split] = [records_a, records_b, added, removed, common, duplicates_a,
+ *       duplicates_b]; moved[x * nsplits + y] = distinct identities removed from split x and
+ *       added to split y; new / gone = distinct identities in one version and in no split of
+ *       the other; the first `sample` identities added to / removed from each split.
+ *
+ *   record_lookup_stream(sources, width, bits, write, block) -> (entries, fanout)
+ *       sources: list of iterators, the shard ordinal being the position.  Calls write(bytes)
+ *       with the lookup's entries (identity[:8] + ordinal as u32 LE, one per copy, in
+ *       (identity, ordinal) order) in blocks of about `block` bytes; fanout: the
+ *       (2^bits + 1) u64 LE starts of the fan-out table (recordkeeper.core.record_lookup).
+ */
+
+typedef struct {
+    PyObject *iter;
+    PyObject *chunk;
+    Py_buffer view;
+    int has_view;
+    const unsigned char *p;
+    Py_ssize_t n, pos;
+    int tag;
+} rs_src_t;
+
+static void rs_release(rs_src_t *s) {
+    if (s->has_view) {
+        PyBuffer_Release(&s->view);
+        s->has_view = 0;
+    }
+    Py_CLEAR(s->chunk);
+    s->p = NULL;
+    s->n = s->pos = 0;
+}
+
+/* 1: data, 0: exhausted, -1: error */
+static int rs_refill(rs_src_t *s, size_t w) {
+    for (;;) {
+        rs_release(s);
+        PyObject *item = PyIter_Next(s->iter);
+        if (item == NULL) return PyErr_Occurred() ? -1 : 0;
+        s->chunk = item;
+        if (PyObject_GetBuffer(item, &s->view, PyBUF_SIMPLE) < 0) return -1;
+        s->has_view = 1;
+        if (s->view.len % (Py_ssize_t)w) {
+            PyErr_SetString(PyExc_ValueError, "record merge: a chunk is not whole identities");
+            return -1;
+        }
+        if (s->view.len == 0) continue;
+        s->p = s->view.buf;
+        s->n = s->view.len / (Py_ssize_t)w;
+        s->pos = 0;
+        return 1;
+    }
+}
+
+static inline const unsigned char *rs_cur(const rs_src_t *s, size_t w) {
+    return s->p + (size_t)s->pos * w;
+}
+
+static void rs_sift(rs_src_t *src, Py_ssize_t *heap, Py_ssize_t len, Py_ssize_t i, size_t w) {
+    for (;;) {
+        Py_ssize_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < len && rd_cmp(rs_cur(&src[heap[l]], w), rs_cur(&src[heap[m]], w), w) < 0) m = l;
+        if (r < len && rd_cmp(rs_cur(&src[heap[r]], w), rs_cur(&src[heap[m]], w), w) < 0) m = r;
+        if (m == i) return;
+        Py_ssize_t t = heap[i];
+        heap[i] = heap[m];
+        heap[m] = t;
+        i = m;
+    }
+}
+
+typedef struct {
+    rs_src_t *src;
+    Py_ssize_t *heap;
+    Py_ssize_t len, nsrc;
+    size_t w;
+    unsigned char key[64];
+} rs_merge_t;
+
+static void rs_free(rs_merge_t *m) {
+    if (m->src)
+        for (Py_ssize_t i = 0; i < m->nsrc; i++) {
+            rs_release(&m->src[i]);
+            Py_CLEAR(m->src[i].iter);
+        }
+    PyMem_Free(m->src);
+    PyMem_Free(m->heap);
+}
+
+/* sources: list of items; tag_of(item) gives (tag, iterable) */
+static int rs_init(rs_merge_t *m, PyObject *list, size_t w, int tagged, int ntags) {
+    m->nsrc = PyList_GET_SIZE(list);
+    m->w = w;
+    m->len = 0;
+    m->src = PyMem_Calloc((size_t)(m->nsrc ? m->nsrc : 1), sizeof(rs_src_t));
+    m->heap = PyMem_Calloc((size_t)(m->nsrc ? m->nsrc : 1), sizeof(Py_ssize_t));
+    if (!m->src || !m->heap) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < m->nsrc; i++) {
+        PyObject *item = PyList_GET_ITEM(list, i), *it;
+        long tag = (long)i;
+        if (tagged) {
+            if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+                PyErr_SetString(PyExc_TypeError, "record merge: sources are (tag, iterator)");
+                return -1;
+            }
+            tag = PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+            if (tag == -1 && PyErr_Occurred()) return -1;
+            if (tag < 0 || tag >= ntags) {
+                PyErr_SetString(PyExc_ValueError, "record merge: tag out of range");
+                return -1;
+            }
+            it = PyObject_GetIter(PyTuple_GET_ITEM(item, 1));
+        } else {
+            it = PyObject_GetIter(item);
+        }
+        if (it == NULL) return -1;
+        m->src[i].iter = it;
+        m->src[i].tag = (int)tag;
+        int got = rs_refill(&m->src[i], w);
+        if (got < 0) return -1;
+        if (got) m->heap[m->len++] = i;
+    }
+    for (Py_ssize_t i = m->len / 2; i-- > 0;) rs_sift(m->src, m->heap, m->len, i, w);
+    return 0;
+}
+
+/* The next distinct identity (copied to m->key): calls take(tag, copies) for every source
+ * holding it.  1: an identity, 0: done, -1: error. */
+typedef int (*rs_take_fn)(void *ctx, int tag, int64_t copies);
+
+static int rs_next(rs_merge_t *m, rs_take_fn take, void *ctx) {
+    size_t w = m->w;
+    if (m->len == 0) return 0;
+    memcpy(m->key, rs_cur(&m->src[m->heap[0]], w), w);
+    while (m->len > 0) {
+        rs_src_t *s = &m->src[m->heap[0]];
+        if (rd_cmp(rs_cur(s, w), m->key, w) != 0) break;
+        int64_t copies = 0;
+        int alive = 1;
+        for (;;) {
+            while (s->pos < s->n && rd_cmp(rs_cur(s, w), m->key, w) == 0) {
+                s->pos++;
+                copies++;
+            }
+            if (s->pos < s->n) break;
+            int got = rs_refill(s, w);
+            if (got < 0) return -1;
+            if (!got) {
+                alive = 0;
+                break;
+            }
+        }
+        if (take(ctx, s->tag, copies) < 0) return -1;
+        if (!alive) m->heap[0] = m->heap[--m->len];
+        if (m->len > 0) rs_sift(m->src, m->heap, m->len, 0, w);
+    }
+    return 1;
+}
+
+typedef struct {
+    int64_t *counts;
+    int *touched;
+    int ntouched;
+} rs_count_ctx;
+
+static int rs_count(void *ctx, int tag, int64_t copies) {
+    rs_count_ctx *c = ctx;
+    if (c->counts[tag] == 0) c->touched[c->ntouched++] = tag;
+    c->counts[tag] += copies;
+    return 0;
+}
+
+static PyObject *py_record_diff_stream(PyObject *self, PyObject *args) {
+    PyObject *list;
+    int nsplits, width, sample;
+    if (!PyArg_ParseTuple(args, "O!iii", &PyList_Type, &list, &nsplits, &width, &sample))
+        return NULL;
+    if (nsplits < 1 || nsplits > 4096 || width < 8 || width > 64 || sample < 0) {
+        PyErr_SetString(PyExc_ValueError, "record_diff_stream: bad nsplits, width or sample");
+        return NULL;
+    }
+    int ntags = 2 * nsplits;
+    rs_merge_t m = {0};
+    PyObject *result = NULL, *st_list = NULL, *mv_list = NULL, *sa = NULL, *sr = NULL;
+    int64_t *counts = PyMem_Calloc((size_t)ntags, sizeof(int64_t));
+    int *touched = PyMem_Calloc((size_t)ntags, sizeof(int));
+    int64_t *stats = PyMem_Calloc((size_t)nsplits * 7, sizeof(int64_t));
+    int64_t *moved = PyMem_Calloc((size_t)nsplits * (size_t)nsplits, sizeof(int64_t));
+    int *gone_in = PyMem_Calloc((size_t)nsplits, sizeof(int));
+    int *came_in = PyMem_Calloc((size_t)nsplits, sizeof(int));
+    int64_t new_ids = 0, gone_ids = 0;
+    if (!counts || !touched || !stats || !moved || !gone_in || !came_in) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    st_list = PyList_New(nsplits);
+    sa = PyList_New(nsplits);
+    sr = PyList_New(nsplits);
+    if (!st_list || !sa || !sr) goto done;
+    for (int s = 0; s < nsplits; s++) {
+        PyObject *la = PyList_New(0), *lr = PyList_New(0);
+        if (!la || !lr) {
+            Py_XDECREF(la);
+            Py_XDECREF(lr);
+            goto done;
+        }
+        PyList_SET_ITEM(sa, s, la);
+        PyList_SET_ITEM(sr, s, lr);
+    }
+    if (rs_init(&m, list, (size_t)width, 1, ntags) < 0) goto done;
+    rs_count_ctx ctx = {counts, touched, 0};
+    for (;;) {
+        ctx.ntouched = 0;
+        int got = rs_next(&m, rs_count, &ctx);
+        if (got < 0) goto done;
+        if (!got) break;
+        int in_a = 0, in_b = 0, ngone = 0, ncame = 0;
+        for (int i = 0; i < ctx.ntouched; i++) {
+            int s = touched[i] % nsplits;
+            if (s != touched[i] && counts[s]) continue; /* the split was seen through side A */
+            int64_t a = counts[s], b = counts[nsplits + s];
+            int64_t mn = a < b ? a : b;
+            int64_t *st = stats + 7 * s;
+            st[0] += a;
+            st[1] += b;
+            st[4] += mn;
+            if (a) { in_a = 1; st[5] += a - 1; }
+            if (b) { in_b = 1; st[6] += b - 1; }
+            if (a > mn) {
+                st[3] += a - mn;
+                gone_in[ngone++] = s;
+                PyObject *l = PyList_GET_ITEM(sr, s);
+                if (PyList_GET_SIZE(l) < sample) {
+                    PyObject *k = PyBytes_FromStringAndSize((const char *)m.key, width);
+                    if (!k || PyList_Append(l, k) < 0) { Py_XDECREF(k); goto done; }
+                    Py_DECREF(k);
+                }
+            }
+            if (b > mn) {
+                st[2] += b - mn;
+                came_in[ncame++] = s;
+                PyObject *l = PyList_GET_ITEM(sa, s);
+                if (PyList_GET_SIZE(l) < sample) {
+                    PyObject *k = PyBytes_FromStringAndSize((const char *)m.key, width);
+                    if (!k || PyList_Append(l, k) < 0) { Py_XDECREF(k); goto done; }
+                    Py_DECREF(k);
+                }
+            }
+        }
+        for (int i = 0; i < ngone; i++)
+            for (int j = 0; j < ncame; j++)
+                if (gone_in[i] != came_in[j])
+                    moved[(size_t)gone_in[i] * (size_t)nsplits + (size_t)came_in[j]]++;
+        if (in_b && !in_a) new_ids++;
+        if (in_a && !in_b) gone_ids++;
+        for (int i = 0; i < ctx.ntouched; i++) counts[touched[i]] = 0;
+    }
+    for (int s = 0; s < nsplits; s++) {
+        int64_t *st = stats + 7 * s;
+        PyObject *row = Py_BuildValue("[LLLLLLL]", (long long)st[0], (long long)st[1],
+                                      (long long)st[2], (long long)st[3], (long long)st[4],
+                                      (long long)st[5], (long long)st[6]);
+        if (!row) goto done;
+        PyList_SET_ITEM(st_list, s, row);
+    }
+    mv_list = PyList_New((Py_ssize_t)nsplits * nsplits);
+    if (!mv_list) goto done;
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)nsplits * nsplits; i++) {
+        PyObject *v = PyLong_FromLongLong((long long)moved[i]);
+        if (!v) goto done;
+        PyList_SET_ITEM(mv_list, i, v);
+    }
+    result = Py_BuildValue("(OOLLOO)", st_list, mv_list, (long long)new_ids, (long long)gone_ids,
+                           sa, sr);
+done:
+    rs_free(&m);
+    Py_XDECREF(st_list);
+    Py_XDECREF(mv_list);
+    Py_XDECREF(sa);
+    Py_XDECREF(sr);
+    PyMem_Free(counts);
+    PyMem_Free(touched);
+    PyMem_Free(stats);
+    PyMem_Free(moved);
+    PyMem_Free(gone_in);
+    PyMem_Free(came_in);
+    return result;
+}
+
+typedef struct {
+    int *ords;
+    int64_t *copies;
+    Py_ssize_t n;
+} rs_lookup_ctx;
+
+static int rs_collect(void *ctx, int tag, int64_t copies) {
+    rs_lookup_ctx *c = ctx;
+    c->ords[c->n] = tag;
+    c->copies[c->n] = copies;
+    c->n++;
+    return 0;
+}
+
+static PyObject *py_record_lookup_stream(PyObject *self, PyObject *args) {
+    PyObject *list, *write;
+    int width, bits;
+    Py_ssize_t block;
+    if (!PyArg_ParseTuple(args, "O!iiOn", &PyList_Type, &list, &width, &bits, &write, &block))
+        return NULL;
+    if (width < 8 || width > 64 || bits < 0 || bits > 24 || block < 12) {
+        PyErr_SetString(PyExc_ValueError, "record_lookup_stream: bad width, bits or block");
+        return NULL;
+    }
+    Py_ssize_t nsrc = PyList_GET_SIZE(list);
+    if ((uint64_t)nsrc >= ((uint64_t)1 << 32)) {
+        PyErr_SetString(PyExc_ValueError, "record_lookup_stream: too many shards");
+        return NULL;
+    }
+    rs_merge_t m = {0};
+    PyObject *result = NULL, *fan_bytes = NULL;
+    size_t buckets = ((size_t)1 << bits) + 1;
+    uint64_t *fan = PyMem_Calloc(buckets, sizeof(uint64_t));
+    int *ords = PyMem_Calloc((size_t)(nsrc ? nsrc : 1), sizeof(int));
+    int64_t *copies = PyMem_Calloc((size_t)(nsrc ? nsrc : 1), sizeof(int64_t));
+    size_t cap = (size_t)block + 12 * 64;
+    unsigned char *buf = PyMem_Malloc(cap);
+    size_t used = 0;
+    int64_t entries = 0;
+    if (!fan || !ords || !copies || !buf) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rs_init(&m, list, (size_t)width, 0, 0) < 0) goto done;
+    rs_lookup_ctx ctx = {ords, copies, 0};
+    for (;;) {
+        ctx.n = 0;
+        int got = rs_next(&m, rs_collect, &ctx);
+        if (got < 0) goto done;
+        if (!got) break;
+        /* insertion sort of the (few) shards holding this identity by ordinal */
+        for (Py_ssize_t i = 1; i < ctx.n; i++) {
+            int o = ords[i];
+            int64_t c = copies[i];
+            Py_ssize_t j = i;
+            while (j > 0 && ords[j - 1] > o) {
+                ords[j] = ords[j - 1];
+                copies[j] = copies[j - 1];
+                j--;
+            }
+            ords[j] = o;
+            copies[j] = c;
+        }
+        uint64_t top;
+        memcpy(&top, m.key, 8);
+#if defined(__GNUC__) || defined(__clang__)
+        top = __builtin_bswap64(top);
+#else
+        top = ((uint64_t)m.key[0] << 56) | ((uint64_t)m.key[1] << 48) | ((uint64_t)m.key[2] << 40) |
+              ((uint64_t)m.key[3] << 32) | ((uint64_t)m.key[4] << 24) | ((uint64_t)m.key[5] << 16) |
+              ((uint64_t)m.key[6] << 8) | (uint64_t)m.key[7];
+#endif
+        size_t bucket = bits ? (size_t)(top >> (64 - bits)) : 0;
+        for (Py_ssize_t i = 0; i < ctx.n; i++) {
+            for (int64_t k = 0; k < copies[i]; k++) {
+                if (used + 12 > cap) {
+                    PyObject *r = PyObject_CallFunction(write, "y#", buf, (Py_ssize_t)used);
+                    if (!r) goto done;
+                    Py_DECREF(r);
+                    used = 0;
+                }
+                memcpy(buf + used, m.key, 8);
+                uint32_t o = (uint32_t)ords[i];
+                buf[used + 8] = (unsigned char)(o & 0xff);
+                buf[used + 9] = (unsigned char)((o >> 8) & 0xff);
+                buf[used + 10] = (unsigned char)((o >> 16) & 0xff);
+                buf[used + 11] = (unsigned char)(o >> 24);
+                used += 12;
+                fan[bucket + 1]++;
+                entries++;
+            }
+        }
+        if (used >= (size_t)block) {
+            PyObject *r = PyObject_CallFunction(write, "y#", buf, (Py_ssize_t)used);
+            if (!r) goto done;
+            Py_DECREF(r);
+            used = 0;
+        }
+    }
+    if (used) {
+        PyObject *r = PyObject_CallFunction(write, "y#", buf, (Py_ssize_t)used);
+        if (!r) goto done;
+        Py_DECREF(r);
+    }
+    for (size_t i = 1; i < buckets; i++) fan[i] += fan[i - 1];
+    fan_bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(buckets * 8));
+    if (!fan_bytes) goto done;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(fan_bytes);
+    for (size_t i = 0; i < buckets; i++)
+        for (int b = 0; b < 8; b++) out[i * 8 + (size_t)b] = (unsigned char)(fan[i] >> (8 * b));
+    result = Py_BuildValue("(LO)", (long long)entries, fan_bytes);
+done:
+    rs_free(&m);
+    Py_XDECREF(fan_bytes);
+    PyMem_Free(fan);
+    PyMem_Free(ords);
+    PyMem_Free(copies);
+    PyMem_Free(buf);
+    return result;
 }

@@ -158,6 +158,7 @@ class Client:
     record_sets = _on_registry(Registry.record_sets)
     versions_with_records = _on_registry(Registry.versions_with_records)
     check_leakage = _on_registry(Registry.check_leakage)
+    record_lineage = _on_registry(Registry.record_lineage)
 
     # aliases
     set_alias = _on_registry(Registry.set_alias)

@@ -108,13 +108,19 @@ class DataUse:
     version: str
     role: str = "train"
     splits: tuple[str, ...] | None = None
+    #: Records the segment read from this version in this role (steps * batch size, re-reads
+    #: counted); None: not counted.  Lineage answers turn it into epochs.
+    records: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "version": self.version,
             "role": self.role,
             "splits": list(self.splits) if self.splits is not None else None,
         }
+        if self.records is not None:
+            body["records"] = self.records
+        return body
 
 
 def _version_ref(value: Any, where: str) -> str:
@@ -147,6 +153,14 @@ def _splits(value: Any, where: str) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(items))
 
 
+def _records(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidCheckpoint(f"{where}: records must be a non-negative integer, got {value!r}")
+    return value
+
+
 def _role(value: Any, where: str) -> str:
     return validate_role(
         value,
@@ -159,7 +173,7 @@ def _entry(value: Any, role: str | None, where: str) -> DataUse:
     if isinstance(value, DataUse):
         return value
     if isinstance(value, Mapping):
-        unknown = set(value) - {"version", "ref", "role", "splits", "split", "digest"}
+        unknown = set(value) - {"version", "ref", "role", "splits", "split", "digest", "records"}
         if unknown:
             raise InvalidCheckpoint(f"{where}: unknown keys {sorted(unknown)}")
         target = value.get("version", value.get("ref"))
@@ -169,6 +183,7 @@ def _entry(value: Any, role: str | None, where: str) -> DataUse:
             version=_version_ref(target, where),
             role=_role(value.get("role", role), where),
             splits=_splits(value.get("splits", value.get("split")), where),
+            records=_records(value.get("records"), where),
         )
     return DataUse(version=_version_ref(value, where), role=_role(role, where))
 
@@ -341,6 +356,18 @@ class Lineage:
     checkpoint: CheckpointInfo
     chain: tuple[dict[str, Any], ...]
     data: tuple[LineageEntry, ...]
+    #: How much of each version the chain read, per (version, role): ``records``, ``epochs``
+    #: (sum over the segments that counted), ``counted_segments``, ``unknown_segments`` (used
+    #: it without counting: ``epochs`` is then a lower bound) and the ``segments``.
+    consumed: tuple[dict[str, Any], ...] = ()
+
+    def epochs(self, version: str, role: str = "train") -> float | None:
+        """Epochs of ``version`` (its name) the chain read in ``role``; None if no segment
+        counted its records."""
+        for entry in self.consumed:
+            if entry["version"] == version and entry["role"] == role:
+                return float(entry["epochs"]) if entry["counted_segments"] else None
+        return None
 
     if not TYPE_CHECKING:  # (type checkers see ``data`` as the field it is)
 
@@ -394,6 +421,7 @@ class Lineage:
         )
         versions = body.get("versions")
         setattr_(lineage, "_versions", None if versions is None else tuple(versions))
+        setattr_(lineage, "consumed", tuple(dict(c) for c in body.get("consumed") or ()))
         return lineage
 
 

@@ -47,6 +47,7 @@ from recordkeeper.core.record_index import (
     index_chunks,
     merge_sorted,
 )
+from recordkeeper.core.record_lookup import LookupShard, write_lookup
 from recordkeeper.http import HttpCore, quote_segment
 from recordkeeper.models import DatasetVersion, Shard
 from recordkeeper.progress import byte_progress
@@ -58,9 +59,12 @@ if TYPE_CHECKING:
 __all__ = [
     "INDEX_DIR",
     "INDEX_SUFFIX",
+    "LOOKUP_NAME",
+    "build_version_lookup",
     "check_leakage",
     "index_uri",
     "index_version",
+    "lookup_uri",
     "record_diff",
     "record_sets",
     "write_index",
@@ -76,6 +80,35 @@ def index_uri(shard_uri: str) -> str:
     """Where the record index of the shard at ``shard_uri`` is stored."""
     head, _, name = shard_uri.rpartition("/")
     return f"{head}/{INDEX_DIR}/{name}{INDEX_SUFFIX}"
+
+
+LOOKUP_NAME = ".recordkeeper/records.rklookup"
+
+
+def lookup_uri(version: DatasetVersion) -> str:
+    """Where the record lookup of ``version`` is stored."""
+    return f"{version.storage_prefix.rstrip('/')}/{LOOKUP_NAME}"
+
+
+def build_version_lookup(version: DatasetVersion, kind: IdentityKind, width: int) -> str:
+    """Write the record lookup of an indexed version from its shard indexes; its URI."""
+    options = dict(version.storage_options)
+    shards = list(version.shards)
+    per = max(256, (4 * 2**20) // max(1, len(shards) * width))
+
+    def body(uri: str) -> Any:
+        with open_read(uri, options) as fh:
+            yield from index_chunks(fh.read, per)[1]
+
+    sources = [(LookupShard(s.sha256, s.records_sha256), body(index_uri(s.uri))) for s in shards]
+    from recordkeeper import _native
+
+    fast = getattr(_native.speedups, "record_lookup_stream", None)
+    uri = lookup_uri(version)
+    with open_write(uri, options) as sink:
+        total = sum(s.record_count for s in shards)
+        write_lookup(sources, total, kind, width, sink.write, native=fast)
+    return uri
 
 
 def write_index(
@@ -196,6 +229,7 @@ def index_version(
         {"split": s, "records": d.count, "digest": format_digest(d.hexdigest())}
         for s, d in sorted(digests.items())
     ]
+    build_version_lookup(version, kind, width)  # record → shards (which-checkpoints)
     body = {
         "kind": kind,
         "width": width,
@@ -240,13 +274,17 @@ def record_diff(
     """The record-level diff of ``a`` → ``b`` from their indexes (both must be indexed)."""
     for v in (a, b):
         _require_indexed(http, v, kind, width)
+    from recordkeeper import _native
+
     count = len(a.shards) + len(b.shards)
+    fast = getattr(_native.speedups, "record_diff_stream", None)
     return diff_records(
         _streams(a, kind, width, shard_count=count),
         _streams(b, kind, width, shard_count=count),
         width,
         sample=sample,
         emit=emit,
+        native=fast,
     )
 
 

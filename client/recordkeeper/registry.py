@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
-from recordkeeper import record_sets
+from recordkeeper import record_lineage, record_sets
 from recordkeeper.core.digests import parse_digest
 from recordkeeper.core.errors import (
     InvalidReference,
@@ -50,6 +50,7 @@ from recordkeeper.models import (
     VerifyReport,
 )
 from recordkeeper.provenance import Provenance
+from recordkeeper.record_lineage import RecordLineage
 from recordkeeper.tfds_export import export_tfds
 from recordkeeper.verify import verify_pages, verify_version
 from recordkeeper.version_cache import VersionCache
@@ -437,6 +438,29 @@ class Registry:
         return record_sets.index_version(
             self.http, version, kind=kind, width=width, progress=progress
         )
+
+    def record_lineage(
+        self,
+        record: Any,
+        *,
+        dataset: str | None = None,
+        versions: Iterable[str | DatasetVersion] | None = None,
+        transitive: bool = True,
+    ) -> RecordLineage:
+        """Which checkpoints saw ``record`` (bytes, a ``tf.train.Example`` or its identity as
+        hex): the shards holding it, their versions and every checkpoint trained on them,
+        from the versions' record lookups and shard indexes — no shard is read
+        (:func:`recordkeeper.record_lineage.record_lineage`)."""
+        if (dataset is None) == (versions is None):
+            raise InvalidRequest("give exactly one of dataset= or versions=")
+        if dataset is not None:
+            targets = list(self.versions(dataset, state=("committed", "deprecated")))
+        else:
+            targets = [
+                v if isinstance(v, DatasetVersion) else self.resolve(v, shards=False)
+                for v in versions or ()
+            ]
+        return record_lineage.record_lineage(self.http, targets, record, transitive=transitive)
 
     def record_sets(self, ref: str) -> list[dict[str, Any]]:
         """The record identities registered for a version (empty: not indexed yet)."""

@@ -109,12 +109,20 @@ def lineage_tree(result: Lineage, unregistered: Mapping[str, str] | None = None)
     from rich.markup import escape
     from rich.tree import Tree
 
+    seen: dict[tuple[str, str, str], str] = {}  # (checkpoint, version, role) → "0.30 epochs"
+    for used in result.consumed:
+        for seg in used["segments"]:
+            if seg.get("epochs") is not None:
+                seen[(seg["checkpoint"], used["version"], used["role"])] = (
+                    f"  {seg['records']} records, {seg['epochs']:.2f} epochs"
+                )
     own: dict[str, list[str]] = {}
     for entry in result.data:
         for segment in entry.segments:
             label = (
                 f"[bold]{entry.version}[/]  {entry.role} {escape(_splits(segment.splits))}  "
                 f"[dim]{_short(entry.content_digest)}[/]"
+                + seen.get((str(segment.ref), entry.version, entry.role), "")
                 + ("  [red]deprecated[/]" if entry.state == "deprecated" else "")
                 + (f"  [red]({entry.data_status()})[/]" if entry.data_deleted else "")
             )
@@ -132,6 +140,18 @@ def lineage_tree(result: Lineage, unregistered: Mapping[str, str] | None = None)
         node = tree.add(f"{ref}  {step}{parent}{_deleted(link.get('state'))}")
         for label in own.get(ref, []) or ["[dim](no data)[/]"]:
             node.add(label)
+    for used in result.consumed:
+        if not used["counted_segments"]:
+            continue
+        bound = (
+            f", at least: {used['unknown_segments']} segment(s) not counted"
+            if used["unknown_segments"]
+            else ""
+        )
+        tree.add(
+            f"saw {used['epochs']:.2f} epochs of [bold]{used['version']}[/] as {used['role']} "
+            f"({used['records']} records{bound})"
+        )
     return tree
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import IO, Annotated, Any
 
 import typer
@@ -32,6 +33,7 @@ def register(app: typer.Typer) -> None:
     """Add the record identity commands to the main app."""
     app.command()(index)
     app.command("check-leakage")(check_leakage)
+    app.command("which-checkpoints")(which_checkpoints)
     app.command()(head)
 
 
@@ -147,6 +149,59 @@ def check_leakage(
                 out.print(f"       {h}")
     if failed:
         raise typer.Exit(int(ExitCode.VERIFICATION_FAILED))
+
+
+def which_checkpoints(
+    dataset: Annotated[
+        str | None, typer.Argument(help="Dataset whose published versions are searched.")
+    ] = None,
+    version: Annotated[
+        list[str] | None,
+        typer.Option("--version", help="Search this version (instead of a whole dataset)."),
+    ] = None,
+    identity: Annotated[
+        str | None, typer.Option("--hash", help="The record's identity (hex), as index shows.")
+    ] = None,
+    record_file: Annotated[
+        Path | None, typer.Option("--record-file", help="A file holding the record's bytes.")
+    ] = None,
+    direct: Annotated[
+        bool, typer.Option("--direct", help="Only checkpoints whose own segment used it.")
+    ] = False,
+    storage_option: StorageOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Which checkpoints saw a record: the shards holding it, their versions and every
+    checkpoint trained on them, from record lookups and indexes (no shard is read)."""
+    if (identity is None) == (record_file is None):
+        raise typer.BadParameter("give exactly one of --hash or --record-file")
+    if (dataset is None) == (not version):
+        raise typer.BadParameter("give a DATASET or --version (one or more), not both")
+    client = connect(parse_storage_options(storage_option))
+    record: Any = identity if identity is not None else Path(record_file or "").read_bytes()
+    answer = client.record_lineage(
+        record, dataset=dataset, versions=version or None, transitive=not direct
+    )
+    if as_json:
+        print_json(answer.to_json())
+        return
+    out = console()
+    for kind, h in answer.identities.items():
+        out.print(f"record {kind} {h}")
+    if not answer.found:
+        out.print(f"not found in {len(answer.searched)} indexed version(s)")
+    for s in answer.shards:
+        out.print(
+            f"  {s['version']}:{s['split']} shard {s['index']}: {s['copies']} copies  {s['uri']}"
+        )
+    for c in answer.checkpoints:
+        how = "direct" if c.direct else "inherited"
+        out.print(f"  checkpoint {c.ref} (step {c.step}, {how}, {c.state})")
+    if answer.not_indexed:
+        out.print(
+            f"[yellow]not indexed (not searched):[/] {', '.join(answer.not_indexed)} "
+            "— run recordkeeper index on them"
+        )
 
 
 def write_jsonl(stream: IO[str]) -> Any:

@@ -49,6 +49,43 @@ def is_training_split(name: str) -> bool:
     return name == "train" or name.startswith("train")
 
 
+#: ``record_diff_stream(sources, nsplits, width, sample)``: the whole diff merged and counted
+#: in C, see ``client/recordkeeper/_speedups.c`` (sources: ``(side * nsplits + split, chunks)``).
+NativeDiff = Callable[
+    [list[tuple[int, Chunks]], int, int, int],
+    tuple[list[list[int]], list[int], int, int, list[list[bytes]], list[list[bytes]]],
+]
+
+
+def _diff_native(
+    sources: list[tuple[tuple[int, str], Chunks]],
+    names: list[str],
+    width: int,
+    sample: int,
+    native: NativeDiff,
+    result: RecordDiff,
+) -> RecordDiff:
+    """:func:`diff_records` merged and counted by ``native``: the same k-way merge over the
+    streams' chunks (one chunk per stream in memory), every distinct identity visited once."""
+    if not names:
+        return result
+    number = {n: i for i, n in enumerate(names)}
+    k = len(names)
+    tagged = [(side * k + number[split], chunks) for (side, split), chunks in sources]
+    stats, moved, new, gone, added, removed = native(tagged, k, width, sample)
+    for i, name in enumerate(names):
+        d = result.splits[name]
+        (d.records_a, d.records_b, d.added, d.removed, d.common, d.duplicates_a,
+         d.duplicates_b) = stats[i]  # fmt: skip
+        _take(d.sample_added, added[i], sample)
+        _take(d.sample_removed, removed[i], sample)
+    for i, n in enumerate(moved):
+        if n:
+            result.moved[(names[i // k], names[i % k])] = n
+    result.new, result.gone = new, gone
+    return result
+
+
 def _take(sample: list[str], items: Iterable[bytes], limit: int) -> None:
     for h in items:
         if len(sample) >= limit:
@@ -122,13 +159,22 @@ def diff_records(
     *,
     sample: int = DEFAULT_SAMPLE,
     emit: Emit | None = None,
+    native: NativeDiff | None = None,
 ) -> RecordDiff:
     """Diff version A against version B from their index streams ``(split, chunks)`` (one
-    stream per shard; several streams may share a split)."""
+    stream per shard; several streams may share a split).
+
+    ``native`` is a compiled merge with the contract of
+    ``recordkeeper._speedups.record_diff_stream`` (the client passes it when built): the same
+    answer, merged and counted in C; without ``emit`` only (the full lists are streamed by the
+    Python code).
+    """
     sources: list[tuple[tuple[int, str], Chunks]] = [((0, s), c) for s, c in a]
     sources += [((1, s), c) for s, c in b]
     names = sorted({tag[1] for tag, _ in sources})
     result = RecordDiff({n: SplitRecordDiff(n) for n in names}, {})
+    if emit is None and native is not None:
+        return _diff_native(sources, names, width, sample, native, result)
     for batch in merge_sorted(sources, width, sort=False):
         removed_sets: dict[str, set[bytes]] = {}
         added_sets: dict[str, set[bytes]] = {}

@@ -46,6 +46,7 @@ registered and deleted.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import os
@@ -223,6 +224,7 @@ class TrackedCheckpointManager:
         tensorboard: bool | str = True,
         describe_exports: bool = True,
         export_names: str | None = None,
+        batch_size: int | Mapping[str, int] | None = None,
     ) -> None:
         self._manager = manager
         self._client = client
@@ -240,6 +242,11 @@ class TrackedCheckpointManager:
             queue if isinstance(queue, RegistrationQueue) else RegistrationQueue(client, queue)
         )
         self._step = step
+        #: Records per training step, by role (``batch_size``): a segment read (its step -
+        #: its parent's step) * that many records of its version in that role.
+        self._per_step = _per_role(batch_size)
+        self._segment_step: int | None = 0  # the step the next save's segment started at
+        self._added: dict[str, int] = {}  # add_records() since the last save, by role
         self._metadata = dict(metadata or {})
         self._parent: CheckpointRef | None = parse_checkpoint_ref(parent) if parent else None
         self._parent_kind = parent_kind if parent else None
@@ -358,6 +365,7 @@ class TrackedCheckpointManager:
 
     def _restored(self, path: str | None) -> None:
         if path:
+            self._segment_step = self._step_of(path)
             self._restored_path = path
             self._parent = self._known[path] = self._registered_ref(path)
             self._parent_kind = "restored_from"
@@ -424,6 +432,36 @@ class TrackedCheckpointManager:
             self._restored(self._latest_at_start)
 
     # -- saving ------------------------------------------------------------------------------
+
+    def _step_of(self, path: str) -> int | None:
+        return self._step(path) if self._step is not None else _checkpoint_number(path)
+
+    def add_records(self, records: int, role: str = "train") -> None:
+        """Count ``records`` read for ``role`` in the current segment (e.g. from a counting
+        input pipeline); the next save registers the sum instead of steps * ``batch_size``."""
+        if isinstance(records, bool) or not isinstance(records, int) or records < 0:
+            raise InvalidCheckpoint(f"records must be a non-negative integer, got {records!r}")
+        self._added[role] = self._added.get(role, 0) + records
+
+    def _segment_data(self, step: int | None) -> list[DataUse]:
+        """This manager's data with each role's records for the segment ending at ``step``:
+        what :meth:`add_records` counted, else (step - the segment's first step) * the role's
+        ``batch_size``.  A role held by several versions is not counted (the split between
+        them is not known)."""
+        counts: dict[str, int] = dict(self._added)
+        start = self._segment_step
+        for role, per in self._per_step.items():
+            if role not in counts and step is not None and start is not None and step >= start:
+                counts[role] = (step - start) * per
+        by_role: dict[str, int] = {}
+        for entry in self.data:
+            by_role[entry.role] = by_role.get(entry.role, 0) + 1
+        return [
+            dataclasses.replace(d, records=counts[d.role])
+            if d.role in counts and by_role[d.role] == 1 and d.records is None
+            else d
+            for d in self.data
+        ]
 
     def save(
         self, *args: Any, metrics: Mapping[str, Any] | None = None, **kwargs: Any
@@ -666,14 +704,14 @@ class TrackedCheckpointManager:
         self, path: str, metrics: Mapping[str, Any] | None = None
     ) -> tuple[dict[str, Any], CheckpointInfo | None]:
         ref = self.ref_of(path)
-        step = self._step(path) if self._step is not None else _checkpoint_number(path)
+        step = self._step_of(path)
         try:
             body = checkpoint_body(
                 model=self.model,
                 checkpoint=ref.checkpoint,
                 step=step,
                 uri=checkpoint_uri(path),
-                data=self.data,
+                data=self._segment_data(step),
                 parent=self._parent,
                 parent_kind=self._parent_kind,
                 saved_models=self._saved_models(path),
@@ -684,6 +722,8 @@ class TrackedCheckpointManager:
         except InvalidCheckpoint:
             log.exception("checkpoint %s was saved but cannot be described for lineage", path)
             raise
+        self._added.clear()
+        self._segment_step = step
         info = self.queue.submit(body, raise_refused=False)
         if info is None:
             self.queued.append(ref.checkpoint)
@@ -749,6 +789,17 @@ def _bridges_after_save(client: Client) -> SaveCallback:
     return after_save
 
 
+def _per_role(batch_size: int | Mapping[str, int] | None) -> dict[str, int]:
+    """``batch_size`` as records per step by role (an integer is the ``train`` role's)."""
+    if batch_size is None:
+        return {}
+    items = {"train": batch_size} if isinstance(batch_size, int) else dict(batch_size)
+    for role, per in items.items():
+        if isinstance(per, bool) or not isinstance(per, int) or per < 1:
+            raise InvalidRequest(f"batch_size for {role!r} must be a positive integer, got {per!r}")
+    return items
+
+
 def _is_number(value: Any) -> bool:
     try:
         float(value)
@@ -774,6 +825,7 @@ def make_checkpoint_callback(
     queue: RegistrationQueue | str | Path | None = None,
     parent: str | CheckpointRef | None = None,
     tensorboard: bool | str = True,
+    batch_size: int | None = None,
 ) -> Any:
     """A Keras callback that checkpoints ``model.fit`` every epoch through a tracked manager.
 
@@ -782,7 +834,9 @@ def make_checkpoint_callback(
     checkpoint there — which becomes the parent of the next one.  Each ``on_epoch_end`` saves
     ``ckpt-N`` (``N`` = the checkpoint's save counter) and registers it with ``data``.
     The tracked manager is the callback's ``manager`` attribute; ``tensorboard`` is its
-    (the data summaries' directory, or False).
+    (the data summaries' directory, or False).  With ``batch_size``, each checkpoint records
+    the training records its epochs read: the batches ``fit`` ran * ``batch_size`` (a last,
+    partial batch counted whole), so lineage says how many epochs of each version it saw.
     """
     import keras
     import tensorflow as tf
@@ -794,6 +848,7 @@ def make_checkpoint_callback(
             super().__init__()
             self.manager: TrackedCheckpointManager | None = None
             self.restored: str | None = None
+            self.batches = 0
 
         def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
             if self.manager is not None:
@@ -813,8 +868,14 @@ def make_checkpoint_callback(
             if restore:
                 self.restored = self.manager.restore_or_initialize()
 
+        def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+            self.batches += 1
+
         def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
             assert self.manager is not None
+            if batch_size is not None:
+                self.manager.add_records(self.batches * batch_size)
+            self.batches = 0
             metrics = {k: float(v) for k, v in (logs or {}).items() if _is_number(v)}
             self.manager.save(metrics={"epoch": epoch + 1, **metrics})
 

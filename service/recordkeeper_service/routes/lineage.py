@@ -67,6 +67,8 @@ __all__ = [
     "ChainLinkOut",
     "CheckpointIn",
     "CheckpointOut",
+    "ConsumedOut",
+    "ConsumedSegmentOut",
     "ConsumedVersionOut",
     "ConsumerOut",
     "ConsumersOut",
@@ -95,6 +97,13 @@ class DataIn(InModel):
         default=None,
         description="default: the split named like the role (eval: also 'validation'), "
         "else every split",
+    )
+    records: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_INT64,
+        description="records this segment read from the version in this role (steps * batch "
+        "size; re-reads counted): how much of it the checkpoint saw",
     )
 
 
@@ -148,6 +157,7 @@ class CheckpointIn(InModel):
                     version=d.version,
                     role=d.role,
                     splits=tuple(d.splits) if d.splits is not None else None,
+                    records=d.records,
                 )
                 for d in self.data
             ),
@@ -291,6 +301,29 @@ class CompactLineageOut(OutModel):
     columns: LineageColumnsOut
 
 
+class ConsumedSegmentOut(OutModel):
+    checkpoint: str = Field(description="the checkpoint whose segment this is (model@run/ckpt)")
+    step: int | None
+    splits: list[str]
+    split_records: int = Field(description="records of those splits in the version")
+    records: int | None = Field(description="records the segment read; null: not counted")
+    epochs: float | None = Field(description="records / split_records; null: not counted")
+
+
+class ConsumedOut(OutModel):
+    """How much of one version (in one role) the chain read (docs/lineage.md)."""
+
+    version: str
+    role: str
+    records: int = Field(description="records read by the counted segments")
+    epochs: float = Field(
+        description="sum of the counted segments' epochs (a lower bound when unknown_segments > 0)"
+    )
+    counted_segments: int
+    unknown_segments: int
+    segments: list[ConsumedSegmentOut]
+
+
 class LineageOut(OutModel):
     checkpoint: CheckpointOut
     chain: list[ChainLinkOut]
@@ -300,6 +333,10 @@ class LineageOut(OutModel):
     versions: list[str]
     compact: CompactLineageOut | None = Field(
         default=None, description="the entries as columns (form=compact only)"
+    )
+    consumed: list[ConsumedOut] = Field(
+        default_factory=list,
+        description="how much of each version the chain read (segments that counted records)",
     )
 
 
@@ -562,7 +599,9 @@ def checkpoint_lineage(
     key = (*head.key, form)
     rendered = lineage.rendered.get(key)
     if rendered is None:
-        rendered = render_lineage(lineage.lineage_from(head).to_json(compact=form == "compact"))
+        body = lineage.lineage_from(head).to_json(compact=form == "compact")
+        body["consumed"] = lineage.consumption(head)  # fixed at registration, like the chain
+        rendered = render_lineage(body)
         lineage.rendered.put(key, rendered)
     return Response(
         rendered,

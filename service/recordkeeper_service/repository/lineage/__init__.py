@@ -64,6 +64,7 @@ from recordkeeper_service.repository.lineage.assemble import (
     lineage_record,
     refs_of,
 )
+from recordkeeper_service.repository.lineage.consumption import consumption, record_consumption
 from recordkeeper_service.repository.lineage.epoch import bump_epoch
 from recordkeeper_service.repository.lineage.facts import VersionsShownCache
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, versions_in_use
@@ -106,6 +107,8 @@ class DataInput:
     version: str
     role: str = "train"
     splits: tuple[str, ...] | None = None
+    #: Records the segment read from it (steps * batch size); None: not counted.
+    records: int | None = None
 
 
 @dataclass(frozen=True)
@@ -415,6 +418,7 @@ class LineageRepository:
                         for v, s, r in sorted(triples)
                     ],
                 )
+            record_consumption(session, new_id, spec.data)
             record_event(
                 session,
                 actor,
@@ -595,6 +599,11 @@ class LineageRepository:
             lambda missing: queries.versions_shown(conn, missing),
         )
         return lineage_record(head.row, upstream, facts, states)
+
+    def consumption(self, head: LineageHead) -> list[dict[str, Any]]:
+        """How much of each version the chain of ``head``'s checkpoint read
+        (:func:`.consumption.consumption`)."""
+        return self._db.read(lambda conn: consumption(conn, head.row.id))
 
     def consumers(self, version_ref: str, *, transitive: bool = True) -> ConsumersRecord:
         """Checkpoints trained on the version ``version_ref`` (an alias is resolved now)."""

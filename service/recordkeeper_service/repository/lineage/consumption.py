@@ -1,0 +1,150 @@
+"""How much of the data a checkpoint saw: segment record counts and epochs along its chain.
+
+A registration's data entry may say how many records its segment read (``records``: counted by
+the tracked checkpoint manager as steps * batch size, or given).  :func:`record_consumption`
+stores them (``checkpoint_consumption``) beside the segment's ``checkpoint_data`` edges;
+:func:`consumption` answers for a checkpoint's whole parent chain:
+
+* per segment and (version, role): ``records``, the records of the splits that segment used
+  (``split_records``, from the version's shards) and ``epochs`` = records / split_records;
+* per (version, role) along the chain: the sums (``epochs`` is the sum of the segments'
+  epochs), and ``unknown_segments``: segments that used the version without counting (their
+  share is not guessed, so ``epochs`` is then a lower bound).
+
+Counts never change after registration, so the answer can be kept with the lineage answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, func, select
+from sqlalchemy.orm import Session
+
+from recordkeeper.core.errors import InvalidCheckpoint
+from recordkeeper.core.lineage import CheckpointRef
+from recordkeeper.core.refs import parse_reference
+from recordkeeper_service import models as m
+from recordkeeper_service.models.consumption import CheckpointConsumption
+from recordkeeper_service.repository.common import table_of
+from recordkeeper_service.repository.lineage import queries
+from recordkeeper_service.repository.resolve import find_version
+
+__all__ = ["consumption", "record_consumption"]
+
+
+def record_consumption(session: Session, checkpoint_id: int, entries: Sequence[Any]) -> None:
+    """Store the counted entries (``entry.records`` not None) of a new registration."""
+    rows: dict[tuple[int, str], int] = {}
+    for position, entry in enumerate(entries):
+        records = getattr(entry, "records", None)
+        if records is None:
+            continue
+        if isinstance(records, bool) or not isinstance(records, int) or records < 0:
+            raise InvalidCheckpoint(
+                f"data[{position}].records must be a non-negative integer, got {records!r}"
+            )
+        row = find_version(session, parse_reference(entry.version), published_only=True)
+        key = (row.id, entry.role)
+        rows[key] = rows.get(key, 0) + records
+    if rows:
+        session.execute(
+            table_of(CheckpointConsumption).insert(),
+            [
+                {"checkpoint_id": checkpoint_id, "version_id": v, "role": r, "records": n}
+                for (v, r), n in sorted(rows.items())
+            ],
+        )
+
+
+def _split_records(conn: Connection | Session, version_ids: Iterable[int]) -> dict[Any, int]:
+    ids = sorted(set(version_ids))
+    if not ids:
+        return {}
+    stmt = (
+        select(m.Shard.version_id, m.Shard.split, func.sum(m.Shard.record_count))
+        .where(m.Shard.version_id.in_(ids))
+        .group_by(m.Shard.version_id, m.Shard.split)
+    )
+    return {(v, s): int(n or 0) for v, s, n in conn.execute(stmt)}
+
+
+def consumption(conn: Connection, checkpoint_id: int) -> list[dict[str, Any]]:
+    """Per (version, role) along the chain of ``checkpoint_id``: records, epochs, segments
+    (see the module docstring), in the order the versions were first used (oldest first)."""
+    upstream = queries.upstream_rows(conn, checkpoint_id)
+    chain = {c.checkpoint_id: c for c in upstream.checkpoints}
+    if not chain:
+        return []
+    counted = {
+        (c, v, r): n
+        for c, v, r, n in conn.execute(
+            select(
+                CheckpointConsumption.checkpoint_id,
+                CheckpointConsumption.version_id,
+                CheckpointConsumption.role,
+                CheckpointConsumption.records,
+            ).where(CheckpointConsumption.checkpoint_id.in_(sorted(chain)))
+        )
+    }
+    splits: dict[tuple[int, int, str], list[str]] = {}
+    for c, v, s, r in upstream.edges:
+        splits.setdefault((c, v, r), []).append(s)
+    sizes = _split_records(conn, {v for _, v, _ in splits})
+    version_ids = sorted({v for _, v, _ in splits})
+    names: dict[int, str] = {
+        vid: name
+        for vid, name in conn.execute(
+            select(m.Version.id, m.Version.name).where(m.Version.id.in_(version_ids))
+        )
+    }
+    depth = {cid: i for i, cid in enumerate(_chain_order(chain, checkpoint_id))}
+    out: dict[tuple[int, str], dict[str, Any]] = {}
+    for (c, v, r), used in sorted(splits.items(), key=lambda kv: -depth.get(kv[0][0], 0)):
+        link = chain[c]
+        size = sum(sizes.get((v, s), 0) for s in used)
+        records = counted.get((c, v, r))
+        total = out.setdefault(
+            (v, r),
+            {
+                "version": names.get(v),
+                "role": r,
+                "records": 0,
+                "epochs": 0.0,
+                "counted_segments": 0,
+                "unknown_segments": 0,
+                "segments": [],
+            },
+        )
+        epochs = records / size if records is not None and size else None
+        total["segments"].append(
+            {
+                "checkpoint": str(CheckpointRef(link.model, link.checkpoint, link.run)),
+                "step": link.step,
+                "splits": sorted(used),
+                "split_records": size,
+                "records": records,
+                "epochs": epochs,
+            }
+        )
+        if records is None:
+            total["unknown_segments"] += 1
+        else:
+            total["counted_segments"] += 1
+            total["records"] += records
+            total["epochs"] += epochs or 0.0
+    return list(out.values())
+
+
+def _chain_order(chain: dict[int, queries.ChainRow], start: int) -> list[int]:
+    """The chain from ``start`` up to its root (depth 0 = ``start``)."""
+    order, seen, at = [], set(), start
+    while at in chain and at not in seen:
+        seen.add(at)
+        order.append(at)
+        parent = chain[at].parent_id
+        if parent is None:
+            break
+        at = parent
+    return order

@@ -1,0 +1,85 @@
+"""The record diff counted in C (``_speedups.record_diff_stream``) agrees with the pure-Python
+reference of ``recordkeeper.core.record_diff.diff_records`` (property tests, issue 25 item 3)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from recordkeeper import _native
+from recordkeeper.core.record_diff import diff_records
+
+W = 16
+SPLITS = ["test", "train", "validation"]
+
+if _native.speedups is None or not hasattr(_native.speedups, "record_diff_stream"):
+    if os.environ.get("CI") == "true":
+        raise RuntimeError("recordkeeper._speedups is not built")
+    pytest.skip("recordkeeper._speedups is not built here", allow_module_level=True)
+
+NATIVE = _native.speedups.record_diff_stream
+LOOKUP = _native.speedups.record_lookup_stream
+
+# Few distinct identities (so copies, moves and overlaps are common), some sharing prefixes.
+identity = st.sampled_from([bytes([i // 3]) * 8 + bytes([i]) * 8 for i in range(24)])
+shard = st.tuples(st.sampled_from(SPLITS), st.lists(identity, max_size=30))
+version = st.lists(shard, max_size=6)
+
+
+def chunks(ids: list[bytes], chunk: int) -> Iterator[bytes]:
+    body = b"".join(sorted(ids))
+    step = chunk * W
+    for i in range(0, len(body), step):
+        yield body[i : i + step]
+
+
+def streams(v: list[tuple[str, list[bytes]]], chunk: int) -> list[tuple[str, Iterator[bytes]]]:
+    return [(split, chunks(ids, chunk)) for split, ids in v]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=version, b=version, chunk=st.integers(1, 7), sample=st.integers(0, 4))
+def test_native_and_python_agree(
+    a: list[tuple[str, list[bytes]]], b: list[tuple[str, list[bytes]]], chunk: int, sample: int
+) -> None:
+    python = diff_records(streams(a, chunk), streams(b, chunk), W, sample=sample)
+    native = diff_records(streams(a, chunk), streams(b, chunk), W, sample=sample, native=NATIVE)
+    assert native.to_dict() == python.to_dict()
+
+
+def test_bad_sources_are_refused() -> None:
+    with pytest.raises(ValueError, match="whole identities"):
+        NATIVE([(0, iter([b"x" * 17]))], 1, W, 1)
+    with pytest.raises(ValueError, match="tag out of range"):
+        NATIVE([(2, iter([b"x" * 16]))], 1, W, 1)
+    with pytest.raises(TypeError):
+        NATIVE([(0,)], 1, W, 1)
+    with pytest.raises(ZeroDivisionError):  # an error inside a stream comes through
+
+        def failing() -> Iterator[bytes]:
+            yield b"x" * 16
+            raise ZeroDivisionError
+
+        NATIVE([(0, failing())], 1, W, 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(shards=st.lists(st.lists(identity, max_size=30), max_size=6), chunk=st.integers(1, 5))
+def test_lookup_native_and_python_write_the_same_file(
+    shards: list[list[bytes]], chunk: int
+) -> None:
+    import io
+
+    from recordkeeper.core.record_lookup import LookupShard, write_lookup
+
+    def build(native: object) -> bytes:
+        out = io.BytesIO()
+        rows = [(LookupShard("00" * 32, "11" * 32), chunks(ids, chunk)) for ids in shards]
+        write_lookup(rows, sum(map(len, shards)), "bytes", W, out.write, native=native)  # type: ignore[arg-type]
+        return out.getvalue()
+
+    assert build(LOOKUP) == build(None)
