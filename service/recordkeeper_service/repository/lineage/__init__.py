@@ -26,6 +26,7 @@ from recordkeeper.core.errors import (
     InvalidRequest,
     ModelNotFound,
 )
+from recordkeeper.core.limits import MAX_URI_LENGTH, is_valid_text
 from recordkeeper.core.lineage import (
     CHECKPOINT_STATES,
     CheckpointRef,
@@ -64,6 +65,11 @@ from recordkeeper_service.repository.lineage.assemble import (
     lineage_record,
     refs_of,
 )
+from recordkeeper_service.repository.lineage.data import (
+    HistoryCache,
+    derived_versions,
+    source_versions,
+)
 from recordkeeper_service.repository.lineage.epoch import bump_epoch
 from recordkeeper_service.repository.lineage.facts import VersionsShownCache
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, versions_in_use
@@ -71,6 +77,7 @@ from recordkeeper_service.repository.lineage.records import (
     CheckpointRecord,
     ConsumersRecord,
     GraphRecord,
+    ImpactRecord,
     LineageRecord,
     ModelCheckEntryRecord,
     ModelCheckRecord,
@@ -320,6 +327,24 @@ def _differences(
     return [name for name, same in checks.items() if not same]
 
 
+def _source_uri(value: str) -> str:
+    """A source URI as asked (``impact``): stripped, within the URI limit and the text
+    policy."""
+    text = value.strip()
+    if not text or len(text.encode()) > MAX_URI_LENGTH or not is_valid_text(text):
+        raise InvalidRequest(
+            f"source must be a URI of 1 to {MAX_URI_LENGTH} bytes of valid text, got {value!r}"
+        )
+    return text
+
+
+def _version_names(session: Session, ids: Sequence[int]) -> dict[int, str]:
+    if not ids:
+        return {}
+    rows = session.execute(select(m.Version.id, m.Version.name).where(m.Version.id.in_(ids)))
+    return {int(vid): str(name) for vid, name in rows}
+
+
 # -- the repository --------------------------------------------------------------------------
 
 
@@ -333,6 +358,8 @@ class LineageRepository:
         self.rendered = RenderedPages(max_bytes=cache_bytes)
         #: What upstream answers show of each version (facts kept, states per lineage epoch)
         self.versions_shown = VersionsShownCache()
+        #: What each version recorded of where it came from (immutable once committed)
+        self.histories = HistoryCache()
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -589,12 +616,16 @@ class LineageRepository:
         from :attr:`versions_shown` (states read after ``head.epoch`` was), so no transaction
         spans the reads."""
         upstream = queries.upstream_rows(conn, head.row.id)
-        facts, states = self.versions_shown.lookup(
-            {edge[1] for edge in upstream.edges},
-            head.epoch,
-            lambda missing: queries.versions_shown(conn, missing),
-        )
-        return lineage_record(head.row, upstream, facts, states)
+        trained = {edge[1] for edge in upstream.edges}
+
+        def shown(ids: set[int]) -> Any:
+            return self.versions_shown.lookup(
+                ids, head.epoch, lambda missing: queries.versions_shown(conn, missing)
+            )
+
+        facts, states = shown(trained)
+        history = self.histories.history(conn, trained, lambda ids: shown(ids)[1])
+        return lineage_record(head.row, upstream, facts, states, history)
 
     def consumers(self, version_ref: str, *, transitive: bool = True) -> ConsumersRecord:
         """Checkpoints trained on the version ``version_ref`` (an alias is resolved now)."""
@@ -679,6 +710,81 @@ class LineageRepository:
                 for s in shards
             )
             return ConsumersRecord(versions, consumer_records(session, direct, below), shard_json)
+
+    def impact(
+        self,
+        *,
+        version: str | None = None,
+        source: str | None = None,
+        prefix: bool = False,
+        transitive: bool = True,
+    ) -> ImpactRecord:
+        """What a version, or a raw source URI, affects: every version derived from it
+        (through parents, any depth) and every checkpoint trained on any of them (with
+        ``transitive``, also those restored or initialised from one).
+
+        ``source`` matches versions that recorded it exactly or recorded a prefix it lies
+        under (a file inside a recorded directory); ``prefix`` also matches sources recorded
+        under it.  A source no version recorded affects nothing (an empty answer, not 404).
+        """
+        version, source = version or None, source or None
+        if (version is None) == (source is None):
+            raise InvalidRequest("give exactly one of version= or source= (not empty)")
+        if source is not None:
+            source = _source_uri(source)
+        with self._db.transaction(write=False) as session:
+            matched: list[dict[str, Any]] = []
+            if version is not None:
+                start = [find_version(session, parse_reference(version)).id]
+            else:
+                assert source is not None
+                found = source_versions(session, source, prefix=prefix)
+                start = sorted({vid for vid, _, _ in found})
+                names = _version_names(session, start)
+                matched = [
+                    {"uri": uri, "version": names[vid], "identity_digest": digest}
+                    for vid, uri, digest in found
+                ]
+            rows, truncated = derived_versions(session, start)
+            ids = [r.id for r in rows]
+            shown = queries.versions_shown(session, ids)
+            versions = [
+                {
+                    "name": shown[r.id][0].version,
+                    "dataset": shown[r.id][0].dataset,
+                    "number": shown[r.id][0].number,
+                    "content_digest": shown[r.id][0].content_digest,
+                    "state": shown[r.id][1].state,
+                    **shown[r.id][1].data_json(),
+                    "depth": r.depth,
+                    "via": [
+                        {"version": shown[pid][0].version, "role": role}
+                        for pid, role in r.via
+                        if pid in shown
+                    ],
+                }
+                for r in sorted(rows, key=lambda r: (r.depth, shown[r.id][0].version))
+                if r.id in shown
+            ]
+            direct = queries.direct_consumers(session, ids)
+            below = (
+                queries.descendants(session, {r.checkpoint_id for r in direct})
+                if transitive
+                else []
+            )
+            used: dict[str, set[str]] = {}
+            refs = {r.checkpoint_id: CheckpointRef(r.model, r.checkpoint, r.run) for r in direct}
+            for checkpoint_id, version_id in queries.segment_versions(session, refs, ids):
+                used.setdefault(str(refs[checkpoint_id]), set()).add(shown[version_id][0].version)
+            target = {"version": version, "source": source, "prefix": bool(prefix and source)}
+            return ImpactRecord(
+                target,
+                tuple(matched),
+                tuple(versions),
+                consumer_records(session, direct, below),
+                {ref: tuple(sorted(names)) for ref, names in used.items()},
+                truncated,
+            )
 
     def check_model(self, ref: str | CheckpointRef, data: Sequence[str] = ()) -> ModelCheckRecord:
         """Compare the serving inputs recorded with ``ref``'s SavedModel exports with the schema

@@ -66,6 +66,7 @@ __all__ = [
     "direct_consumers",
     "in_use",
     "segment_data_rows",
+    "segment_versions",
     "upstream_rows",
     "versions_shown",
 ]
@@ -553,3 +554,19 @@ def in_use(session: Session, version_ids: Iterable[int]) -> set[int]:
         return set()
     stmt = select(_cd.c.version_id).where(_cd.c.version_id.in_(wanted)).distinct()
     return set(_conn(session).scalars(stmt))
+
+
+def segment_versions(
+    session: Session, checkpoint_ids: Iterable[int], version_ids: Iterable[int]
+) -> list[tuple[int, int]]:
+    """``(checkpoint id, version id)`` of the segments of ``checkpoint_ids`` that used one of
+    ``version_ids`` (primary key lookups)."""
+    ckpts, versions = sorted(set(checkpoint_ids)), sorted(set(version_ids))
+    if not ckpts or not versions:
+        return []
+    stmt = (
+        select(_cd.c.checkpoint_id, _cd.c.version_id)
+        .where(_cd.c.checkpoint_id.in_(ckpts), _cd.c.version_id.in_(versions))
+        .distinct()
+    )
+    return [(int(c), int(v)) for c, v in _conn(session).execute(stmt)]
