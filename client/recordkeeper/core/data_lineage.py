@@ -108,7 +108,7 @@ def describe(entry: HistoryEntry) -> str:
     """``coco@v3 ← coco@v2 + add_person @ 3f2a9c1 ← gs://raw/coco/annotations.json``: the
     version, its parents (roles other than base in brackets), its desc and commit, its sources.
     A version that recorded nothing of where it came from reads ``coco@v1 (no provenance)``."""
-    parts = [entry.ref]
+    head = entry.ref
     inputs = []
     for parent in entry.parents:
         text = _short_ref(str(parent["dataset"]), parent.get("number"), str(parent["version"]))
@@ -118,12 +118,14 @@ def describe(entry: HistoryEntry) -> str:
     if entry.desc:
         change = f"{change} + {entry.desc}" if change else entry.desc
     if entry.commit:
-        change = f"{change} @ {entry.commit}" if change else f"@ {entry.commit}"
-    if change:
-        parts.append(change)
+        if change:
+            change = f"{change} @ {entry.commit}"
+        else:
+            head = f"{head} @ {entry.commit}"
+    parts = [head, change] if change else [head]
     if entry.sources:
         parts.append(", ".join(str(s["uri"]) for s in entry.sources))
-    if len(parts) == 1:
+    if len(parts) == 1 and head == entry.ref:
         return f"{entry.ref} (no provenance)"
     return " ← ".join(parts)
 

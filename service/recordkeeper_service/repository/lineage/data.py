@@ -308,7 +308,7 @@ def source_versions(
     """``(version id, recorded uri, identity digest)`` of the versions whose sources hold
     ``uri``: recorded as it, or as a prefix it lies under; with ``prefix``, also any source
     recorded under it.  Index lookups on ``ix_version_sources_uri``."""
-    clauses = [_vs.c.uri.in_(source_candidates(uri))]
+    clauses: list[Any] = [_vs.c.uri.in_(source_candidates(uri))]
     if prefix:
         clauses.append(_vs.c.uri.startswith(uri, autoescape=True))
     rows = _conn(session).execute(

@@ -127,9 +127,9 @@ def _step(
             ).all()
             cut |= len(raw) == max_rows
             for version, uri in raw:
-                source = ("source", uri)
-                edges.setdefault((source, ("version", version), "source_of", None), set())
-                reached.add(source)
+                raw_node: NodeKey = ("source", uri)
+                edges.setdefault((raw_node, ("version", version), "source_of", None), set())
+                reached.add(raw_node)
     return reached, cut
 
 
@@ -291,11 +291,11 @@ def _neighbour_counts(session: Session, nodes: set[NodeKey]) -> dict[NodeKey, tu
             .group_by(VersionParent.parent_id)
         ):
             down[("version", pid)] += int(children)
-    sources = _ids(nodes, "source")
-    if sources:
+    uris = _ids(nodes, "source")
+    if uris:
         for uri, versions_from in session.execute(
             select(VersionSource.uri, func.count(distinct(VersionSource.version_id)))
-            .where(VersionSource.uri.in_(sources))
+            .where(VersionSource.uri.in_(uris))
             .group_by(VersionSource.uri)
         ):
             down[("source", uri)] += int(versions_from)
