@@ -1032,13 +1032,17 @@ def lineage_graph(
     version: Any = None,
     depth: int = 3,
     direction: Direction = "both",
+    source: str | None = None,
 ) -> LineageGraph:
-    """The lineage graph around a checkpoint or a version, ``depth`` hops each way."""
-    if (checkpoint is None) == (version is None):
-        raise InvalidCheckpoint("give exactly one of checkpoint= or version=")
+    """The lineage graph around a checkpoint, a version or a recorded raw source URI,
+    ``depth`` hops each way (versions' parents and sources included)."""
+    if sum(x is not None for x in (checkpoint, version, source)) != 1:
+        raise InvalidCheckpoint("give exactly one of checkpoint=, version= or source=")
     params: dict[str, Any] = {"depth": depth, "direction": direction}
     if checkpoint is not None:
         params["checkpoint"] = str(parse_checkpoint_ref(checkpoint))
+    elif source is not None:
+        params["source"] = source
     else:
         params["version"] = _version_ref(version, "lineage_graph")
     return LineageGraph.from_dict(http.api("GET", "/lineage/graph", params=params))

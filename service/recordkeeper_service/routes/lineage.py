@@ -725,6 +725,10 @@ async def lineage_graph(
         str | None, Query(description="model/checkpoint or model@run/checkpoint")
     ] = None,
     version: Annotated[str | None, Query(description="a version reference")] = None,
+    source: Annotated[
+        str | None,
+        Query(max_length=4096, description="a raw source URI exactly as a version recorded it"),
+    ] = None,
     depth: Annotated[int, Query(ge=1, le=MAX_GRAPH_DEPTH)] = 3,
     direction: Literal["upstream", "downstream", "both"] = "both",
     limit: Annotated[
@@ -737,12 +741,14 @@ async def lineage_graph(
         ),
     ] = GRAPH_NODES,
 ) -> Response:
-    """Nodes and edges within ``depth`` hops of one checkpoint or version (at most ``limit``
-    nodes: a version with thousands of consumers costs no more than ``limit`` of them)."""
+    """Nodes and edges within ``depth`` hops of one checkpoint, version or recorded raw source
+    (at most ``limit`` nodes: a version with thousands of consumers costs no more than
+    ``limit`` of them)."""
     graph = partial(
         repository.lineage.graph,
         checkpoint=checkpoint,
         version=version,
+        source=source,
         depth=depth,
         direction=direction,
         max_nodes=limit,

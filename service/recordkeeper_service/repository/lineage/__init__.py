@@ -831,12 +831,13 @@ class LineageRepository:
         depth: int = 3,
         direction: str = "both",
         max_nodes: int = GRAPH_NODES,
+        source: str | None = None,
     ) -> GraphRecord:
-        """Nodes and edges within ``depth`` hops of one checkpoint or version."""
+        """Nodes and edges within ``depth`` hops of one checkpoint, version or raw source."""
         from recordkeeper_service.repository.lineage.graph import build_graph
 
-        if (checkpoint is None) == (version is None):
-            raise InvalidRequest("give exactly one of checkpoint= or version=")
+        if sum(x is not None for x in (checkpoint, version, source)) != 1:
+            raise InvalidRequest("give exactly one of checkpoint=, version= or source=")
         if not 1 <= max_nodes <= MAX_GRAPH_NODES:
             raise InvalidRequest(f"limit must be between 1 and {MAX_GRAPH_NODES}, got {max_nodes}")
         if not 1 <= depth <= MAX_GRAPH_DEPTH:
@@ -846,8 +847,14 @@ class LineageRepository:
                 f"direction must be upstream, downstream or both, got {direction!r}"
             )
         with self._db.transaction(write=False) as session:
+            root: tuple[str, Any]
             if checkpoint is not None:
                 root = ("checkpoint", _checkpoint_row(session, parse_checkpoint_ref(checkpoint)).id)
+            elif source is not None:
+                uri = _source_uri(source)
+                if not source_versions(session, uri):
+                    raise InvalidRequest(f"no version recorded the source {uri!r}")
+                root = ("source", uri)
             else:
                 root = ("version", find_version(session, parse_reference(str(version))).id)
             return build_graph(session, root, depth=depth, direction=direction, max_nodes=max_nodes)

@@ -113,21 +113,33 @@ def _parents_stmt() -> Select[Any]:
     )
 
 
-def _load(session: Reader, ids: Collection[int]) -> dict[int, HistoryFacts]:
-    """Facts of ``ids`` and of all their ancestors: two statements."""
+@functools.cache
+def _documents_stmt() -> Select[Any]:
+    return select(_prov.c.version_id, _prov.c.document).where(
+        _prov.c.version_id.in_(bindparam("ids", expanding=True))
+    )
+
+
+def _load(session: Reader, ids: Collection[int]) -> dict[int, HistoryFacts | None]:
+    """Facts of ``ids`` and of all their ancestors; ``None`` for a version that recorded no
+    provenance (most versions a long chain trained on: one primary-key probe each, nothing
+    more).  At most three statements."""
     conn = _conn(session)
-    rows = conn.execute(_ancestry_stmt(), {"ids": sorted(ids)}).all()
+    recorded = {int(vid) for vid, _ in conn.execute(_documents_stmt(), {"ids": sorted(ids)}).all()}
+    out: dict[int, HistoryFacts | None] = {vid: None for vid in ids if vid not in recorded}
+    if not recorded:
+        return out
+    rows = conn.execute(_ancestry_stmt(), {"ids": sorted(recorded)}).all()
     with_parents = [r[0] for r in rows if r[6] is not None and r[6].get("parents")]
     parents: dict[int, list[tuple[int, str]]] = {}
     if with_parents:
         for vid, pid, role in conn.execute(_parents_stmt(), {"ids": sorted(with_parents)}):
             parents.setdefault(vid, []).append((int(pid), str(role)))
-    return {
-        int(vid): HistoryFacts(
+    for vid, name, dataset, number, desc, digest, document in rows:
+        out[int(vid)] = HistoryFacts(
             name, dataset, number, desc, digest, tuple(parents.get(vid, ())), document
         )
-        for vid, name, dataset, number, desc, digest, document in rows
-    }
+    return out
 
 
 class HistoryCache:
@@ -140,13 +152,14 @@ class HistoryCache:
 
     def __init__(self, max_versions: int = DEFAULT_MAX_HISTORY) -> None:
         self._max = max(0, max_versions)
-        self._facts: dict[int, HistoryFacts] = {}
+        #: ``None``: the version recorded no provenance (nothing to walk from it)
+        self._facts: dict[int, HistoryFacts | None] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._facts)
 
-    def facts(self, session: Reader, ids: Collection[int]) -> Mapping[int, HistoryFacts]:
+    def facts(self, session: Reader, ids: Collection[int]) -> Mapping[int, HistoryFacts | None]:
         """Facts of ``ids`` and every ancestor (those kept, plus one load for the others)."""
         kept = self._facts
         missing = {vid for vid in ids if vid not in kept}
@@ -189,7 +202,8 @@ class HistoryCache:
             level += 1
             following: list[int] = []
             for vid in frontier:
-                for pid, _role in facts[vid].parent_ids:
+                known = facts[vid]
+                for pid, _role in known.parent_ids if known is not None else ():
                     if pid in depth:
                         continue
                     if len(depth) >= limit:
@@ -200,11 +214,13 @@ class HistoryCache:
             absent = [pid for pid in following if pid not in facts]
             if absent:  # the kept facts started again meanwhile: read them (and theirs)
                 facts = {**facts, **_load(session, absent)}
-            frontier = [pid for pid in following if pid in facts]
+            frontier = [pid for pid in following if facts.get(pid) is not None]
         shown = states(set(depth)) if states is not None and depth else None
-        entries = [
-            _entry(vid, facts[vid], d, facts, shown) for vid, d in depth.items() if vid in facts
-        ]
+        entries = []
+        for vid, d in depth.items():
+            known = facts.get(vid)
+            if known is not None:
+                entries.append(_entry(vid, known, d, facts, shown))
         return DataHistory(tuple(order_history(entries)), truncated)
 
 
@@ -216,7 +232,7 @@ def _entry(
     vid: int,
     f: HistoryFacts,
     depth: int,
-    facts: Mapping[int, HistoryFacts],
+    facts: Mapping[int, HistoryFacts | None],
     states: Mapping[int, VersionState] | None,
 ) -> HistoryEntry:
     document = f.document or {}

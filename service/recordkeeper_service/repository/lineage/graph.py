@@ -100,6 +100,18 @@ def _step(
             source, target = ("version", version), ("checkpoint", ckpt)
             edges.setdefault((source, target, "trained_on", role), set()).add(split)
             reached.add(source if upstream else target)
+    uris = _ids(frontier, "source")
+    if uris and not upstream:  # a raw source's downstream: the versions that recorded it
+        recorded = session.execute(
+            select(VersionSource.version_id, VersionSource.uri)
+            .where(VersionSource.uri.in_(uris))
+            .order_by(VersionSource.version_id, VersionSource.position)
+            .limit(max_rows)
+        ).all()
+        cut |= len(recorded) == max_rows
+        for version, uri in recorded:
+            edges.setdefault((("source", uri), ("version", version), "source_of", None), set())
+            reached.add(("version", version))
     if versions:
         # the data's own history: parent version → derived version, raw source → version
         link = (
