@@ -234,7 +234,7 @@ def _load_data_chain(
         copy.write_row((dataset_id, DEEP, "", n + 1, now, "bench"))
     names = [format_version_name(DEEP, day, k, f"change_{k}") for k in range(1, n + 1)]
     with cur.copy(
-        "COPY versions (id, dataset_id, number, name, date, desc, convention, state, "
+        'COPY versions (id, dataset_id, number, name, date, "desc", convention, state, '
         "storage_prefix, content_digest, record_count, shard_count, size, metadata, "
         "created_at, created_by, committed_at) FROM STDIN"
     ) as copy:
