@@ -369,6 +369,29 @@ def hop_by_hop(db: Database, ref: tuple[int, int]) -> set[int]:
     return versions
 
 
+def _history_only(
+    db: Database, repo: LineageRepository, tips: list[str]
+) -> tuple[list[float], list[float]]:
+    """Milliseconds of ``HistoryCache.history`` alone per tip: cold (a fresh cache) and warm."""
+    from recordkeeper_service.repository.lineage import queries
+    from recordkeeper_service.repository.lineage.data import HistoryCache
+
+    cold: list[float] = []
+    warm: list[float] = []
+    for tip in tips:
+        head = repo.lineage_head(tip)
+
+        def work(conn: Any, row_id: int = head.row.id) -> None:
+            ids = {edge[1] for edge in queries.upstream_rows(conn, row_id).edges}
+            for cache, times in ((HistoryCache(), cold), (repo.histories, warm)):
+                start = time.perf_counter()
+                cache.history(conn, ids)
+                times.append((time.perf_counter() - start) * 1000)
+
+        db.read(work)
+    return cold, warm
+
+
 def _over_http(
     url: str,
     tips: list[str],
@@ -513,6 +536,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         "transitive_p50_ms": summary(tr)["p50_ms"],
                     }
                 )
+            # The data history's share of an upstream answer, alone: for each tip's ~950
+            # versions, walked with an empty per-process cache (a worker's first sight of
+            # them) and with the repository's warm one.
+            history_cold, history_warm = _history_only(db, repo, tips)
             http = (
                 {
                     "own_process": _over_http(url, tips, versions, args, own_process=True),
@@ -553,6 +580,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "checkpoints_mean": round(statistics.mean(trans_r), 1),
         },
         "peer_hop_by_hop_upstream": {**summary(peer_t), "queries": peer_n},
+        "history_only_cold": summary(history_cold),
+        "history_only_warm": summary(history_warm),
         "http_client": http,
         "ml_metadata": _mlmd(args, tips, picks) if args.mlmd else None,
         "queries": n,
@@ -595,6 +624,8 @@ def print_table(result: dict[str, Any]) -> None:
         ("downstream, direct: consumers(version)", result["downstream_direct"]),
         ("downstream, transitive: + descendants", result["downstream_transitive"]),
         ("peer: upstream hop by hop", result["peer_hop_by_hop_upstream"]),
+        ("data history alone, cold per-process cache", result["history_only_cold"]),
+        ("data history alone, warm cache", result["history_only_warm"]),
     ]
     print()
     print("| query | p50 ms | p99 ms |")

@@ -83,7 +83,11 @@ class DataHistory(NamedTuple):
 def _ancestry_stmt() -> Select[Any]:
     """Every version from ``ids`` up their parents (recursive, ``UNION``), with its facts and
     provenance document."""
-    anc = select(_v.c.id.label("id")).where(_v.c.id.in_(bindparam("ids", expanding=True)))
+    # anchored on version_provenance: of the versions asked about, only those that recorded
+    # provenance start a walk (one primary-key probe each for the others, in this statement)
+    anc = select(_prov.c.version_id.label("id")).where(
+        _prov.c.version_id.in_(bindparam("ids", expanding=True))
+    )
     anc_cte = anc.cte("anc", recursive=True)
     up = select(_vp.c.parent_id).join(anc_cte, _vp.c.version_id == anc_cte.c.id)
     anc_cte = anc_cte.union(up)
@@ -113,23 +117,16 @@ def _parents_stmt() -> Select[Any]:
     )
 
 
-@functools.cache
-def _documents_stmt() -> Select[Any]:
-    return select(_prov.c.version_id, _prov.c.document).where(
-        _prov.c.version_id.in_(bindparam("ids", expanding=True))
-    )
-
-
 def _load(session: Reader, ids: Collection[int]) -> dict[int, HistoryFacts | None]:
     """Facts of ``ids`` and of all their ancestors; ``None`` for a version that recorded no
     provenance (most versions a long chain trained on: one primary-key probe each, nothing
-    more).  At most three statements."""
+    more).  One statement, and one more for the parent links when some version has parents."""
     conn = _conn(session)
-    recorded = {int(vid) for vid, _ in conn.execute(_documents_stmt(), {"ids": sorted(ids)}).all()}
-    out: dict[int, HistoryFacts | None] = {vid: None for vid in ids if vid not in recorded}
-    if not recorded:
+    rows = conn.execute(_ancestry_stmt(), {"ids": sorted(ids)}).all()
+    found = {int(r[0]) for r in rows}
+    out: dict[int, HistoryFacts | None] = {vid: None for vid in ids if vid not in found}
+    if not rows:
         return out
-    rows = conn.execute(_ancestry_stmt(), {"ids": sorted(recorded)}).all()
     with_parents = [r[0] for r in rows if r[6] is not None and r[6].get("parents")]
     parents: dict[int, list[tuple[int, str]]] = {}
     if with_parents:
