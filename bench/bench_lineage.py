@@ -372,7 +372,8 @@ def hop_by_hop(db: Database, ref: tuple[int, int]) -> set[int]:
 def _history_only(
     db: Database, repo: LineageRepository, tips: list[str]
 ) -> tuple[list[float], list[float]]:
-    """Milliseconds of ``HistoryCache.history`` alone per tip: cold (a fresh cache) and warm."""
+    """Milliseconds of ``HistoryCache.history`` alone per tip, from the versions the walk
+    found to have recorded provenance: cold (a fresh cache) and warm."""
     from recordkeeper_service.repository.lineage import queries
     from recordkeeper_service.repository.lineage.data import HistoryCache
 
@@ -382,7 +383,7 @@ def _history_only(
         head = repo.lineage_head(tip)
 
         def work(conn: Any, row_id: int = head.row.id) -> None:
-            ids = {edge[1] for edge in queries.upstream_rows(conn, row_id).edges}
+            ids = queries.upstream_rows(conn, row_id).recorded  # as the repository asks
             for cache, times in ((HistoryCache(), cold), (repo.histories, warm)):
                 start = time.perf_counter()
                 cache.history(conn, ids)

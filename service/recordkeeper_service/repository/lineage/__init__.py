@@ -624,7 +624,8 @@ class LineageRepository:
             )
 
         facts, states = shown(trained)
-        history = self.histories.history(conn, trained, lambda ids: shown(ids)[1])
+        # the walk said which versions recorded provenance: the history starts from those
+        history = self.histories.history(conn, upstream.recorded, lambda ids: shown(ids)[1])
         return lineage_record(head.row, upstream, facts, states, history)
 
     def consumers(self, version_ref: str, *, transitive: bool = True) -> ConsumersRecord:

@@ -81,8 +81,14 @@ class DataHistory(NamedTuple):
 
 @functools.cache
 def _ancestry_stmt() -> Select[Any]:
-    """Every version from ``ids`` up their parents (recursive, ``UNION``), with its facts and
-    provenance document."""
+    """The ids of the versions of ``ids`` that recorded provenance and of every version up
+    their parents (recursive, ``UNION``: a corrupted cyclic table still terminates).
+
+    Only ids: PostgreSQL estimates a recursive CTE at a fixed size and, joined to ``versions``
+    in the same statement, hash-joins the whole table (a sequential scan of every version, tens
+    of milliseconds at 10,000 versions); :func:`_facts_stmt` then reads the few found by
+    primary key.
+    """
     # anchored on version_provenance: of the versions asked about, only those that recorded
     # provenance start a walk (one primary-key probe each for the others, in this statement)
     anc = select(_prov.c.version_id.label("id")).where(
@@ -91,6 +97,12 @@ def _ancestry_stmt() -> Select[Any]:
     anc_cte = anc.cte("anc", recursive=True)
     up = select(_vp.c.parent_id).join(anc_cte, _vp.c.version_id == anc_cte.c.id)
     anc_cte = anc_cte.union(up)
+    return select(anc_cte.c.id)
+
+
+@functools.cache
+def _facts_stmt() -> Select[Any]:
+    """Facts and provenance document of versions by id (primary-key look-ups)."""
     return (
         select(
             _v.c.id,
@@ -101,10 +113,9 @@ def _ancestry_stmt() -> Select[Any]:
             _v.c.content_digest,
             _prov.c.document,
         )
-        .select_from(anc_cte)
-        .join(_v, _v.c.id == anc_cte.c.id)
         .join(_ds, _ds.c.id == _v.c.dataset_id)
         .outerjoin(_prov, _prov.c.version_id == _v.c.id)
+        .where(_v.c.id.in_(bindparam("ids", expanding=True)))
     )
 
 
@@ -120,13 +131,13 @@ def _parents_stmt() -> Select[Any]:
 def _load(session: Reader, ids: Collection[int]) -> dict[int, HistoryFacts | None]:
     """Facts of ``ids`` and of all their ancestors; ``None`` for a version that recorded no
     provenance (most versions a long chain trained on: one primary-key probe each, nothing
-    more).  One statement, and one more for the parent links when some version has parents."""
+    more).  One statement when none did; else two more (facts by id, parent links)."""
     conn = _conn(session)
-    rows = conn.execute(_ancestry_stmt(), {"ids": sorted(ids)}).all()
-    found = {int(r[0]) for r in rows}
+    found = {int(vid) for (vid,) in conn.execute(_ancestry_stmt(), {"ids": sorted(ids)})}
     out: dict[int, HistoryFacts | None] = {vid: None for vid in ids if vid not in found}
-    if not rows:
+    if not found:
         return out
+    rows = conn.execute(_facts_stmt(), {"ids": sorted(found)}).all()
     with_parents = [r[0] for r in rows if r[6] is not None and r[6].get("parents")]
     parents: dict[int, list[tuple[int, str]]] = {}
     if with_parents:

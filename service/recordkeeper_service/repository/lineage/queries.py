@@ -47,6 +47,7 @@ from sqlalchemy.orm import Session
 from recordkeeper_service import models as m
 from recordkeeper_service.domain import data_state_json
 from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
+from recordkeeper_service.models.provenance import VersionProvenance
 from recordkeeper_service.repository.lineage.epoch import epoch_column
 
 __all__ = [
@@ -77,6 +78,7 @@ _md = Model.__table__
 _run = Run.__table__
 _v = m.Version.__table__
 _ds = m.Dataset.__table__
+_prov = VersionProvenance.__table__
 
 
 class CheckpointRow(NamedTuple):
@@ -121,10 +123,12 @@ Edge = tuple[int, int, str, str]
 
 
 class Upstream(NamedTuple):
-    """The upstream walk from one checkpoint: the chain's checkpoints and their edges."""
+    """The upstream walk from one checkpoint: the chain's checkpoints and their edges, and
+    which of the edges' versions recorded provenance (where the data history starts)."""
 
     checkpoints: list[ChainRow]
     edges: list[Edge]
+    recorded: frozenset[int] = frozenset()
 
 
 class VersionFacts(NamedTuple):
@@ -358,6 +362,8 @@ def _upstream_stmt() -> CompoundSelect[Any]:
         .join(_md, _md.c.id == c.c.model_id)
         .join(_run, _run.c.id == c.c.run_id)
     )
+    # an edge row carries, in the step column's place, its version's id when that version
+    # recorded provenance (a primary-key probe): the data history walks from those only
     edges = (
         select(
             literal_column("1"),
@@ -366,13 +372,14 @@ def _upstream_stmt() -> CompoundSelect[Any]:
             _cd.c.split,
             _cd.c.role,
             null(),
-            null(),
+            _prov.c.version_id,
             null(),
             null(),
             null(),
         )
         .select_from(chain)
         .join(_cd, _cd.c.checkpoint_id == chain.c.id)
+        .outerjoin(_prov, _prov.c.version_id == _cd.c.version_id)
     )
     return union_all(checkpoints, edges)
 
@@ -420,6 +427,7 @@ def upstream_rows(session: Reader, checkpoint_id: int) -> Upstream:
     return Upstream(
         [ChainRow._make(r[1:]) for r in rows if not r[0]],
         [r[1:5] for r in rows if r[0]],
+        frozenset(r[2] for r in rows if r[0] and r[6] is not None),
     )
 
 
