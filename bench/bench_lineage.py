@@ -6,7 +6,11 @@ Builds, in a scratch database (``rk_lineage_bench_<random>``, dropped afterwards
 * 10,000 committed versions (100 datasets x 100 versions),
 * 1,000 models, each a chain of 100 checkpoints, every one restored from the previous,
 * each checkpoint's segment trained on 10 versions drawn uniformly → 1,000,000 lineage edges;
-  a chain's union then holds ~950 distinct versions.
+  a chain's union then holds ~950 distinct versions;
+* in front of it, a chain of 50 derived versions (``--data-chain``; dataset ``deep``, each a
+  change of the one before, with a source, a producer commit and params) whose tip every
+  model's first checkpoint also trained on: every upstream answer carries that whole data
+  history (asserted complete, over HTTP too).
 
 The schema comes from the Alembic migrations (``recordkeeper db upgrade``), the rows are loaded
 with ``COPY``, and the timed calls are the service's own repository methods — the code a REST
@@ -177,6 +181,8 @@ def load(db: Database, args: argparse.Namespace, rng: random.Random) -> dict[str
                         graph.write(f"{cid} {parent} {' '.join(map(str, drawn))}\n")
             if graph is not None:
                 graph.close()
+            deep = _load_data_chain(cur, args, now, day, n_datasets, rng)
+            edges += deep
             for table in ("datasets", "versions", "models", "runs", "checkpoints"):
                 cur.execute(
                     f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
@@ -191,12 +197,129 @@ def load(db: Database, args: argparse.Namespace, rng: random.Random) -> dict[str
     finally:
         raw.close()
     return {
-        "versions": args.versions,
+        "versions": args.versions + args.data_chain,
         "models": args.models,
         "checkpoints": args.models * args.chain,
         "edges": edges,
+        "data_chain": args.data_chain,
         "load_seconds": round(time.perf_counter() - started, 1),
     }
+
+
+#: The dataset of the chain of derived versions in front of the checkpoint graph.
+DEEP = "deep"
+
+
+def _load_data_chain(
+    cur: Any,
+    args: argparse.Namespace,
+    now: datetime.datetime,
+    day: datetime.date,
+    n_datasets: int,
+    rng: random.Random,
+) -> int:
+    """A chain of ``--data-chain`` derived versions of dataset ``deep`` — v1 from a raw source,
+    each next one a change of the one before (parent role ``base``), each with a producer
+    commit, params and a source — whose tip every model's first checkpoint also trained on: the
+    upstream answer of every tip checkpoint then walks the whole data chain too.  Returns the
+    lineage edges added (one per model)."""
+    n = args.data_chain
+    if n <= 0:
+        return 0
+    dataset_id = n_datasets + 1
+    first = args.versions + 1
+    with cur.copy(
+        "COPY datasets (id, name, description, next_number, created_at, created_by) FROM STDIN"
+    ) as copy:
+        copy.write_row((dataset_id, DEEP, "", n + 1, now, "bench"))
+    names = [format_version_name(DEEP, day, k, f"change_{k}") for k in range(1, n + 1)]
+    with cur.copy(
+        'COPY versions (id, dataset_id, number, name, date, "desc", convention, state, '
+        "storage_prefix, content_digest, record_count, shard_count, size, metadata, "
+        "created_at, created_by, committed_at) FROM STDIN"
+    ) as copy:
+        for k, name in enumerate(names, 1):
+            copy.write_row(
+                (
+                    first + k - 1,
+                    dataset_id,
+                    k,
+                    name,
+                    day,
+                    f"change_{k}",
+                    "rk1",
+                    "committed",
+                    f"file:///bench/{DEEP}/{name}/",
+                    f"sha256:{rng.getrandbits(256):064x}",
+                    1000,
+                    1,
+                    1000,
+                    "{}",
+                    now,
+                    "bench",
+                    now,
+                )
+            )
+    with cur.copy(
+        "COPY version_provenance (version_id, document, params_digest, producer_commit, "
+        "recorded_at, recorded_by) FROM STDIN"
+    ) as copy:
+        for k in range(1, n + 1):
+            commit = f"{rng.getrandbits(160):040x}"
+            params_digest = f"sha256:{rng.getrandbits(256):064x}"
+            parents = (
+                [{"name": names[k - 2], "dataset": DEEP, "number": k - 1, "role": "base"}]
+                if k > 1
+                else []
+            )
+            document = {
+                "parents": parents,
+                "sources": [
+                    {
+                        "uri": f"gs://raw/{DEEP}/annotations-{k}.json",
+                        "identity": {
+                            "method": "listing",
+                            "digest": f"sha256:{rng.getrandbits(256):064x}",
+                            "files": 1,
+                            "size": 4096,
+                        },
+                    }
+                ],
+                "producer": {
+                    "vcs": "git",
+                    "commit": commit,
+                    "remote": "https://git.example.com/prep.git",
+                    "branch": "main",
+                    "dirty": False,
+                    "diff_digest": None,
+                    "entry": "prep.py",
+                },
+                "params": {"k": k},
+                "params_digest": params_digest,
+                "command": None,
+                "environment": None,
+                "note": None,
+            }
+            copy.write_row(
+                (first + k - 1, json.dumps(document), params_digest, commit, now, "bench")
+            )
+    with cur.copy(
+        "COPY version_parents (version_id, position, parent_id, role) FROM STDIN"
+    ) as copy:
+        for k in range(2, n + 1):
+            copy.write_row((first + k - 1, 0, first + k - 2, "base"))
+    with cur.copy(
+        "COPY version_sources (version_id, position, uri, identity_digest) FROM STDIN"
+    ) as copy:
+        for k in range(1, n + 1):
+            copy.write_row((first + k - 1, 0, f"gs://raw/{DEEP}/annotations-{k}.json", None))
+    tip = first + n - 1
+    with cur.copy(
+        "COPY checkpoint_data (checkpoint_id, version_id, split, role) FROM STDIN"
+    ) as copy:
+        for k in range(1, args.models + 1):
+            copy.write_row(((k - 1) * args.chain + 1, tip, "train", "train"))
+    return args.models
 
 
 def timed(
@@ -246,6 +369,30 @@ def hop_by_hop(db: Database, ref: tuple[int, int]) -> set[int]:
     return versions
 
 
+def _history_only(
+    db: Database, repo: LineageRepository, tips: list[str]
+) -> tuple[list[float], list[float]]:
+    """Milliseconds of ``HistoryCache.history`` alone per tip, from the versions the walk
+    found to have recorded provenance: cold (a fresh cache) and warm."""
+    from recordkeeper_service.repository.lineage import queries
+    from recordkeeper_service.repository.lineage.data import HistoryCache
+
+    cold: list[float] = []
+    warm: list[float] = []
+    for tip in tips:
+        head = repo.lineage_head(tip)
+
+        def work(conn: Any, row_id: int = head.row.id) -> None:
+            ids = queries.upstream_rows(conn, row_id).recorded  # as the repository asks
+            for cache, times in ((HistoryCache(), cold), (repo.histories, warm)):
+                start = time.perf_counter()
+                cache.history(conn, ids)
+                times.append((time.perf_counter() - start) * 1000)
+
+        db.read(work)
+    return cold, warm
+
+
 def _over_http(
     url: str,
     tips: list[str],
@@ -283,8 +430,13 @@ def _over_http(
         # First request per checkpoint: the service computes and renders the answer (it keeps
         # it, keyed by checkpoint and lineage epoch).  Then the same checkpoints again: each
         # answer is one the service holds (nothing changed in between).
-        first, first_r = timed(client.lineage, tips, lambda r: len(set(r.versions)))
-        again, again_r = timed(client.lineage, tips, lambda r: len(set(r.versions)))
+        first, first_r = timed(
+            client.lineage, tips, lambda r: (len(set(r.versions)), len(r.history))
+        )
+        again, again_r = timed(
+            client.lineage, tips, lambda r: (len(set(r.versions)), len(r.history))
+        )
+        assert all(h == args.data_chain for _, h in first_r), "a data history is incomplete"
         assert again_r == first_r, "a held answer differs from the first"
         down, down_r = timed(
             lambda v: client.consumers(v, transitive=False), versions, lambda r: len(r.checkpoints)
@@ -293,11 +445,12 @@ def _over_http(
         "service": "recordkeeper serve, 1 worker" if own_process else "in the bench's process",
         "upstream_first": {
             **summary(first),
-            "distinct_versions_mean": round(statistics.mean(first_r), 1),
+            "distinct_versions_mean": round(statistics.mean(d for d, _ in first_r), 1),
+            "history_versions": args.data_chain,
         },
         "upstream_again": {
             **summary(again),
-            "distinct_versions_mean": round(statistics.mean(again_r), 1),
+            "distinct_versions_mean": round(statistics.mean(d for d, _ in again_r), 1),
         },
         "downstream_direct": {
             **summary(down),
@@ -359,7 +512,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             trans_t: list[float] = []
             rounds: list[dict[str, float]] = []
             for _ in range(args.rounds):
-                t, up_r = timed(repo.lineage, tips, lambda r: (len(r.versions), len(r.chain)))
+                t, up_r = timed(
+                    repo.lineage,
+                    tips,
+                    lambda r: (len(r.versions), len(r.chain), len(r.history)),
+                )
                 up_t += t
                 d, direct_r = timed(
                     lambda v: repo.consumers(v, transitive=False),
@@ -380,6 +537,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         "transitive_p50_ms": summary(tr)["p50_ms"],
                     }
                 )
+            # The data history's share of an upstream answer, alone: for each tip's ~950
+            # versions, walked with an empty per-process cache (a worker's first sight of
+            # them) and with the repository's warm one.
+            history_cold, history_warm = _history_only(db, repo, tips)
             http = (
                 {
                     "own_process": _over_http(url, tips, versions, args, own_process=True),
@@ -391,9 +552,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             peer_inputs = [(int(t.split("/")[0].removeprefix("model")), args.chain) for t in tips]
             peer_n = min(n, args.peer_queries)
             peer_t, peer_r = timed(lambda r: hop_by_hop(db, r), peer_inputs[:peer_n], len)
-            for (distinct, _chain), peer_distinct in zip(up_r, peer_r, strict=False):
+            for (distinct, _chain, _history), peer_distinct in zip(up_r, peer_r, strict=False):
                 assert distinct == peer_distinct, "the peer found a different answer"
-            complete = all(chain == args.chain for _distinct, chain in up_r)
+            complete = all(chain == args.chain for _distinct, chain, _history in up_r)
+            # every tip's first checkpoint trained on the chain's tip: its whole history answers
+            history_complete = all(history == args.data_chain for *_, history in up_r)
+            assert history_complete, "an upstream answer left out part of the data chain"
         finally:
             db.dispose()
     result = {
@@ -401,9 +565,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "sizes": sizes,
         "upstream": {
             **summary(up_t),
-            "distinct_versions_mean": round(statistics.mean(d for d, _ in up_r), 1),
+            "distinct_versions_mean": round(statistics.mean(d for d, *_ in up_r), 1),
             "chain_length": args.chain,
             "complete": complete,
+            "data_chain": args.data_chain,
+            "history_complete": history_complete,
         },
         "downstream_direct": {
             **summary(direct_t),
@@ -415,6 +581,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "checkpoints_mean": round(statistics.mean(trans_r), 1),
         },
         "peer_hop_by_hop_upstream": {**summary(peer_t), "queries": peer_n},
+        "history_only_cold": summary(history_cold),
+        "history_only_warm": summary(history_warm),
         "http_client": http,
         "ml_metadata": _mlmd(args, tips, picks) if args.mlmd else None,
         "queries": n,
@@ -457,6 +625,8 @@ def print_table(result: dict[str, Any]) -> None:
         ("downstream, direct: consumers(version)", result["downstream_direct"]),
         ("downstream, transitive: + descendants", result["downstream_transitive"]),
         ("peer: upstream hop by hop", result["peer_hop_by_hop_upstream"]),
+        ("data history alone, cold per-process cache", result["history_only_cold"]),
+        ("data history alone, warm cache", result["history_only_warm"]),
     ]
     print()
     print("| query | p50 ms | p99 ms |")
@@ -478,6 +648,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chain", type=int, default=100)
     parser.add_argument("--versions", type=int, default=10_000)
     parser.add_argument("--per-segment", type=int, default=10)
+    parser.add_argument(
+        "--data-chain",
+        type=int,
+        default=50,
+        help="derived versions in a chain in front of the checkpoint graph (0: none)",
+    )
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--peer-queries", type=int, default=50)
     parser.add_argument(

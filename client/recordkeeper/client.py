@@ -190,6 +190,8 @@ class Client:
     consumers = _on_http(lineage_calls.consumers)
     shard_consumers = _on_http(lineage_calls.shard_consumers)
     lineage_graph = _on_http(lineage_calls.lineage_graph)
+    impact = _on_http(lineage_calls.impact)
+    impact_json = _on_http(lineage_calls.impact_json)
     mark_checkpoint_deleted = _on_http(lineage_calls.mark_checkpoint_deleted)
     check_checkpoints = _on_registry(checkpoint_check.check_checkpoints)
     check_model = _on_http(lineage_calls.check_model)

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
+from recordkeeper.core.data_lineage import HistoryEntry, history_lines
 from recordkeeper.core.digests import DIGEST_PREFIX, digest_hex
 from recordkeeper.core.errors import (
     AmbiguousCheckpoint,
@@ -67,6 +68,8 @@ __all__ = [
     "DataUse",
     "GraphEdge",
     "GraphNode",
+    "HistoryEntry",
+    "Impact",
     "Lineage",
     "LineageEntry",
     "LineageGraph",
@@ -80,6 +83,8 @@ __all__ = [
     "checkpoint",
     "checkpoints",
     "consumers",
+    "impact",
+    "impact_json",
     "lineage",
     "lineage_graph",
     "lineage_json",
@@ -369,6 +374,11 @@ class Lineage:
                 return float(entry["epochs"]) if entry["counted_segments"] else None
         return None
 
+    #: the data's history: every version trained on that recorded provenance and each of its
+    #: ancestors (parents, sources, producer), nearest first
+    history: tuple[HistoryEntry, ...] = ()
+    history_truncated: bool = False
+
     if not TYPE_CHECKING:  # (type checkers see ``data`` as the field it is)
 
         def __getattr__(self, name: str) -> Any:
@@ -392,6 +402,40 @@ class Lineage:
 
     def for_role(self, role: str) -> list[LineageEntry]:
         return [e for e in self.data if e.role == role]
+
+    def history_of(self, version: str) -> list[HistoryEntry]:
+        """The history of one version (its exact name or ``dataset@vN``): that version, then
+        its ancestors nearest first; ``[]`` if it recorded no provenance."""
+        by_name = {e.version: e for e in self.history}
+        by_ref = {e.ref: e for e in self.history}
+        first = by_name.get(version) or by_ref.get(version)
+        if first is None:
+            return []
+        out: list[HistoryEntry] = []
+        seen: set[str] = set()
+        frontier = [first]
+        while frontier:
+            following = []
+            for entry in frontier:
+                if entry.version in seen:
+                    continue
+                seen.add(entry.version)
+                out.append(entry)
+                following += [
+                    by_name[p["version"]] for p in entry.parents if p["version"] in by_name
+                ]
+            frontier = following
+        return out
+
+    def sources(self) -> list[str]:
+        """Every raw source URI along the data's history (recorded order, distinct)."""
+        return list(dict.fromkeys(s["uri"] for e in self.history for s in e.sources))
+
+    def describe_data(self) -> list[str]:
+        """One line per version of the history, e.g. ``coco@v3 ← coco@v2 + add_person @
+        3f2a9c1 ← gs://raw/coco/annotations.json``, indented by depth
+        (:func:`recordkeeper.core.data_lineage.history_lines`)."""
+        return history_lines(self.history)
 
     def to_pandas(self) -> Any:
         """One row per entry (``pandas.DataFrame``; :mod:`recordkeeper.integrations.pandas`)."""
@@ -422,6 +466,12 @@ class Lineage:
         versions = body.get("versions")
         setattr_(lineage, "_versions", None if versions is None else tuple(versions))
         setattr_(lineage, "consumed", tuple(dict(c) for c in body.get("consumed") or ()))
+        setattr_(
+            lineage,
+            "history",
+            tuple(HistoryEntry.from_json(e) for e in body.get("history") or ()),
+        )
+        setattr_(lineage, "history_truncated", bool(body.get("history_truncated")))
         return lineage
 
 
@@ -508,6 +558,60 @@ class ModelInfo:
             checkpoint_count=int(body.get("checkpoint_count", 0)),
             latest_checkpoint=body.get("latest_checkpoint"),
             created_at=body.get("created_at"),
+        )
+
+
+@dataclass(frozen=True)
+class Impact:
+    """What a version or a raw source affects (:func:`impact`).
+
+    ``versions`` are the version asked about (or those that recorded the source) at depth 0,
+    then every version derived from them, each a mapping with ``name``, ``dataset``,
+    ``number``, ``state``, ``depth`` and ``via`` (the ``{version, role}`` parents it derives
+    through); ``sources`` the recorded sources that matched (``uri``, ``version``,
+    ``identity_digest``); ``checkpoints`` every checkpoint trained on one of the versions
+    (``direct``) or restored or initialised from one that was, and ``checkpoint_versions``
+    which of the affected versions each direct one trained on.
+    """
+
+    target: Mapping[str, Any]
+    sources: tuple[dict[str, Any], ...]
+    versions: tuple[dict[str, Any], ...]
+    checkpoints: tuple[Consumer, ...]
+    checkpoint_versions: Mapping[str, tuple[str, ...]]
+    models: tuple[dict[str, Any], ...]
+    count: int
+    versions_truncated: bool = False
+
+    @property
+    def version_names(self) -> list[str]:
+        return [v["name"] for v in self.versions]
+
+    @property
+    def derived(self) -> list[str]:
+        """The names of the versions derived from what was asked about (depth ≥ 1)."""
+        return [v["name"] for v in self.versions if v.get("depth")]
+
+    @property
+    def refs(self) -> list[str]:
+        """``model@run/checkpoint`` of every affected checkpoint."""
+        return [str(c.ref) for c in self.checkpoints]
+
+    @classmethod
+    @reading_answer("an impact answer")
+    def from_dict(cls, body: Mapping[str, Any]) -> Impact:
+        rows = list(body.get("data") or ())
+        return cls(
+            target=dict(body.get("target") or {}),
+            sources=tuple(dict(s) for s in body.get("sources") or ()),
+            versions=tuple(dict(v) for v in body.get("versions") or ()),
+            checkpoints=tuple(Consumer.from_json(c) for c in rows),
+            checkpoint_versions={
+                str(c["ref"]): tuple(c.get("versions") or ()) for c in rows if c.get("versions")
+            },
+            models=tuple(dict(m) for m in body.get("models") or ()),
+            count=int(body.get("count") or len(rows)),
+            versions_truncated=bool(body.get("versions_truncated")),
         )
 
 
@@ -985,6 +1089,70 @@ def shard_consumers(
     return _consumers(http, "/shards/consumers", params, limit)
 
 
+def impact_json(
+    http: HttpCore,
+    *,
+    version: Any = None,
+    source: str | None = None,
+    prefix: bool = False,
+    transitive: bool = True,
+    limit: int | None = None,
+) -> dict[str, Any]:
+    """The service's impact answer (every page merged) as JSON (what ``impact --json``
+    prints)."""
+    if (version is None) == (source is None):
+        raise InvalidCheckpoint("give exactly one of version= or source=")
+    params: dict[str, Any] = {"transitive": str(transitive).lower()}
+    if version is not None:
+        params["version"] = _version_ref(version, "impact")
+    else:
+        if not isinstance(source, str) or not source.strip():
+            raise InvalidCheckpoint("source must be a URI (a file or a prefix)")
+        params["source"] = source.strip()
+        params["prefix"] = str(bool(prefix)).lower()
+    page = 10_000 if limit is None else max(1, min(limit, 10_000))
+    rows: list[dict[str, Any]] = []
+    first: Mapping[str, Any] | None = None
+    for body in http.pages("/lineage/impact", params, page=page):
+        first = first or body
+        rows.extend(body.get("data") or [])
+        if limit and len(rows) >= limit:
+            break
+    merged = dict(first or {})
+    merged["data"] = rows[:limit] if limit else rows
+    return merged
+
+
+def impact(
+    http: HttpCore,
+    *,
+    version: Any = None,
+    source: str | None = None,
+    prefix: bool = False,
+    transitive: bool = True,
+    limit: int | None = None,
+) -> Impact:
+    """What a version (a reference or DatasetVersion) or a raw source URI affects: every
+    version derived from it through provenance parents (any depth) and every checkpoint
+    trained on one of them ("this raw annotation file was wrong — what is affected?").
+
+    ``source`` matches versions that recorded that URI, or a prefix it lies under (a file
+    inside a recorded directory); ``prefix=True`` also matches sources recorded under it.
+    With ``transitive`` (the default) checkpoints restored or initialised from an affected one
+    are included (``direct=False``).
+    """
+    return Impact.from_dict(
+        impact_json(
+            http,
+            version=version,
+            source=source,
+            prefix=prefix,
+            transitive=transitive,
+            limit=limit,
+        )
+    )
+
+
 def lineage_graph(
     http: HttpCore,
     *,
@@ -992,13 +1160,17 @@ def lineage_graph(
     version: Any = None,
     depth: int = 3,
     direction: Direction = "both",
+    source: str | None = None,
 ) -> LineageGraph:
-    """The lineage graph around a checkpoint or a version, ``depth`` hops each way."""
-    if (checkpoint is None) == (version is None):
-        raise InvalidCheckpoint("give exactly one of checkpoint= or version=")
+    """The lineage graph around a checkpoint, a version or a recorded raw source URI,
+    ``depth`` hops each way (versions' parents and sources included)."""
+    if sum(x is not None for x in (checkpoint, version, source)) != 1:
+        raise InvalidCheckpoint("give exactly one of checkpoint=, version= or source=")
     params: dict[str, Any] = {"depth": depth, "direction": direction}
     if checkpoint is not None:
         params["checkpoint"] = str(parse_checkpoint_ref(checkpoint))
+    elif source is not None:
+        params["source"] = source
     else:
         params["version"] = _version_ref(version, "lineage_graph")
     return LineageGraph.from_dict(http.api("GET", "/lineage/graph", params=params))

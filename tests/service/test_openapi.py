@@ -198,6 +198,9 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
     by_uri = call("GET", f"{API}/shards/consumers", uri=bodies[0]["uri"])
     assert by_uri["shards"]
     call("GET", f"{API}/lineage/graph", checkpoint="det/ckpt-2")
+    impact = call("GET", f"{API}/lineage/impact", version="coco@prod")
+    assert impact["data"] and impact["versions"][0]["depth"] == 0
+    call("GET", f"{API}/lineage/impact", source="gs://raw/nothing/a.json", prefix="true")
     call("GET", f"{API}/whoami")
     call("GET", f"{API}/versions/{{ref}}/splits", ref="coco@latest")
     report = {"mode": "fast", "checked": 3, "problems": [{"shard": "s", "reason": "missing"}]}

@@ -85,6 +85,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("GET", f"{API}/models/{{model}}/checkpoints/{{checkpoint}}/model-check"): "read",
     ("GET", f"{API}/shards/consumers"): "read",
     ("GET", f"{API}/lineage/graph"): "read",
+    ("GET", f"{API}/lineage/impact"): "read",
     ("GET", f"{API}/gc/candidates"): "read",
     ("POST", f"{API}/gc/claims"): "admin",
     ("GET", f"{API}/retention/policies"): "read",

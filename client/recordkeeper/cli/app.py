@@ -92,7 +92,7 @@ COMMANDS: list[Register] = [
     versions.register,  # publish, resolve, show, ls, verify, diff
     alias.register,  # alias set|ls
     *_service_commands(),  # serve, db, token
-    lineage.register,  # lineage, consumers, lock, checkpoints
+    lineage.register,  # lineage, consumers, impact, lock, checkpoints
     gc.register,  # gc
     retention.register,  # retention set|show|plan|apply|pin|unpin|pins
     check_model.register,  # check-model

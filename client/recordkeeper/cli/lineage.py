@@ -3,7 +3,10 @@
 
 * ``recordkeeper lineage MODEL[@RUN]/CKPT`` — which data trained a checkpoint (a tree: the chain
   of checkpoints, each with the data of its own segment; its end is ``root``, or the parent it
-  records that was never registered), ``--json`` for the full answer;
+  records that was never registered; then the data's history, each version down its parents
+  to the raw sources and producers), ``--json`` for the full answer;
+* ``recordkeeper impact REF`` / ``--source URI [--prefix]`` — what a version or a raw source
+  affects: every version derived from it and every checkpoint trained on one of them;
 * ``recordkeeper consumers REF`` / ``--shard URI_OR_SHA256`` — checkpoints and models trained on
   a version or a shard (``--direct`` leaves out checkpoints that only inherited it);
 * ``recordkeeper lock CONFIG`` — pin a training config's data into its lock file
@@ -22,16 +25,17 @@ answer, marked ``(data deleted 2026-12-01 (retention))``; ``--json`` carries its
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from recordkeeper.cli.common import ExitCode, JsonOpt, connect, console, print_json
+from recordkeeper.core.data_lineage import HistoryEntry, describe
 from recordkeeper.core.lineage import CheckpointRef
 from recordkeeper.core.retention import data_status
-from recordkeeper.lineage import CheckpointInfo, Consumers, Lineage, checkpoint_ref_or_path
+from recordkeeper.lineage import CheckpointInfo, Consumers, Impact, Lineage, checkpoint_ref_or_path
 from recordkeeper.lineage_queue import RegistrationQueue
 from recordkeeper.locking import LockStatus, check_lock, lock_config
 
@@ -42,6 +46,9 @@ __all__ = [
     "checkpoints_app",
     "consumers_cmd",
     "consumers_tree",
+    "history_tree",
+    "impact_cmd",
+    "impact_tree",
     "lineage_cmd",
     "lineage_tree",
     "lock_cmd",
@@ -152,6 +159,87 @@ def lineage_tree(result: Lineage, unregistered: Mapping[str, str] | None = None)
             f"saw {used['epochs']:.2f} epochs of [bold]{used['version']}[/] as {used['role']} "
             f"({used['records']} records{bound})"
         )
+    if result.history:
+        history_tree(tree.add("[bold]data history[/]"), result.history)
+        if result.history_truncated:
+            tree.add("[yellow]data history cut at its guard (100,000 versions)[/]")
+    return tree
+
+
+def history_tree(node: Any, history: Sequence[HistoryEntry]) -> None:
+    """Add each version of ``history`` that the chain trained on (depth 0) under ``node``, then
+    its parents under it, to the raw sources and producers: one
+    :func:`~recordkeeper.core.data_lineage.describe` line per version, with its sources'
+    identities and its producer's branch and entry script."""
+    from rich.markup import escape
+
+    by_name = {e.version: e for e in history}
+
+    def add(parent: Any, entry: HistoryEntry, seen: frozenset[str]) -> None:
+        child = parent.add(f"[bold]{escape(describe(entry))}[/]")
+        detail = []
+        producer = entry.producer or {}
+        if producer.get("commit"):
+            where = " ".join(str(x) for x in (producer.get("branch"), producer.get("entry")) if x)
+            detail.append(f"code {entry.commit} {where}".rstrip())
+        if entry.params_digest:
+            detail.append(f"params {_short(entry.params_digest)}")
+        for line in detail:
+            child.add(f"[dim]{escape(line)}[/]")
+        for source in entry.sources:
+            identity = source.get("identity") or {}
+            note = (
+                f"  {identity.get('files')} file(s), {identity.get('method')} "
+                f"{_short(identity.get('digest'))}"
+                if identity
+                else ""
+            )
+            child.add(f"[dim]source {escape(str(source['uri']))}{escape(note)}[/]")
+        for p in entry.parents:
+            up = by_name.get(p["version"])
+            if up is not None and up.version not in seen:
+                add(child, up, seen | {up.version})
+
+    for entry in history:
+        if entry.depth == 0:
+            add(node, entry, frozenset({entry.version}))
+
+
+def impact_tree(result: Impact, title: str) -> Any:
+    """A rich Tree: the matched sources, the affected versions (derived ones under what they
+    derive from), then models with their checkpoints (``*``: trained on an affected version)."""
+    from rich.markup import escape
+    from rich.tree import Tree
+
+    tree = Tree(
+        f"[bold]{escape(title)}[/]  {len(result.versions)} version(s), "
+        f"{result.count} checkpoint(s), {len(result.models)} model(s)"
+    )
+    for source in result.sources:
+        tree.add(f"source {escape(source['uri'])}  recorded by [bold]{source['version']}[/]")
+    versions = tree.add("[bold]versions[/]")
+    for v in result.versions:
+        via = ", ".join(f"{p['version']} ({p['role']})" for p in v.get("via") or ())
+        how = f"  [dim]from {escape(via)}[/]" if via else ""
+        state = "" if v.get("state") == "committed" else f"  [yellow]{v.get('state')}[/]"
+        versions.add("  " * int(v.get("depth") or 0) + f"{v['name']}{how}{state}")
+    by_model: dict[str, Any] = {}
+    for summary in result.models:
+        by_model[summary["model"]] = tree.add(
+            f"[bold cyan]{summary['model']}[/]  {summary['checkpoints']} checkpoint(s), "
+            f"{summary['direct']} trained on an affected version"
+        )
+    for consumer in result.checkpoints:
+        node = by_model.get(consumer.model) or tree.add(consumer.model)
+        used = result.checkpoint_versions.get(str(consumer.ref), ())
+        how = (
+            f"* {', '.join(used) or ', '.join(consumer.roles)}"
+            if consumer.direct
+            else f"[dim]via {consumer.parent}[/]"
+        )
+        step = f"step {consumer.step}" if consumer.step is not None else ""
+        name = f"@{consumer.run}/{consumer.checkpoint}" if consumer.run else consumer.checkpoint
+        node.add(f"{name}  {step}  {how}{_deleted(consumer.state)}")
     return tree
 
 
@@ -186,6 +274,7 @@ def register(app: typer.Typer) -> None:
     """Add the lineage commands to the main ``recordkeeper`` app."""
     app.command("lineage")(lineage_cmd)
     app.command("consumers")(consumers_cmd)
+    app.command("impact")(impact_cmd)
     app.command("lock")(lock_cmd)
     app.add_typer(checkpoints_app, name="checkpoints")
 
@@ -236,6 +325,43 @@ def consumers_cmd(
         print_json(_consumers_json(result))
         return
     console().print(consumers_tree(result, title))
+
+
+def impact_cmd(
+    version: Annotated[str | None, typer.Argument(help="a version reference")] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="a raw source URI (a file or a prefix) instead of a version: the versions "
+            "that recorded it, or a prefix it lies under",
+        ),
+    ] = None,
+    prefix: Annotated[
+        bool,
+        typer.Option("--prefix", help="with --source: also sources recorded under it"),
+    ] = False,
+    direct: Annotated[
+        bool,
+        typer.Option("--direct", help="only checkpoints whose own segment used a version"),
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """What a version or a raw source affects: every version derived from it (through
+    provenance parents, any depth) and every checkpoint trained on one of them."""
+    if (version is None) == (source is None):
+        raise typer.BadParameter("give a version reference or --source, not both")
+    if prefix and source is None:
+        raise typer.BadParameter("--prefix goes with --source")
+    client = connect()
+    if json_out:
+        print_json(
+            client.impact_json(version=version, source=source, prefix=prefix, transitive=not direct)
+        )
+        return
+    result = client.impact(version=version, source=source, prefix=prefix, transitive=not direct)
+    title = f"source {source}{' (prefix)' if prefix else ''}" if source else str(version)
+    console().print(impact_tree(result, title))
 
 
 def lock_cmd(

@@ -10,6 +10,7 @@
 ``GET  /models/{model}/checkpoints/{ckpt}/model-check``  will its SavedModels accept data
 ``GET  /versions/{ref}/consumers``                     checkpoints trained on a version
 ``GET  /shards/consumers?uri=…|sha256=…``              checkpoints trained on one shard
+``GET  /lineage/impact?version=…|source=…``            derived versions + checkpoints affected
 ``GET  /lineage/graph?checkpoint=…|version=…``         nodes and edges, bounded depth
 =====================================================  ===========================================
 
@@ -76,6 +77,8 @@ __all__ = [
     "DataOut",
     "DeletionIn",
     "GraphOut",
+    "HistoryEntryOut",
+    "ImpactOut",
     "InputProblemOut",
     "LineageEntryOut",
     "LineageOut",
@@ -324,6 +327,48 @@ class ConsumedOut(OutModel):
     segments: list[ConsumedSegmentOut]
 
 
+class HistoryParentOut(OutModel):
+    version: str
+    dataset: str
+    number: int | None
+    role: str = Field(examples=["base", "source", "labels"])
+
+
+class HistorySourceOut(OutModel):
+    uri: str = Field(examples=["gs://raw/coco/annotations.json"])
+    identity: dict[str, Any] | None = Field(
+        description="method, digest, files, size: the listing identity recorded at stage"
+    )
+
+
+class HistoryProducerOut(OutModel):
+    vcs: str
+    commit: str | None
+    remote: str | None
+    branch: str | None
+    dirty: bool | None
+    diff_digest: str | None
+    entry: str | None
+
+
+class HistoryEntryOut(OutModel):
+    """What one version was made of (docs/lineage.md § Lineage through the data)."""
+
+    version: str
+    dataset: str
+    number: int | None
+    desc: str | None
+    content_digest: str | None
+    state: str
+    depth: int = Field(
+        description="parent links from the versions the chain trained on (0: one of them)"
+    )
+    parents: list[HistoryParentOut]
+    sources: list[HistorySourceOut]
+    producer: HistoryProducerOut | None
+    params_digest: str | None
+
+
 class LineageOut(OutModel):
     checkpoint: CheckpointOut
     chain: list[ChainLinkOut]
@@ -331,6 +376,13 @@ class LineageOut(OutModel):
         description="the entries (form=full); null with form=compact"
     )
     versions: list[str]
+    history: list[HistoryEntryOut] = Field(
+        description="the data's history: every version trained on that recorded provenance "
+        "and every ancestor of one (through parents, any depth), nearest first"
+    )
+    history_truncated: bool = Field(
+        description="the walk stopped at its guard (100,000 versions); never on real chains"
+    )
     compact: CompactLineageOut | None = Field(
         default=None, description="the entries as columns (form=compact only)"
     )
@@ -373,6 +425,42 @@ class ConsumersOut(OutModel):
     limit: int
     offset: int
     shards: list[dict[str, Any]] | None = None
+
+
+class ImpactVersionOut(ConsumedVersionOut):
+    dataset: str
+    number: int | None
+    depth: int = Field(description="parent links below the version or source asked about")
+    via: list[dict[str, str]] = Field(
+        description="the parents (version, role) through which it derives (depth > 0)"
+    )
+
+
+class ImpactSourceOut(OutModel):
+    uri: str = Field(description="the source as the version recorded it")
+    version: str
+    identity_digest: str | None
+
+
+class ImpactConsumerOut(ConsumerOut):
+    versions: list[str] = Field(
+        description="the affected versions its own segment trained on (empty: inherited)"
+    )
+
+
+class ImpactOut(OutModel):
+    target: dict[str, Any]
+    sources: list[ImpactSourceOut] = Field(description="the recorded sources that matched")
+    versions: list[ImpactVersionOut] = Field(
+        description="the version asked about, or those that recorded the source, then every "
+        "version derived from them (any depth)"
+    )
+    versions_truncated: bool
+    models: list[dict[str, Any]]
+    data: list[ImpactConsumerOut]
+    count: int
+    limit: int
+    offset: int
 
 
 class InputProblemOut(OutModel):
@@ -669,6 +757,33 @@ def shard_consumers(
     return record.to_json(limit=limit, offset=offset)
 
 
+@router.get("/lineage/impact", response_model=ImpactOut, responses=errors(400, 404))
+def lineage_impact(
+    repository: RepositoryDep,
+    _who: Reader,
+    version: Annotated[str | None, Query(description="a version reference")] = None,
+    source: Annotated[
+        str | None,
+        Query(
+            max_length=4096,
+            description="a raw source URI: versions that recorded it, or a prefix it lies under",
+        ),
+    ] = None,
+    prefix: Annotated[
+        bool, Query(description="also versions whose recorded sources lie under `source`")
+    ] = False,
+    transitive: Transitive = True,
+    limit: ConsumerLimit = 1000,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    """What a version or a raw source affects: every version derived from it (through
+    provenance parents, any depth) and every checkpoint trained on any of them."""
+    record = repository.lineage.impact(
+        version=version, source=source, prefix=prefix, transitive=transitive
+    )
+    return record.to_json(limit=limit, offset=offset)
+
+
 @router.get("/lineage/graph", response_model=GraphOut, responses=errors(400, 404, 409))
 async def lineage_graph(
     repository: RepositoryDep,
@@ -678,6 +793,10 @@ async def lineage_graph(
         str | None, Query(description="model/checkpoint or model@run/checkpoint")
     ] = None,
     version: Annotated[str | None, Query(description="a version reference")] = None,
+    source: Annotated[
+        str | None,
+        Query(max_length=4096, description="a raw source URI exactly as a version recorded it"),
+    ] = None,
     depth: Annotated[int, Query(ge=1, le=MAX_GRAPH_DEPTH)] = 3,
     direction: Literal["upstream", "downstream", "both"] = "both",
     limit: Annotated[
@@ -690,12 +809,14 @@ async def lineage_graph(
         ),
     ] = GRAPH_NODES,
 ) -> Response:
-    """Nodes and edges within ``depth`` hops of one checkpoint or version (at most ``limit``
-    nodes: a version with thousands of consumers costs no more than ``limit`` of them)."""
+    """Nodes and edges within ``depth`` hops of one checkpoint, version or recorded raw source
+    (at most ``limit`` nodes: a version with thousands of consumers costs no more than
+    ``limit`` of them)."""
     graph = partial(
         repository.lineage.graph,
         checkpoint=checkpoint,
         version=version,
+        source=source,
         depth=depth,
         direction=direction,
         max_nodes=limit,

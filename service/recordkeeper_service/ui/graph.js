@@ -1,4 +1,7 @@
-// The lineage graph: data versions → checkpoints → fine-tuned models, and back.
+// The lineage graph: raw sources → data versions (and the versions derived from them) →
+// checkpoints → fine-tuned models, and back.  Columns follow the data flow, so a version's
+// chain of parents and its raw sources sit to the left of the checkpoints trained on it; each
+// version shows its producer's commit.
 //
 // Large lineage graphs freeze or turn to clutter when drawn whole, so this view:
 // * opens one hop deep around the node asked for (GET /lineage/graph?depth=1), and shows on
@@ -27,7 +30,14 @@ const FIT_ALL_MAX = 400; // after a change, graphs up to this many drawn nodes a
 function apiParams(id) {
   if (id.startsWith("checkpoint:")) return { checkpoint: id.slice("checkpoint:".length) };
   if (id.startsWith("version:")) return { version: id.slice("version:".length) };
+  if (id.startsWith("source:")) return { source: id.slice("source:".length) };
   throw new Error(`not a graph node: ${id}`);
+}
+
+/** The producer's commit, abbreviated ("3f2a9c1", "+dirty"), or "". */
+export function shortCommit(producer) {
+  if (!producer || !producer.commit) return "";
+  return producer.commit.slice(0, 7) + (producer.dirty ? "+dirty" : "");
 }
 
 /** The page of a checkpoint; `run` (null: none) keeps it unambiguous when several runs of
@@ -64,7 +74,12 @@ export function nodeLabel(node) {
   if (node.kind === "checkpoint") return `${node.model}/${node.checkpoint}`;
   if (node.kind === "version") {
     const data = { deleted: " (data deleted)", deleting: " (data being deleted)" }[node.data_state] || "";
-    return `${node.name}${data}`;
+    const commit = shortCommit(node.producer);
+    return `${node.name}${commit ? ` @ ${commit}` : ""}${data}`;
+  }
+  if (node.kind === "source") {
+    const parts = node.uri.replace(/\/+$/, "").split("/");
+    return `${parts[parts.length - 1] || node.uri}${node.uri.endsWith("/") ? "/" : ""}`;
   }
   return node.label;
 }
@@ -92,6 +107,8 @@ const STYLE = [
   // a version whose data retention deleted: the colours of the deleted badge (.badge-data-deleted)
   { selector: "node.data-deleted", style: { "background-color": "#5a5a5a", "border-style": "dotted" } },
   { selector: "node.checkpoint", style: { shape: "ellipse", "background-color": "#3aa66b" } },
+  // the data's own history: raw sources (left of the versions made from them)
+  { selector: "node.source", style: { shape: "diamond", "background-color": "#8a6d3b", width: 24, height: 24 } },
   {
     selector: "node.cluster",
     style: { shape: "hexagon", "background-color": "#e39b2d", width: 40, height: 34, "font-weight": "bold" },
@@ -113,6 +130,8 @@ const STYLE = [
   { selector: "edge.fast", style: { "curve-style": "haystack", "target-arrow-shape": "none" } },
   { selector: "edge.trained_on", style: { "line-color": "#6b8fd0", "target-arrow-color": "#6b8fd0" } },
   { selector: "edge.initialized_from", style: { "line-style": "dashed" } },
+  { selector: "edge.derived_from", style: { "line-color": "#8e5bc4", "target-arrow-color": "#8e5bc4", width: 2 } },
+  { selector: "edge.source_of", style: { "line-color": "#b08a4a", "target-arrow-color": "#b08a4a", "line-style": "dotted" } },
 ];
 
 /**

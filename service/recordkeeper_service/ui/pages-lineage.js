@@ -1,7 +1,7 @@
 // Pages about training: models, runs and checkpoints; shard impact; the lineage graph.
 import { api, seg } from "./api.js";
 import { badge, clear, count, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
-import { LineageView, checkpointHref, nodeLabel, splitCheckpointRef } from "./graph.js";
+import { LineageView, checkpointHref, nodeLabel, shortCommit, splitCheckpointRef } from "./graph.js";
 import { fetchAll, fullTable } from "./lists.js";
 import { runHref } from "./pages-runs.js";
 import { consumerColumns } from "./pages-data.js";
@@ -266,7 +266,8 @@ export async function impactPage(main, _args, query) {
 export async function graphPage(main, _args, query) {
   const checkpoint = query.get("checkpoint");
   const version = query.get("version");
-  const rootId = checkpoint ? `checkpoint:${checkpoint}` : version ? `version:${version}` : null;
+  const source = query.get("source");
+  const rootId = checkpoint ? `checkpoint:${checkpoint}` : version ? `version:${version}` : source ? `source:${source}` : null;
   if (!rootId) {
     clear(main, h("h1", {}, "Lineage graph"), h("p", {}, "Open it from a version or a checkpoint page."));
     return undefined;
@@ -312,7 +313,20 @@ export async function graphPage(main, _args, query) {
     }
     const facts =
       node.kind === "version"
-        ? [["Dataset", node.dataset], ["Number", `v${node.number}`], ["State", node.state], ["Data", dataStatus(node) || "stored"], ["Content digest", hash(node.content_digest)]]
+        ? [
+            ["Dataset", node.dataset],
+            ["Number", `v${node.number}`],
+            ["State", node.state],
+            ["Data", dataStatus(node) || "stored"],
+            ["Content digest", hash(node.content_digest)],
+            ...(node.desc ? [["Change", node.desc]] : []),
+            ...(node.producer
+              ? [["Producer", [shortCommit(node.producer) || node.producer.vcs, node.producer.branch, node.producer.entry].filter(Boolean).join(" ")]]
+              : []),
+            ...(node.params_digest ? [["Params", hash(node.params_digest)]] : []),
+          ]
+        : node.kind === "source"
+        ? [["Raw source", node.uri], ["Versions made from it", count(node.downstream_count)]]
         : node.kind === "checkpoint"
           ? [["Model", node.model], ["Run", node.run || "—"], ["Step", count(node.step)], ["URI", node.uri ? h("code", {}, node.uri) : "—"]]
           : [["Model", node.model], ["Run", node.run], ["Checkpoints", count(info.members.length)]];
@@ -350,7 +364,7 @@ export async function graphPage(main, _args, query) {
   clear(
     main,
     h("h1", {}, "Lineage: ", rootId.replace(/^[a-z]+:/, "")),
-    h("p", { class: "muted" }, "Data flows left to right: versions → checkpoints → checkpoints restored or fine-tuned from them. “+N” counts neighbours not loaded yet; double-click (or Enter) expands; runs with more than 20 checkpoints are drawn as one cluster."),
+    h("p", { class: "muted" }, "Data flows left to right: raw sources → versions → versions derived from them → checkpoints → checkpoints restored or fine-tuned from them (each version shows its producer's commit). “+N” counts neighbours not loaded yet; double-click (or Enter) expands; runs with more than 20 checkpoints are drawn as one cluster."),
     toolbar,
     status,
     h("div", { class: "graph-layout" }, canvas, panel),

@@ -26,6 +26,7 @@ from recordkeeper.core.errors import (
     InvalidRequest,
     ModelNotFound,
 )
+from recordkeeper.core.limits import MAX_URI_LENGTH, is_valid_text
 from recordkeeper.core.lineage import (
     CHECKPOINT_STATES,
     CheckpointRef,
@@ -65,6 +66,11 @@ from recordkeeper_service.repository.lineage.assemble import (
     refs_of,
 )
 from recordkeeper_service.repository.lineage.consumption import consumption, record_consumption
+from recordkeeper_service.repository.lineage.data import (
+    HistoryCache,
+    derived_versions,
+    source_versions,
+)
 from recordkeeper_service.repository.lineage.epoch import bump_epoch
 from recordkeeper_service.repository.lineage.facts import VersionsShownCache
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use, versions_in_use
@@ -72,6 +78,7 @@ from recordkeeper_service.repository.lineage.records import (
     CheckpointRecord,
     ConsumersRecord,
     GraphRecord,
+    ImpactRecord,
     LineageRecord,
     ModelCheckEntryRecord,
     ModelCheckRecord,
@@ -323,6 +330,24 @@ def _differences(
     return [name for name, same in checks.items() if not same]
 
 
+def _source_uri(value: str) -> str:
+    """A source URI as asked (``impact``): stripped, within the URI limit and the text
+    policy."""
+    text = value.strip()
+    if not text or len(text.encode()) > MAX_URI_LENGTH or not is_valid_text(text):
+        raise InvalidRequest(
+            f"source must be a URI of 1 to {MAX_URI_LENGTH} bytes of valid text, got {value!r}"
+        )
+    return text
+
+
+def _version_names(session: Session, ids: Sequence[int]) -> dict[int, str]:
+    if not ids:
+        return {}
+    rows = session.execute(select(m.Version.id, m.Version.name).where(m.Version.id.in_(ids)))
+    return {int(vid): str(name) for vid, name in rows}
+
+
 # -- the repository --------------------------------------------------------------------------
 
 
@@ -336,6 +361,8 @@ class LineageRepository:
         self.rendered = RenderedPages(max_bytes=cache_bytes)
         #: What upstream answers show of each version (facts kept, states per lineage epoch)
         self.versions_shown = VersionsShownCache()
+        #: What each version recorded of where it came from (immutable once committed)
+        self.histories = HistoryCache()
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -593,12 +620,17 @@ class LineageRepository:
         from :attr:`versions_shown` (states read after ``head.epoch`` was), so no transaction
         spans the reads."""
         upstream = queries.upstream_rows(conn, head.row.id)
-        facts, states = self.versions_shown.lookup(
-            {edge[1] for edge in upstream.edges},
-            head.epoch,
-            lambda missing: queries.versions_shown(conn, missing),
-        )
-        return lineage_record(head.row, upstream, facts, states)
+        trained = {edge[1] for edge in upstream.edges}
+
+        def shown(ids: set[int]) -> Any:
+            return self.versions_shown.lookup(
+                ids, head.epoch, lambda missing: queries.versions_shown(conn, missing)
+            )
+
+        facts, states = shown(trained)
+        # the walk said which versions recorded provenance: the history starts from those
+        history = self.histories.history(conn, upstream.recorded, lambda ids: shown(ids)[1])
+        return lineage_record(head.row, upstream, facts, states, history)
 
     def consumption(self, head: LineageHead) -> list[dict[str, Any]]:
         """How much of each version the chain of ``head``'s checkpoint read
@@ -689,6 +721,81 @@ class LineageRepository:
             )
             return ConsumersRecord(versions, consumer_records(session, direct, below), shard_json)
 
+    def impact(
+        self,
+        *,
+        version: str | None = None,
+        source: str | None = None,
+        prefix: bool = False,
+        transitive: bool = True,
+    ) -> ImpactRecord:
+        """What a version, or a raw source URI, affects: every version derived from it
+        (through parents, any depth) and every checkpoint trained on any of them (with
+        ``transitive``, also those restored or initialised from one).
+
+        ``source`` matches versions that recorded it exactly or recorded a prefix it lies
+        under (a file inside a recorded directory); ``prefix`` also matches sources recorded
+        under it.  A source no version recorded affects nothing (an empty answer, not 404).
+        """
+        version, source = version or None, source or None
+        if (version is None) == (source is None):
+            raise InvalidRequest("give exactly one of version= or source= (not empty)")
+        if source is not None:
+            source = _source_uri(source)
+        with self._db.transaction(write=False) as session:
+            matched: list[dict[str, Any]] = []
+            if version is not None:
+                start = [find_version(session, parse_reference(version)).id]
+            else:
+                assert source is not None
+                found = source_versions(session, source, prefix=prefix)
+                start = sorted({vid for vid, _, _ in found})
+                names = _version_names(session, start)
+                matched = [
+                    {"uri": uri, "version": names[vid], "identity_digest": digest}
+                    for vid, uri, digest in found
+                ]
+            rows, truncated = derived_versions(session, start)
+            ids = [r.id for r in rows]
+            shown = queries.versions_shown(session, ids)
+            versions = [
+                {
+                    "name": shown[r.id][0].version,
+                    "dataset": shown[r.id][0].dataset,
+                    "number": shown[r.id][0].number,
+                    "content_digest": shown[r.id][0].content_digest,
+                    "state": shown[r.id][1].state,
+                    **shown[r.id][1].data_json(),
+                    "depth": r.depth,
+                    "via": [
+                        {"version": shown[pid][0].version, "role": role}
+                        for pid, role in r.via
+                        if pid in shown
+                    ],
+                }
+                for r in sorted(rows, key=lambda r: (r.depth, shown[r.id][0].version))
+                if r.id in shown
+            ]
+            direct = queries.direct_consumers(session, ids)
+            below = (
+                queries.descendants(session, {r.checkpoint_id for r in direct})
+                if transitive
+                else []
+            )
+            used: dict[str, set[str]] = {}
+            refs = {r.checkpoint_id: CheckpointRef(r.model, r.checkpoint, r.run) for r in direct}
+            for checkpoint_id, version_id in queries.segment_versions(session, refs, ids):
+                used.setdefault(str(refs[checkpoint_id]), set()).add(shown[version_id][0].version)
+            target = {"version": version, "source": source, "prefix": bool(prefix and source)}
+            return ImpactRecord(
+                target,
+                tuple(matched),
+                tuple(versions),
+                consumer_records(session, direct, below),
+                {ref: tuple(sorted(names)) for ref, names in used.items()},
+                truncated,
+            )
+
     def check_model(self, ref: str | CheckpointRef, data: Sequence[str] = ()) -> ModelCheckRecord:
         """Compare the serving inputs recorded with ``ref``'s SavedModel exports with the schema
         of every version along its lineage and of each version in ``data``."""
@@ -734,12 +841,13 @@ class LineageRepository:
         depth: int = 3,
         direction: str = "both",
         max_nodes: int = GRAPH_NODES,
+        source: str | None = None,
     ) -> GraphRecord:
-        """Nodes and edges within ``depth`` hops of one checkpoint or version."""
+        """Nodes and edges within ``depth`` hops of one checkpoint, version or raw source."""
         from recordkeeper_service.repository.lineage.graph import build_graph
 
-        if (checkpoint is None) == (version is None):
-            raise InvalidRequest("give exactly one of checkpoint= or version=")
+        if sum(x is not None for x in (checkpoint, version, source)) != 1:
+            raise InvalidRequest("give exactly one of checkpoint=, version= or source=")
         if not 1 <= max_nodes <= MAX_GRAPH_NODES:
             raise InvalidRequest(f"limit must be between 1 and {MAX_GRAPH_NODES}, got {max_nodes}")
         if not 1 <= depth <= MAX_GRAPH_DEPTH:
@@ -749,8 +857,14 @@ class LineageRepository:
                 f"direction must be upstream, downstream or both, got {direction!r}"
             )
         with self._db.transaction(write=False) as session:
+            root: tuple[str, Any]
             if checkpoint is not None:
                 root = ("checkpoint", _checkpoint_row(session, parse_checkpoint_ref(checkpoint)).id)
+            elif source is not None:
+                uri = _source_uri(source)
+                if not source_versions(session, uri):
+                    raise InvalidRequest(f"no version recorded the source {uri!r}")
+                root = ("source", uri)
             else:
                 root = ("version", find_version(session, parse_reference(str(version))).id)
             return build_graph(session, root, depth=depth, direction=direction, max_nodes=max_nodes)

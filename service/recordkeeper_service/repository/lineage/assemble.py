@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from recordkeeper.core.lineage import CheckpointRef, Consumer
 from recordkeeper_service.repository.lineage import queries
+from recordkeeper_service.repository.lineage.data import DataHistory
 from recordkeeper_service.repository.lineage.records import (
     ChainLinkRecord,
     CheckpointRecord,
@@ -96,6 +97,7 @@ def lineage_record(
     upstream: queries.Upstream,
     facts: Mapping[int, queries.VersionFacts],
     states: Mapping[int, queries.VersionState],
+    history: DataHistory | None = None,
 ) -> LineageRecord:
     """Order the chain from ``start`` up to its root and group edges per (version, role).
 
@@ -172,7 +174,13 @@ def lineage_record(
         p = nodes[start.parent_id]
         parent = str(CheckpointRef(p.model, p.checkpoint, p.run))
     record = _record(start, parent, _group_data(own).get(start.id, ()))
-    return LineageRecord(checkpoint=record, chain=tuple(chain), columns=columns)
+    return LineageRecord(
+        checkpoint=record,
+        chain=tuple(chain),
+        columns=columns,
+        history=history.entries if history is not None else (),
+        history_truncated=history.truncated if history is not None else False,
+    )
 
 
 def _name_and_role(item: tuple[str, str, Any, Any]) -> tuple[str, str]:

@@ -1,8 +1,10 @@
 """The lineage graph around one node: breadth-first, level by level, bounded.
 
-Nodes are checkpoints (``checkpoint:<model>@<run>/<ckpt>``) and versions (``version:<name>``).
-Edges point the way data flows: ``version → checkpoint`` (``trained_on``, with role and splits) and
-``parent → child`` (``restored_from`` / ``initialized_from``).  *Upstream* walks edges backwards
+Nodes are checkpoints (``checkpoint:<model>@<run>/<ckpt>``), versions (``version:<name>``, with
+their desc, producer and params digest) and raw sources (``source:<uri>``).  Edges point the way
+data flows: ``version → checkpoint`` (``trained_on``, with role and splits), ``parent → child``
+(``restored_from`` / ``initialized_from``), ``parent version → version`` (``derived_from``, with
+the parent's role) and ``source → version`` (``source_of``).  *Upstream* walks edges backwards
 (what went into the node), *downstream* forwards (what came out of it); ``both`` does the two
 walks from the root separately, so siblings are not pulled in.  Each level costs two queries over
 the whole frontier, reading at most ``ROWS_PER_NODE`` rows per node the answer may hold; the walk
@@ -29,15 +31,17 @@ from sqlalchemy.orm import Session
 from recordkeeper_service import models as m
 from recordkeeper_service.domain import data_state_json
 from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
+from recordkeeper_service.models.provenance import VersionParent, VersionSource
 from recordkeeper_service.repository.lineage.records import GraphRecord
+from recordkeeper_service.repository.provenance import load_provenances
 
 __all__ = ["build_graph"]
 
-NodeKey = tuple[str, int]  # ("checkpoint" | "version", id)
+NodeKey = tuple[str, Any]  # ("checkpoint" | "version", id) or ("source", uri)
 EdgeKey = tuple[NodeKey, NodeKey, str, str | None]  # source, target, kind, role
 
 
-def _ids(frontier: Iterable[NodeKey], kind: str) -> list[int]:
+def _ids(frontier: Iterable[NodeKey], kind: str) -> list[Any]:
     return sorted(i for k, i in frontier if k == kind)
 
 
@@ -96,6 +100,48 @@ def _step(
             source, target = ("version", version), ("checkpoint", ckpt)
             edges.setdefault((source, target, "trained_on", role), set()).add(split)
             reached.add(source if upstream else target)
+    uris = _ids(frontier, "source")
+    if uris and not upstream:  # a raw source's downstream: the versions that recorded it
+        recorded = session.execute(
+            select(VersionSource.version_id, VersionSource.uri)
+            .where(VersionSource.uri.in_(uris))
+            .order_by(VersionSource.version_id, VersionSource.position)
+            .limit(max_rows)
+        ).all()
+        cut |= len(recorded) == max_rows
+        for version, uri in recorded:
+            edges.setdefault((("source", uri), ("version", version), "source_of", None), set())
+            reached.add(("version", version))
+    if versions:
+        # the data's own history: parent version → derived version, raw source → version
+        link = (
+            VersionParent.version_id.in_(versions)
+            if upstream
+            else VersionParent.parent_id.in_(versions)
+        )
+        derived = session.execute(
+            select(VersionParent.version_id, VersionParent.parent_id, VersionParent.role)
+            .where(link)
+            .order_by(VersionParent.version_id, VersionParent.position)
+            .limit(max_rows)
+        ).all()
+        cut |= len(derived) == max_rows
+        for child, parent, role in derived:
+            source, target = ("version", parent), ("version", child)
+            edges.setdefault((source, target, "derived_from", role), set())
+            reached.add(source if upstream else target)
+        if upstream:
+            raw = session.execute(
+                select(VersionSource.version_id, VersionSource.uri)
+                .where(VersionSource.version_id.in_(versions))
+                .order_by(VersionSource.version_id, VersionSource.position)
+                .limit(max_rows)
+            ).all()
+            cut |= len(raw) == max_rows
+            for version, uri in raw:
+                raw_node: NodeKey = ("source", uri)
+                edges.setdefault((raw_node, ("version", version), "source_of", None), set())
+                reached.add(raw_node)
     return reached, cut
 
 
@@ -182,7 +228,24 @@ def _attributes(session: Session, nodes: set[NodeKey]) -> dict[NodeKey, dict[str
                 "content_digest": digest,
                 "state": state,
                 **data_state_json(state, released, collected, why),
+                "desc": None,
+                "producer": None,
+                "params_digest": None,
             }
+        for vid, document in load_provenances(session, versions).items():
+            producer = document.get("producer")
+            attrs[("version", vid)]["producer"] = (
+                {k: producer.get(k) for k in ("vcs", "commit", "branch", "dirty", "entry")}
+                if producer
+                else None
+            )
+            attrs[("version", vid)]["params_digest"] = document.get("params_digest")
+        for vid, desc in session.execute(
+            select(m.Version.id, m.Version.desc).where(m.Version.id.in_(versions))
+        ):
+            attrs[("version", vid)]["desc"] = desc
+    for uri in _ids(nodes, "source"):
+        attrs[("source", uri)] = {"id": f"source:{uri}", "kind": "source", "uri": uri}
     return attrs
 
 
@@ -222,6 +285,32 @@ def _neighbour_counts(session: Session, nodes: set[NodeKey]) -> dict[NodeKey, tu
             .group_by(CheckpointData.version_id)
         ):
             down[("version", vid)] += int(consumers)
+        for vid, parents in session.execute(
+            select(VersionParent.version_id, func.count(VersionParent.parent_id))
+            .where(VersionParent.version_id.in_(versions))
+            .group_by(VersionParent.version_id)
+        ):
+            up[("version", vid)] += int(parents)
+        for vid, sources in session.execute(
+            select(VersionSource.version_id, func.count(distinct(VersionSource.uri)))
+            .where(VersionSource.version_id.in_(versions))
+            .group_by(VersionSource.version_id)
+        ):
+            up[("version", vid)] += int(sources)
+        for pid, children in session.execute(
+            select(VersionParent.parent_id, func.count(VersionParent.version_id))
+            .where(VersionParent.parent_id.in_(versions))
+            .group_by(VersionParent.parent_id)
+        ):
+            down[("version", pid)] += int(children)
+    uris = _ids(nodes, "source")
+    if uris:
+        for uri, versions_from in session.execute(
+            select(VersionSource.uri, func.count(distinct(VersionSource.version_id)))
+            .where(VersionSource.uri.in_(uris))
+            .group_by(VersionSource.uri)
+        ):
+            down[("source", uri)] += int(versions_from)
     return {key: (up[key], down[key]) for key in nodes}
 
 

@@ -47,6 +47,7 @@ from sqlalchemy.orm import Session
 from recordkeeper_service import models as m
 from recordkeeper_service.domain import data_state_json
 from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
+from recordkeeper_service.models.provenance import VersionProvenance
 from recordkeeper_service.repository.lineage.epoch import epoch_column
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "direct_consumers",
     "in_use",
     "segment_data_rows",
+    "segment_versions",
     "upstream_rows",
     "versions_shown",
 ]
@@ -76,6 +78,7 @@ _md = Model.__table__
 _run = Run.__table__
 _v = m.Version.__table__
 _ds = m.Dataset.__table__
+_prov = VersionProvenance.__table__
 
 
 class CheckpointRow(NamedTuple):
@@ -120,10 +123,12 @@ Edge = tuple[int, int, str, str]
 
 
 class Upstream(NamedTuple):
-    """The upstream walk from one checkpoint: the chain's checkpoints and their edges."""
+    """The upstream walk from one checkpoint: the chain's checkpoints and their edges, and
+    which of the edges' versions recorded provenance (where the data history starts)."""
 
     checkpoints: list[ChainRow]
     edges: list[Edge]
+    recorded: frozenset[int] = frozenset()
 
 
 class VersionFacts(NamedTuple):
@@ -357,6 +362,8 @@ def _upstream_stmt() -> CompoundSelect[Any]:
         .join(_md, _md.c.id == c.c.model_id)
         .join(_run, _run.c.id == c.c.run_id)
     )
+    # an edge row carries, in the step column's place, its version's id when that version
+    # recorded provenance (a primary-key probe): the data history walks from those only
     edges = (
         select(
             literal_column("1"),
@@ -365,13 +372,14 @@ def _upstream_stmt() -> CompoundSelect[Any]:
             _cd.c.split,
             _cd.c.role,
             null(),
-            null(),
+            _prov.c.version_id,
             null(),
             null(),
             null(),
         )
         .select_from(chain)
         .join(_cd, _cd.c.checkpoint_id == chain.c.id)
+        .outerjoin(_prov, _prov.c.version_id == _cd.c.version_id)
     )
     return union_all(checkpoints, edges)
 
@@ -419,6 +427,7 @@ def upstream_rows(session: Reader, checkpoint_id: int) -> Upstream:
     return Upstream(
         [ChainRow._make(r[1:]) for r in rows if not r[0]],
         [r[1:5] for r in rows if r[0]],
+        frozenset(r[2] for r in rows if r[0] and r[6] is not None),
     )
 
 
@@ -553,3 +562,19 @@ def in_use(session: Session, version_ids: Iterable[int]) -> set[int]:
         return set()
     stmt = select(_cd.c.version_id).where(_cd.c.version_id.in_(wanted)).distinct()
     return set(_conn(session).scalars(stmt))
+
+
+def segment_versions(
+    session: Session, checkpoint_ids: Iterable[int], version_ids: Iterable[int]
+) -> list[tuple[int, int]]:
+    """``(checkpoint id, version id)`` of the segments of ``checkpoint_ids`` that used one of
+    ``version_ids`` (primary key lookups)."""
+    ckpts, versions = sorted(set(checkpoint_ids)), sorted(set(version_ids))
+    if not ckpts or not versions:
+        return []
+    stmt = (
+        select(_cd.c.checkpoint_id, _cd.c.version_id)
+        .where(_cd.c.checkpoint_id.in_(ckpts), _cd.c.version_id.in_(versions))
+        .distinct()
+    )
+    return [(int(c), int(v)) for c, v in _conn(session).execute(stmt)]

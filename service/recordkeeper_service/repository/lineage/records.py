@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
 
+from recordkeeper.core.data_lineage import HistoryEntry
 from recordkeeper.core.lineage import (
     CheckpointRef,
     Consumer,
@@ -30,6 +31,7 @@ __all__ = [
     "ConsumersRecord",
     "DataRecord",
     "GraphRecord",
+    "ImpactRecord",
     "LineageRecord",
     "ModelCheckEntryRecord",
     "ModelCheckRecord",
@@ -162,6 +164,10 @@ class LineageRecord:
     checkpoint: CheckpointRecord
     chain: tuple[ChainLinkRecord, ...]
     columns: Mapping[str, list[Any]]
+    #: the data's history: each version trained on that recorded provenance, and its
+    #: ancestors (:mod:`recordkeeper.core.data_lineage`), nearest first
+    history: tuple[HistoryEntry, ...] = ()
+    history_truncated: bool = False
 
     @cached_property
     def data(self) -> tuple[LineageEntry, ...]:
@@ -182,6 +188,8 @@ class LineageRecord:
             "chain": [link.to_json() for link in self.chain],
             "data": None if compact else [e.to_json() for e in self.data],
             "versions": self.versions,
+            "history": [e.to_json() for e in self.history],
+            "history_truncated": self.history_truncated,
         }
         if compact:
             body["compact"] = {"columns": dict(self.columns)}
@@ -273,4 +281,38 @@ class ModelCheckRecord:
             "ok": all(not has_errors(c.problems) for c in self.checks),
             "checks": [c.to_json() for c in self.checks],
             "saved_models": [dict(s) for s in self.saved_models],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ImpactRecord:
+    """What a version or a raw source affects: the versions derived from it (any depth) and
+    the checkpoints trained on any of them (``checkpoint_versions``: by checkpoint reference,
+    the affected versions its own segment used)."""
+
+    target: Mapping[str, Any]
+    sources: tuple[Mapping[str, Any], ...]
+    versions: tuple[Mapping[str, Any], ...]
+    checkpoints: tuple[Consumer, ...]
+    checkpoint_versions: Mapping[str, tuple[str, ...]]
+    versions_truncated: bool = False
+
+    def models(self) -> list[dict[str, Any]]:
+        return ConsumersRecord((), self.checkpoints).models()
+
+    def to_json(self, *, limit: int, offset: int) -> dict[str, Any]:
+        page = self.checkpoints[offset : offset + limit]
+        return {
+            "target": dict(self.target),
+            "sources": [dict(s) for s in self.sources],
+            "versions": [dict(v) for v in self.versions],
+            "versions_truncated": self.versions_truncated,
+            "models": self.models(),
+            "data": [
+                {**c.to_json(), "versions": list(self.checkpoint_versions.get(str(c.ref), ()))}
+                for c in page
+            ],
+            "count": len(self.checkpoints),
+            "limit": limit,
+            "offset": offset,
         }
