@@ -63,6 +63,7 @@ __all__ = [
     "index_version",
     "record_diff",
     "record_sets",
+    "register_record_set",
     "write_index",
 ]
 
@@ -192,6 +193,22 @@ def index_version(
     for batch in merge_sorted(_streams(version, kind, width), width):
         for split, items in batch.items():
             digests[split].update_sorted(items)
+    return register_record_set(http, version, digests, register=register)
+
+
+def register_record_set(
+    http: HttpCore,
+    version: DatasetVersion,
+    digests: Mapping[str, SetDigest],
+    *,
+    register: bool = True,
+) -> dict[str, Any]:
+    """Register a version's split set digests (``PUT /versions/{ref}/record-sets``) once each
+    of its shards has its index stored beside it: what ``recordkeeper index`` does last, and
+    the writer, publish and deep verify do after indexing inline.  With ``register=False``
+    the body only."""
+    first = next(iter(digests.values()), None)
+    kind, width = (first.kind, first.width) if first else ("bytes", DEFAULT_WIDTH)
     splits = [
         {"split": s, "records": d.count, "digest": format_digest(d.hexdigest())}
         for s, d in sorted(digests.items())

@@ -6,6 +6,7 @@ import json
 import random
 from typing import Any
 
+import fsspec
 from typer.testing import CliRunner
 
 import recordkeeper as rk
@@ -46,13 +47,34 @@ def scenario(service: LiveService, root: str, opts: dict[str, Any]) -> None:
     train2, test2 = train[:], test[:]
     rng.shuffle(train2)
     rng.shuffle(test2)
-    v2 = _write(client, root, opts, {"train": train2, "test": test2}, compression="gzip")
+    v2 = _write(
+        client,
+        root,
+        opts,
+        {"train": train2, "test": test2},
+        compression="gzip",
+        record_index=False,
+    )
     assert v2.splits["train"].shard_count == 1
     assert v1.content_digest != v2.content_digest
+    assert client.record_sets(v2.name) == []
 
+    # The writer indexed v1 as it wrote it and registered its record identity: the indexes
+    # are byte for byte what `recordkeeper index` builds from the stored shards afterwards.
+    inline = client.record_sets(v1.name)
+    assert len(inline) == 1
+    written = {}
+    for shard in v1.shards:
+        with fsspec.open(index_uri(shard.uri), "rb", **opts) as fh:
+            written[shard.uri] = fh.read()
+        fsspec.open(index_uri(shard.uri), **opts).fs.rm(index_uri(shard.uri))
     counter = _Counter()
     r1 = client.index(v1.name, progress=counter)
     assert counter.bytes == v1.size  # every shard read once
+    assert r1["records_digest"] == inline[0]["records_digest"]
+    for shard in v1.shards:
+        with fsspec.open(index_uri(shard.uri), "rb", **opts) as fh:
+            assert fh.read() == written[shard.uri]
     r2 = client.index(v2.name)
     assert r1["records_digest"] == r2["records_digest"]
     assert {s["split"]: s["records"] for s in r1["splits"]} == {"train": 360, "test": 40}
@@ -116,7 +138,7 @@ def scenario(service: LiveService, root: str, opts: dict[str, Any]) -> None:
     assert r.exit_code == 0 and json.loads(r.stdout)["records_digest"] == r1["records_digest"]
 
     # A version that was never indexed is refused with a stable code.
-    v5 = _write(client, root, opts, {"train": train[:10]})
+    v5 = _write(client, root, opts, {"train": train[:10]}, record_index=False)
     r = runner.invoke(app, [*base, "diff", v1.name, v5.name, "--records", "--json", *o])
     assert r.exit_code == 1 and '"code": "invalid_request"' in r.output, r.output
     assert index_uri(v1.shards[0].uri).endswith(".rkidx")
