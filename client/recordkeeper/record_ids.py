@@ -19,14 +19,45 @@ shard.  Without the C extension (or built without OpenSSL) hashlib hashes and Py
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from recordkeeper import _native
 from recordkeeper.core.record_identity import DEFAULT_WIDTH, validate_identity
 from recordkeeper.core.record_index import HEADER_SIZE, TRAILER_SIZE, SetDigest, encode_index
+from recordkeeper.storage import open_write
 from recordkeeper.streaming import Worker
 
-__all__ = ["RecordIds", "native_ids", "sort_identities", "split_digest"]
+__all__ = [
+    "INDEX_DIR",
+    "INDEX_SUFFIX",
+    "RecordIds",
+    "index_uri",
+    "native_ids",
+    "sort_identities",
+    "split_digest",
+    "write_index",
+]
+
+INDEX_DIR = ".recordkeeper/index"
+INDEX_SUFFIX = ".rkidx"
+
+
+def index_uri(shard_uri: str) -> str:
+    """Where the record index of the shard at ``shard_uri`` is stored."""
+    head, _, name = shard_uri.rpartition("/")
+    return f"{head}/{INDEX_DIR}/{name}{INDEX_SUFFIX}"
+
+
+def write_index(
+    shard_uri: str, data: bytes, storage_options: Mapping[str, Any] | None = None
+) -> str:
+    """Store an index (:meth:`RecordIds.finish`, or the core's builder) beside its shard;
+    its URI."""
+    uri = index_uri(shard_uri)
+    with open_write(uri, storage_options) as sink:
+        sink.write(data)
+    return uri
 
 
 def native_ids() -> bool:

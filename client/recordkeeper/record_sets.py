@@ -50,7 +50,8 @@ from recordkeeper.core.record_index import (
 from recordkeeper.http import HttpCore, quote_segment
 from recordkeeper.models import DatasetVersion, Shard
 from recordkeeper.progress import byte_progress
-from recordkeeper.storage import open_read, open_write
+from recordkeeper.record_ids import INDEX_DIR, INDEX_SUFFIX, index_uri, write_index
+from recordkeeper.storage import open_read
 
 if TYPE_CHECKING:
     from recordkeeper.progress import ProgressLike
@@ -67,26 +68,8 @@ __all__ = [
     "write_index",
 ]
 
-INDEX_DIR = ".recordkeeper/index"
-INDEX_SUFFIX = ".rkidx"
 INDEX_LOCATION = "{shard_dir}/" + INDEX_DIR + "/{shard_name}" + INDEX_SUFFIX
 _CHUNK_BUDGET = 4 * 2**20  # bytes of index chunks held at once by a merge, over all shards
-
-
-def index_uri(shard_uri: str) -> str:
-    """Where the record index of the shard at ``shard_uri`` is stored."""
-    head, _, name = shard_uri.rpartition("/")
-    return f"{head}/{INDEX_DIR}/{name}{INDEX_SUFFIX}"
-
-
-def write_index(
-    shard_uri: str, data: bytes, storage_options: Mapping[str, Any] | None = None
-) -> str:
-    """Store an index built by :class:`RecordIndexBuilder` beside its shard; its URI."""
-    uri = index_uri(shard_uri)
-    with open_write(uri, storage_options) as sink:
-        sink.write(data)
-    return uri
 
 
 def _header(uri: str, storage_options: Mapping[str, Any] | None) -> IndexHeader | None:
@@ -113,14 +96,18 @@ def _index_shard(
     storage_options: Mapping[str, Any] | None,
     advance: Callable[[int], None],
 ) -> None:
+    from recordkeeper import formats
     from recordkeeper.progress import ProgressReader
-    from recordkeeper.tfrecord import iter_records, source_size
+    from recordkeeper.tfrecord import source_size
 
     builder = RecordIndexBuilder(kind, width)
     raw = open_read(shard.uri, storage_options)
     reader = ProgressReader(raw, advance)
     try:
-        builder.add_many(iter_records(reader, shard.compression, size=source_size(raw)))
+        records = formats.get(shard.format).iter_records(
+            reader, shard.compression, size=source_size(raw)
+        )
+        builder.add_many(records)
     finally:
         reader.close()
     if builder.count != shard.record_count:

@@ -75,11 +75,29 @@ def scenario(service: LiveService, root: str, opts: dict[str, Any]) -> None:
     for shard in v1.shards:
         with fsspec.open(index_uri(shard.uri), "rb", **opts) as fh:
             assert fh.read() == written[shard.uri]
-    r2 = client.index(v2.name)
+    # Deep verify of v2 (written without identity) indexes it in the read that checks it.
+    report = v2.verify(deep=True, record_index=True)
+    assert report.ok
+    assert report.record_index == {"written": len(v2.shards), "registered": 1}
+    assert v2.verify(deep=True, record_index=True).record_index["matched"] == len(v2.shards)
+    again = _Counter()
+    r2 = client.index(v2.name, progress=again)
+    assert again.bytes == 0  # the indexes deep verify stored are the ones index builds
+    assert client.record_sets(v2.name)[0]["records_digest"] == r2["records_digest"]
+
+    # Publish v1's shard files in place as a new version: indexed by publish's scan.
+    prefix = v1.shards[0].uri.rsplit("/", 1)[0]
+    published = client.publish(
+        rk.Dataset.from_directory(prefix, name="ident-pub", storage_options=opts),
+        progress=False,
+        storage_options=opts,
+    )
+    (pub,) = client.record_sets(published.name)
+    assert pub["records_digest"] == inline[0]["records_digest"]
     assert r1["records_digest"] == r2["records_digest"]
     assert {s["split"]: s["records"] for s in r1["splits"]} == {"train": 360, "test": 40}
     found = {r["version"] for r in client.versions_with_records(r1["records_digest"])}
-    assert found == {v1.name, v2.name}
+    assert found == {v1.name, v2.name, published.name}
 
     # Resumable: a second run reads no shard (every index is there and matches).
     again = _Counter()
