@@ -152,6 +152,17 @@ def scenario(service: LiveService, root: str, opts: dict[str, Any]) -> None:
     assert r.exit_code == 0, r.output
     splits = {s["split"]: s for s in json.loads(r.stdout)["splits"]}
     assert (splits["train"]["added"], splits["train"]["removed"]) == (1, 1)
+    r = runner.invoke(app, [*base, "verify", v2.name, "--deep", "--record-index", "--json", *o])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["record_index"] == {"matched": len(v2.shards), "registered": 1}
+    r = runner.invoke(app, [*base, "verify", v2.name, "--record-index", *o])
+    assert r.exit_code == 1 and "--deep" in r.output, r.output
+    shard_dir = v3.shards[0].uri.rsplit("/", 1)[0]
+    for flag, indexed in (("--no-record-index", False), ("--record-index", True)):
+        args = ["publish", shard_dir, "--name", f"cli{int(indexed)}", flag, "--no-code"]
+        r = runner.invoke(app, [*base, *args, "--json", *o])
+        assert r.exit_code == 0, r.output
+        assert bool(client.record_sets(json.loads(r.stdout)["name"])) is indexed
     r = runner.invoke(app, [*base, "index", v1.name, "--json", *o])
     assert r.exit_code == 0 and json.loads(r.stdout)["records_digest"] == r1["records_digest"]
 
