@@ -8,6 +8,9 @@ mapped folder is ``migrations/`` (the Alembic environment), shipped as
 
 from __future__ import annotations
 
+import os
+import sysconfig
+
 from setuptools import Extension, find_namespace_packages, find_packages, setup
 
 SOURCE_ROOTS = ("client", "service")
@@ -32,6 +35,19 @@ def discover() -> tuple[list[str], dict[str, str]]:
 
 packages, package_dir = discover()
 
+
+def openssl() -> dict[str, list]:
+    """Build options for OpenSSL's libcrypto when its headers are installed: the per-record
+    identities (sha256 per record, SHA-NI where the CPU has it) of the C fast paths.  Python
+    itself links libcrypto for hashlib; without the headers those functions are left out and
+    hashlib computes the identities."""
+    roots = [sysconfig.get_config_var("INCLUDEDIR") or "/usr/include", "/usr/include"]
+    roots += os.environ.get("C_INCLUDE_PATH", "").split(os.pathsep)
+    if any(r and os.path.exists(os.path.join(r, "openssl", "sha.h")) for r in roots):
+        return {"define_macros": [("RK_HAVE_OPENSSL", "1")], "libraries": ["crypto"]}
+    return {}
+
+
 setup(
     packages=packages,
     package_dir=package_dir,
@@ -43,6 +59,7 @@ setup(
             sources=["client/recordkeeper/_speedups.c"],
             optional=True,
             extra_compile_args=["-O2"],
+            **openssl(),
         )
     ],
 )

@@ -40,6 +40,20 @@
  *       interleaved lanes with SSE4.2 joined by PCLMULQDQ, see crc_clmul; `impl` picks one
  *       implementation, see CRC_AUTO)
  *
+ *   record_ids(records, width) -> bytes
+ *       sha256(record)[:width] of every record of a list of bytes, joined, without the GIL: the
+ *       per-record identities of docs/record-identity.md (kind `bytes`).
+ *
+ *   deframe(..., ids=None, width=16), deframe_keys(..., ids=None, width=16)
+ *       With a bytearray `ids`, also append the identity of every good record to it, computed
+ *       in the same pass as the CRCs (the record is in the cache once).
+ *
+ *   sort_ids(ids, width) -> bytes
+ *       The fixed-width identities of `ids` sorted ascending (bytes order), without the GIL.
+ *
+ *   (record identities need OpenSSL's libcrypto at build time, for its SHA-NI/AVX sha256;
+ *   without it those functions are absent and the Python code hashes with hashlib.)
+ *
  * The pure-Python implementations remain the reference; the tests run both.
  */
 #define PY_SSIZE_T_CLEAN
@@ -50,6 +64,15 @@
 #ifndef _WIN32
 #include <unistd.h>
 #define RK_HAVE_WRITE 1
+#endif
+
+#ifdef RK_HAVE_OPENSSL
+/* SHA256_Init/Update/Final are deprecated in OpenSSL 3 but call the block function directly;
+ * its one-shot SHA256() fetches an EVP implementation per call (~1 us, more than hashing a
+ * 1 KiB record with SHA-NI). */
+#define OPENSSL_SUPPRESS_DEPRECATED 1
+#include <openssl/sha.h>
+#include <stdlib.h>
 #endif
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -343,6 +366,89 @@ static uint32_t le32(const unsigned char *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
+
+/* ------------------------------------------------------------------ record identities */
+
+#ifdef RK_HAVE_OPENSSL
+/* Identities computed without the GIL go to a growing raw buffer, then to the caller's
+ * bytearray once the GIL is back. */
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+    int width; /* 0: not collecting */
+} idbuf_t;
+
+static void sha256_of(const unsigned char *data, size_t n, unsigned char *digest) {
+    SHA256_CTX ctx;
+    SHA256_Init(&ctx);
+    SHA256_Update(&ctx, data, n);
+    SHA256_Final(digest, &ctx);
+}
+
+static int ids_add(idbuf_t *ib, const unsigned char *data, size_t n) {
+    if (!ib->width) return 0;
+    if (ib->len + (size_t)ib->width > ib->cap) {
+        size_t cap = ib->cap ? 2 * ib->cap : 4096;
+        unsigned char *bigger = PyMem_RawRealloc(ib->p, cap);
+        if (bigger == NULL) return -1;
+        ib->p = bigger, ib->cap = cap;
+    }
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    sha256_of(data, n, digest);
+    memcpy(ib->p + ib->len, digest, (size_t)ib->width);
+    ib->len += (size_t)ib->width;
+    return 0;
+}
+
+/* Append what was collected to the bytearray `target` (GIL held); -1 with an exception. */
+static int ids_flush(idbuf_t *ib, PyObject *target) {
+    int rc = 0;
+    if (target != NULL && ib->width && ib->len) {
+        Py_ssize_t old = PyByteArray_GET_SIZE(target);
+        if (PyByteArray_Resize(target, old + (Py_ssize_t)ib->len) < 0) {
+            rc = -1;
+        } else {
+            memcpy(PyByteArray_AS_STRING(target) + old, ib->p, ib->len);
+        }
+    }
+    PyMem_RawFree(ib->p);
+    ib->p = NULL, ib->len = ib->cap = 0;
+    return rc;
+}
+
+/* Parse the optional (ids, width) arguments: ids None -> not collecting. */
+static int ids_setup(idbuf_t *ib, PyObject *ids, int width) {
+    ib->p = NULL, ib->len = ib->cap = 0, ib->width = 0;
+    if (ids == NULL || ids == Py_None) return 0;
+    if (!PyByteArray_Check(ids)) {
+        PyErr_SetString(PyExc_TypeError, "ids must be a bytearray or None");
+        return -1;
+    }
+    if (width < 1 || width > SHA256_DIGEST_LENGTH) {
+        PyErr_SetString(PyExc_ValueError, "width must be 1 to 32");
+        return -1;
+    }
+    ib->width = width;
+    return 0;
+}
+
+#define IDS_ADD(ib, data, n) ids_add((ib), (data), (n))
+#else
+typedef struct {
+    int width;
+} idbuf_t;
+static int ids_setup(idbuf_t *ib, PyObject *ids, int width) {
+    ib->width = 0;
+    if (ids != NULL && ids != Py_None) {
+        PyErr_SetString(PyExc_NotImplementedError, "built without OpenSSL: no record identities");
+        return -1;
+    }
+    return 0;
+}
+static int ids_flush(idbuf_t *ib, PyObject *target) { return 0; }
+#define IDS_ADD(ib, data, n) 0
+#endif
+
 /* ------------------------------------------------------------------ deframe */
 
 /* Make room for one more element in `*items` (`*cap` of `size` bytes, `n` in use): doubles the
@@ -408,13 +514,20 @@ static PyObject *frame_error_value(const frame_error_t *err) {
 static PyObject *py_deframe(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos;
-    int verify, copy;
-    if (!PyArg_ParseTuple(args, "y*npp", &view, &pos, &verify, &copy)) return NULL;
+    int verify, copy, width = 16;
+    PyObject *ids_arg = NULL;
+    if (!PyArg_ParseTuple(args, "y*npp|Oi", &view, &pos, &verify, &copy, &ids_arg, &width))
+        return NULL;
     const unsigned char *buf = view.buf;
     Py_ssize_t len = view.len;
+    idbuf_t ib;
     if (pos < 0 || pos > len) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "pos out of range");
+        return NULL;
+    }
+    if (ids_setup(&ib, ids_arg, width) < 0) {
+        PyBuffer_Release(&view);
         return NULL;
     }
     Py_ssize_t cap = 1024, count = 0;
@@ -436,6 +549,10 @@ static PyObject *py_deframe(PyObject *self, PyObject *args) {
             }
             spans[count] = data;
         }
+        if (IDS_ADD(&ib, buf + data.start, (size_t)(data.end - data.start)) < 0) {
+            oom = 1;
+            break;
+        }
         count++;
         pos = data.end + 4;
     }
@@ -443,9 +560,11 @@ static PyObject *py_deframe(PyObject *self, PyObject *args) {
 
     PyObject *records = NULL, *error = NULL, *result = NULL;
     if (oom) {
+        ids_flush(&ib, NULL);
         PyErr_NoMemory();
         goto done;
     }
+    if (ib.width && ids_flush(&ib, ids_arg) < 0) goto done;
     if (copy) {
         records = PyList_New(count);
         if (records == NULL) goto done;
@@ -864,13 +983,19 @@ static int table_add_hashed(table_t *t, const keybuf_t *k, uint64_t h, Py_ssize_
 static PyObject *py_deframe_keys(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos;
-    int verify;
-    if (!PyArg_ParseTuple(args, "y*np", &view, &pos, &verify)) return NULL;
+    int verify, width = 16;
+    PyObject *ids_arg = NULL;
+    if (!PyArg_ParseTuple(args, "y*np|Oi", &view, &pos, &verify, &ids_arg, &width)) return NULL;
     const unsigned char *buf = view.buf;
     Py_ssize_t len = view.len;
+    idbuf_t ib;
     if (pos < 0 || pos > len) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "pos out of range");
+        return NULL;
+    }
+    if (ids_setup(&ib, ids_arg, width) < 0) {
+        PyBuffer_Release(&view);
         return NULL;
     }
     table_t table = {NULL, 0, 0, NULL, 0, 0};
@@ -896,6 +1021,7 @@ static PyObject *py_deframe_keys(PyObject *self, PyObject *args) {
         } else if (table_add(&table, &kb, start, stop) < 0) {
             oom = 1;
         }
+        if (!oom && IDS_ADD(&ib, buf + start, (size_t)(stop - start)) < 0) oom = 1;
         if (oom) break;
         count++;
         pos = stop + 4;
@@ -904,9 +1030,11 @@ static PyObject *py_deframe_keys(PyObject *self, PyObject *args) {
 
     PyObject *summary = NULL, *slow_list = NULL, *error = NULL, *result = NULL;
     if (oom) {
+        ids_flush(&ib, NULL);
         PyErr_NoMemory();
         goto done;
     }
+    if (ib.width && ids_flush(&ib, ids_arg) < 0) goto done;
     summary = PyDict_New();
     slow_list = PyList_New(slow_n);
     if (summary == NULL || slow_list == NULL) goto done;
@@ -1404,6 +1532,145 @@ done:
 
 static PyObject *py_record_diff_stream(PyObject *self, PyObject *args); /* at the end */
 static PyObject *py_record_lookup_stream(PyObject *self, PyObject *args);
+#ifdef RK_HAVE_OPENSSL
+/* record_ids(records, width) -> bytes: sha256(record)[:width] of each record, joined. */
+static PyObject *py_record_ids(PyObject *self, PyObject *args) {
+    PyObject *arg;
+    int width;
+    if (!PyArg_ParseTuple(args, "Oi", &arg, &width)) return NULL;
+    if (width < 1 || width > SHA256_DIGEST_LENGTH) {
+        PyErr_SetString(PyExc_ValueError, "width must be 1 to 32");
+        return NULL;
+    }
+    PyObject *records = PySequence_Tuple(arg);
+    if (records == NULL) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(records);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(records, i))) {
+            PyErr_Format(PyExc_TypeError, "record %zd is %.80s, not bytes", i,
+                         Py_TYPE(PyTuple_GET_ITEM(records, i))->tp_name);
+            Py_DECREF(records);
+            return NULL;
+        }
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * width);
+    if (out == NULL) {
+        Py_DECREF(records);
+        return NULL;
+    }
+    unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(records, i);
+        sha256_of((const unsigned char *)PyBytes_AS_STRING(item), (size_t)PyBytes_GET_SIZE(item),
+                  digest);
+        memcpy(dst + i * width, digest, (size_t)width);
+    }
+    Py_END_ALLOW_THREADS
+    Py_DECREF(records);
+    return out;
+}
+#endif
+
+/* An identity's sort key: its first 8 bytes as a big-endian number, and where it is. */
+typedef struct {
+    uint64_t key;
+    Py_ssize_t at;
+} idkey_t;
+
+static int idkey_less(const idkey_t *x, const idkey_t *y, const unsigned char *base,
+                      size_t width) {
+    if (x->key != y->key) return x->key < y->key;
+    return memcmp(base + x->at + 8, base + y->at + 8, width - 8) < 0;
+}
+
+/* Stable merge sort of a[0..n) by (key, the bytes after the first 8), `t` as scratch. */
+static void idkey_sort(idkey_t *a, idkey_t *t, Py_ssize_t n, const unsigned char *base,
+                       size_t width) {
+    if (n < 16) {
+        for (Py_ssize_t i = 1; i < n; i++) {
+            idkey_t v = a[i];
+            Py_ssize_t j = i;
+            while (j > 0 && idkey_less(&v, &a[j - 1], base, width)) a[j] = a[j - 1], j--;
+            a[j] = v;
+        }
+        return;
+    }
+    Py_ssize_t h = n / 2;
+    idkey_sort(a, t, h, base, width);
+    idkey_sort(a + h, t + h, n - h, base, width);
+    Py_ssize_t i = 0, j = h, k = 0;
+    while (i < h && j < n) t[k++] = idkey_less(&a[j], &a[i], base, width) ? a[j++] : a[i++];
+    while (i < h) t[k++] = a[i++];
+    while (j < n) t[k++] = a[j++];
+    memcpy(a, t, (size_t)n * sizeof(idkey_t));
+}
+
+/* sort_ids(ids, width) -> bytes: the `width`-byte items of `ids` in ascending bytes order.
+ * Keys are radix-sorted on their top 32 bits (two passes of 16 bits), then each run sharing
+ * those bits is merge-sorted on the rest (identities are uniform: runs are short). */
+static PyObject *py_sort_ids(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    int width;
+    if (!PyArg_ParseTuple(args, "y*i", &view, &width)) return NULL;
+    if (width < 8 || width > 64 || view.len % width) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "ids must be whole items of 8 to 64 bytes");
+        return NULL;
+    }
+    Py_ssize_t n = view.len / width;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, view.len);
+    idkey_t *keys = PyMem_RawMalloc((n ? n : 1) * sizeof(idkey_t));
+    idkey_t *tmp = PyMem_RawMalloc((n ? n : 1) * sizeof(idkey_t));
+    size_t *counts = PyMem_RawCalloc(65536, sizeof(size_t));
+    if (out == NULL || keys == NULL || tmp == NULL || counts == NULL) {
+        Py_XDECREF(out);
+        PyMem_RawFree(keys);
+        PyMem_RawFree(tmp);
+        PyMem_RawFree(counts);
+        PyBuffer_Release(&view);
+        return out == NULL ? NULL : PyErr_NoMemory();
+    }
+    const unsigned char *src = view.buf;
+    unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *p = src + i * width;
+        uint64_t k = 0;
+        for (int b = 0; b < 8; b++) k = (k << 8) | p[b];
+        keys[i].key = k, keys[i].at = i * width;
+    }
+    for (int pass = 0; pass < 2; pass++) { /* LSD: bits 32-47, then 48-63 */
+        int shift = pass == 0 ? 32 : 48;
+        memset(counts, 0, 65536 * sizeof(size_t));
+        for (Py_ssize_t i = 0; i < n; i++) counts[(keys[i].key >> shift) & 0xffff]++;
+        size_t total = 0;
+        for (int d = 0; d < 65536; d++) {
+            size_t c = counts[d];
+            counts[d] = total, total += c;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) tmp[counts[(keys[i].key >> shift) & 0xffff]++] = keys[i];
+        idkey_t *t = keys;
+        keys = tmp, tmp = t;
+    }
+    /* runs of equal top 32 bits are short for uniform identities; duplicates (or any
+     * input) make longer ones, merge-sorted: O(n log n) whatever the records */
+    Py_ssize_t i = 0;
+    while (i < n) {
+        Py_ssize_t j = i + 1;
+        while (j < n && (keys[j].key >> 32) == (keys[i].key >> 32)) j++;
+        if (j - i > 1) idkey_sort(keys + i, tmp, j - i, src, (size_t)width);
+        i = j;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) memcpy(dst + k * width, src + keys[k].at, (size_t)width);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(keys);
+    PyMem_RawFree(tmp);
+    PyMem_RawFree(counts);
+    PyBuffer_Release(&view);
+    return out;
+}
 
 static PyMethodDef methods[] = {
     {"deframe", py_deframe, METH_VARARGS, "Check and split the complete TFRecord frames."},
@@ -1428,6 +1695,11 @@ static PyMethodDef methods[] = {
      "Record diff of whole index streams: (tag, chunk iterator) sources merged in C."},
     {"record_lookup_stream", py_record_lookup_stream, METH_VARARGS,
      "The entries and fan-out of a record lookup from the shards' index chunk iterators."},
+#ifdef RK_HAVE_OPENSSL
+    {"record_ids", py_record_ids, METH_VARARGS,
+     "sha256(record)[:width] of each record of a list of bytes, joined."},
+#endif
+    {"sort_ids", py_sort_ids, METH_VARARGS, "Fixed-width identities sorted ascending."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -154,6 +154,11 @@ class VerifyReport:
     #: what this verification could not tell (e.g. a fast verify on a backend whose objects
     #: carry no version, time or checksum: only a deep verify finds a same-size rewrite)
     notes: tuple[str, ...] = ()
+    #: deep verify with ``record_index``: shards whose stored record index matched the
+    #: records (``matched``), had none and got one (``written``), or had one that did not
+    #: match and got the right one (``rewritten``); and ``registered``: 1 when the
+    #: version's record identity was registered after the check
+    record_index: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -185,6 +190,7 @@ class VerifyReport:
             "seconds": round(self.seconds, 3),
             "problems": [p.to_dict() for p in self.problems],
             "notes": list(self.notes),
+            **({"record_index": dict(self.record_index)} if self.record_index else {}),
         }
 
 
@@ -196,6 +202,7 @@ class VerifyOptions(TypedDict):
     storage_options: Mapping[str, Any] | None
     max_workers: int | None
     progress: bool | None
+    record_index: bool
 
 
 class TfDatasetOptions(TypedDict):
@@ -630,12 +637,16 @@ class DatasetVersion:
         storage_options: Mapping[str, Any] | None = None,
         max_workers: int | None = None,
         progress: bool | None = None,
+        record_index: bool = False,
     ) -> VerifyReport:
         """Check the stored shards against the registration (see docs/client.md#verification).
 
         Fast (default): compare each object's current storage identity with the registered
         one, no download.  ``deep=True``: re-read every shard, re-hash, check every record's
-        CRC and report the first bad offset.
+        CRC and report the first bad offset.  ``record_index=True`` (deep only): also each
+        record's identity, in the same scan; each shard's stored record index is checked
+        against them (written when missing, rewritten when wrong) and, when every shard is
+        good, the version's record identity registered (docs/record-identity.md).
         """
         self.ensure_readable()
         return self._services("verify").verify_version(
@@ -647,6 +658,7 @@ class DatasetVersion:
             ),
             max_workers=max_workers,
             progress=progress,
+            record_index=record_index,
         )
 
     def tf_dataset(

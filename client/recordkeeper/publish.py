@@ -55,6 +55,8 @@ from recordkeeper.object_batches import (
 )
 from recordkeeper.progress import ProgressLike, ProgressReader, byte_progress
 from recordkeeper.provenance import build_provenance
+from recordkeeper.record_ids import RecordIds, split_digest
+from recordkeeper.record_sets import register_record_set, write_index
 from recordkeeper.shard_names import final_shard_uri
 from recordkeeper.storage import (
     ObjectStat,
@@ -151,8 +153,10 @@ def scan_file(
     dest_options: Mapping[str, Any] | None = None,
     advance: Callable[[int], None] | None = None,
     before: ObjectStat | None = None,
+    record_ids: RecordIds | None = None,
 ) -> dict[str, Any]:
-    """Read one shard once: stats + schema, optionally copied to ``dest``.
+    """Read one shard once: stats + schema, optionally copied to ``dest``; with
+    ``record_ids``, every record's identity as the scan checks it.
 
     Returns the REST shard registration (URI is ``dest`` when copying).
     """
@@ -170,7 +174,9 @@ def scan_file(
     try:
         with storage_errors(shard.uri):
             reader = ProgressReader(raw, advance, sink)
-            stats = formats.get(fmt).scan(reader, compression, size=before.size)
+            stats = formats.get(fmt).scan(
+                reader, compression, size=before.size, record_ids=record_ids
+            )
         if sink is not None:
             with storage_errors(dest or ""):
                 sink.close()
@@ -199,20 +205,27 @@ def scan_file(
     return _registration(shard, stats, compression, uri, identity)
 
 
-def scan_bytes(shard: ShardFile, data: bytes, stat: ObjectStat) -> dict[str, Any]:
+def scan_bytes(
+    shard: ShardFile, data: bytes, stat: ObjectStat, record_ids: RecordIds | None = None
+) -> dict[str, Any]:
     """:func:`scan_file` for a shard already read whole, with the identity of what was read."""
-    stats, compression = _scan_whole(shard, data)
+    stats, compression = _scan_whole(shard, data, record_ids)
     return _registration(shard, stats, compression, shard.uri, stat.identity)
 
 
-def _scan_whole(shard: ShardFile, data: bytes) -> tuple[ShardStats, str]:
-    """The stats and compression of a shard read whole (in one piece: hashed in this thread)."""
+def _scan_whole(
+    shard: ShardFile, data: bytes, record_ids: RecordIds | None = None
+) -> tuple[ShardStats, str]:
+    """The stats and compression of a shard read whole (in one piece: hashed in this thread;
+    with ``record_ids``, every record's identity too)."""
     compression, fmt = shard.compression, shard.format
     if compression is None or fmt is None:
         fmt, detected = _format_of(shard.uri, data[:_HEAD])
         compression = compression if fmt == "tfrecord" and compression else detected
     with storage_errors(shard.uri):
-        stats = formats.get(fmt).scan(io.BytesIO(data), compression, size=len(data))
+        stats = formats.get(fmt).scan(
+            io.BytesIO(data), compression, size=len(data), record_ids=record_ids
+        )
     _check_expected(shard, stats)
     return stats, compression
 
@@ -262,19 +275,50 @@ def _scan_in_worker(
     dest: str | None,
     before: ObjectStat,
     advance: Callable[[int], None] | None,
+    record_index: bool = False,
 ) -> dict[str, Any] | _Failure:
     try:
-        return scan_file(
+        ids = RecordIds() if record_index else None
+        registration = scan_file(
             shard,
             storage_options,
             dest=dest,
             dest_options=storage_options,
             advance=advance,
             before=before,
+            record_ids=ids,
         )
+        return _with_index(registration, ids)
     except RecordkeeperError as exc:
         # Pickling would drop ``extra`` (offset, reason): send the parts instead.
         return _Failure(type(exc), exc.detail, dict(exc.extra))
+
+
+#: where a scan's registration carries the shard's record index until publish stores it
+_RECORD_INDEX = "_record_index"
+
+
+def _with_index(registration: dict[str, Any], ids: RecordIds | None) -> dict[str, Any]:
+    if ids is not None:
+        registration[_RECORD_INDEX] = ids.finish(str(registration["records_sha256"]))
+    return registration
+
+
+def _store_record_identity(
+    registry: Registry,
+    version: DatasetVersion,
+    indexes: Mapping[str, bytes],
+    splits: Mapping[str, str],
+    options: Mapping[str, Any] | None,
+) -> None:
+    """After commit: each shard's index (``indexes`` by shard URI) beside it, then the split
+    set digests registered (``splits``: shard URI -> split) as ``recordkeeper index`` does."""
+    by_split: dict[str, list[bytes]] = {}
+    for uri, data in indexes.items():
+        write_index(uri, data, options)
+        by_split.setdefault(splits[uri], []).append(data)
+    digests = {split: split_digest(found) for split, found in by_split.items()}
+    register_record_set(registry.http, version, digests)
 
 
 def check_allowed(uris: list[str], allowed_roots: list[str]) -> None:
@@ -347,6 +391,7 @@ def _read_small(
     options: Mapping[str, Any] | None,
     advance: Callable[[int], None],
     concurrency: int,
+    record_index: bool = False,
 ) -> dict[int, dict[str, Any]]:
     """Registrations of the small shards: each read whole by one request that also answers
     its identity (S3: one ``GET``), so bytes and identity are of one object version, then
@@ -368,7 +413,8 @@ def _read_small(
                 if isinstance(got, StorageError):
                     raise got
                 data, stat = got
-                out[i] = scan_bytes(shards[i], data, stat)
+                ids = RecordIds() if record_index else None
+                out[i] = _with_index(scan_bytes(shards[i], data, stat, ids), ids)
                 advance(len(data))
     return out
 
@@ -384,6 +430,7 @@ def _read_local_inline(
     small: list[int],
     befores: Mapping[int, ObjectStat],
     advance: Callable[[int], None],
+    record_index: bool = False,
 ) -> dict[int, dict[str, Any]]:
     """Registrations of small local shards published in place: each file read whole in one
     ``read``, scanned in memory (one piece: hashed in this thread, no worker thread), its
@@ -404,7 +451,8 @@ def _read_local_inline(
                 uri=shard.uri,
                 reason="changed",
             )
-        out[i] = scan_bytes(shard, data, after)
+        ids = RecordIds() if record_index else None
+        out[i] = _with_index(scan_bytes(shard, data, after, ids), ids)
         advance(len(data))
     return out
 
@@ -439,6 +487,7 @@ def _copy_small(
     options: Mapping[str, Any] | None,
     advance: Callable[[int], None],
     concurrency: int,
+    record_index: bool = False,
 ) -> dict[int, dict[str, Any]]:
     """Registrations of small shards copied whole: each source read whole (a local file in
     one ``read``, a remote one in one request), scanned in memory in this thread (one piece:
@@ -459,7 +508,8 @@ def _copy_small(
                 if isinstance(got, StorageError):
                     raise got
                 data[i] = got[0]
-        scanned = {i: _scan_whole(shards[i], data[i]) for i in batch}
+        ids = {i: RecordIds() if record_index else None for i in batch}
+        scanned = {i: _scan_whole(shards[i], data[i], ids[i]) for i in batch}
         written = write_small_many(
             [(str(dests[i]), data[i]) for i in batch], options, concurrency=concurrency
         )
@@ -467,7 +517,10 @@ def _copy_small(
             if isinstance(stat, StorageError):
                 raise stat
             stats, compression = scanned[i]
-            out[i] = _registration(shards[i], stats, compression, str(dests[i]), stat.identity)
+            registration = _registration(
+                shards[i], stats, compression, str(dests[i]), stat.identity
+            )
+            out[i] = _with_index(registration, ids[i])
             advance(len(data[i]))
     return out
 
@@ -518,6 +571,7 @@ def publish(
     code: Any = "auto",
     note: str | None = None,
     provenance: Mapping[str, Any] | None = None,
+    record_index: bool = True,
 ) -> DatasetVersion:
     """Register ``dataset``'s shards in place, or copied under ``copy_to``, as a new version.
 
@@ -526,6 +580,9 @@ def publish(
     :func:`recordkeeper.provenance.build_provenance`; or pass a whole ``provenance``
     document); they are checked before any shard is read.  When the content equals an
     existing version's, that version is kept with its own provenance.
+    ``record_index``: each record's identity is computed by the scan that hashes and checks
+    it, each shard's record index stored beside it and the version's record identity
+    registered after commit (docs/record-identity.md), as ``recordkeeper index`` would.
     """
     options = (
         storage_options
@@ -574,8 +631,9 @@ def publish(
 
     plain_options = dict(options) if options is not None else None
 
-    def scan_all(action: str, dests: list[str | None]) -> list[dict[str, Any]]:
-        """Every shard read once (copied to ``dests[i]`` when set): their registrations."""
+    def scan_all(action: str, dests: list[str | None], index: bool = False) -> list[dict[str, Any]]:
+        """Every shard read once (copied to ``dests[i]`` when set): their registrations
+        (with ``index``, each carrying its record index)."""
         results: dict[int, dict[str, Any] | _Failure] = {}
         copied_whole = _small_copies(shards, {i: befores[i].size for i in streamed}, dests, options)
         inline = [
@@ -589,12 +647,16 @@ def publish(
         rest = [i for i in streamed if i not in elsewhere]
         with byte_progress(f"{action} {dataset.name}", total, progress) as advance:
             if small:
-                results.update(_read_small(shards, small, options, advance, max_workers or 16))
+                results.update(
+                    _read_small(shards, small, options, advance, max_workers or 16, index)
+                )
             if inline:
-                results.update(_read_local_inline(shards, inline, befores, advance))
+                results.update(_read_local_inline(shards, inline, befores, advance, index))
             if copied_whole:
                 results.update(
-                    _copy_small(shards, copied_whole, dests, options, advance, max_workers or 16)
+                    _copy_small(
+                        shards, copied_whole, dests, options, advance, max_workers or 16, index
+                    )
                 )
             scanned = (
                 []
@@ -608,6 +670,7 @@ def publish(
                             dests[i],
                             befores[i],
                             None if processes else advance,
+                            index,
                         )
                         for i in rest
                     ],
@@ -656,6 +719,7 @@ def publish(
     else:
         staged = registry.stage(dataset.name, desc=desc, date=date, provenance=document)
     copies: list[str] = []
+    indexes: dict[str, bytes] = {}  # shard URI -> its record index (record_index)
     try:
         dests: list[str | None] = [None] * len(shards)
         if copy_to is not None:
@@ -678,7 +742,8 @@ def publish(
                     prefix, shard.split, shard.index, shard.count, compression=comp, format=fmt
                 )
             copies = [d for d in dests if d]
-        registrations = scan_all("copy" if copy_to else "hash", dests)
+        registrations = scan_all("copy" if copy_to else "hash", dests, record_index)
+        indexes = {str(r["uri"]): r.pop(_RECORD_INDEX) for r in registrations if _RECORD_INDEX in r}
         if declared is not None and _digest_of(registrations) != declared:
             raise InvalidShard(
                 f"the files of {dataset.name} changed while they were published: they hashed "
@@ -698,5 +763,8 @@ def publish(
         for uri in copies:  # the existing version was kept; the copies are orphans
             with contextlib.suppress(Exception):
                 remove(uri, options)
+    elif indexes:
+        splits = {str(r["uri"]): str(r["split"]) for r in registrations}
+        _store_record_identity(registry, version, indexes, splits, options)
     # the version reads storage the way it was published (the registry's options otherwise)
     return version.with_storage_options(options or None)

@@ -51,6 +51,7 @@ from recordkeeper.core.record_lookup import LookupShard, write_lookup
 from recordkeeper.http import HttpCore, quote_segment
 from recordkeeper.models import DatasetVersion, Shard
 from recordkeeper.progress import byte_progress
+from recordkeeper.record_ids import INDEX_DIR, INDEX_SUFFIX, index_uri, write_index
 from recordkeeper.storage import open_read, open_write
 
 if TYPE_CHECKING:
@@ -67,19 +68,12 @@ __all__ = [
     "lookup_uri",
     "record_diff",
     "record_sets",
+    "register_record_set",
     "write_index",
 ]
 
-INDEX_DIR = ".recordkeeper/index"
-INDEX_SUFFIX = ".rkidx"
 INDEX_LOCATION = "{shard_dir}/" + INDEX_DIR + "/{shard_name}" + INDEX_SUFFIX
 _CHUNK_BUDGET = 4 * 2**20  # bytes of index chunks held at once by a merge, over all shards
-
-
-def index_uri(shard_uri: str) -> str:
-    """Where the record index of the shard at ``shard_uri`` is stored."""
-    head, _, name = shard_uri.rpartition("/")
-    return f"{head}/{INDEX_DIR}/{name}{INDEX_SUFFIX}"
 
 
 LOOKUP_NAME = ".recordkeeper/records.rklookup"
@@ -111,16 +105,6 @@ def build_version_lookup(version: DatasetVersion, kind: IdentityKind, width: int
     return uri
 
 
-def write_index(
-    shard_uri: str, data: bytes, storage_options: Mapping[str, Any] | None = None
-) -> str:
-    """Store an index built by :class:`RecordIndexBuilder` beside its shard; its URI."""
-    uri = index_uri(shard_uri)
-    with open_write(uri, storage_options) as sink:
-        sink.write(data)
-    return uri
-
-
 def _header(uri: str, storage_options: Mapping[str, Any] | None) -> IndexHeader | None:
     try:
         with open_read(uri, storage_options) as fh:
@@ -145,14 +129,18 @@ def _index_shard(
     storage_options: Mapping[str, Any] | None,
     advance: Callable[[int], None],
 ) -> None:
+    from recordkeeper import formats
     from recordkeeper.progress import ProgressReader
-    from recordkeeper.tfrecord import iter_records, source_size
+    from recordkeeper.tfrecord import source_size
 
     builder = RecordIndexBuilder(kind, width)
     raw = open_read(shard.uri, storage_options)
     reader = ProgressReader(raw, advance)
     try:
-        builder.add_many(iter_records(reader, shard.compression, size=source_size(raw)))
+        records = formats.get(shard.format).iter_records(
+            reader, shard.compression, size=source_size(raw)
+        )
+        builder.add_many(records)
     finally:
         reader.close()
     if builder.count != shard.record_count:
@@ -225,6 +213,22 @@ def index_version(
     for batch in merge_sorted(_streams(version, kind, width), width):
         for split, items in batch.items():
             digests[split].update_sorted(items)
+    return register_record_set(http, version, digests, register=register)
+
+
+def register_record_set(
+    http: HttpCore,
+    version: DatasetVersion,
+    digests: Mapping[str, SetDigest],
+    *,
+    register: bool = True,
+) -> dict[str, Any]:
+    """Register a version's split set digests (``PUT /versions/{ref}/record-sets``) once each
+    of its shards has its index stored beside it: what ``recordkeeper index`` does last, and
+    the writer, publish and deep verify do after indexing inline.  With ``register=False``
+    the body only."""
+    first = next(iter(digests.values()), None)
+    kind, width = (first.kind, first.width) if first else ("bytes", DEFAULT_WIDTH)
     splits = [
         {"split": s, "records": d.count, "digest": format_digest(d.hexdigest())}
         for s, d in sorted(digests.items())

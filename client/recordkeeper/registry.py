@@ -12,6 +12,7 @@ stage, register and finish through it, :mod:`recordkeeper.gc` abandons through i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -496,11 +497,35 @@ class Registry:
         self, version: DatasetVersion, **options: Unpack[VerifyOptions]
     ) -> VerifyReport:
         """:func:`recordkeeper.verify.verify_version`, and a failed verification reported to
-        the service (:meth:`report_verification`)."""
+        the service (:meth:`report_verification`); a deep one with ``record_index`` over the
+        whole version registers its record identity (:meth:`_register_checked_indexes`)."""
         report = verify_version(version, **options)
         if not report.ok:
             self.report_verification(version.name, report)
+        elif options.get("splits") is None:
+            report = self._register_checked_indexes(version, report, options)
         return report
+
+    def _register_checked_indexes(
+        self,
+        version: DatasetVersion,
+        report: VerifyReport,
+        options: Mapping[str, Any],
+    ) -> VerifyReport:
+        """After a good deep verify that checked every shard's record index: the split set
+        digests from those indexes registered, as ``recordkeeper index`` does (it finds every
+        index present and matching, so it reads no shard; the merge reads the indexes)."""
+        if not (options.get("deep") and options.get("record_index")):
+            return report
+        if sum(report.record_index.values()) != report.checked:
+            return report
+        record_sets.index_version(
+            self.http,
+            version.with_storage_options(options.get("storage_options") or None),
+            progress=False,
+        )
+        counts = {**report.record_index, "registered": 1}
+        return dataclasses.replace(report, record_index=counts)
 
     def report_verification(self, ref: str, report: VerifyReport) -> bool:
         """Tell the service that ``report`` found problems (its metrics and audit log count

@@ -37,6 +37,7 @@ from crc32c import crc32c
 from recordkeeper import _native
 from recordkeeper.core.errors import CorruptShard, InvalidInput
 from recordkeeper.core.shards import COMPRESSIONS, Compression
+from recordkeeper.record_ids import RecordIds, native_ids
 from recordkeeper.schema_inference import SchemaInferencer
 from recordkeeper.streaming import _FILE_WRITE as _FILE_WRITE
 from recordkeeper.streaming import (
@@ -530,10 +531,16 @@ class _Deframer:
     """
 
     def __init__(
-        self, verify_crc: bool, copy: bool = True, inferencer: SchemaInferencer | None = None
+        self,
+        verify_crc: bool,
+        copy: bool = True,
+        inferencer: SchemaInferencer | None = None,
+        ids: RecordIds | None = None,
     ) -> None:
         self.verify_crc = verify_crc
         self.copy = copy
+        # Each good record's identity goes to ``ids`` (in C: hashed in the CRC loop).
+        self.ids = ids
         # With the C fast paths and no copies, records go straight into this inferencer.
         self.inferencer = inferencer
         self.count = 0  # records completed so far
@@ -599,7 +606,7 @@ class _Deframer:
         A lying header would otherwise have the rest of the stream buffered.  Only checking
         needs no record: where the records are wanted, such a frame is refused as corrupt.
         """
-        if self.copy or self.inferencer is not None:
+        if self.copy or self.inferencer is not None or self.ids is not None:
             raise CorruptShard(
                 f"record at offset {self.offset} claims {length} data bytes, more than the "
                 f"{_UNSIZED_FRAME_MAX >> 20} MiB read from a source whose size is unknown; the "
@@ -695,7 +702,8 @@ class _Deframer:
             self.offset = base + pos
             return pos
         starts = [first_start, *map(_ADD_16, ends[:-1])]  # 16 bytes after the previous data
-        if self.copy:
+        copied = 0 if self.ids is None else len(records)  # records before this frame's
+        if self.copy or self.ids is not None:
             new = list(map(buf.__getitem__, map(slice, starts, ends)))
             records.extend(new)
             crcs = list(map(crc32c, new))
@@ -715,7 +723,7 @@ class _Deframer:
                 )
                 size = ends[i] - starts[i]
                 del ends[i:]
-                if self.copy:
+                if self.copy or self.ids is not None:
                     del records[len(records) - len(crcs) + i :]
                 pos = starts[i] - 12
                 self.error = _data_crc_error(
@@ -724,6 +732,10 @@ class _Deframer:
                     _U32LE.unpack_from(stored, 4 * i)[0],
                     _U32LE.unpack_from(expected, 4 * i)[0],
                 )
+        if self.ids is not None:  # the good records only (a bad one cut the lists)
+            self.ids.add(records[copied : copied + len(ends)])
+            if not self.copy:
+                del records[copied:]
         self.count += len(ends)
         self.offset = base + pos
         return pos
@@ -734,13 +746,22 @@ class _Deframer:
         """:meth:`_split` in C (``recordkeeper._speedups.deframe``): same results and errors."""
         speedups = _native.speedups
         assert speedups is not None
+        ids = self.ids
+        hashed = ids is not None and native_ids()  # in C, in the loop that checks the CRCs
+        extra = (ids.buffer, ids.width) if hashed and ids is not None else ()
         if self.inferencer is not None and not self.copy:
-            summary, slow, pos, count, error = speedups.deframe_keys(buf, pos, self.verify_crc)
+            summary, slow, pos, count, error = speedups.deframe_keys(
+                buf, pos, self.verify_crc, *extra
+            )
             self.inferencer.add_summary(summary, slow, count=count)
         else:
-            found, pos, count, error = speedups.deframe(buf, pos, self.verify_crc, self.copy)
+            copy = self.copy or (ids is not None and not hashed)
+            found, pos, count, error = speedups.deframe(buf, pos, self.verify_crc, copy, *extra)
             if found:
-                records.extend(found)
+                if ids is not None and not hashed:
+                    ids.add(found)
+                if self.copy:
+                    records.extend(found)
         self.count += count
         self.offset = base + pos
         if error is not None:
@@ -889,6 +910,7 @@ def scan_shard(
     size: int | None = None,
     stored_crc32c: bool = True,
     hash_in_background: bool = True,
+    record_ids: RecordIds | None = None,
 ) -> ShardStats:
     """Re-read a stored shard and return the :class:`ShardStats` a writer would have produced.
 
@@ -902,6 +924,8 @@ def scan_shard(
     callers that already scan one shard per core (the helper would only compete for them).
     Then an uncompressed source with ``readinto`` (local files, fsspec files) is read into one
     reused buffer instead of a new ``bytes`` object per chunk.
+    ``record_ids`` (a :class:`~recordkeeper.record_ids.RecordIds`) gets every record's
+    identity as the scan checks it (docs/record-identity.md): the shard's record index.
     """
     compression = normalize_compression(compression)
     if size is None:
@@ -910,10 +934,10 @@ def scan_shard(
     inferencer = SchemaInferencer() if infer_schema else None
     if inferencer is not None and _native.speedups is not None:
         # C scans, checks and summarises records without the GIL or a copy of each
-        deframer = _Deframer(verify_crc=True, copy=False, inferencer=inferencer)
+        deframer = _Deframer(verify_crc=True, copy=False, inferencer=inferencer, ids=record_ids)
         inferencer = None
-    else:
-        deframer = _Deframer(verify_crc=True, copy=infer_schema)  # records only for inference
+    else:  # records only for inference
+        deframer = _Deframer(verify_crc=True, copy=infer_schema, ids=record_ids)
     worker = Worker()
 
     def on_chunk(stored: bytes | memoryview, data: bytes | memoryview) -> None:

@@ -46,6 +46,7 @@ from recordkeeper.object_batches import (
     stat_many,
 )
 from recordkeeper.progress import ProgressReader, byte_progress
+from recordkeeper.record_ids import RecordIds, index_uri, write_index
 from recordkeeper.storage import (
     ObjectStat,
     open_read,
@@ -145,18 +146,24 @@ def _deep_check(
     storage_options: Mapping[str, Any] | None,
     advance: Callable[[int], None] | None = None,
     hash_in_background: bool = True,
-) -> tuple[ShardProblem | None, int]:
+    record_index: bool = False,
+) -> tuple[ShardProblem | None, int, str | None]:
     """Deep check of one shard; damage one read found is confirmed by reading it again.
+    With ``record_index``, also the shard's record index from the same read (see
+    :func:`_check_index`): the third value says what became of it.
 
     A byte flipped on the way (no TCP or HTTP check catches every one) looks exactly like a
     corrupt shard.  The same problem on the next read is the stored bytes'; a clean read
     means the first was damaged in transit (logged, the shard is intact); reads that keep
     disagreeing raise :class:`~recordkeeper.errors.StorageError` with reason ``transport``.
     """
-    problem, count = _deep_read(shard, storage_options, advance, hash_in_background)
+    ids = RecordIds() if record_index else None
+    problem, count = _deep_read(shard, storage_options, advance, hash_in_background, ids)
+    if problem is None and ids is not None:
+        return None, count, _check_index(shard, ids, storage_options)
     for _ in range(REREADS):
         if problem is None or problem.reason not in _CONTENT_REASONS:
-            return problem, count
+            return problem, count, None
         again, read = _deep_read(shard, storage_options, None, hash_in_background)
         count += read
         if again is None:
@@ -167,12 +174,12 @@ def _deep_check(
                 problem.reason,
                 problem.detail,
             )
-            return None, count
+            return None, count, None  # (the index is checked by the next deep verify)
         if _same_damage(again, problem):
-            return problem, count
+            return problem, count, None
         problem = again
     if problem is None or problem.reason not in _CONTENT_REASONS:
-        return problem, count
+        return problem, count, None
     raise StorageError(
         f"{shard.uri}: {REREADS + 1} reads of the object gave different bytes (last: "
         f"{problem.reason}: {problem.detail}); the answers are being damaged in transit, "
@@ -180,6 +187,29 @@ def _deep_check(
         uri=shard.uri,
         reason="transport",
     )
+
+
+def _check_index(shard: Shard, ids: RecordIds, storage_options: Mapping[str, Any] | None) -> str:
+    """Compare the shard's stored record index with the one its records just gave: ``matched``,
+    or the right one stored (``written`` where there was none, ``rewritten`` over a wrong
+    one: a stale or damaged index, which ``recordkeeper index`` would skip when its header
+    still matches)."""
+    built = ids.finish(shard.records_sha256)
+    uri = index_uri(shard.uri)
+    try:
+        with open_read(uri, storage_options) as fh:
+            stored: bytes | None = fh.read()
+    except StorageError as exc:
+        if exc.extra.get("reason") != "missing":
+            raise
+        stored = None
+    if stored == built:
+        return "matched"
+    write_index(shard.uri, built, storage_options)
+    if stored is None:
+        return "written"
+    log.warning("%s: its record index did not match its records; rewritten from them", uri)
+    return "rewritten"
 
 
 def _same_damage(a: ShardProblem, b: ShardProblem) -> bool:
@@ -196,8 +226,10 @@ def _deep_read(
     storage_options: Mapping[str, Any] | None,
     advance: Callable[[int], None] | None = None,
     hash_in_background: bool = True,
+    record_ids: RecordIds | None = None,
 ) -> tuple[ShardProblem | None, int]:
-    """One read of the shard: its problem as these bytes show it, and the bytes read."""
+    """One read of the shard: its problem as these bytes show it, and the bytes read
+    (``record_ids``: the records' identities, from the same scan)."""
     from recordkeeper import formats
     from recordkeeper.streaming import source_size
 
@@ -218,6 +250,7 @@ def _deep_read(
                     size=source_size(raw),  # bounds what a corrupt frame header may claim
                     stored_crc32c=False,
                     hash_in_background=hash_in_background,
+                    record_ids=record_ids,
                 )
             except (CorruptShard, UnsupportedFormat) as exc:
                 # (a shard now holding what its format's reader cannot decode has changed)
@@ -263,8 +296,11 @@ def verify_shards(
     max_workers: int | None = None,
     progress: bool | None = None,
     label: str = "shards",
+    record_index: bool = False,
 ) -> VerifyReport:
-    """Verify any list of registered shards (see the module docstring)."""
+    """Verify any list of registered shards (see the module docstring); with ``deep`` and
+    ``record_index``, each shard's record index is checked in the same read
+    (:func:`_check_index`; counts in the report's ``record_index``)."""
     start = time.perf_counter()
     if shards:
         # Create the filesystem once, before threads race to do it.
@@ -272,6 +308,7 @@ def verify_shards(
     problems: list[ShardProblem] = []
     notes: list[str] = []
     total_read = 0
+    indexes: dict[str, int] = {}
     if deep:
         workers = max_workers or min(len(shards) or 1, max(2, os.cpu_count() or 2))
         total = sum(s.size for s in shards)
@@ -282,15 +319,20 @@ def verify_shards(
         with byte_progress(f"deep verify {label}", total, progress) as advance:
             results = parallel_map(
                 _deep_check,
-                [(s, options, None if processes else advance, background) for s in shards],
+                [
+                    (s, options, None if processes else advance, background, record_index)
+                    for s in shards
+                ],
                 workers=workers,
                 processes=processes,
                 on_result=(lambda i, r: advance(r[1])) if processes else None,
             )
-        for problem, nread in results:
+        for problem, nread, index in results:
             total_read += nread
             if problem is not None:
                 problems.append(problem)
+            if index is not None:
+                indexes[index] = indexes.get(index, 0) + 1
     else:
         problems, notes = _fast_problems(
             shards, storage_options, max_workers or DEFAULT_CONCURRENCY
@@ -303,6 +345,7 @@ def verify_shards(
         bytes_read=total_read,
         seconds=time.perf_counter() - start,
         notes=tuple(notes),
+        record_index=indexes,
     )
 
 
@@ -314,9 +357,11 @@ def verify_version(
     storage_options: Mapping[str, Any] | None = None,
     max_workers: int | None = None,
     progress: bool | None = None,
+    record_index: bool = False,
 ) -> VerifyReport:
     """Verify the shards of ``version`` (all splits, or only ``splits``); a version whose
-    data was deleted raises :class:`~recordkeeper.errors.VersionDataDeleted`."""
+    data was deleted raises :class:`~recordkeeper.errors.VersionDataDeleted`.
+    ``record_index`` (deep only): see :func:`verify_shards`."""
     version.ensure_readable()
     if splits is None:
         shards: list[Shard] = version.shards
@@ -329,6 +374,7 @@ def verify_version(
         max_workers=max_workers,
         progress=progress,
         label=version.name,
+        record_index=record_index,
     )
 
 
@@ -340,6 +386,7 @@ def verify_pages(
     storage_options: Mapping[str, Any] | None = None,
     max_workers: int | None = None,
     progress: bool | None = None,
+    record_index: bool = False,
 ) -> VerifyReport:
     """Verify shards arriving page by page (:meth:`Registry.shard_pages`), one page at a time.
 
@@ -350,6 +397,7 @@ def verify_pages(
     checked = total_read = 0
     problems: list[ShardProblem] = []
     notes: list[str] = []
+    indexes: dict[str, int] = {}
     for page in pages:
         report = verify_shards(
             page,
@@ -358,7 +406,10 @@ def verify_pages(
             max_workers=max_workers,
             progress=progress,
             label=label,
+            record_index=record_index,
         )
+        for key, n in report.record_index.items():
+            indexes[key] = indexes.get(key, 0) + n
         checked += report.checked
         total_read += report.bytes_read
         problems.extend(report.problems)
@@ -371,4 +422,5 @@ def verify_pages(
         bytes_read=total_read,
         seconds=time.perf_counter() - start,
         notes=tuple(notes),
+        record_index=indexes,
     )

@@ -63,6 +63,8 @@ from recordkeeper.core.shards import ShardRecord
 from recordkeeper.core.splits import validate_split_name
 from recordkeeper.models import DatasetVersion
 from recordkeeper.provenance import build_provenance
+from recordkeeper.record_ids import RecordIds, split_digest
+from recordkeeper.record_sets import index_uri, register_record_set, write_index
 from recordkeeper.shard_names import final_shard_uri, shard_suffix, split_counts
 from recordkeeper.storage import (
     discard_upload,
@@ -97,6 +99,8 @@ _DIRECT = 2**20  # blocks at least this big go to the upload thread as they are
 _BATCH_BYTES = 2**20  # framed bytes collected per split before the TFRecordWriter sees them
 _QUEUE_DEPTH = 16  # blocks in flight per shard (~16 MiB)
 _MAX_PENDING_UPLOADS = 4
+#: ``record_index`` of :class:`VersionWriter` unless given (docs/record-identity.md: measured)
+RECORD_INDEX_DEFAULT = True
 _SIZE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)\s*", re.IGNORECASE)
 _UNITS = {
     "": 1,
@@ -287,6 +291,8 @@ class _Shard:
     framed_bytes: int = 0  # framed bytes handed to the TFRecordWriter
     stats: Any = None
     final_uri: str | None = None
+    ids: RecordIds | None = None  # the records' identities, hashed as batches are handed over
+    record_index: bytes | None = None  # the shard's record index, once closed
 
 
 def shard_is_full(compression: str, framed_bytes: int, stored_bytes: int, shard_size: int) -> bool:
@@ -411,6 +417,8 @@ class _OpenShard:
         batch, self.batch = self.batch, []
         framed = self.given - self.room
         self.shard.framed_bytes += framed
+        if self.shard.ids is not None:  # hashed on a helper thread while this one frames
+            self.shard.ids.add(batch)
         self.tfw._write_batch(batch, framed - 16 * len(batch))
         return framed
 
@@ -442,6 +450,7 @@ class VersionWriter:
         provenance: Mapping[str, Any] | None = None,
         format: str = "tfrecord",
         format_options: Mapping[str, Any] | None = None,
+        record_index: bool = RECORD_INDEX_DEFAULT,
     ) -> None:
         """Provenance (docs/provenance.md): ``parents`` (``"coco@v2"``, ``"coco@v2:labels"``,
         versions), ``sources`` (URIs, listed now), ``params`` (a mapping or a YAML/JSON file),
@@ -449,7 +458,10 @@ class VersionWriter:
         ``note``; or a whole ``provenance`` document
         (:func:`recordkeeper.provenance.build_provenance`).  Checked before anything is
         written.  ``format`` is the record format of the shards (:mod:`recordkeeper.formats`),
-        ``format_options`` its options."""
+        ``format_options`` its options.  ``record_index``: each record's identity is hashed
+        as it is written, each shard's record index stored beside it and the version's
+        record identity registered at commit (docs/record-identity.md), as
+        ``recordkeeper index`` would afterwards."""
         from recordkeeper import formats
 
         self._registry = registry
@@ -495,6 +507,9 @@ class VersionWriter:
         self._lock = threading.Lock()
         self._closed = False
         self._closed_records = 0  # records in shards already closed
+        self.record_index = record_index
+        #: the record identity registered at commit (``record_index``), the service's answer
+        self.record_set: dict[str, Any] | None = None
 
     # -- public -----------------------------------------------------------------------------
 
@@ -599,6 +614,8 @@ class VersionWriter:
             raise
         if not version.was_staged_as(staged.name):  # an identical version was kept
             self._delete_written()
+        elif self.record_index:
+            self.record_set = self._register_record_set(version)
         # the version reads storage the way it was written (the registry's options otherwise)
         self._version = version.with_storage_options(self.storage_options or None)
         return self._version
@@ -608,10 +625,14 @@ class VersionWriter:
         self._closed = True
         for current in self._open.values():
             current.shard.pipe.abort()
+            if current.shard.ids is not None:
+                current.shard.ids.abandon()
             self._done.append(current.shard)
         self._open.clear()
         for shard in self._done:
             shard.pipe.abort()
+            if shard.ids is not None:
+                shard.ids.abandon()
         self._delete_written()
         if self.staged is not None:
             with contextlib.suppress(Exception):
@@ -652,6 +673,8 @@ class VersionWriter:
             format_options=self.format_options,
         )
         shard = _Shard(split, index, temp_uri, pipe)
+        if self.record_index:
+            shard.ids = RecordIds(background=True)
         current = self._open[split] = _OpenShard(shard, tfw, min(_BATCH_BYTES, self.shard_size))
         return current
 
@@ -661,6 +684,9 @@ class VersionWriter:
         if current.batch:
             current.hand_over()
         shard.stats = tfw.close()
+        if shard.ids is not None:
+            shard.record_index = shard.ids.finish(shard.stats.records_sha256)
+            shard.ids = None
         self._closed_records += shard.stats.record_count
         shard.pipe.finish()
         self._done.append(shard)
@@ -692,8 +718,19 @@ class VersionWriter:
                     root=storage_root_of(prefix),
                 )
             )
+            if shard.record_index is not None:  # beside the shard, where readers look
+                write_index(final, shard.record_index, self.storage_options)
         self._remove_temp_dir()
         return registrations
+
+    def _register_record_set(self, version: DatasetVersion) -> dict[str, Any]:
+        """The split set digests from the indexes built while writing, registered."""
+        by_split: dict[str, list[bytes]] = {}
+        for shard in self._done:
+            if shard.record_index is not None:
+                by_split.setdefault(shard.split, []).append(shard.record_index)
+        digests = {split: split_digest(indexes) for split, indexes in by_split.items()}
+        return register_record_set(self._registry.http, version, digests)
 
     def _remove_temp_dir(self) -> None:
         """Local disk keeps empty directories; object stores have none to remove."""
@@ -705,7 +742,8 @@ class VersionWriter:
 
     def _delete_written(self) -> None:
         for shard in self._done:
-            for uri in (shard.temp_uri, shard.final_uri):
+            index = index_uri(shard.final_uri) if shard.final_uri else None
+            for uri in (shard.temp_uri, shard.final_uri, index):
                 if uri:
                     with contextlib.suppress(Exception):
                         remove(uri, self.storage_options)

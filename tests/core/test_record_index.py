@@ -210,3 +210,28 @@ def test_version_digest_depends_on_split_assignment() -> None:
     one = version_records_digest({"train": (1, d1), "test": (1, d2)})
     assert one == version_records_digest({"test": (1, d2), "train": (1, d1)})
     assert one != version_records_digest({"train": (1, d2), "test": (1, d1)})
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.binary(max_size=40), max_size=60), st.integers(0, 3))
+def test_encode_index_and_body_digest_agree_with_the_builder(records, cut) -> None:
+    from recordkeeper.core.record_index import SetDigest, encode_index
+
+    builder = RecordIndexBuilder()
+    builder.add_many(records)
+    body = b"".join(sorted(map(record_hash, records)))
+    assert encode_index("bytes", 16, body, "ab" * 32) == builder.finish("ab" * 32)
+    whole, parts = SetDigest(), SetDigest()
+    whole.update_sorted(sorted(map(record_hash, records)))
+    step = 16 * max(1, cut)
+    for i in range(0, len(body), step):
+        parts.update_sorted_body(body[i : i + step])
+    assert (parts.hexdigest(), parts.count) == (whole.hexdigest(), whole.count)
+    if len(body) >= 32:
+        later = SetDigest()
+        later.update_sorted_body(body[-16:])
+        if body[:16] < body[-16:]:
+            with pytest.raises(InvalidIndex, match="out of order"):
+                later.update_sorted_body(body[:16])
+    with pytest.raises(InvalidIndex):
+        encode_index("bytes", 16, b"x" * 17)

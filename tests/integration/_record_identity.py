@@ -6,6 +6,7 @@ import json
 import random
 from typing import Any
 
+import fsspec
 from typer.testing import CliRunner
 
 import recordkeeper as rk
@@ -46,18 +47,57 @@ def scenario(service: LiveService, root: str, opts: dict[str, Any]) -> None:
     train2, test2 = train[:], test[:]
     rng.shuffle(train2)
     rng.shuffle(test2)
-    v2 = _write(client, root, opts, {"train": train2, "test": test2}, compression="gzip")
+    v2 = _write(
+        client,
+        root,
+        opts,
+        {"train": train2, "test": test2},
+        compression="gzip",
+        record_index=False,
+    )
     assert v2.splits["train"].shard_count == 1
     assert v1.content_digest != v2.content_digest
+    assert client.record_sets(v2.name) == []
 
+    # The writer indexed v1 as it wrote it and registered its record identity: the indexes
+    # are byte for byte what `recordkeeper index` builds from the stored shards afterwards.
+    inline = client.record_sets(v1.name)
+    assert len(inline) == 1
+    written = {}
+    for shard in v1.shards:
+        with fsspec.open(index_uri(shard.uri), "rb", **opts) as fh:
+            written[shard.uri] = fh.read()
+        fsspec.open(index_uri(shard.uri), **opts).fs.rm(index_uri(shard.uri))
     counter = _Counter()
     r1 = client.index(v1.name, progress=counter)
     assert counter.bytes == v1.size  # every shard read once
-    r2 = client.index(v2.name)
+    assert r1["records_digest"] == inline[0]["records_digest"]
+    for shard in v1.shards:
+        with fsspec.open(index_uri(shard.uri), "rb", **opts) as fh:
+            assert fh.read() == written[shard.uri]
+    # Deep verify of v2 (written without identity) indexes it in the read that checks it.
+    report = v2.verify(deep=True, record_index=True)
+    assert report.ok
+    assert report.record_index == {"written": len(v2.shards), "registered": 1}
+    assert v2.verify(deep=True, record_index=True).record_index["matched"] == len(v2.shards)
+    again = _Counter()
+    r2 = client.index(v2.name, progress=again)
+    assert again.bytes == 0  # the indexes deep verify stored are the ones index builds
+    assert client.record_sets(v2.name)[0]["records_digest"] == r2["records_digest"]
+
+    # Publish v1's shard files in place as a new version: indexed by publish's scan.
+    prefix = v1.shards[0].uri.rsplit("/", 1)[0]
+    published = client.publish(
+        rk.Dataset.from_directory(prefix, name="ident-pub", storage_options=opts),
+        progress=False,
+        storage_options=opts,
+    )
+    (pub,) = client.record_sets(published.name)
+    assert pub["records_digest"] == inline[0]["records_digest"]
     assert r1["records_digest"] == r2["records_digest"]
     assert {s["split"]: s["records"] for s in r1["splits"]} == {"train": 360, "test": 40}
     found = {r["version"] for r in client.versions_with_records(r1["records_digest"])}
-    assert found == {v1.name, v2.name}
+    assert found == {v1.name, v2.name, published.name}
 
     # Resumable: a second run reads no shard (every index is there and matches).
     again = _Counter()
@@ -112,11 +152,22 @@ def scenario(service: LiveService, root: str, opts: dict[str, Any]) -> None:
     assert r.exit_code == 0, r.output
     splits = {s["split"]: s for s in json.loads(r.stdout)["splits"]}
     assert (splits["train"]["added"], splits["train"]["removed"]) == (1, 1)
+    r = runner.invoke(app, [*base, "verify", v2.name, "--deep", "--record-index", "--json", *o])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["record_index"] == {"matched": len(v2.shards), "registered": 1}
+    r = runner.invoke(app, [*base, "verify", v2.name, "--record-index", *o])
+    assert r.exit_code == 1 and "--deep" in r.output, r.output
+    shard_dir = v3.shards[0].uri.rsplit("/", 1)[0]
+    for flag, indexed in (("--no-record-index", False), ("--record-index", True)):
+        args = ["publish", shard_dir, "--name", f"cli{int(indexed)}", flag, "--no-code"]
+        r = runner.invoke(app, [*base, *args, "--json", *o])
+        assert r.exit_code == 0, r.output
+        assert bool(client.record_sets(json.loads(r.stdout)["name"])) is indexed
     r = runner.invoke(app, [*base, "index", v1.name, "--json", *o])
     assert r.exit_code == 0 and json.loads(r.stdout)["records_digest"] == r1["records_digest"]
 
     # A version that was never indexed is refused with a stable code.
-    v5 = _write(client, root, opts, {"train": train[:10]})
+    v5 = _write(client, root, opts, {"train": train[:10]}, record_index=False)
     r = runner.invoke(app, [*base, "diff", v1.name, v5.name, "--records", "--json", *o])
     assert r.exit_code == 1 and '"code": "invalid_request"' in r.output, r.output
     assert index_uri(v1.shards[0].uri).endswith(".rkidx")

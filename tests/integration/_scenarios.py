@@ -98,8 +98,11 @@ def writer_and_diff(service: LiveService, root: str, opts: dict[str, Any]) -> rk
     names = sorted(p.rsplit("/", 1)[-1] for p in fs.find(prefix))
     count = v1.splits["train"].shard_count
     assert count > 1
-    assert [n for n in names if n.startswith("train")] == [
-        f"train-{i:05d}-of-{count:05d}.tfrecord" for i in range(count)
+    shards = [f"train-{i:05d}-of-{count:05d}.tfrecord" for i in range(count)]
+    assert [n for n in names if n.startswith("train") and not n.endswith(".rkidx")] == shards
+    # each shard's record index beside it (the writer's record_index default)
+    assert [n for n in names if n.startswith("train") and n.endswith(".rkidx")] == [
+        f"{n}.rkidx" for n in shards
     ]
     assert not [n for n in fs.find(prefix) if "_incomplete" in n]
     assert v1.with_storage_options(opts).verify(deep=True).ok
@@ -118,12 +121,15 @@ def writer_and_diff(service: LiveService, root: str, opts: dict[str, Any]) -> rk
 
 
 def _listing(uri: str, root: str, opts: dict[str, Any]) -> list[str]:
-    """Every object under ``uri``, as paths relative to it."""
+    """Every object under ``uri`` but record indexes (``.recordkeeper/index/``, stored beside
+    the shards by the writer and publish), as paths relative to it."""
     fs, path = fsspec.core.url_to_fs(uri, **({} if root.startswith("file://") else opts))
     fs.invalidate_cache()
     below = path.rstrip("/") + "/"
     found = fs.find(path) if fs.exists(path) else []
-    return sorted(p[len(below) :] for p in found if p.startswith(below))
+    return sorted(
+        p[len(below) :] for p in found if p.startswith(below) and "/.recordkeeper/" not in p
+    )
 
 
 def copies_under_committed_names(service: LiveService, root: str, opts: dict[str, Any]) -> None:

@@ -88,6 +88,13 @@ def publish(
         bool,
         typer.Option("--hash-sources", help="Identify sources by reading their bytes (sha256)."),
     ] = False,
+    record_index: Annotated[
+        bool,
+        typer.Option(
+            "--record-index/--no-record-index",
+            help="Index each record's identity while scanning (as `recordkeeper index` would).",
+        ),
+    ] = True,
     storage_option: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -130,6 +137,7 @@ def publish(
             storage_options=options,
             progress=None if not as_json else False,
             provenance=document,
+            record_index=record_index,
         )
     duplicate = any("identical" in str(w.message) for w in caught)
     if as_json:
@@ -440,6 +448,15 @@ def verify(
         bool, typer.Option("--deep", help="Re-read and re-hash every shard (finds bit flips).")
     ] = False,
     split: Annotated[list[str] | None, typer.Option(help="Only these splits.")] = None,
+    record_index: Annotated[
+        bool,
+        typer.Option(
+            "--record-index",
+            help="With --deep: check each shard's record index against its records in the "
+            "same read (write a missing one, rewrite a wrong one) and register the version's "
+            "record identity.",
+        ),
+    ] = False,
     storage_option: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -451,8 +468,14 @@ def verify(
             version.split(name)
         except KeyError as exc:  # an unknown --split: the message names the splits
             raise CliError(exc.args[0], InvalidRequest.code) from None
+    if record_index and not deep:
+        raise CliError("--record-index needs --deep (it reads the records)", InvalidRequest.code)
     report = version.verify(
-        deep=deep, splits=split, storage_options=options, progress=None if not as_json else False
+        deep=deep,
+        splits=split,
+        storage_options=options,
+        progress=None if not as_json else False,
+        record_index=record_index,
     )
     if as_json:
         print_json(report.to_dict())
@@ -479,6 +502,9 @@ def verify(
                 out.print(f"  {p.shard.name}  {p.reason}{where}: {p.detail}\n    {p.uri}")
         for note in report.notes:
             out.print(f"[yellow]note[/] {escape(note)}")
+        if report.record_index:
+            counts = ", ".join(f"{n} {what}" for what, n in sorted(report.record_index.items()))
+            out.print(f"record indexes: {counts}")
     if not report.ok:
         raise typer.Exit(int(ExitCode.VERIFICATION_FAILED))
 

@@ -64,6 +64,7 @@ __all__ = [
     "RecordIndex",
     "RecordIndexBuilder",
     "SetDigest",
+    "encode_index",
     "index_chunks",
     "index_size",
     "merge_sorted",
@@ -151,9 +152,21 @@ class RecordIndexBuilder:
 
     def finish(self, records_sha256: str | None = None) -> bytes:
         """The index bytes (header, sorted identities, trailer)."""
-        header = IndexHeader(self.kind, self.width, len(self._hashes), records_sha256)
-        body = header.to_bytes() + b"".join(sorted(self._hashes))
-        return body + hashlib.sha256(body).digest()
+        return encode_index(self.kind, self.width, b"".join(sorted(self._hashes)), records_sha256)
+
+
+def encode_index(
+    kind: IdentityKind, width: int, sorted_body: bytes, records_sha256: str | None = None
+) -> bytes:
+    """An index's bytes from its identities already sorted and joined (``sorted_body``): what
+    :meth:`RecordIndexBuilder.finish` gives, for callers that collect and sort identities
+    themselves (the client's inline indexing, in C)."""
+    kind, width = validate_identity(kind, width)
+    if len(sorted_body) % width:
+        raise InvalidIndex(f"{len(sorted_body)} bytes are not whole {width}-byte identities")
+    header = IndexHeader(kind, width, len(sorted_body) // width, records_sha256)
+    data = header.to_bytes() + sorted_body
+    return data + hashlib.sha256(data).digest()
 
 
 class RecordIndex:
@@ -355,6 +368,20 @@ class SetDigest:
         self._last = identities[-1]
         self._sha.update(b"".join(identities))
         self.count += len(identities)
+
+    def update_sorted_body(self, body: bytes) -> None:
+        """:meth:`update_sorted` for identities already joined (an index body, or bodies
+        merged and sorted by the caller); only its ends are checked against the order."""
+        w = self.width
+        if len(body) % w:
+            raise InvalidIndex(f"{len(body)} bytes are not whole {w}-byte identities")
+        if not body:
+            return
+        if body[:w] < self._last:
+            raise InvalidIndex("identities given to a set digest out of order")
+        self._last = bytes(body[-w:])
+        self._sha.update(body)
+        self.count += len(body) // w
 
     def hexdigest(self) -> str:
         sha = self._sha.copy()

@@ -16,7 +16,8 @@ What an adapter provides (:class:`RecordFormat`):
   (``writable``);
 * ``scan``: every record checked, :class:`~recordkeeper.streaming.ShardStats` (stored bytes'
   sha256/CRC32C/size, ``records_sha256`` in the canonical framing, count, schema), corruption as
-  :class:`~recordkeeper.errors.CorruptShard` with the first bad offset;
+  :class:`~recordkeeper.errors.CorruptShard` with the first bad offset; with ``record_ids``
+  every record's identity too (:class:`~recordkeeper.record_ids.RecordIds`);
 * ``iter_records``: the records in order, checked (what tf.data and Beam read);
 * ``open_random_access``: record ``i`` without reading the others (``random_access``).
 
@@ -36,6 +37,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 from recordkeeper.core.errors import InvalidInput, UnsupportedFormat
+from recordkeeper.record_ids import RecordIds
 from recordkeeper.streaming import BinarySink, BinarySource, ShardStats
 
 __all__ = [
@@ -141,6 +143,7 @@ class RecordFormat:
         size: int | None = None,
         stored_crc32c: bool = True,
         hash_in_background: bool = True,
+        record_ids: RecordIds | None = None,
     ) -> ShardStats:
         raise UnsupportedFormat(f"recordkeeper cannot read {self.description} shards")
 

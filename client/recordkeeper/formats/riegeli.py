@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from recordkeeper.core.riegeli import FILE_SIGNATURE
 from recordkeeper.formats import RecordFormat
+from recordkeeper.record_ids import RecordIds
 from recordkeeper.riegeli import RiegeliReader, scan_riegeli
 from recordkeeper.streaming import BinarySource, ShardStats
 
@@ -50,11 +51,15 @@ class RiegeliFormat(RecordFormat):
         size: int | None = None,
         stored_crc32c: bool = True,
         hash_in_background: bool = True,
+        record_ids: RecordIds | None = None,
     ) -> ShardStats:
         self.check_compression(compression)
         # (the CRC32C of the stored bytes is cheap: always computed)
         return scan_riegeli(
-            source, infer_schema=infer_schema, hash_in_background=hash_in_background
+            source,
+            infer_schema=infer_schema,
+            hash_in_background=hash_in_background,
+            record_ids=record_ids,
         ).stats
 
     def iter_records(

@@ -9,6 +9,7 @@ from recordkeeper import tfrecord
 from recordkeeper.core.errors import InvalidInput
 from recordkeeper.core.shards import COMPRESSIONS
 from recordkeeper.formats import RecordFormat, ShardWriter
+from recordkeeper.record_ids import RecordIds
 from recordkeeper.streaming import BinarySink, BinarySource, ShardStats
 
 __all__ = ["TFRecordFormat"]
@@ -67,6 +68,7 @@ class TFRecordFormat(RecordFormat):
         size: int | None = None,
         stored_crc32c: bool = True,
         hash_in_background: bool = True,
+        record_ids: RecordIds | None = None,
     ) -> ShardStats:
         return tfrecord.scan_shard(
             source,
@@ -75,6 +77,7 @@ class TFRecordFormat(RecordFormat):
             size=size,
             stored_crc32c=stored_crc32c,
             hash_in_background=hash_in_background,
+            record_ids=record_ids,
         )
 
     def iter_records(

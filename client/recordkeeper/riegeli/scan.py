@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
+from recordkeeper.record_ids import RecordIds
 from recordkeeper.riegeli.reader import BinarySource, RiegeliInfo, RiegeliReader
 from recordkeeper.schema_inference import SchemaInferencer
 from recordkeeper.streaming import ShardStats, Worker, canonical_framing
@@ -32,7 +33,11 @@ class RiegeliScan:
 
 
 def scan_riegeli(
-    fileobj: BinarySource, *, infer_schema: bool = True, hash_in_background: bool = True
+    fileobj: BinarySource,
+    *,
+    infer_schema: bool = True,
+    hash_in_background: bool = True,
+    record_ids: RecordIds | None = None,
 ) -> RiegeliScan:
     """Read a Riegeli/records or ArrayRecord file, checking everything the format checks.
 
@@ -40,6 +45,7 @@ def scan_riegeli(
     damaged file and :class:`~recordkeeper.errors.UnsupportedFormat` for one it cannot decode
     (transposed chunks, not a Riegeli file).  The sha256 digests are computed on a helper
     thread unless ``hash_in_background=False`` (for callers that scan one file per core).
+    ``record_ids`` gets every record's identity, batch by batch as the chunks decode.
     """
     stored = hashlib.sha256()
     records_hash = hashlib.sha256()
@@ -64,6 +70,8 @@ def scan_riegeli(
     try:
         for batch in reader.batches():
             hash_later(records_hash.update, canonical_framing(batch))
+            if record_ids is not None:
+                record_ids.add(batch)
             if inferencer is not None:
                 inferencer.add_many(batch)
     except BaseException:
