@@ -21,13 +21,14 @@ staging found to be a duplicate here is abandoned with its number left as a gap.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from recordkeeper.core.derive import Changes
 from recordkeeper.core.errors import (
     DuplicateContent,
     InvalidRequest,
@@ -51,6 +52,7 @@ from recordkeeper_service.repository.common import (
     version_view,
 )
 from recordkeeper_service.repository.deletion import slipped_into
+from recordkeeper_service.repository.derive import materialize
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.shards import store_schemas
 from recordkeeper_service.repository.versions import allocate, parse_version_ref
@@ -69,13 +71,24 @@ class CommitRepository:
         self._metrics = metrics
 
     def commit(
-        self, version_name: str, *, on_duplicate: str = "error", actor: str
+        self,
+        version_name: str,
+        *,
+        on_duplicate: str = "error",
+        actor: str,
+        changes: Mapping[str, Any] | None = None,
     ) -> VersionRecord:
-        """Commit a staged version (idempotent), honouring ``on_duplicate``."""
+        """Commit a staged version (idempotent), honouring ``on_duplicate``.
+
+        A derived version (staged with ``base``) is first given its base's kept shards per
+        ``changes`` (:mod:`recordkeeper.core.derive`), in the same transaction
+        (:func:`.derive.materialize`); other versions take no ``changes``.
+        """
         if on_duplicate not in ON_DUPLICATE:
             raise InvalidRequest(
                 f"on_duplicate must be one of {', '.join(ON_DUPLICATE)}, got {on_duplicate!r}"
             )
+        change_set = Changes.from_json(changes)
         ref = parse_version_ref(version_name)
         with self._db.transaction() as session:
             # Lock order everywhere: dataset row, then version row.
@@ -93,7 +106,17 @@ class CommitRepository:
                     "stage a new version",
                     state=version.state,
                 )
-            record = _commit_staged(session, version, ref.dataset, on_duplicate, actor)
+            derived: dict[str, Any] | None = None
+            if version.base_version_id is not None:
+                derived = materialize(session, version, change_set)
+            elif not change_set.empty:
+                raise InvalidRequest(
+                    f"{version.name} is not a derived version (staged without base): "
+                    "changes apply to derived versions only"
+                )
+            record = _commit_staged(
+                session, version, ref.dataset, on_duplicate, actor, derived=derived
+            )
             committed_now = version.state == "committed"
         if committed_now and self._metrics is not None:  # once the transaction has committed
             self._metrics.version_committed()
@@ -114,7 +137,13 @@ class _Part:
 
 
 def _commit_staged(
-    session: Session, version: m.Version, dataset: str, on_duplicate: str, actor: str
+    session: Session,
+    version: m.Version,
+    dataset: str,
+    on_duplicate: str,
+    actor: str,
+    *,
+    derived: dict[str, Any] | None = None,
 ) -> VersionRecord:
     rows = [
         _Part(*row)
@@ -197,6 +226,8 @@ def _commit_staged(
     }
     if staged_as != version.name:
         detail["staged_as"] = staged_as
+    if derived is not None:
+        detail["derived"] = derived
     if duplicate is not None:  # committed anyway (on_duplicate=commit)
         detail["same_content_as"] = duplicate.name
     record_event(
