@@ -25,6 +25,7 @@ from typer.core import TyperGroup
 from recordkeeper.cli import (
     alias,
     check_model,
+    derive,
     gc,
     lineage,
     models,
@@ -88,6 +89,7 @@ def _service_commands() -> list[Register]:
 #: Every command module's ``register``, in the order ``recordkeeper --help`` lists them.
 COMMANDS: list[Register] = [
     versions.register,  # publish, resolve, show, ls, verify, diff
+    derive.register,  # derive
     alias.register,  # alias set|ls
     *_service_commands(),  # serve, db, token
     lineage.register,  # lineage, consumers, lock, checkpoints
