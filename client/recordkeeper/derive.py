@@ -200,6 +200,10 @@ class Derivation:
         self._written.add(split)
         self._writer.write(record, split)
 
+    def end_shard(self, split: str = "train") -> None:
+        """Close ``split``'s open added shard now (the next record starts another)."""
+        self._writer.end_shard(split)
+
     def add_files(self, split: str, uris: Iterable[str]) -> Derivation:
         """Add existing record files to ``split``, registered in place (each is read once, at
         commit, to hash it; nothing is copied)."""

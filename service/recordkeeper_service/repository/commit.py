@@ -52,7 +52,7 @@ from recordkeeper_service.repository.common import (
     version_view,
 )
 from recordkeeper_service.repository.deletion import slipped_into
-from recordkeeper_service.repository.derive import materialize
+from recordkeeper_service.repository.derive import added_uris, materialize
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.shards import store_schemas
 from recordkeeper_service.repository.versions import allocate, parse_version_ref
@@ -107,7 +107,9 @@ class CommitRepository:
                     state=version.state,
                 )
             derived: dict[str, Any] | None = None
+            added: list[str] | None = None
             if version.base_version_id is not None:
+                added = added_uris(session, version.id)
                 derived = materialize(session, version, change_set)
             elif not change_set.empty:
                 raise InvalidRequest(
@@ -115,7 +117,7 @@ class CommitRepository:
                     "changes apply to derived versions only"
                 )
             record = _commit_staged(
-                session, version, ref.dataset, on_duplicate, actor, derived=derived
+                session, version, ref.dataset, on_duplicate, actor, derived=derived, added=added
             )
             committed_now = version.state == "committed"
         if committed_now and self._metrics is not None:  # once the transaction has committed
@@ -144,6 +146,7 @@ def _commit_staged(
     actor: str,
     *,
     derived: dict[str, Any] | None = None,
+    added: list[str] | None = None,
 ) -> VersionRecord:
     rows = [
         _Part(*row)
@@ -162,7 +165,7 @@ def _commit_staged(
         )
     ]
     _check_complete(version.name, rows)
-    _check_not_released(session, version)
+    _check_not_released(session, version, added)
     digest = content_digest(
         ManifestEntry(r.split, r.index, r.count, r.records_sha256, r.record_count) for r in rows
     )
@@ -239,10 +242,13 @@ def _commit_staged(
     )
 
 
-def _check_not_released(session: Session, version: m.Version) -> None:
+def _check_not_released(
+    session: Session, version: m.Version, added: list[str] | None = None
+) -> None:
     """Refuse to commit a version with a shard registered in storage after it was released
-    for deletion (registration refuses that; this re-check makes a broken lock visible)."""
-    slipped = slipped_into(session, version.id, version.storage_prefix)
+    for deletion (registration refuses that; this re-check makes a broken lock visible).
+    ``added``: a derived version's own shards, the only ones it registered."""
+    slipped = slipped_into(session, version.id, version.storage_prefix, only=added)
     if slipped:
         uri, released = slipped[0]
         raise StorageReleased(

@@ -35,7 +35,7 @@ from recordkeeper_service import models as m
 from recordkeeper_service.repository.common import PUBLISHED_STATES, table_of
 from recordkeeper_service.repository.deletion import ensure_data_stored
 
-__all__ = ["base_splits", "materialize"]
+__all__ = ["added_uris", "base_splits", "materialize"]
 
 #: Columns a kept shard's row copies from the base's row as they are.
 _COPIED = [
@@ -168,6 +168,11 @@ def _copy_kept(session: Session, version: m.Version, base_id: int, plan: SplitPl
     ).where(*where)
     columns = ["version_id", "split", "index", "count", *_COPIED]
     session.execute(insert(table).from_select(columns, chosen))
+
+
+def added_uris(session: Session, version_id: int) -> list[str]:
+    """The URIs of the shards registered on a staged derived version (before materialize)."""
+    return list(session.scalars(select(m.Shard.uri).where(m.Shard.version_id == version_id)))
 
 
 def materialize(session: Session, version: m.Version, changes: Changes) -> dict[str, Any]:
