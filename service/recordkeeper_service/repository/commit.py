@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import select
@@ -37,7 +37,7 @@ from recordkeeper.core.errors import (
     VersionNotStaged,
 )
 from recordkeeper.core.lifecycle import ON_DUPLICATE, OnDuplicate
-from recordkeeper.core.manifest import ManifestEntry, content_digest
+from recordkeeper.core.manifest import digest_of_splits
 from recordkeeper.core.naming import format_version_name
 from recordkeeper.core.schema import Schema, merge_schemas
 from recordkeeper_service import models as m
@@ -125,19 +125,6 @@ class CommitRepository:
         return record
 
 
-@dataclass(frozen=True, slots=True)
-class _Part:
-    """What commit needs of one shard."""
-
-    split: str
-    index: int
-    count: int
-    records_sha256: str
-    record_count: int
-    size: int
-    schema_digest: str | None
-
-
 def _commit_staged(
     session: Session,
     version: m.Version,
@@ -148,27 +135,26 @@ def _commit_staged(
     derived: dict[str, Any] | None = None,
     added: list[str] | None = None,
 ) -> VersionRecord:
-    rows = [
-        _Part(*row)
-        for row in session.execute(
-            select(
-                m.Shard.split,
-                m.Shard.index,
-                m.Shard.count,
-                m.Shard.records_sha256,
-                m.Shard.record_count,
-                m.Shard.size,
-                m.Shard.schema_digest,
-            )
-            .where(m.Shard.version_id == version.id)
-            .order_by(m.Shard.split, m.Shard.index)
+    # Rows as the database answers them (named tuples): no object per shard is built.
+    rows: Sequence[Any] = session.execute(
+        select(
+            m.Shard.split,
+            m.Shard.index,
+            m.Shard.count,
+            m.Shard.records_sha256,
+            m.Shard.record_count,
+            m.Shard.size,
+            m.Shard.schema_digest,
         )
-    ]
+        .where(m.Shard.version_id == version.id)
+        .order_by(m.Shard.split, m.Shard.index)
+    ).all()
     _check_complete(version.name, rows)
     _check_not_released(session, version, added)
-    digest = content_digest(
-        ManifestEntry(r.split, r.index, r.count, r.records_sha256, r.record_count) for r in rows
-    )
+    body: dict[str, list[list[object]]] = {}
+    for r in rows:  # in (split, index) order
+        body.setdefault(r.split, []).append([r.records_sha256, r.record_count])
+    digest = digest_of_splits(body)
     schema = merge_shard_schemas(session, [r.schema_digest for r in rows])
 
     duplicate = session.scalars(
@@ -265,7 +251,8 @@ def _existing_answer(session: Session, version_id: int, dataset: str) -> Version
     return replace(record, duplicate_of=existing.name)
 
 
-def _check_complete(name: str, rows: Sequence[_Part]) -> None:
+def _check_complete(name: str, rows: Sequence[Any]) -> None:
+    """``rows``: the shards' (split, index, count, ...) rows in (split, index) order."""
     if not rows:
         raise VersionIncomplete(
             f"{name} has no shards; register shards before committing", missing={}
