@@ -148,7 +148,9 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="rk-bench-derive-") as tmp:
         for backend in args.backends.split(","):
-            r = bench(backend, args.shards, args.repeat, Path(tmp))
+            workdir = Path(tmp) / backend  # each its own store: the names repeat
+            workdir.mkdir()
+            r = bench(backend, args.shards, args.repeat, workdir)
             results.append(r)
             print(
                 f"{backend:8s} parent {r['parent_shards']:,} shards: derive +10 shards "
