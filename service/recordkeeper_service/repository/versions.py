@@ -48,7 +48,7 @@ from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page, ShardPage, VersionRecord
 from recordkeeper_service.repository import convert
-from recordkeeper_service.repository.cache import RenderedPages, VersionCache
+from recordkeeper_service.repository.cache import DEFAULT_PAGES_BYTES, RenderedPages, VersionCache
 from recordkeeper_service.repository.common import (
     PUBLISHED_STATES,
     dataset_row,
@@ -263,6 +263,7 @@ class VersionRepository:
         storage_root: str,
         cache: VersionCache | None = None,
         fast_reader: AsyncPostgresReader | None = None,
+        pages_bytes: int = DEFAULT_PAGES_BYTES,
     ) -> None:
         self._db = db
         self._roots = roots
@@ -270,7 +271,7 @@ class VersionRepository:
         self._cache = cache if cache is not None else VersionCache()
         self._fast = fast_reader
         #: Rendered shard pages of published versions, for the routes that answer them.
-        self.rendered_pages = RenderedPages()
+        self.rendered_pages = RenderedPages(pages_bytes)
 
     # ---------------------------------------------------------------- stage
 
