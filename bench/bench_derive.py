@@ -42,9 +42,10 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import recordkeeper as rk  # noqa: E402
-from bench_service import API, OUT, database, serve, shard_bodies  # noqa: E402
-from tests.client._records import example_bytes  # noqa: E402
+from bench_service import API, OUT, database, serve, shard_bodies
+
+import recordkeeper as rk
+from tests.client._records import example_bytes
 
 HEADERS = {"Content-Type": "application/json"}
 
