@@ -21,6 +21,7 @@ import recordkeeper.lineage as lineage_calls
 from recordkeeper import checkpoint_check, gc, retention
 from recordkeeper.compare import compare
 from recordkeeper.core.errors import InvalidInput
+from recordkeeper.derive import Derivation
 from recordkeeper.http import DEFAULT_URL, HttpCore
 from recordkeeper.lineage_queue import FlushResult, RegistrationQueue
 from recordkeeper.pinned import (
@@ -176,6 +177,7 @@ class Client:
 
     # writing (recordkeeper.writer, recordkeeper.publish)
     writer = _on_registry(VersionWriter)
+    derive = _on_registry(Derivation)
     publish = _on_registry(publish)
     convert = _on_registry(convert)
 

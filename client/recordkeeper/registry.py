@@ -608,8 +608,13 @@ class Registry:
         content_digest: str | None = None,
         on_duplicate: OnDuplicate = "error",
         provenance: Mapping[str, Any] | None = None,
+        base: str | None = None,
     ) -> DatasetVersion:
         """Stage a new version: the service answers its name and storage prefix.
+
+        ``base`` (a reference to a committed version of ``dataset``) stages a *derived*
+        version, committed with :meth:`commit`'s ``changes`` (see :meth:`Client.derive
+        <recordkeeper.derive.Derivation>`, which does all of it).
 
         By default the version has a staged name (``coco_20231015_staged4``) and gets its number
         at commit.  ``reserve=True`` takes the number now, so the prefix carries the committed
@@ -643,6 +648,9 @@ class Registry:
         if provenance is not None:
             validate_provenance(provenance)  # the service's rules, before anything is staged
             body["provenance"] = dict(provenance)
+        if base is not None:
+            check_ref(base)
+            body["base"] = base
         # Not replayable: a retried stage would allocate a second number.
         data = self.http.api("POST", f"/datasets/{quote_segment(dataset)}/versions", json=body)
         staged = self.version(data)
@@ -730,23 +738,34 @@ class Registry:
         return totals
 
     def commit(
-        self, version: str | DatasetVersion, *, on_duplicate: OnDuplicate = "error"
+        self,
+        version: str | DatasetVersion,
+        *,
+        on_duplicate: OnDuplicate = "error",
+        changes: Mapping[str, Any] | None = None,
     ) -> DatasetVersion:
         """Commit a staged version (idempotent).
 
         ``on_duplicate``: ``error`` raises :class:`~recordkeeper.errors.DuplicateContent` when a
         committed version has the same content, ``use_existing`` answers that version (and
-        abandons the staged one), ``commit`` commits anyway.
+        abandons the staged one), ``commit`` commits anyway.  ``changes`` (a derived version
+        only, :mod:`recordkeeper.core.derive`): ``remove_splits``, ``rename_splits``,
+        ``remove_shards`` of its base.
         """
-        return self.version(self._commit(version, on_duplicate))
+        return self.version(self._commit(version, on_duplicate, changes))
 
-    def _commit(self, version: str | DatasetVersion, on_duplicate: OnDuplicate) -> dict[str, Any]:
+    def _commit(
+        self,
+        version: str | DatasetVersion,
+        on_duplicate: OnDuplicate,
+        changes: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         name = version.name if isinstance(version, DatasetVersion) else version
+        body: dict[str, Any] = {"on_duplicate": on_duplicate}
+        if changes is not None:
+            body["changes"] = dict(changes)
         data: dict[str, Any] = self.http.api(
-            "POST",
-            f"/versions/{quote_segment(name)}/commit",
-            json={"on_duplicate": on_duplicate},
-            idempotent=True,
+            "POST", f"/versions/{quote_segment(name)}/commit", json=body, idempotent=True
         )
         return data
 
@@ -774,15 +793,22 @@ class Registry:
         )
         return self.version(data)
 
-    def finish(self, version: DatasetVersion, *, force_new: bool) -> DatasetVersion:
-        """Commit a staged version, keeping an identical existing one unless ``force_new``.
+    def finish(
+        self,
+        version: DatasetVersion,
+        *,
+        force_new: bool,
+        changes: Mapping[str, Any] | None = None,
+    ) -> DatasetVersion:
+        """Commit a staged version, keeping an identical existing one unless ``force_new``
+        (``changes``: a derived version's, see :meth:`commit`).
 
         Warns :class:`DuplicateWarning` when the content already existed and that version was
         kept.
         """
         lineage_run = _openlineage_run(self, version)
         try:
-            data = self._commit(version, "commit" if force_new else "use_existing")
+            data = self._commit(version, "commit" if force_new else "use_existing", changes)
         except BaseException:
             if lineage_run is not None:
                 lineage_run.fail()

@@ -510,6 +510,9 @@ class VersionWriter:
         self.record_index = record_index
         #: the record identity registered at commit (``record_index``), the service's answer
         self.record_set: dict[str, Any] | None = None
+        #: Set by :class:`recordkeeper.derive.Derivation`: the version is staged as a change
+        #: of this base, and the writer only writes (the derivation registers and commits).
+        self._base: str | None = None
 
     # -- public -----------------------------------------------------------------------------
 
@@ -590,22 +593,31 @@ class VersionWriter:
             _BATCH_BYTES, max(1, self.shard_size - shard.framed_bytes)
         )
 
+    def finish_shards(self) -> list[dict[str, Any]]:
+        """Close every shard and move it to its final name: their registrations (not sent).
+
+        What :meth:`close` does before registering and committing; a derivation
+        (:mod:`recordkeeper.derive`) registers them with its other changes."""
+        with self._lock:
+            for split in list(self._open):
+                self._close_shard(split)
+            self._closed = True
+        for shard in self._done:
+            shard.pipe.join()
+        if not self._done:
+            return []
+        return self._finalise_names()
+
     def close(self) -> DatasetVersion:
         """Finish every shard, register them and commit; returns the committed version."""
         if self._version is not None:
             return self._version
         try:
-            with self._lock:
-                for split in list(self._open):
-                    self._close_shard(split)
-                self._closed = True
-            for shard in self._done:
-                shard.pipe.join()
-            if not self._done:
+            registrations = self.finish_shards()
+            if not registrations:
                 raise InvalidShard(
                     f"nothing was written to {self._stage().name}; write() at least one record"
                 )
-            registrations = self._finalise_names()
             staged = self._stage()
             self._registry.register_shards(staged, registrations)
             version = self._registry.finish(staged, force_new=self.force_new)
@@ -650,6 +662,7 @@ class VersionWriter:
                 metadata=self.metadata,
                 reserve=True,  # the prefix carries the committed name (module docstring)
                 provenance=self.provenance,
+                base=self._base,
             )
             url_to_fs(self.staged.storage_prefix, self.storage_options)
         return self.staged

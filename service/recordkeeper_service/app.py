@@ -78,6 +78,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         allowed_roots=AllowedRoots.of(settings.allowed_roots),
         storage_root=settings.storage_root,
         version_cache_bytes=settings.version_cache_bytes,
+        shard_pages_cache_bytes=settings.shard_pages_cache_bytes,
         lineage_cache_bytes=settings.lineage_cache_bytes,
         metrics=metrics,
     )

@@ -62,6 +62,7 @@ def settings_environment(settings: Settings) -> dict[str, str]:
         "RECORDKEEPER_MAX_BODY_BYTES": str(settings.max_body_bytes),
         "RECORDKEEPER_MAX_SMALL_BODY_BYTES": str(settings.max_small_body_bytes),
         "RECORDKEEPER_VERSION_CACHE_BYTES": str(settings.version_cache_bytes),
+        "RECORDKEEPER_SHARD_PAGES_CACHE_BYTES": str(settings.shard_pages_cache_bytes),
         "RECORDKEEPER_LINEAGE_CACHE_BYTES": str(settings.lineage_cache_bytes),
         "RECORDKEEPER_DB_POOL_SIZE": str(settings.db_pool_size),
         "RECORDKEEPER_LOG_LEVEL": settings.log_level,

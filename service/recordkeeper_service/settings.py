@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_LINEAGE_CACHE_BYTES",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_SMALL_BODY_BYTES",
+    "DEFAULT_SHARD_PAGES_CACHE_BYTES",
     "DEFAULT_VERSION_CACHE_BYTES",
     "Settings",
     "default_database_path",
@@ -39,6 +40,10 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_SMALL_BODY_BYTES = 1024 * 1024
 #: Per worker: the cache of committed versions (approximate bytes of its records).
 DEFAULT_VERSION_CACHE_BYTES = 128 * 1024 * 1024
+#: Per worker: rendered shard pages of published versions (~35 MB for a 100,000-shard version's
+#: compact pages: two such versions and the pages of smaller ones fit, so switching between a
+#: parent and its derived version re-renders nothing).
+DEFAULT_SHARD_PAGES_CACHE_BYTES = 128 * 1024 * 1024
 #: Per worker: rendered upstream lineage answers (~330-400 KB each over a 100-checkpoint chain).
 DEFAULT_LINEAGE_CACHE_BYTES = 128 * 1024 * 1024
 
@@ -105,6 +110,11 @@ class Settings(BaseSettings):
         default=DEFAULT_VERSION_CACHE_BYTES,
         ge=0,
         description="Approximate memory, per worker, of the cache of committed versions.",
+    )
+    shard_pages_cache_bytes: int = Field(
+        default=DEFAULT_SHARD_PAGES_CACHE_BYTES,
+        ge=0,
+        description="Memory, per worker, of the rendered shard pages of published versions.",
     )
     lineage_cache_bytes: int = Field(
         default=DEFAULT_LINEAGE_CACHE_BYTES,

@@ -59,3 +59,19 @@ def test_schemas_are_read_only_when_their_digests_differ() -> None:
     same_new, asked_too = _side("b", [], None, "sha256:s1")
     assert diff_versions(same_old, same_new).schema == ()
     assert asked == [] and asked_too == []
+
+
+def test_a_removed_shard_is_one_removal_not_a_shift_of_every_later_shard() -> None:
+    base = [_shard("train", i, str(i)) for i in range(5)]
+    derived = [_shard("train", i, r) for i, r in enumerate(["0", "2", "3", "4", "9"])]
+    old, _ = _side("a", base, None, None)
+    new, _ = _side("b", derived, None, None)
+    diff = diff_versions(old, new)
+    assert [(c.split, c.index, c.change) for c in diff.shards] == [
+        ("train", 1, "removed"),
+        ("train", 4, "added"),
+    ]
+    assert diff.unchanged_shards == 4  # 0, and 2, 3, 4 shifted
+    appended = [*base, _shard("train", 5, "a")]
+    diff = diff_versions(old, _side("c", appended, None, None)[0])
+    assert [(c.index, c.change) for c in diff.shards] == [(5, "added")]

@@ -27,6 +27,7 @@ from recordkeeper.cli import (
     auth,
     cache,
     check_model,
+    derive,
     gc,
     lineage,
     models,
@@ -90,6 +91,7 @@ def _service_commands() -> list[Register]:
 #: Every command module's ``register``, in the order ``recordkeeper --help`` lists them.
 COMMANDS: list[Register] = [
     versions.register,  # publish, resolve, show, ls, verify, diff
+    derive.register,  # derive
     alias.register,  # alias set|ls
     *_service_commands(),  # serve, db, token
     lineage.register,  # lineage, consumers, impact, lock, checkpoints

@@ -5,6 +5,10 @@ One rule for every entry point (``client.diff``, ``recordkeeper diff``, the serv
 
 * Shards are matched by ``(split, index)``; a shard is *changed* when its ``records_sha256`` or
   ``record_count`` differs.  Re-compressing or moving a shard is not a change of content.
+  A shard whose records are found at another position of the same split in the other version
+  is *unchanged* (shifted: a shard was removed or inserted before it), so a version derived by
+  removing one shard of a split differs from its base by that one removal, not by every shard
+  after it.
 * A feature is matched by ``(scope, name)``; it is *added*, *removed*, *kind_changed* or
   *shape_changed* (values per record, or steps per sequence, differ).  Schemas are compared only
   when the two versions' schema digests differ (or one is unknown).
@@ -210,22 +214,49 @@ def diff_schemas(old: Schema, new: Schema) -> list[FeatureChange]:
     return out
 
 
+def _same(a: ShardRecord, b: ShardRecord) -> bool:
+    return a.records_sha256 == b.records_sha256 and a.record_count == b.record_count
+
+
 def diff_shards(old: Iterable[S], new: Iterable[S]) -> tuple[list[ShardChange[S]], int]:
-    """Shard changes by ``(split, index)`` and the number of unchanged shards."""
+    """Shard changes by ``(split, index)`` and the number of unchanged shards (shifted shards
+    of a split count as unchanged, see the module docstring)."""
     old_shards = {(s.split, s.index): s for s in old}
     new_shards = {(s.split, s.index): s for s in new}
-    changes: list[ShardChange[S]] = []
     unchanged = 0
-    for key in sorted(old_shards.keys() | new_shards.keys()):
-        a, b = old_shards.get(key), new_shards.get(key)
-        if a is None:
-            changes.append(ShardChange(key[0], key[1], "added", None, b))
-        elif b is None:
-            changes.append(ShardChange(key[0], key[1], "removed", a, None))
-        elif a.records_sha256 != b.records_sha256 or a.record_count != b.record_count:
-            changes.append(ShardChange(key[0], key[1], "changed", a, b))
-        else:
+    rest_old: dict[tuple[str, int], S] = {}
+    for key, a in old_shards.items():
+        b = new_shards.get(key)
+        if b is not None and _same(a, b):
             unchanged += 1
+        else:
+            rest_old[key] = a
+    rest_new = {
+        key: b
+        for key, b in new_shards.items()
+        if key not in old_shards or not _same(old_shards[key], b)
+    }
+    if rest_old and rest_new:  # the same records at another position of the split: shifted
+        pool: dict[tuple[str, str, int], list[tuple[str, int]]] = {}
+        for key in sorted(rest_old, reverse=True):
+            a = rest_old[key]
+            pool.setdefault((a.split, a.records_sha256, a.record_count), []).append(key)
+        for key in sorted(rest_new):
+            b = rest_new[key]
+            keys = pool.get((b.split, b.records_sha256, b.record_count))
+            if keys:
+                del rest_old[keys.pop()]
+                del rest_new[key]
+                unchanged += 1
+    changes: list[ShardChange[S]] = []
+    for key in sorted(rest_old.keys() | rest_new.keys()):
+        was, now = rest_old.get(key), rest_new.get(key)
+        if was is None:
+            changes.append(ShardChange(key[0], key[1], "added", None, now))
+        elif now is None:
+            changes.append(ShardChange(key[0], key[1], "removed", was, None))
+        else:
+            changes.append(ShardChange(key[0], key[1], "changed", was, now))
     return changes, unchanged
 
 

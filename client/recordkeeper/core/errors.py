@@ -35,6 +35,8 @@ Exception tree::
     │   ├── TokenNotFound                         token_not_found
     │   ├── ModelNotFound                         model_not_found
     │   ├── CheckpointNotFound                    checkpoint_not_found
+    │   ├── SplitNotFound                         split_not_found (derive: not in the base)
+    │   ├── ShardNotFound                         shard_not_found (derive: not in the base)
     │   └── RouteNotFound                         not_found
     ├── Conflict                                  409
     │   ├── DatasetExists                         dataset_exists
@@ -45,6 +47,7 @@ Exception tree::
     │   ├── VersionNotStaged                      version_not_staged
     │   ├── VersionIncomplete                     version_incomplete
     │   ├── ShardConflict                         shard_conflict
+    │   ├── SplitExists                           split_exists (derive: a rename collides)
     │   ├── SchemaConflict                        schema_conflict
     │   ├── DuplicateContent                      duplicate_content
     │   ├── VersionInUse                          version_in_use
@@ -122,6 +125,9 @@ __all__ = [
     "ServiceRedirected",
     "ServiceUnavailable",
     "ShardConflict",
+    "ShardNotFound",
+    "SplitExists",
+    "SplitNotFound",
     "StaleLock",
     "StorageCredentialsMissing",
     "StorageError",
@@ -322,6 +328,18 @@ class CheckpointNotFound(NotFound):
     code = "checkpoint_not_found"
 
 
+class SplitNotFound(NotFound):
+    """A derived version's change names a split its base does not have."""
+
+    code = "split_not_found"
+
+
+class ShardNotFound(NotFound):
+    """A derived version's change removes a shard its base does not have."""
+
+    code = "shard_not_found"
+
+
 class Conflict(RecordkeeperError):
     code = "conflict"
     status = 409
@@ -364,6 +382,12 @@ class VersionIncomplete(Conflict):
 
 class ShardConflict(Conflict):
     code = "shard_conflict"
+
+
+class SplitExists(Conflict):
+    """A derived version would have two splits of one name (a rename onto a kept split)."""
+
+    code = "split_exists"
 
 
 class SchemaConflict(Conflict):

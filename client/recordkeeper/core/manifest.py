@@ -26,6 +26,7 @@ __all__ = [
     "ManifestEntry",
     "canonical_manifest",
     "content_digest",
+    "digest_of_splits",
 ]
 
 MANIFEST_FORMAT = "rk-manifest-1"
@@ -51,7 +52,18 @@ def canonical_manifest(entries: Iterable[ManifestEntry]) -> bytes:
     for split, shards in splits.items():
         shards.sort(key=lambda e: e.index)
         body[split] = [[e.records_sha256, e.record_count] for e in shards]
+    return _canonical(body)
+
+
+def _canonical(body: Mapping[str, list[list[object]]]) -> bytes:
     return canonical_json({"format": MANIFEST_FORMAT, "splits": body})
+
+
+def digest_of_splits(body: Mapping[str, list[list[object]]]) -> str:
+    """:func:`content_digest` of ``{split: [[records_sha256, record_count], ...]}`` with each
+    split's shards already in index order (what a query ordered by split and index gives,
+    without building an entry per shard)."""
+    return format_digest(hashlib.sha256(_canonical(body)).hexdigest())
 
 
 def content_digest(entries: Iterable[ManifestEntry] | Mapping[str, list[ManifestEntry]]) -> str:

@@ -248,7 +248,10 @@ class AllowedRoots:
         ``uri_prefix``).  Raises :class:`StorageRootNotAllowed` for a URI outside the roots or
         climbing out of them, :class:`UriError` for a malformed one.
         """
-        if prefix and not prefix.endswith("/"):
+        if prefix and (not prefix.endswith("/") or not self.allows(prefix)):
+            # A prefix common to objects under two roots (a derived version keeping its
+            # base's shards and adding files from elsewhere) lies above both: each object is
+            # then checked whole.
             names = [prefix + name for name in names]
             prefix = ""
         if prefix:

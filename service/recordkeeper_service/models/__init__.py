@@ -174,6 +174,11 @@ class Version(Base):
     duplicate_of_id: Mapped[int | None] = mapped_column(
         ForeignKey("versions.id", ondelete="SET NULL")
     )
+    #: The version this one is derived from (staged with ``base``): at commit its kept shards
+    #: are referenced by this version (:mod:`recordkeeper_service.repository.derive`).
+    base_version_id: Mapped[int | None] = mapped_column(
+        ForeignKey("versions.id", ondelete="SET NULL")
+    )
 
 
 class Shard(Base):

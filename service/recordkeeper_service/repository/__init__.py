@@ -37,7 +37,11 @@ from recordkeeper_service import migrate
 from recordkeeper_service.db import Database
 from recordkeeper_service.metrics import ServiceMetrics
 from recordkeeper_service.repository.aliases import AliasRepository
-from recordkeeper_service.repository.cache import DEFAULT_CACHE_BYTES, VersionCache
+from recordkeeper_service.repository.cache import (
+    DEFAULT_CACHE_BYTES,
+    DEFAULT_PAGES_BYTES,
+    VersionCache,
+)
 from recordkeeper_service.repository.commit import CommitRepository
 from recordkeeper_service.repository.datasets import DatasetRepository
 from recordkeeper_service.repository.diff import DiffRepository
@@ -68,6 +72,7 @@ class Repository:
         allowed_roots: AllowedRoots,
         storage_root: str,
         version_cache_bytes: int = DEFAULT_CACHE_BYTES,
+        shard_pages_cache_bytes: int = DEFAULT_PAGES_BYTES,
         lineage_cache_bytes: int = DEFAULT_LINEAGE_CACHE_BYTES,
         metrics: ServiceMetrics | None = None,
     ) -> None:
@@ -81,6 +86,7 @@ class Repository:
             storage_root,
             cache=VersionCache(max_bytes=version_cache_bytes),
             fast_reader=fast_reader,
+            pages_bytes=shard_pages_cache_bytes,
         )
         self.shards = ShardRepository(db, allowed_roots, metrics=metrics)
         self.commits = CommitRepository(db, metrics=metrics)

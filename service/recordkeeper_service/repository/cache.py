@@ -22,6 +22,7 @@ from recordkeeper_service.domain import VersionRecord
 __all__ = [
     "DEFAULT_CACHE_BYTES",
     "DEFAULT_CACHE_VERSIONS",
+    "DEFAULT_PAGES_BYTES",
     "RenderedPages",
     "VersionCache",
     "approximate_bytes",
@@ -99,6 +100,10 @@ class VersionCache:
         return len(self._entries)
 
 
+#: The default budget of :class:`RenderedPages` (``RECORDKEEPER_SHARD_PAGES_CACHE_BYTES``).
+DEFAULT_PAGES_BYTES = 128 * 2**20
+
+
 class RenderedPages:
     """Rendered answers that never change under their key, by key: answers about published
     versions (shard pages, version answers) and upstream lineage answers (keyed by checkpoint
@@ -109,7 +114,7 @@ class RenderedPages:
     :class:`VersionCache`.
     """
 
-    def __init__(self, max_bytes: int = 32 * 2**20) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_PAGES_BYTES) -> None:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[Hashable, bytes] = OrderedDict()
         self._bytes = 0

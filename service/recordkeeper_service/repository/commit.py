@@ -21,13 +21,14 @@ staging found to be a duplicate here is abandoned with its number left as a gap.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from recordkeeper.core.derive import Changes
 from recordkeeper.core.errors import (
     DuplicateContent,
     InvalidRequest,
@@ -36,7 +37,7 @@ from recordkeeper.core.errors import (
     VersionNotStaged,
 )
 from recordkeeper.core.lifecycle import ON_DUPLICATE, OnDuplicate
-from recordkeeper.core.manifest import ManifestEntry, content_digest
+from recordkeeper.core.manifest import digest_of_splits
 from recordkeeper.core.naming import format_version_name
 from recordkeeper.core.schema import Schema, merge_schemas
 from recordkeeper_service import models as m
@@ -51,6 +52,7 @@ from recordkeeper_service.repository.common import (
     version_view,
 )
 from recordkeeper_service.repository.deletion import slipped_into
+from recordkeeper_service.repository.derive import added_uris, materialize
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.shards import store_schemas
 from recordkeeper_service.repository.versions import allocate, parse_version_ref
@@ -69,13 +71,24 @@ class CommitRepository:
         self._metrics = metrics
 
     def commit(
-        self, version_name: str, *, on_duplicate: str = "error", actor: str
+        self,
+        version_name: str,
+        *,
+        on_duplicate: str = "error",
+        actor: str,
+        changes: Mapping[str, Any] | None = None,
     ) -> VersionRecord:
-        """Commit a staged version (idempotent), honouring ``on_duplicate``."""
+        """Commit a staged version (idempotent), honouring ``on_duplicate``.
+
+        A derived version (staged with ``base``) is first given its base's kept shards per
+        ``changes`` (:mod:`recordkeeper.core.derive`), in the same transaction
+        (:func:`.derive.materialize`); other versions take no ``changes``.
+        """
         if on_duplicate not in ON_DUPLICATE:
             raise InvalidRequest(
                 f"on_duplicate must be one of {', '.join(ON_DUPLICATE)}, got {on_duplicate!r}"
             )
+        change_set = Changes.from_json(changes)
         ref = parse_version_ref(version_name)
         with self._db.transaction() as session:
             # Lock order everywhere: dataset row, then version row.
@@ -93,50 +106,55 @@ class CommitRepository:
                     "stage a new version",
                     state=version.state,
                 )
-            record = _commit_staged(session, version, ref.dataset, on_duplicate, actor)
+            derived: dict[str, Any] | None = None
+            added: list[str] | None = None
+            if version.base_version_id is not None:
+                added = added_uris(session, version.id)
+                derived = materialize(session, version, change_set)
+            elif not change_set.empty:
+                raise InvalidRequest(
+                    f"{version.name} is not a derived version (staged without base): "
+                    "changes apply to derived versions only"
+                )
+            record = _commit_staged(
+                session, version, ref.dataset, on_duplicate, actor, derived=derived, added=added
+            )
             committed_now = version.state == "committed"
         if committed_now and self._metrics is not None:  # once the transaction has committed
             self._metrics.version_committed()
         return record
 
 
-@dataclass(frozen=True, slots=True)
-class _Part:
-    """What commit needs of one shard."""
-
-    split: str
-    index: int
-    count: int
-    records_sha256: str
-    record_count: int
-    size: int
-    schema_digest: str | None
-
-
 def _commit_staged(
-    session: Session, version: m.Version, dataset: str, on_duplicate: str, actor: str
+    session: Session,
+    version: m.Version,
+    dataset: str,
+    on_duplicate: str,
+    actor: str,
+    *,
+    derived: dict[str, Any] | None = None,
+    added: list[str] | None = None,
 ) -> VersionRecord:
-    rows = [
-        _Part(*row)
-        for row in session.execute(
-            select(
-                m.Shard.split,
-                m.Shard.index,
-                m.Shard.count,
-                m.Shard.records_sha256,
-                m.Shard.record_count,
-                m.Shard.size,
-                m.Shard.schema_digest,
-            )
-            .where(m.Shard.version_id == version.id)
-            .order_by(m.Shard.split, m.Shard.index)
+    # Rows as the database answers them (named tuples): no object per shard is built.
+    rows: Sequence[Any] = session.execute(
+        select(
+            m.Shard.split,
+            m.Shard.index,
+            m.Shard.count,
+            m.Shard.records_sha256,
+            m.Shard.record_count,
+            m.Shard.size,
+            m.Shard.schema_digest,
         )
-    ]
+        .where(m.Shard.version_id == version.id)
+        .order_by(m.Shard.split, m.Shard.index)
+    ).all()
     _check_complete(version.name, rows)
-    _check_not_released(session, version)
-    digest = content_digest(
-        ManifestEntry(r.split, r.index, r.count, r.records_sha256, r.record_count) for r in rows
-    )
+    _check_not_released(session, version, added)
+    body: dict[str, list[list[object]]] = {}
+    for r in rows:  # in (split, index) order
+        body.setdefault(r.split, []).append([r.records_sha256, r.record_count])
+    digest = digest_of_splits(body)
     schema = merge_shard_schemas(session, [r.schema_digest for r in rows])
 
     duplicate = session.scalars(
@@ -197,6 +215,8 @@ def _commit_staged(
     }
     if staged_as != version.name:
         detail["staged_as"] = staged_as
+    if derived is not None:
+        detail["derived"] = derived
     if duplicate is not None:  # committed anyway (on_duplicate=commit)
         detail["same_content_as"] = duplicate.name
     record_event(
@@ -208,10 +228,13 @@ def _commit_staged(
     )
 
 
-def _check_not_released(session: Session, version: m.Version) -> None:
+def _check_not_released(
+    session: Session, version: m.Version, added: list[str] | None = None
+) -> None:
     """Refuse to commit a version with a shard registered in storage after it was released
-    for deletion (registration refuses that; this re-check makes a broken lock visible)."""
-    slipped = slipped_into(session, version.id, version.storage_prefix)
+    for deletion (registration refuses that; this re-check makes a broken lock visible).
+    ``added``: a derived version's own shards, the only ones it registered."""
+    slipped = slipped_into(session, version.id, version.storage_prefix, only=added)
     if slipped:
         uri, released = slipped[0]
         raise StorageReleased(
@@ -228,7 +251,8 @@ def _existing_answer(session: Session, version_id: int, dataset: str) -> Version
     return replace(record, duplicate_of=existing.name)
 
 
-def _check_complete(name: str, rows: Sequence[_Part]) -> None:
+def _check_complete(name: str, rows: Sequence[Any]) -> None:
+    """``rows``: the shards' (split, index, count, ...) rows in (split, index) order."""
     if not rows:
         raise VersionIncomplete(
             f"{name} has no shards; register shards before committing", missing={}

@@ -218,7 +218,9 @@ def ensure_not_released(
         )
 
 
-def slipped_into(session: Session, version_id: int, own_prefix: str) -> list[tuple[str, str]]:
+def slipped_into(
+    session: Session, version_id: int, own_prefix: str, *, only: Collection[str] | None = None
+) -> list[tuple[str, str]]:
     """Shards of a version registered under another version's storage prefix *after* that
     storage was released: ``(uri, released version)``.
 
@@ -226,11 +228,17 @@ def slipped_into(session: Session, version_id: int, own_prefix: str) -> list[tup
     with), so this is empty; commit re-checks it anyway, so a broken serialization shows as a
     refusal rather than as a committed version pointing at deleted files.  Only shards outside
     the version's own prefix are looked at (prefixes ``{root}/{dataset}/{name}/`` never nest).
+    ``only``: just these URIs (a derived version's added shards: the rows it keeps of its base
+    were checked when the base registered them, and the base's storage is not released —
+    :func:`ensure_data_stored` under its lock — so the objects stay while it lists them).
     """
     own = func.substr(m.Shard.uri, 1, len(own_prefix)) == own_prefix
-    rows = session.execute(
-        select(m.Shard.uri, m.Shard.registered_at).where(m.Shard.version_id == version_id, ~own)
-    ).all()
+    where = [m.Shard.version_id == version_id, ~own]
+    if only is not None:  # a derived version: only its added shards were registered by it
+        if not only:
+            return []
+        where.append(m.Shard.uri.in_(sorted(only)))
+    rows = session.execute(select(m.Shard.uri, m.Shard.registered_at).where(*where)).all()
     if not rows:
         return []
     by_prefix = _by_enclosing_prefix(uri for uri, _ in rows)

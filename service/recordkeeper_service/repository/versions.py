@@ -21,7 +21,10 @@ from recordkeeper.core.errors import (
     DuplicateContent,
     InvalidRequest,
     InvalidVersionName,
+    ParentNotCommitted,
+    ParentNotFound,
     ProvenanceImmutable,
+    VersionNotFound,
     VersionNotStaged,
 )
 from recordkeeper.core.lifecycle import ON_DUPLICATE
@@ -45,7 +48,7 @@ from recordkeeper_service import models as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page, ShardPage, VersionRecord
 from recordkeeper_service.repository import convert
-from recordkeeper_service.repository.cache import RenderedPages, VersionCache
+from recordkeeper_service.repository.cache import DEFAULT_PAGES_BYTES, RenderedPages, VersionCache
 from recordkeeper_service.repository.common import (
     PUBLISHED_STATES,
     dataset_row,
@@ -58,6 +61,7 @@ from recordkeeper_service.repository.common import (
     version_view,
 )
 from recordkeeper_service.repository.datasets import ensure_dataset
+from recordkeeper_service.repository.deletion import ensure_data_stored
 from recordkeeper_service.repository.fastpath import HOT_COLUMNS, AsyncPostgresReader
 from recordkeeper_service.repository.lineage.epoch import bump_epoch
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use
@@ -120,6 +124,46 @@ def _committed_with(session: Session, dataset_id: int, digest: str) -> m.Version
         .order_by(m.Version.number)
         .limit(1)
     ).first()
+
+
+def _with_base(provenance: Any, base: str) -> Any:
+    """``provenance`` with ``base`` as its parent of role ``base`` (first); a document that is
+    not an object is left for :func:`validate_provenance` to refuse."""
+    if provenance is None:
+        provenance = {}
+    if not isinstance(provenance, dict):
+        return provenance
+    parents = provenance.get("parents") or []
+    if not isinstance(parents, list):
+        return provenance
+    others = [
+        p
+        for p in parents
+        if not (isinstance(p, dict) and p.get("ref") == base and p.get("role") == "base")
+    ]
+    return {**provenance, "parents": [{"ref": base, "role": "base"}, *others]}
+
+
+def _base_id(session: Session, base: str, dataset_id: int) -> int:
+    """The id of the committed version ``base`` of the dataset, checked (``parent_not_found``,
+    ``parent_not_committed``, ``version_data_deleted``, another dataset: ``invalid_request``)."""
+    try:
+        row = find_version(session, parse_reference(base))
+    except VersionNotFound as exc:
+        raise ParentNotFound(f"base: {exc.detail}", parent=base) from None
+    if row.state not in PUBLISHED_STATES:
+        raise ParentNotCommitted(
+            f"base: {row.name} is {row.state}; a version derives from a committed version",
+            parent=base,
+            state=row.state,
+        )
+    if row.dataset_id != dataset_id:
+        raise InvalidRequest(
+            f"base: {row.name} is a version of another dataset; a derived version is a "
+            "version of its base's dataset (record other datasets as parents instead)"
+        )
+    ensure_data_stored(row)
+    return row.id
 
 
 def allocate(session: Session, dataset_id: int, counter: Any) -> int:
@@ -219,6 +263,7 @@ class VersionRepository:
         storage_root: str,
         cache: VersionCache | None = None,
         fast_reader: AsyncPostgresReader | None = None,
+        pages_bytes: int = DEFAULT_PAGES_BYTES,
     ) -> None:
         self._db = db
         self._roots = roots
@@ -226,7 +271,7 @@ class VersionRepository:
         self._cache = cache if cache is not None else VersionCache()
         self._fast = fast_reader
         #: Rendered shard pages of published versions, for the routes that answer them.
-        self.rendered_pages = RenderedPages()
+        self.rendered_pages = RenderedPages(pages_bytes)
 
     @property
     def cache(self) -> VersionCache:
@@ -248,8 +293,14 @@ class VersionRepository:
         content_digest: str | None = None,
         on_duplicate: str = "error",
         provenance: Any = None,
+        base: str | None = None,
     ) -> VersionRecord:
         """Stage a version of ``dataset`` (creating it if needed).
+
+        ``base`` (a reference to a committed version of ``dataset``) stages a *derived*
+        version: it holds the shards it adds, and its commit (with the change set, see
+        :mod:`recordkeeper.core.derive`) references the base's kept shards; the base is
+        recorded as its provenance parent with role ``base``.
 
         By default the version has a staged name and no number: the number is given at commit
         (:mod:`.commit`), so a staging that is abandoned, or turns out to duplicate a committed
@@ -267,6 +318,8 @@ class VersionRepository:
         duplicate known before staging consumes no number.  ``provenance`` (see
         :mod:`recordkeeper.core.provenance`) is checked first: refused, nothing is staged.
         """
+        if base is not None:
+            provenance = _with_base(provenance, base)
         validate_provenance(provenance)  # the rules without the database, before any write
         validate_dataset_name(dataset)
         validate_desc(desc)
@@ -283,9 +336,10 @@ class VersionRepository:
             normalized_root = self._roots.check(root or self._storage_root, "storage root")
         except UriError as exc:
             raise InvalidRequest(f"root: {exc}") from None
-        base = normalized_root.rstrip("/")
+        root_path = normalized_root.rstrip("/")
         with self._db.transaction() as session:
             dataset_id = ensure_dataset(session, dataset, actor)
+            base_id = _base_id(session, base, dataset_id) if base is not None else None
             if digest is not None:
                 # Lock order everywhere: the dataset row first (commit checks duplicates and
                 # takes numbers under the same lock).
@@ -320,17 +374,20 @@ class VersionRepository:
                 desc=desc,
                 convention=CONVENTION,
                 state="staged",
-                storage_prefix=f"{base}/{dataset}/{name}/",
+                storage_prefix=f"{root_path}/{dataset}/{name}/",
                 record_count=0,
                 shard_count=0,
                 size=0,
                 extra_metadata=metadata or {},
                 created_by=actor,
+                base_version_id=base_id,
             )
             session.add(row)
             session.flush()
             stored = store_provenance(session, row, provenance, actor=actor)
             detail: dict[str, Any] = {"stage": stage}
+            if base_id is not None:
+                detail["base"] = base
             if number is not None:
                 detail["staged_as"] = staged_name
                 detail["reserved_number"] = number

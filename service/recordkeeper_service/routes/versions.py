@@ -79,10 +79,38 @@ class StageIn(InModel):
         description="where the version comes from (parents, sources, producer, params...); "
         "may be replaced while staged, immutable once committed",
     )
+    base: str | None = Field(
+        default=None,
+        max_length=300,
+        description="stage a derived version: a reference to a committed version of this "
+        "dataset whose shards it keeps (referenced, never copied) except as its commit's "
+        "changes say; recorded as the provenance parent with role base",
+        examples=["coco@v2"],
+    )
+
+
+class ChangesIn(InModel):
+    remove_splits: list[str] = Field(
+        default_factory=list, max_length=10_000, description="base splits left out whole"
+    )
+    rename_splits: dict[str, str] = Field(
+        default_factory=dict, description="base splits kept under another name: {old: new}"
+    )
+    remove_shards: list[str] = Field(
+        default_factory=list,
+        max_length=10_000,
+        description="base shards left out: SPLIT:INDEX (a position in the base) or the URI",
+        examples=[["train:41", "s3://ml-data/datasets/coco/coco_20231015_v2/x.tfrecord"]],
+    )
 
 
 class CommitIn(InModel):
     on_duplicate: Literal["error", "use_existing", "commit"] = "error"
+    changes: ChangesIn | None = Field(
+        default=None,
+        description="a derived version only: what changes of its base besides the shards "
+        "registered on it (appended to their split; a removed split's name makes it new)",
+    )
 
 
 class DeprecateIn(InModel):
@@ -392,6 +420,7 @@ def stage_version(
         content_digest=body.content_digest,
         on_duplicate=body.on_duplicate,
         provenance=body.provenance.document() if body.provenance is not None else None,
+        base=body.base,
     )
     return record.to_json()
 
@@ -435,7 +464,10 @@ def commit_version(
 ) -> dict[str, Any]:
     """Check completeness, compute digests, merge schemas and make the version visible."""
     on_duplicate = body.on_duplicate if body is not None else "error"
-    record = repository.commits.commit(version_name, on_duplicate=on_duplicate, actor=who.name)
+    changes = body.changes.model_dump() if body is not None and body.changes else None
+    record = repository.commits.commit(
+        version_name, on_duplicate=on_duplicate, actor=who.name, changes=changes
+    )
     return record.to_json()
 
 

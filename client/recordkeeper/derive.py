@@ -1,0 +1,309 @@
+"""Versions built as changes of another: ``client.derive("coco@v2", desc="add_person")``.
+
+::
+
+    with client.derive("coco@v2", desc="add_person") as d:
+        for example in person_examples:
+            d.write(example, split="train")          # written into the new version
+        d.add_files("train", ["s3://raw/extra-0.tfrecord"])  # existing files, in place
+        d.remove_split("test")
+        d.rename_split("validation", "val")
+        d.remove_shards("train:17")                  # SPLIT:INDEX in the base, or a URI
+    d.version.name                                   # coco_20261201_v3_add_person
+
+The base's shards are *referenced*: the service copies their rows in SQL when the version is
+committed (``POST /versions/{name}/commit`` with ``changes``), so no byte of them is copied,
+read or hashed by anyone.  Only what is added costs: records written through :meth:`write`
+(the :class:`~recordkeeper.writer.VersionWriter`, into the new version's storage) and files
+registered in place by :meth:`add_files` (each read once, to hash it).  Added shards follow
+the base's kept shards of their split; a split the base does not have (or removed) is new,
+which is how a split is *replaced* (:meth:`replace_split`).  The rules are
+:mod:`recordkeeper.core.derive`.
+
+The base is recorded as the version's provenance parent with role ``base``.  Changes are
+checked against the base as they are made (``split_not_found``, ``shard_not_found``,
+``split_exists``) and again by the service at commit, atomically: refused, the staged version
+is abandoned and what was written deleted, as for any writer.  Nothing is staged until
+something is written or the derivation commits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from recordkeeper.core.derive import Changes, parse_shard_position, plan_changes
+from recordkeeper.core.errors import (
+    InvalidShard,
+    ParentNotCommitted,
+    ParentNotFound,
+    ShardConflict,
+    VersionNotFound,
+)
+from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference
+from recordkeeper.core.splits import validate_split_name
+from recordkeeper.dataset import ShardFile
+from recordkeeper.http import quote_segment, reading_answer
+from recordkeeper.models import DatasetVersion
+from recordkeeper.provenance import build_provenance
+from recordkeeper.publish import scan_file
+from recordkeeper.writer import VersionWriter
+
+if TYPE_CHECKING:
+    from recordkeeper.registry import Registry
+
+__all__ = ["Derivation"]
+
+
+class Derivation:
+    """A new version built as a change of ``base``, made by :meth:`Client.derive`.
+
+    A context manager: on a normal exit it commits (:meth:`commit`), on an exception it
+    abandons what was staged (:meth:`abort`).  ``writer_options`` (``compression``,
+    ``shard_size``, ``format``, ...) go to the writer of the added records; provenance
+    arguments are those of :meth:`Client.writer` (the base is added as parent ``base``).
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        base: str | DatasetVersion,
+        *,
+        desc: str | None = None,
+        root: str | None = None,
+        date: str | datetime.date | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        force_new: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
+        parents: Iterable[Any] | Mapping[str, str] | None = None,
+        sources: Iterable[Any] | None = None,
+        params: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        code: Any = "auto",
+        note: str | None = None,
+        **writer_options: Any,
+    ) -> None:
+        self._registry = registry
+        ref = base.name if isinstance(base, DatasetVersion) else base.strip()
+        self.dataset = parse_reference(ref).dataset
+        found = self._base_version(ref)
+        #: The base's name (``coco_20231015_v2``), and its ``{split: shard count}``.
+        self.base = found.name
+        self.base_splits = self._splits_of(found.name)
+        self.force_new = force_new
+        self.storage_options = (
+            storage_options if storage_options is not None else registry.storage_options
+        )
+        self.provenance = build_provenance(
+            dataset=self.dataset,
+            parents=parents,
+            sources=sources,
+            params=params,
+            code=code,
+            note=note,
+            storage_options=self.storage_options,
+        )
+        self._writer = VersionWriter(
+            registry,
+            self.dataset,
+            root=root,
+            desc=desc,
+            date=date,
+            metadata=metadata,
+            storage_options=storage_options,
+            provenance=self.provenance,
+            **writer_options,
+        )
+        self._writer._base = self.base
+        self._written: set[str] = set()
+        self._files: dict[str, list[str]] = {}
+        self._remove_splits: list[str] = []
+        self._renames: dict[str, str] = {}
+        self._remove_shards: list[str] = []
+        self.staged: DatasetVersion | None = None
+        self._version: DatasetVersion | None = None
+
+    # -- the base -----------------------------------------------------------------------------
+
+    def _base_version(self, ref: str) -> DatasetVersion:
+        try:
+            found = self._registry.resolve(ref, shards=False)
+        except VersionNotFound as exc:
+            raise ParentNotFound(f"base: {exc.detail}", parent=ref) from None
+        if found.state not in PUBLISHED_STATES:
+            raise ParentNotCommitted(
+                f"base: {found.name} is {found.state}; a version derives from a committed one",
+                parent=ref,
+                state=found.state,
+            )
+        return found
+
+    def _splits_of(self, name: str) -> dict[str, int]:
+        data = self._registry.http.api("GET", f"/versions/{quote_segment(name)}/splits")
+        with reading_answer("a version's splits"):
+            return {str(k): int(v["shard_count"]) for k, v in data["splits"].items()}
+
+    # -- changes ------------------------------------------------------------------------------
+
+    @property
+    def changes(self) -> Changes:
+        """The change set so far (what the commit sends besides the added shards)."""
+        return Changes(tuple(self._remove_splits), dict(self._renames), tuple(self._remove_shards))
+
+    def _check(self, changes: Changes) -> None:
+        """The core rule against the base, now (the service applies it again at commit)."""
+        plan_changes(self.base_splits, {}, changes)
+
+    def remove_split(self, split: str) -> Derivation:
+        """Leave the base's ``split`` out (``split_not_found`` if the base has none)."""
+        changes = Changes((*self._remove_splits, split), self._renames, tuple(self._remove_shards))
+        self._check(changes)
+        self._remove_splits.append(split)
+        return self
+
+    def rename_split(self, old: str, new: str) -> Derivation:
+        """Keep the base's split ``old`` under the name ``new``."""
+        validate_split_name(new)
+        changes = Changes(
+            tuple(self._remove_splits), {**self._renames, old: new}, tuple(self._remove_shards)
+        )
+        self._check(changes)
+        self._renames[old] = new
+        return self
+
+    def remove_shards(self, *shards: str) -> Derivation:
+        """Leave base shards out: ``"SPLIT:INDEX"`` (their position in the base) or URIs."""
+        for text in shards:
+            parse_shard_position(text)
+        changes = Changes(
+            tuple(self._remove_splits), self._renames, (*self._remove_shards, *shards)
+        )
+        self._check(changes)
+        self._remove_shards.extend(shards)
+        return self
+
+    def replace_split(self, split: str, files: Iterable[str] = ()) -> Derivation:
+        """Drop the base's ``split``; what is then added to it (``files`` here, records by
+        :meth:`write`) is the whole split."""
+        self.remove_split(split)
+        files = list(files)
+        if files:
+            self.add_files(split, files)
+        return self
+
+    def write(self, record: Any, split: str = "train") -> None:
+        """Append one record to the added shards of ``split`` (see :meth:`VersionWriter.write
+        <recordkeeper.writer.VersionWriter.write>`)."""
+        self._written.add(split)
+        self._writer.write(record, split)
+
+    def end_shard(self, split: str = "train") -> None:
+        """Close ``split``'s open added shard now (the next record starts another)."""
+        self._writer.end_shard(split)
+
+    def add_files(self, split: str, uris: Iterable[str]) -> Derivation:
+        """Add existing record files to ``split``, registered in place (each is read once, at
+        commit, to hash it; nothing is copied)."""
+        validate_split_name(split)
+        listed = self._files.setdefault(split, [])
+        for uri in uris:
+            if uri in listed:
+                raise ShardConflict(f"{uri!r} is added to {split!r} twice", uri=uri)
+            listed.append(uri)
+        return self
+
+    # -- commit -------------------------------------------------------------------------------
+
+    @property
+    def version(self) -> DatasetVersion:
+        """The committed version (after :meth:`commit`, or the ``with`` block)."""
+        if self._version is None:
+            raise RuntimeError("the version is committed when the derivation's with-block exits")
+        return self._version
+
+    def _registrations(self) -> list[dict[str, Any]]:
+        """The added shards: written ones first, then files, numbered within their split."""
+        written = self._writer.finish_shards() if self._written else []
+        by_split: dict[str, list[dict[str, Any]]] = {}
+        for registration in written:
+            by_split.setdefault(registration["split"], []).append(registration)
+        options = dict(self.storage_options) if self.storage_options else None
+        for split, uris in self._files.items():
+            for uri in uris:
+                shard = ShardFile(split, 0, 1, uri)
+                by_split.setdefault(split, []).append(scan_file(shard, options))
+        out: list[dict[str, Any]] = []
+        for _split, items in sorted(by_split.items()):
+            seen: set[str] = set()
+            for position, item in enumerate(items):
+                if item["uri"] in seen:
+                    raise ShardConflict(f"{item['uri']!r} is added twice", uri=item["uri"])
+                seen.add(item["uri"])
+                out.append({**item, "index": position, "count": len(items)})
+        return out
+
+    def commit(self) -> DatasetVersion:
+        """Stage (if nothing was written yet), register the added shards and commit with the
+        change set, atomically; returns the committed version (an identical existing version
+        is kept, as by the writer, unless ``force_new``)."""
+        if self._version is not None:
+            return self._version
+        changes = self.changes
+        try:
+            registrations = self._registrations()
+            if not registrations and changes.empty:
+                raise InvalidShard(
+                    f"nothing changes {self.base}: add shards or remove/rename something"
+                )
+            staged = self.staged = (
+                self._writer.staged
+                if self._writer.staged is not None
+                else self._registry.stage(
+                    self.dataset,
+                    desc=self._writer.desc,
+                    date=self._writer.date,
+                    root=self._writer.root,
+                    metadata=self._writer.metadata,
+                    provenance=self.provenance,
+                    base=self.base,
+                )
+            )
+            if registrations:
+                self._registry.register_shards(staged, registrations)
+            version = self._registry.finish(
+                staged, force_new=self.force_new, changes=changes.to_json()
+            )
+        except BaseException:
+            self.abort()
+            raise
+        if not version.was_staged_as(staged.name):  # an identical version was kept
+            self._writer._delete_written()
+        self._version = version.with_storage_options(self.storage_options or None)
+        return self._version
+
+    def abort(self) -> None:
+        """Abandon what was staged and delete what was written (best effort)."""
+        self._writer.abort()
+        if self.staged is not None and self.staged is not self._writer.staged:
+            with contextlib.suppress(Exception):
+                self._registry.abandon(self.staged)
+
+    def __enter__(self) -> Derivation:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def __repr__(self) -> str:
+        return f"Derivation(base={self.base!r}, changes={self.changes.to_json()!r})"

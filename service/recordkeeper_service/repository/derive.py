@@ -1,0 +1,200 @@
+"""Derived versions at commit: the base's kept shards become the version's, in SQL.
+
+A version staged with ``base`` (:meth:`.versions.VersionRepository.stage`) holds only the shards
+it adds; its commit (:mod:`.commit`) first calls :func:`materialize` in the same transaction:
+
+1. the base's splits and shard counts are read with one grouped query, URIs to remove are
+   looked up on the ``uri`` index, and the change set is planned by the core rule
+   (:func:`recordkeeper.core.derive.plan_changes`);
+2. the added shards of a split the base keeps are moved after the kept ones (only those rows);
+3. every kept base shard is copied as a *row* — ``INSERT … SELECT`` per split, renamed and
+   renumbered in SQL (``ROW_NUMBER()`` where shards were removed) — so no shard is read by the
+   service, nor copied, re-read or re-hashed by anyone: the new row names the same object.
+
+The version's rows are then what commit checks, digests and numbers like any other version's,
+and an error anywhere rolls all of it back with the commit.  A stored object listed by several
+versions is one object referenced by all of them: the deletion rule
+(:mod:`.deletion`) keeps it while any live version lists it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, func, insert, literal, select
+from sqlalchemy.orm import Session
+
+from recordkeeper.core.derive import Changes, SplitPlan, plan_changes, summary
+from recordkeeper.core.errors import (
+    ParentNotCommitted,
+    ShardConflict,
+    ShardNotFound,
+    VersionIncomplete,
+)
+from recordkeeper_service import models as m
+from recordkeeper_service.repository.common import PUBLISHED_STATES, table_of
+from recordkeeper_service.repository.deletion import ensure_data_stored
+
+__all__ = ["added_uris", "base_splits", "materialize"]
+
+#: Columns a kept shard's row copies from the base's row as they are.
+_COPIED = [
+    c.name
+    for c in table_of(m.Shard).columns
+    if c.name not in ("id", "version_id", "split", "index", "count")
+]
+
+
+def base_splits(session: Session, version_id: int) -> dict[str, int]:
+    """``{split: shard count}`` of a version, from one grouped query."""
+    return {
+        split: int(n)
+        for split, n in session.execute(
+            select(m.Shard.split, func.count(m.Shard.id))
+            .where(m.Shard.version_id == version_id)
+            .group_by(m.Shard.split)
+        )
+    }
+
+
+def _lock_base(session: Session, base_id: int) -> m.Version:
+    """The base row, read ``FOR SHARE`` (a gc or retention claim locks it ``FOR UPDATE``)."""
+    base = session.scalars(
+        select(m.Version).where(m.Version.id == base_id).with_for_update(read=True)
+    ).one()
+    if base.state not in PUBLISHED_STATES:  # committed versions stay published; defensive
+        raise ParentNotCommitted(
+            f"the base {base.name} is {base.state}", parent=base.name, state=base.state
+        )
+    ensure_data_stored(base)  # its objects may be deleted at any moment: reference none
+    return base
+
+
+def _positions_of(session: Session, base_id: int, uris: list[str]) -> list[tuple[str, int]]:
+    """The base positions of the shards named by URI (``shard_not_found`` for any other)."""
+    if not uris:
+        return []
+    found = {
+        uri: (split, int(index))
+        for uri, split, index in session.execute(
+            select(m.Shard.uri, m.Shard.split, m.Shard.index).where(
+                m.Shard.version_id == base_id, m.Shard.uri.in_(uris)
+            )
+        )
+    }
+    for uri in uris:
+        if uri not in found:
+            raise ShardNotFound(f"remove_shards: the base has no shard {uri!r}", shard=uri)
+    return list(found.values())
+
+
+def _added(session: Session, version: m.Version) -> dict[str, int]:
+    """``{split: count}`` of the shards registered on the staged version, each split whole."""
+    added: dict[str, int] = {}
+    missing: dict[str, list[int]] = {}
+    for split, count, n in session.execute(
+        select(m.Shard.split, func.max(m.Shard.count), func.count(m.Shard.id))
+        .where(m.Shard.version_id == version.id)
+        .group_by(m.Shard.split)
+    ):
+        if int(n) != int(count):
+            missing[split] = []
+        added[split] = int(count)
+    if missing:
+        raise VersionIncomplete(
+            f"{version.name}: the added shards of {', '.join(sorted(missing))} are incomplete; "
+            "register every shard of an added split first",
+            missing=missing,
+        )
+    return added
+
+
+def _check_no_duplicates(
+    session: Session, version: m.Version, base_id: int, plans: list[SplitPlan]
+) -> None:
+    """No added shard may be an object the derived version keeps from its base."""
+    kept_from = {p.base_split: p for p in plans if p.base_split is not None}
+    added = m.Shard.__table__.alias("added")
+    rows = session.execute(
+        select(m.Shard.uri, m.Shard.split, m.Shard.index)
+        .join(added, added.c.uri == m.Shard.uri)
+        .where(m.Shard.version_id == base_id, added.c.version_id == version.id)
+    ).all()
+    for uri, split, index in rows:
+        plan = kept_from.get(split)
+        if plan is not None and index not in plan.removed:
+            raise ShardConflict(
+                f"{uri!r} is added, but the base's shard {split}:{index} is that object and "
+                "is kept; a version lists an object once",
+                uri=uri,
+            )
+
+
+def _move_added(session: Session, version: m.Version, plan: SplitPlan) -> None:
+    """Put the added shards of ``plan.split`` after its ``plan.kept`` base shards."""
+    table = table_of(m.Shard)
+    rows = [
+        dict(row._mapping)
+        for row in session.execute(
+            select(table).where(table.c.version_id == version.id, table.c.split == plan.split)
+        )
+    ]
+    session.execute(
+        delete(table).where(table.c.version_id == version.id, table.c.split == plan.split)
+    )
+    for row in rows:
+        del row["id"]
+        row["index"] += plan.kept
+        row["count"] = plan.count
+    session.execute(insert(table), rows)
+
+
+def _copy_kept(session: Session, version: m.Version, base_id: int, plan: SplitPlan) -> None:
+    """``INSERT … SELECT`` the kept base shards of one split as rows of ``version``."""
+    table = table_of(m.Shard)
+    source = table.c
+    where = [source.version_id == base_id, source.split == plan.base_split]
+    if plan.removed:
+        where.append(source.index.not_in(plan.removed))
+        index: Any = func.row_number().over(order_by=source.index) - 1
+    else:
+        index = source.index
+    chosen = select(
+        literal(version.id, type_=source.version_id.type),
+        literal(plan.split, type_=source.split.type),
+        index,
+        literal(plan.count, type_=source.count.type),
+        *(source[name] for name in _COPIED),
+    ).where(*where)
+    columns = ["version_id", "split", "index", "count", *_COPIED]
+    session.execute(insert(table).from_select(columns, chosen))
+
+
+def added_uris(session: Session, version_id: int) -> list[str]:
+    """The URIs of the shards registered on a staged derived version (before materialize)."""
+    return list(session.scalars(select(m.Shard.uri).where(m.Shard.version_id == version_id)))
+
+
+def materialize(session: Session, version: m.Version, changes: Changes) -> dict[str, Any]:
+    """Make the staged derived ``version`` (locked) hold its base's kept shards and its added
+    ones, numbered per the change set; the audit detail of the change is returned."""
+    assert version.base_version_id is not None
+    base = _lock_base(session, version.base_version_id)
+    splits = base_splits(session, base.id)
+    uris = [text for text in changes.remove_shards if "/" in text]
+    positions = _positions_of(session, base.id, uris)
+    added = _added(session, version)
+    plans = plan_changes(splits, added, changes, positions)
+    _check_no_duplicates(session, version, base.id, plans)
+    for plan in plans:
+        if plan.kept and plan.added:
+            _move_added(session, version, plan)
+    for plan in plans:
+        if plan.kept:
+            _copy_kept(session, version, base.id, plan)
+    detail: dict[str, Any] = {"base": base.name, **summary(plans, splits)}
+    if changes.remove_splits:
+        detail["removed_splits"] = list(changes.remove_splits)
+    if changes.rename_splits:
+        detail["renamed_splits"] = dict(changes.rename_splits)
+    return detail
