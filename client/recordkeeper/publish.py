@@ -318,7 +318,7 @@ def _store_record_identity(
         write_index(uri, data, options)
         by_split.setdefault(splits[uri], []).append(data)
     digests = {split: split_digest(found) for split, found in by_split.items()}
-    register_record_set(registry.http, version, digests)
+    register_record_set(registry.http, version, digests, storage_options=options)
 
 
 def check_allowed(uris: list[str], allowed_roots: list[str]) -> None:

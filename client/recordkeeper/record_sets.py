@@ -84,9 +84,15 @@ def lookup_uri(version: DatasetVersion) -> str:
     return f"{version.storage_prefix.rstrip('/')}/{LOOKUP_NAME}"
 
 
-def build_version_lookup(version: DatasetVersion, kind: IdentityKind, width: int) -> str:
-    """Write the record lookup of an indexed version from its shard indexes; its URI."""
-    options = dict(version.storage_options)
+def build_version_lookup(
+    version: DatasetVersion,
+    kind: IdentityKind,
+    width: int,
+    storage_options: Mapping[str, Any] | None = None,
+) -> str:
+    """Write the record lookup of an indexed version from its shard indexes; its URI
+    (``storage_options``: those of the call, else the version's own)."""
+    options = dict(version.storage_options if storage_options is None else storage_options)
     shards = list(version.shards)
     per = max(256, (4 * 2**20) // max(1, len(shards) * width))
 
@@ -222,6 +228,7 @@ def register_record_set(
     digests: Mapping[str, SetDigest],
     *,
     register: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Register a version's split set digests (``PUT /versions/{ref}/record-sets``) once each
     of its shards has its index stored beside it: what ``recordkeeper index`` does last, and
@@ -233,7 +240,8 @@ def register_record_set(
         {"split": s, "records": d.count, "digest": format_digest(d.hexdigest())}
         for s, d in sorted(digests.items())
     ]
-    build_version_lookup(version, kind, width)  # record → shards (which-checkpoints)
+    # record → shards (which-checkpoints)
+    build_version_lookup(version, kind, width, storage_options)
     body = {
         "kind": kind,
         "width": width,

@@ -743,7 +743,9 @@ class VersionWriter:
             if shard.record_index is not None:
                 by_split.setdefault(shard.split, []).append(shard.record_index)
         digests = {split: split_digest(indexes) for split, indexes in by_split.items()}
-        return register_record_set(self._registry.http, version, digests)
+        return register_record_set(
+            self._registry.http, version, digests, storage_options=self.storage_options or None
+        )
 
     def _remove_temp_dir(self) -> None:
         """Local disk keeps empty directories; object stores have none to remove."""

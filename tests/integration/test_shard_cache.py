@@ -301,8 +301,9 @@ def test_a_shard_whose_bytes_changed_is_not_cached_and_is_named(
     body[-10] ^= 0xFF  # same size, other bytes
     client.put_object(Bucket=bucket, Key=key, Body=bytes(body))
     cache = ShardCache(tmp_path / "cache")
-    with pytest.raises(rk.CorruptShard) as caught:
-        list(v.tf_dataset("train", cache=cache, verify=None).as_numpy_iterator())
+    dataset = v.tf_dataset("train", cache=cache, verify=None)
+    with pytest.raises(rk.CorruptShard) as caught, rk.tf.typed_errors(dataset):
+        list(dataset.as_numpy_iterator())
     assert caught.value.extra["shard"] == shard.name
     assert caught.value.extra["uri"] == shard.uri
     assert not cache.path(shard.sha256).exists()  # never served from the cache

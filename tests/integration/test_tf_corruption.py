@@ -173,9 +173,9 @@ def test_keras_fit_trains_on_the_typed_dataset(
 def test_outside_typed_errors_the_errors_are_tensorflows_and_name_the_shard_where_they_can(
     live_service: LiveService, data_dir: Path, tensorflow: ModuleType
 ) -> None:
-    """Without the context manager: TensorFlow's own reader raises its ``DataLossError``; the
-    fsspec reader (a mixed-compression split) raises ``UnknownError`` carrying recordkeeper's
-    message, which names the shard and both offsets."""
+    """Without the context manager: TensorFlow's own reader raises its ``DataLossError`` (a
+    split mixing compressions too: each file is read with its own); inside it, the deep check
+    names the shard and both offsets."""
     layout = {
         "train-00000-of-00002.tfrecord": frame(RECORDS[0]),
         "train-00001-of-00002.tfrecord.gz": zlib.compress(frame(RECORDS[1]), wbits=31),
@@ -183,11 +183,13 @@ def test_outside_typed_errors_the_errors_are_tensorflows_and_name_the_shard_wher
     v = publish(live_service, data_dir / "raw", layout)
     broken, compressed_offset = gzip_with_a_bad_block(RECORDS[1], 12)
     (data_dir / "raw" / "train-00001-of-00002.tfrecord.gz").write_bytes(broken)
-    with pytest.raises(tensorflow.errors.UnknownError) as err:
-        list(v.tf_dataset("train", verify=None, num_parallel_reads=1))
-    assert "CorruptShard" in err.value.message
-    assert "train-00001-of-00002" in err.value.message
-    assert f"compressed offset {compressed_offset}" in err.value.message
+    mixed = v.tf_dataset("train", verify=None, num_parallel_reads=1)
+    with pytest.raises(tensorflow.errors.DataLossError):
+        list(mixed)
+    with pytest.raises(rk.CorruptShard) as named, rk.tf.typed_errors(mixed):
+        list(mixed)
+    assert named.value.extra["shard"] == "train-00001-of-00002"
+    assert named.value.extra["compressed_offset"] == compressed_offset
 
     plain = {f"train-{i:05d}-of-00002.tfrecord": frame(RECORDS[i + 1]) for i in range(2)}
     w = publish(live_service, data_dir / "raw2", plain)
