@@ -64,8 +64,8 @@ from sqlalchemy import select
 from recordkeeper.core.naming import format_version_name
 from recordkeeper_service.db import Database
 from recordkeeper_service.migrate import upgrade
-from recordkeeper_service.models.lineage import Checkpoint, CheckpointData
 from recordkeeper_service.repository.lineage import LineageRepository
+from recordkeeper_service.tables.lineage import Checkpoint, CheckpointData
 
 OUT = Path(__file__).resolve().parent / "out"
 DATASETS_PER_100 = 100  # versions per dataset

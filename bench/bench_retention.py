@@ -47,7 +47,7 @@ from sqlalchemy import select
 from recordkeeper.core.naming import format_version_name
 from recordkeeper.core.retention import RetentionPolicy
 from recordkeeper.core.roots import AllowedRoots
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.migrate import upgrade
 from recordkeeper_service.repository.deletion import referenced_elsewhere

@@ -12,13 +12,13 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
-import recordkeeper_service.models.consumption  # checkpoint consumption on the same Base
-import recordkeeper_service.models.lineage  # lineage tables on the same Base
-import recordkeeper_service.models.provenance  # provenance tables on the same Base
-import recordkeeper_service.models.record_sets  # record identity tables on the same Base
-import recordkeeper_service.models.retention  # noqa: F401  (tables on the same Base)
+import recordkeeper_service.tables.consumption  # checkpoint consumption on the same Base
+import recordkeeper_service.tables.lineage  # lineage tables on the same Base
+import recordkeeper_service.tables.provenance  # provenance tables on the same Base
+import recordkeeper_service.tables.record_sets  # record identity tables on the same Base
+import recordkeeper_service.tables.retention  # noqa: F401  (tables on the same Base)
 from recordkeeper_service.db import Database
-from recordkeeper_service.models import Base
+from recordkeeper_service.tables import Base
 
 config = context.config
 target_metadata = Base.metadata

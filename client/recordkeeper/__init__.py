@@ -6,6 +6,7 @@ TensorFlow integrations live in :mod:`recordkeeper.tf`.
 
 from __future__ import annotations
 
+from recordkeeper.checkpoint_lineage import CheckpointInfo, Consumers, Lineage, LineageGraph
 from recordkeeper.client import Client, DuplicateWarning
 from recordkeeper.core.errors import (
     AliasNotFound,
@@ -80,11 +81,10 @@ from recordkeeper.core.schema import Feature, Schema
 from recordkeeper.core.version import __version__
 from recordkeeper.dataset import Dataset, ShardFile
 from recordkeeper.diff import FeatureChange, ShardChange, VersionDiff
-from recordkeeper.lineage import CheckpointInfo, Consumers, Lineage, LineageGraph
 from recordkeeper.locking import lock_config
-from recordkeeper.models import DatasetInfo, DatasetVersion, DeprecatedVersionWarning, Shard, Split
 from recordkeeper.pinned import PinnedData, load_pinned
 from recordkeeper.provenance import Parent, Producer, Provenance, Source, SourceIdentity
+from recordkeeper.values import DatasetInfo, DatasetVersion, DeprecatedVersionWarning, Shard, Split
 from recordkeeper.verify import ShardProblem, VerifyReport
 from recordkeeper.writer import VersionWriter
 

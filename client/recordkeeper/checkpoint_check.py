@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from recordkeeper.checkpoint_lineage import CheckpointInfo, checkpoints, mark_checkpoint_deleted
 from recordkeeper.core.errors import StorageError
 from recordkeeper.core.lineage import DELETED_FILES_MISSING, CheckpointRef
-from recordkeeper.lineage import CheckpointInfo, checkpoints, mark_checkpoint_deleted
 from recordkeeper.storage import storage_errors, url_to_fs
 
 if TYPE_CHECKING:

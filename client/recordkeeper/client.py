@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-import recordkeeper.lineage as lineage_calls
+import recordkeeper.checkpoint_lineage as lineage_calls
 from recordkeeper import checkpoint_check, gc, retention
 from recordkeeper.compare import compare
 from recordkeeper.core.errors import InvalidInput
@@ -181,7 +181,7 @@ class Client:
     publish = _on_registry(publish)
     convert = _on_registry(convert)
 
-    # lineage (recordkeeper.lineage, recordkeeper.pinned, recordkeeper.lineage_queue)
+    # lineage (recordkeeper.checkpoint_lineage, recordkeeper.pinned, recordkeeper.lineage_queue)
     register_checkpoint = _on_http(lineage_calls.register_checkpoint)
     checkpoint_at = _on_http(lineage_calls.checkpoint_at)
     checkpoint = _on_http(lineage_calls.checkpoint)

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recordkeeper.checkpoint_lineage import CheckpointInfo, checkpoints
 from recordkeeper.core.errors import InvalidInput
 from recordkeeper.http import HttpCore
-from recordkeeper.lineage import CheckpointInfo, checkpoints
 
 __all__ = ["Comparison", "ComparisonGroup", "ComparisonPoint", "compare"]
 

@@ -48,9 +48,9 @@ from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference
 from recordkeeper.core.splits import validate_split_name
 from recordkeeper.dataset import ShardFile
 from recordkeeper.http import quote_segment, reading_answer
-from recordkeeper.models import DatasetVersion
 from recordkeeper.provenance import build_provenance
 from recordkeeper.publish import scan_file
+from recordkeeper.values import DatasetVersion
 from recordkeeper.writer import VersionWriter
 
 if TYPE_CHECKING:

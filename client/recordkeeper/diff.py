@@ -1,7 +1,7 @@
 """Differences between two versions: shards, record counts per split, schema.
 
 The rules live in :mod:`recordkeeper.core.diff` (the service's diff endpoint and the web UI use
-the same ones); this module applies them to resolved :class:`~recordkeeper.models.DatasetVersion`
+the same ones); this module applies them to resolved :class:`~recordkeeper.values.DatasetVersion`
 values.  Shards are matched by ``(split, index)``; a shard is *changed* when its
 ``records_sha256`` differs (re-compressing or moving a shard is not a change of content).
 """
@@ -16,7 +16,7 @@ from recordkeeper.core.diff import (
     VersionDiff,
     diff_schemas,
 )
-from recordkeeper.models import DatasetVersion, Shard
+from recordkeeper.values import DatasetVersion, Shard
 
 __all__ = [
     "FeatureChange",

@@ -45,7 +45,7 @@ The rules each step keeps, whatever the engine:
    ``ChecksumSHA256``, GCS CRC32C: bytes from another attempt cannot be registered under this
    attempt's digests), registered, and the version committed; leftovers under ``_incomplete/``
    are deleted.  Identical content keeps the existing version (its answer is that version,
-   which :meth:`~recordkeeper.models.DatasetVersion.was_staged_as` tells apart) and the new
+   which :meth:`~recordkeeper.values.DatasetVersion.was_staged_as` tells apart) and the new
    copies are deleted, unless ``force_new``.  **Idempotent**: a commit that is retried (the
    driver died after it, the engine re-ran the step) answers the version the first attempt
    committed.
@@ -76,11 +76,11 @@ from recordkeeper.core.errors import (
 from recordkeeper.core.roots import storage_root_of
 from recordkeeper.core.splits import validate_split_name
 from recordkeeper.dataset import Dataset, ShardFile
-from recordkeeper.models import DatasetVersion, Shard
 from recordkeeper.publish import copy_target, detect_file_compression, scan_file
 from recordkeeper.shard_names import final_shard_uri, number_within_splits
 from recordkeeper.storage import join_uri, list_files, profile_of, remove
 from recordkeeper.streaming import record_bytes
+from recordkeeper.values import DatasetVersion, Shard
 from recordkeeper.verify import verify_shards
 from recordkeeper.writer import (
     finalize_shard,
@@ -532,7 +532,7 @@ def commit_registrations(
     an earlier attempt committed refuses new shards (``version_not_staged``) and answers the
     commit with itself; identical content keeps the existing version unless ``force_new``
     (the answer is then that version, not one that
-    :meth:`~recordkeeper.models.DatasetVersion.was_staged_as` ``staged``).
+    :meth:`~recordkeeper.values.DatasetVersion.was_staged_as` ``staged``).
     """
     if check:
         check_stored(registrations, storage_options)

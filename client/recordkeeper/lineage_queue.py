@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Unpack
 
+from recordkeeper.checkpoint_lineage import CheckpointFields, CheckpointInfo
 from recordkeeper.core.errors import (
     AmbiguousCheckpoint,
     CheckpointNotFound,
@@ -48,7 +49,6 @@ from recordkeeper.core.errors import (
     ServiceUnavailable,
 )
 from recordkeeper.core.lineage import CheckpointRef
-from recordkeeper.lineage import CheckpointFields, CheckpointInfo
 
 __all__ = [
     "DELETE",

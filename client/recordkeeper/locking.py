@@ -48,7 +48,7 @@ from recordkeeper.pinned import (
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from recordkeeper.models import DatasetVersion
+    from recordkeeper.values import DatasetVersion
 
 __all__ = ["EntryStatus", "LockStatus", "check_lock", "lock_config"]
 

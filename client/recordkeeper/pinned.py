@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import yaml
 
+from recordkeeper.checkpoint_lineage import DataUse
 from recordkeeper.core.canonical import canonical_json
 from recordkeeper.core.digests import format_digest, parse_digest
 from recordkeeper.core.errors import (
@@ -69,11 +70,10 @@ from recordkeeper.core.errors import (
 )
 from recordkeeper.core.lineage import ROLES
 from recordkeeper.core.refs import parse_reference
-from recordkeeper.lineage import DataUse
 from recordkeeper.registry import Registry
 
 if TYPE_CHECKING:
-    from recordkeeper.models import DatasetVersion
+    from recordkeeper.values import DatasetVersion
 
 __all__ = [
     "DATA_KEY",

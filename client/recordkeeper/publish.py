@@ -45,7 +45,6 @@ from recordkeeper.core.roots import AllowedRoots
 from recordkeeper.core.shards import Compression, ShardRecord
 from recordkeeper.dataset import Dataset, ShardFile
 from recordkeeper.file_kinds import describe_bytes
-from recordkeeper.models import DatasetVersion
 from recordkeeper.object_batches import (
     can_write_small_many,
     listing_or_nothing,
@@ -70,6 +69,7 @@ from recordkeeper.storage import (
     to_uri,
     url_to_fs,
 )
+from recordkeeper.values import DatasetVersion
 
 if TYPE_CHECKING:
     from recordkeeper.registry import Registry

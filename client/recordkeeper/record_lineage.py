@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from recordkeeper.checkpoint_lineage import shard_consumers
 from recordkeeper.core.errors import InvalidIndex, InvalidRequest, NotFound, StorageError
 from recordkeeper.core.lineage import Consumer
 from recordkeeper.core.record_identity import IdentityKind, record_hash
@@ -30,10 +31,9 @@ from recordkeeper.core.record_lookup import (
     count_in_index,
     lookup_candidates,
 )
-from recordkeeper.lineage import shard_consumers
-from recordkeeper.models import DatasetVersion
 from recordkeeper.record_sets import index_uri, lookup_uri
 from recordkeeper.storage import open_read
+from recordkeeper.values import DatasetVersion
 
 if TYPE_CHECKING:
     from recordkeeper.http import HttpCore

@@ -49,10 +49,10 @@ from recordkeeper.core.record_index import (
 )
 from recordkeeper.core.record_lookup import LookupShard, write_lookup
 from recordkeeper.http import HttpCore, quote_segment
-from recordkeeper.models import DatasetVersion, Shard
 from recordkeeper.progress import byte_progress
 from recordkeeper.record_ids import INDEX_DIR, INDEX_SUFFIX, index_uri, write_index
 from recordkeeper.storage import open_read, open_write
+from recordkeeper.values import DatasetVersion, Shard
 
 if TYPE_CHECKING:
     from recordkeeper.progress import ProgressLike

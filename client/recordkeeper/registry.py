@@ -1,11 +1,11 @@
 """The version registry over the HTTP helper: read, alias and move versions through their life.
 
 :class:`Registry` holds an :class:`~recordkeeper.http.HttpCore` and the default storage options,
-and turns the service's answers into :class:`~recordkeeper.models.DatasetVersion` objects.  It is
+and turns the service's answers into :class:`~recordkeeper.values.DatasetVersion` objects.  It is
 what the capability modules receive (:mod:`recordkeeper.writer` and :mod:`recordkeeper.publish`
 stage, register and finish through it, :mod:`recordkeeper.gc` abandons through it) and what the
 :class:`~recordkeeper.client.Client` façade delegates to.  It also serves the versions it makes
-(:class:`~recordkeeper.models.VersionServices`): their schema, ``verify``, ``tf_dataset`` and
+(:class:`~recordkeeper.values.VersionServices`): their schema, ``verify``, ``tf_dataset`` and
 ``export_tfds``.
 """
 
@@ -39,7 +39,10 @@ from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.diff import VersionDiff, diff_versions
 from recordkeeper.http import MAX_LIST_ITEMS, HttpCore, quote_segment, reading_answer
 from recordkeeper.listing import Listing
-from recordkeeper.models import (
+from recordkeeper.provenance import Provenance
+from recordkeeper.record_lineage import RecordLineage
+from recordkeeper.tfds_export import export_tfds
+from recordkeeper.values import (
     DatasetInfo,
     DatasetVersion,
     Shard,
@@ -50,9 +53,6 @@ from recordkeeper.models import (
     VerifyOptions,
     VerifyReport,
 )
-from recordkeeper.provenance import Provenance
-from recordkeeper.record_lineage import RecordLineage
-from recordkeeper.tfds_export import export_tfds
 from recordkeeper.verify import verify_pages, verify_version
 from recordkeeper.version_cache import VersionCache
 

@@ -55,7 +55,7 @@ from recordkeeper.storage import open_read, storage_errors
 from recordkeeper.streaming import write_fd
 
 if TYPE_CHECKING:
-    from recordkeeper.models import DatasetVersion, Shard
+    from recordkeeper.values import DatasetVersion, Shard
 
 __all__ = [
     "CACHE_DIR_ENV",

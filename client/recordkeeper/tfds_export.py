@@ -104,9 +104,9 @@ from recordkeeper.core.errors import (
 from recordkeeper.core.refs import PUBLISHED_STATES
 from recordkeeper.core.schema import Schema
 from recordkeeper.local_files import local_path
-from recordkeeper.models import DatasetVersion, Shard, TfdsExport, TfdsExportedShard
 from recordkeeper.progress import byte_progress
 from recordkeeper.storage import open_read, profile_of, to_uri
+from recordkeeper.values import DatasetVersion, Shard, TfdsExport, TfdsExportedShard
 
 __all__ = [
     "FILE_TEMPLATE",

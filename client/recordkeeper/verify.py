@@ -39,7 +39,6 @@ from typing import Any
 from recordkeeper._parallel import parallel_map, use_processes
 from recordkeeper.backends import StorageProfile
 from recordkeeper.core.errors import CorruptShard, StorageError, UnsupportedFormat
-from recordkeeper.models import DatasetVersion, Reason, Shard, ShardProblem, VerifyReport
 from recordkeeper.object_batches import (
     DEFAULT_CONCURRENCY,
     listing_or_nothing,
@@ -55,6 +54,7 @@ from recordkeeper.storage import (
     to_uri,
     url_to_fs,
 )
+from recordkeeper.values import DatasetVersion, Reason, Shard, ShardProblem, VerifyReport
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from recordkeeper.models import Split
+from recordkeeper.values import Split
 
 __all__ = ["DEFAULT_MAX_ANSWERS", "DEFAULT_MAX_SHARDS", "VersionCache"]
 

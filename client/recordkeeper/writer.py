@@ -61,7 +61,6 @@ from recordkeeper.core.errors import InvalidRequest, InvalidShard, StorageError
 from recordkeeper.core.roots import storage_root_of
 from recordkeeper.core.shards import ShardRecord
 from recordkeeper.core.splits import validate_split_name
-from recordkeeper.models import DatasetVersion
 from recordkeeper.provenance import build_provenance
 from recordkeeper.record_ids import RecordIds, split_digest
 from recordkeeper.record_sets import index_uri, register_record_set, write_index
@@ -79,6 +78,7 @@ from recordkeeper.storage import (
     to_uri,
     url_to_fs,
 )
+from recordkeeper.values import DatasetVersion
 
 if TYPE_CHECKING:
     from recordkeeper.formats import ShardWriter

@@ -7,11 +7,11 @@ import httpx
 import pytest
 
 import recordkeeper as rk
+from recordkeeper.checkpoint_lineage import normalize_data
 from recordkeeper.core.digests import digest_hex, parse_digest
 from recordkeeper.core.errors import STATUS_CODES, InvalidHash, InvalidInput, code_for_status
 from recordkeeper.core.splits import is_split_name
 from recordkeeper.http import HttpCore
-from recordkeeper.lineage import normalize_data
 from recordkeeper.pinned import InvalidConfig, parse_entries
 from tests.core.test_digests import DIGESTS
 from tests.core.test_splits import SPLITS

@@ -111,9 +111,9 @@ def test_the_cli_flush_prints_a_warning_line_for_deprecated_data(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
+    from recordkeeper.checkpoint_lineage import checkpoint_body
     from recordkeeper.cli import common
     from recordkeeper.cli.app import app
-    from recordkeeper.lineage import checkpoint_body
     from recordkeeper.lineage_queue import REGISTER, RegistrationQueue
 
     queue = RegistrationQueue(client, tmp_path / "queue.jsonl")

@@ -213,8 +213,8 @@ def test_training_events_name_the_consumed_versions_and_the_checkpoint(
     client: rk.Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("openlineage.client")
+    from recordkeeper.checkpoint_lineage import CheckpointRef
     from recordkeeper.integrations.openlineage import emit_training
-    from recordkeeper.lineage import CheckpointRef
     from recordkeeper.tf.saves import SavedCheckpoint
 
     v = _publish(client)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import recordkeeper as rk
+from recordkeeper.checkpoint_lineage import DataUse, normalize_data
 from recordkeeper.core.lineage import run_of
-from recordkeeper.lineage import DataUse, normalize_data
 from recordkeeper.lineage_queue import RegistrationQueue, RegistrationRejected
 from tests.client import _lineage_app
 from tests.client._lineage_app import Switch, publish
@@ -274,7 +274,7 @@ def test_a_bad_version_reference_is_invalid_reference(
 
 
 def _body(model: str, name: str, parent: str | None = None, **extra: Any) -> dict[str, Any]:
-    from recordkeeper.lineage import checkpoint_body
+    from recordkeeper.checkpoint_lineage import checkpoint_body
 
     return checkpoint_body(model=model, checkpoint=name, parent=parent, **extra)
 

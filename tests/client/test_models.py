@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from recordkeeper.models import DatasetVersion
+from recordkeeper.values import DatasetVersion
 
 
 def _version(**fields: Any) -> DatasetVersion:

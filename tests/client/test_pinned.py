@@ -13,7 +13,7 @@ import yaml
 
 import recordkeeper as rk
 from recordkeeper import locking, pinned
-from recordkeeper.lineage import DataUse
+from recordkeeper.checkpoint_lineage import DataUse
 from tests.apps import sqlite_app
 
 pytest.importorskip("fastapi")

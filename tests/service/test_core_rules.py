@@ -20,7 +20,7 @@ from recordkeeper.core.roots import AllowedRoots
 from recordkeeper.core.shards import INPUT_FIELDS, ShardRecord
 from recordkeeper.core.splits import is_split_name
 from recordkeeper.publish import check_allowed
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from tests.core.test_digests import DIGESTS
 from tests.core.test_splits import SPLITS
 from tests.service._helpers import API, register, shard, stage

@@ -13,10 +13,10 @@ from sqlalchemy import inspect, text
 from recordkeeper_service import migrate
 from recordkeeper_service.app import create_app
 from recordkeeper_service.db import Database
-from recordkeeper_service.models import Base
 from recordkeeper_service.repository.lineage import CheckpointInput, LineageRepository
 from recordkeeper_service.settings import Settings
 from recordkeeper_service.startup import StartupError
+from recordkeeper_service.tables import Base
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def test_revisions_do_not_import_the_orm() -> None:
     script = ScriptDirectory.from_config(migrate.alembic_config())
     for revision in script.walk_revisions():
         source = open(revision.path, encoding="utf-8").read()  # noqa: SIM115
-        assert "recordkeeper_service.models" not in source, revision.path
+        assert "recordkeeper_service.tables" not in source, revision.path
         assert "recordkeeper_service" not in source, revision.path
 
 

@@ -115,7 +115,7 @@ def test_ambiguous_prefix_is_refused(client: TestClient, settings: Any) -> None:
     from sqlalchemy import update
 
     from recordkeeper_service.db import Database
-    from recordkeeper_service.models import Version
+    from recordkeeper_service.tables import Version
 
     a = publish(client, "amb", content="a")
     b = publish(client, "amb", content="b")

@@ -18,7 +18,7 @@ from typing import Any
 import apache_beam as beam
 
 from recordkeeper.client import Client
-from recordkeeper.models import DatasetVersion
+from recordkeeper.values import DatasetVersion
 
 __all__ = ["ServiceConfig", "ServiceDoFn", "version_output"]
 

@@ -32,8 +32,8 @@ from recordkeeper.beam._service import ServiceConfig, ServiceDoFn, version_outpu
 from recordkeeper.client import Client
 from recordkeeper.dataset import Dataset, ShardFile
 from recordkeeper.distributed import PublishPlan, plan_publish
-from recordkeeper.models import DatasetVersion
 from recordkeeper.provenance import build_provenance
+from recordkeeper.values import DatasetVersion
 
 __all__ = ["PublishExisting"]
 

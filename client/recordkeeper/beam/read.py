@@ -24,8 +24,8 @@ from recordkeeper import formats
 from recordkeeper.beam._service import ServiceConfig
 from recordkeeper.client import Client
 from recordkeeper.core.errors import CorruptShard
-from recordkeeper.models import DatasetVersion, Shard
 from recordkeeper.storage import open_read, storage_errors
+from recordkeeper.values import DatasetVersion, Shard
 
 __all__ = ["ReadVersion", "read_shard"]
 

@@ -21,7 +21,7 @@ import apache_beam as beam
 
 from recordkeeper.beam._service import ServiceConfig
 from recordkeeper.client import Client
-from recordkeeper.models import DatasetVersion, Shard, ShardProblem, VerifyReport
+from recordkeeper.values import DatasetVersion, Shard, ShardProblem, VerifyReport
 from recordkeeper.verify import verify_shards
 
 __all__ = ["VerifyVersion"]

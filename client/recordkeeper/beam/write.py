@@ -54,8 +54,8 @@ from recordkeeper.client import Client
 from recordkeeper.core.errors import InvalidRequest, InvalidShard
 from recordkeeper.core.splits import validate_split_name
 from recordkeeper.distributed import WritePlan, WrittenShard, plan_write
-from recordkeeper.models import DatasetVersion
 from recordkeeper.provenance import build_provenance
+from recordkeeper.values import DatasetVersion
 from recordkeeper.writer import parse_size
 
 __all__ = ["DEFAULT_NUM_SHARDS", "WriteVersionedTFRecords", "WrittenShard"]

@@ -30,9 +30,9 @@ from recordkeeper.cli import (
     derive,
     gc,
     lineage,
-    models,
     records,
     retention,
+    saved_models,
     versions,
 )
 from recordkeeper.cli.common import (
@@ -98,7 +98,7 @@ COMMANDS: list[Register] = [
     gc.register,  # gc
     retention.register,  # retention set|show|plan|apply|pin|unpin|pins
     check_model.register,  # check-model
-    models.register,  # compare, inspect-model
+    saved_models.register,  # compare, inspect-model
     records.register,  # index, check-leakage, head
     auth.register,  # login, logout, profiles
     cache.register,  # pull, cache ls|du|clear

@@ -13,8 +13,8 @@ from typing import Annotated
 
 import typer
 
+from recordkeeper.checkpoint_lineage import ModelCheck, check_model_json
 from recordkeeper.cli.common import JsonOpt, connect, console, print_json
-from recordkeeper.lineage import ModelCheck, check_model_json
 
 __all__ = ["check_model_cmd", "model_check_table", "register"]
 

@@ -31,11 +31,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from recordkeeper.checkpoint_lineage import (
+    CheckpointInfo,
+    Consumers,
+    Impact,
+    Lineage,
+    checkpoint_ref_or_path,
+)
 from recordkeeper.cli.common import ExitCode, JsonOpt, connect, console, print_json
 from recordkeeper.core.data_lineage import HistoryEntry, describe
 from recordkeeper.core.lineage import CheckpointRef
 from recordkeeper.core.retention import data_status
-from recordkeeper.lineage import CheckpointInfo, Consumers, Impact, Lineage, checkpoint_ref_or_path
 from recordkeeper.lineage_queue import RegistrationQueue
 from recordkeeper.locking import LockStatus, check_lock, lock_config
 

@@ -580,4 +580,4 @@ def code_for_status(status: int) -> str:
 class DeprecatedVersionWarning(UserWarning):
     """A deprecated version is used — resolved, read by ``tf_dataset``, or registered as the
     data of a checkpoint — where a lock or ``load_pinned`` would refuse it (the message gives
-    the deprecation reason).  Importable from :mod:`recordkeeper` and ``recordkeeper.models``."""
+    the deprecation reason).  Importable from :mod:`recordkeeper` and ``recordkeeper.values``."""

@@ -34,7 +34,7 @@ from recordkeeper.tfrecord import iter_records
 
 if TYPE_CHECKING:
     from recordkeeper.core.schema import Feature
-    from recordkeeper.models import DatasetVersion, Shard
+    from recordkeeper.values import DatasetVersion, Shard
 
 __all__ = ["decode_example", "hf_features", "iter_examples", "to_hf_dataset"]
 

@@ -39,7 +39,7 @@ from mlflow.types.schema import ColSpec, DataType, Schema
 
 if TYPE_CHECKING:
     from recordkeeper.client import Client
-    from recordkeeper.models import DatasetVersion
+    from recordkeeper.values import DatasetVersion
 
 __all__ = [
     "EXPERIMENT_ID_KEY",
@@ -190,8 +190,8 @@ def dataset_of(version: DatasetVersion, *, url: str | None = None) -> Recordkeep
 
 def _entries(data: Any, client: Client | None) -> list[tuple[DatasetVersion, str, str | None]]:
     """(version, role, split) of ``data``: a version, pinned data, role → version, a list."""
-    from recordkeeper.models import DatasetVersion
     from recordkeeper.pinned import PinnedData
+    from recordkeeper.values import DatasetVersion
 
     if isinstance(data, DatasetVersion):
         return [(data, "train", None)]

@@ -44,7 +44,7 @@ from recordkeeper.integrations import openlineage_settings as settings
 
 if TYPE_CHECKING:
     from recordkeeper.client import Client
-    from recordkeeper.models import DatasetVersion
+    from recordkeeper.values import DatasetVersion
 
 __all__ = [
     "PRODUCER",

@@ -2,7 +2,8 @@
 
 :func:`to_pandas` takes what the client answers: a list of versions
 (``Client.versions``), of shards (``v.shards``), of checkpoints (``Client.checkpoints``), a
-:class:`~recordkeeper.lineage.Lineage`, :class:`~recordkeeper.lineage.Consumers`, a
+:class:`~recordkeeper.checkpoint_lineage.Lineage`,
+:class:`~recordkeeper.checkpoint_lineage.Consumers`, a
 :class:`~recordkeeper.compare.Comparison` or a version diff; one row per item.  The same is
 ``.to_pandas()`` on each of those answers.
 """
@@ -19,7 +20,7 @@ __all__ = ["rows", "to_pandas"]
 
 
 def _row(item: Any) -> dict[str, Any]:
-    from recordkeeper.models import DatasetVersion
+    from recordkeeper.values import DatasetVersion
 
     if isinstance(item, DatasetVersion):
         row = item.to_dict()
@@ -44,9 +45,9 @@ def _row(item: Any) -> dict[str, Any]:
 
 def rows(answer: Any) -> list[dict[str, Any]]:
     """The rows :func:`to_pandas` makes of ``answer``."""
+    from recordkeeper.checkpoint_lineage import Consumers, Lineage
     from recordkeeper.compare import Comparison
     from recordkeeper.core.diff import VersionDiff
-    from recordkeeper.lineage import Consumers, Lineage
 
     if isinstance(answer, Lineage):
         return [

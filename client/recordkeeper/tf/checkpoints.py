@@ -56,6 +56,13 @@ from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from recordkeeper.checkpoint_lineage import (
+    CheckpointInfo,
+    DataUse,
+    ModelCheck,
+    checkpoint_body,
+    normalize_data,
+)
 from recordkeeper.core.errors import (
     AmbiguousCheckpoint,
     InvalidCheckpoint,
@@ -76,13 +83,6 @@ from recordkeeper.core.lineage import (
 )
 from recordkeeper.core.refs import parse_reference
 from recordkeeper.core.save_intents import SaveIntent, dropped, written
-from recordkeeper.lineage import (
-    CheckpointInfo,
-    DataUse,
-    ModelCheck,
-    checkpoint_body,
-    normalize_data,
-)
 from recordkeeper.lineage_queue import DELETE, RegistrationQueue
 from recordkeeper.pinned import current
 from recordkeeper.storage import to_uri

@@ -50,8 +50,8 @@ from recordkeeper.core.errors import CorruptShard, StorageError
 from recordkeeper.storage import open_read, profile_of, storage_errors
 
 if TYPE_CHECKING:
-    from recordkeeper.models import DatasetVersion, Shard
     from recordkeeper.shard_cache import ShardCache
+    from recordkeeper.values import DatasetVersion, Shard
 
 __all__ = ["read_shard_batches", "tf_dataset", "typed_errors"]
 

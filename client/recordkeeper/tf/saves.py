@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from recordkeeper.checkpoint_lineage import CheckpointInfo, ModelCheck
 from recordkeeper.core.lineage import CheckpointRef
-from recordkeeper.lineage import CheckpointInfo, ModelCheck
 
 __all__ = ["SaveCallback", "SavedCheckpoint"]
 

@@ -20,7 +20,7 @@ from recordkeeper.core.errors import (
 )
 from recordkeeper.core.naming import validate_dataset_name
 from recordkeeper.core.refs import LATEST, parse_reference, validate_alias_name
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import AliasMove, AliasRecord, Page
 from recordkeeper_service.repository import convert

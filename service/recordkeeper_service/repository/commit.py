@@ -40,7 +40,7 @@ from recordkeeper.core.lifecycle import ON_DUPLICATE, OnDuplicate
 from recordkeeper.core.manifest import digest_of_splits
 from recordkeeper.core.naming import format_version_name
 from recordkeeper.core.schema import Schema, merge_schemas
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import VersionRecord
 from recordkeeper_service.metrics import ServiceMetrics

@@ -20,10 +20,10 @@ from recordkeeper.core.errors import (
     RecordkeeperError,
     VersionImmutable,
 )
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.domain import PUBLISHED_STATES, ShardRecord, VersionRecord
-from recordkeeper_service.models import provenance as pm
 from recordkeeper_service.repository import convert
+from recordkeeper_service.tables import provenance as pm
 
 __all__ = [
     "PUBLISHED_STATES",

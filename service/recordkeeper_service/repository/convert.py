@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Row
 
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.domain import (
     AliasRecord,
     DatasetRecord,

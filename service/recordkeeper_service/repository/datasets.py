@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from recordkeeper.core.errors import DatasetExists, InvalidRequest
 from recordkeeper.core.limits import MAX_DESCRIPTION_LENGTH
 from recordkeeper.core.naming import validate_dataset_name
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import DatasetRecord, Page
 from recordkeeper_service.repository import convert

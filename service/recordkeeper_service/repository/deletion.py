@@ -40,7 +40,7 @@ from sqlalchemy.orm import Session, aliased
 from recordkeeper.core.errors import StorageReleased, VersionDataDeleted
 from recordkeeper.core.lifecycle import LIVE_STATES
 from recordkeeper.core.roots import UriError, enclosing_prefixes
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 
 __all__ = [
     "LIVE_STATES",

@@ -31,7 +31,7 @@ from recordkeeper.core.errors import (
     ShardNotFound,
     VersionIncomplete,
 )
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.repository.common import PUBLISHED_STATES, table_of
 from recordkeeper_service.repository.deletion import ensure_data_stored
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import EventRecord, Page
 from recordkeeper_service.repository import convert

@@ -33,7 +33,7 @@ from sqlalchemy.engine import URL
 
 from recordkeeper.core.errors import ServiceUnavailable
 from recordkeeper.core.refs import Reference
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.db import refused_value
 from recordkeeper_service.repository.resolve import (
     reference_shape,

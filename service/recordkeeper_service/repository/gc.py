@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session
 
 from recordkeeper.core.errors import Conflict, InvalidRequest, StorageReleased
 from recordkeeper.core.roots import UriError, UriEscapes, normalize_uri
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import GcCandidate, GcObjects, Page
 from recordkeeper_service.repository import convert

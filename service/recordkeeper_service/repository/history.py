@@ -17,7 +17,7 @@ from recordkeeper.core import diff as core_diff
 from recordkeeper.core.naming import validate_dataset_name
 from recordkeeper.core.provenance import empty_provenance
 from recordkeeper.core.refs import parse_reference
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import iso_timestamp
 from recordkeeper_service.repository.common import PUBLISHED_STATES, dataset_row

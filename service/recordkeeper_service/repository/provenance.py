@@ -3,7 +3,7 @@
 The rules of the document are :mod:`recordkeeper.core.provenance`; here the parents are
 resolved to registered versions and checked (``parent_not_found``, ``provenance_cycle``,
 ``parent_not_committed``), and the document is written to ``version_provenance`` with its
-parents and sources repeated as indexed rows (:mod:`recordkeeper_service.models.provenance`).
+parents and sources repeated as indexed rows (:mod:`recordkeeper_service.tables.provenance`).
 
 Everything here runs inside a transaction opened by the caller, so a refused provenance stores
 nothing: not the staging it came with, not a half-replaced document.
@@ -27,10 +27,10 @@ from recordkeeper.core.errors import (
 )
 from recordkeeper.core.provenance import has_provenance, validate_provenance
 from recordkeeper.core.refs import parse_reference
-from recordkeeper_service import models as m
-from recordkeeper_service.models import provenance as pm
+from recordkeeper_service import tables as m
 from recordkeeper_service.repository.common import PUBLISHED_STATES
 from recordkeeper_service.repository.resolve import find_version
+from recordkeeper_service.tables import provenance as pm
 
 __all__ = [
     "children_of",

@@ -21,11 +21,11 @@ from recordkeeper.core.errors import InvalidRequest, VersionNotFound
 from recordkeeper.core.record_identity import IdentityKind, validate_identity
 from recordkeeper.core.record_index import FORMAT_VERSION, version_records_digest
 from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
-from recordkeeper_service.models.record_sets import VersionRecordSet
 from recordkeeper_service.repository.common import record_event
 from recordkeeper_service.repository.resolve import find_version
+from recordkeeper_service.tables.record_sets import VersionRecordSet
 
 __all__ = ["RecordSetRepository"]
 

@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session
 from recordkeeper.core.digests import DIGEST_PREFIX
 from recordkeeper.core.errors import InvalidReference, VersionNotFound
 from recordkeeper.core.refs import LATEST, Reference, RefKind
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.repository.common import PUBLISHED_STATES, missing_dataset
 
 __all__ = [

@@ -43,11 +43,9 @@ from recordkeeper.core.retention import (
     validate_pin_label,
 )
 from recordkeeper.core.roots import AllowedRoots, UriError
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import PUBLISHED_STATES, iso_timestamp
-from recordkeeper_service.models import lineage as lm
-from recordkeeper_service.models import retention as rm
 from recordkeeper_service.repository.common import dataset_row, record_event
 from recordkeeper_service.repository.deletion import (
     ensure_data_stored,
@@ -57,6 +55,8 @@ from recordkeeper_service.repository.deletion import (
 from recordkeeper_service.repository.lineage.epoch import bump_epoch
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.versions import parse_version_ref
+from recordkeeper_service.tables import lineage as lm
+from recordkeeper_service.tables import retention as rm
 
 __all__ = [
     "CLAIM_LEASE",

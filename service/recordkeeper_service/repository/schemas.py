@@ -7,7 +7,7 @@ from sqlalchemy import select
 from recordkeeper.core.digests import parse_digest
 from recordkeeper.core.errors import SchemaNotFound
 from recordkeeper.core.refs import parse_reference
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import SchemaRecord
 from recordkeeper_service.repository.resolve import find_version

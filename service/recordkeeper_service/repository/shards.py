@@ -23,7 +23,7 @@ from recordkeeper.core.errors import InvalidShard, ShardConflict, VersionNotStag
 from recordkeeper.core.roots import AllowedRoots
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shards import CONTENT_FIELDS, check_totals
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import RegisterResult
 from recordkeeper_service.metrics import ServiceMetrics

@@ -20,7 +20,7 @@ from recordkeeper.core.errors import (
     TokenNameTaken,
     TokenNotFound,
 )
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page, TokenRecord
 from recordkeeper_service.repository import convert

@@ -44,7 +44,7 @@ from recordkeeper.core.provenance import validate_provenance
 from recordkeeper.core.refs import Reference, RefKind, parse_reference
 from recordkeeper.core.roots import AllowedRoots, UriError
 from recordkeeper.core.splits import is_split_name
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page, ShardPage, VersionRecord
 from recordkeeper_service.repository import convert

@@ -40,7 +40,7 @@ def test_every_command_module_is_registered_in_the_one_list() -> None:
         "check_model",
         "gc",
         "lineage",
-        "models",
+        "saved_models",
         "records",
         "retention",
         "versions",

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import recordkeeper as rk
 from recordkeeper import cli
-from recordkeeper.lineage import checkpoint_body
+from recordkeeper.checkpoint_lineage import checkpoint_body
 from recordkeeper.lineage_queue import RegistrationQueue
 from tests.client import _lineage_app
 from tests.client._lineage_app import publish

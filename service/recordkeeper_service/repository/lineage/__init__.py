@@ -47,10 +47,9 @@ from recordkeeper.core.lineage import (
 from recordkeeper.core.model_inputs import ModelInput, check_inputs, validate_model_inputs
 from recordkeeper.core.refs import parse_reference
 from recordkeeper.core.schema import Schema
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import Page, data_state_json
-from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
 from recordkeeper_service.repository.cache import RenderedPages
 from recordkeeper_service.repository.common import (
     ensure_renderable,
@@ -86,6 +85,7 @@ from recordkeeper_service.repository.lineage.records import (
 )
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.settings import DEFAULT_LINEAGE_CACHE_BYTES
+from recordkeeper_service.tables.lineage import Checkpoint, CheckpointData, Model, Run
 
 __all__ = [
     "GRAPH_NODES",

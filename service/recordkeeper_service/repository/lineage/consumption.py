@@ -25,11 +25,11 @@ from sqlalchemy.orm import Session
 from recordkeeper.core.errors import InvalidCheckpoint
 from recordkeeper.core.lineage import CheckpointRef
 from recordkeeper.core.refs import parse_reference
-from recordkeeper_service import models as m
-from recordkeeper_service.models.consumption import CheckpointConsumption
+from recordkeeper_service import tables as m
 from recordkeeper_service.repository.common import table_of
 from recordkeeper_service.repository.lineage import queries
 from recordkeeper_service.repository.resolve import find_version
+from recordkeeper_service.tables.consumption import CheckpointConsumption
 
 __all__ = ["consumption", "record_consumption"]
 

@@ -32,9 +32,9 @@ from recordkeeper.core.data_lineage import (
     order_history,
     source_candidates,
 )
-from recordkeeper_service import models as m
-from recordkeeper_service.models import provenance as pm
+from recordkeeper_service import tables as m
 from recordkeeper_service.repository.lineage.queries import Reader, VersionState, _conn
+from recordkeeper_service.tables import provenance as pm
 
 __all__ = [
     "DataHistory",

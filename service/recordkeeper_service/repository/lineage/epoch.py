@@ -32,8 +32,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
-from recordkeeper_service.models.lineage import LineageEpoch
 from recordkeeper_service.repository.common import table_of, upsert_for
+from recordkeeper_service.tables.lineage import LineageEpoch
 
 __all__ = ["bump_epoch", "epoch_column"]
 

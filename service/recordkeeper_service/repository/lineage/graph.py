@@ -28,12 +28,12 @@ from typing import Any
 from sqlalchemy import distinct, func, select
 from sqlalchemy.orm import Session
 
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.domain import data_state_json
-from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
-from recordkeeper_service.models.provenance import VersionParent, VersionSource
 from recordkeeper_service.repository.lineage.records import GraphRecord
 from recordkeeper_service.repository.provenance import load_provenances
+from recordkeeper_service.tables.lineage import Checkpoint, CheckpointData, Model, Run
+from recordkeeper_service.tables.provenance import VersionParent, VersionSource
 
 __all__ = ["build_graph"]
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from recordkeeper.core.errors import VersionInUse
 from recordkeeper.core.lineage import CheckpointRef
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.repository.lineage import queries
 
 __all__ = ["IN_USE_LISTED", "ensure_not_in_use", "versions_in_use"]

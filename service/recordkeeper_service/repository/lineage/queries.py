@@ -44,11 +44,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from recordkeeper_service import models as m
+from recordkeeper_service import tables as m
 from recordkeeper_service.domain import data_state_json
-from recordkeeper_service.models.lineage import Checkpoint, CheckpointData, Model, Run
-from recordkeeper_service.models.provenance import VersionProvenance
 from recordkeeper_service.repository.lineage.epoch import epoch_column
+from recordkeeper_service.tables.lineage import Checkpoint, CheckpointData, Model, Run
+from recordkeeper_service.tables.provenance import VersionProvenance
 
 __all__ = [
     "ChainRow",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, CheckConstraint, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from recordkeeper_service.models import Base
+from recordkeeper_service.tables import Base
 
 __all__ = ["CheckpointConsumption"]
 

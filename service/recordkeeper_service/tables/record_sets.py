@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from recordkeeper_service.models import DIGEST_LENGTH, Base, BigId, utcnow
+from recordkeeper_service.tables import DIGEST_LENGTH, Base, BigId, utcnow
 
 __all__ = ["VersionRecordSet"]
 

@@ -806,7 +806,7 @@ def register_checkpoint(
 
 
 def warn_deprecated_data(info: CheckpointInfo, *, stacklevel: int = 2) -> None:
-    """Warn (:class:`~recordkeeper.models.DeprecatedVersionWarning`, with the reason) once per
+    """Warn (:class:`~recordkeeper.values.DeprecatedVersionWarning`, with the reason) once per
     deprecated version ``info``'s own segment trained on (the service marks them).  The message
     names the run, not the checkpoint, so Python's default filter shows it once per run and
     version rather than at every save."""

@@ -45,7 +45,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from recordkeeper.core.lineage import CHECKPOINT_STATES, PARENT_KINDS, ROLES
-from recordkeeper_service.models import Base, BigId, utcnow
+from recordkeeper_service.tables import Base, BigId, utcnow
 
 __all__ = ["Checkpoint", "CheckpointData", "LineageEpoch", "Model", "Run"]
 

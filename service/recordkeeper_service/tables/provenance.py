@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from recordkeeper_service.models import DIGEST_LENGTH, Base, utcnow
+from recordkeeper_service.tables import DIGEST_LENGTH, Base, utcnow
 
 __all__ = ["VersionParent", "VersionProvenance", "VersionSource"]
 

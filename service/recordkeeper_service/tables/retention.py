@@ -18,7 +18,7 @@ from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, UniqueConstr
 from sqlalchemy.orm import Mapped, mapped_column
 
 from recordkeeper.core.retention import MAX_PIN_LABEL_LENGTH
-from recordkeeper_service.models import Base, BigId, utcnow
+from recordkeeper_service.tables import Base, BigId, utcnow
 
 __all__ = ["RetentionPin", "RetentionPolicy"]
 
