@@ -31,7 +31,7 @@ def _tfrecord_head(length: int) -> bytes:
         (b"\x93NUMPY\x01\x00" + bytes(50), "npy", "a NumPy .npy file"),
         (b"\x28\xb5\x2f\xfd" + bytes(20), "zstd", "a Zstandard-compressed file"),
         (b"BZh91AY&SY", "bzip2", "a bzip2-compressed file"),
-        (gzip.compress(b"hello"), "gzip", "a gzip-compressed file"),
+        (gzip.compress(b"hello", mtime=0), "gzip", "a gzip-compressed file"),
         (zlib.compress(b"hello"), "zlib", "a zlib-compressed stream"),
         (json.dumps({"a": [1, 2]}).encode(), "json", "a JSON text file"),
         (b'{"a": 1}\n{"a": 2}\n{"a": 3}\n', "jsonl", "a JSON Lines text file"),
