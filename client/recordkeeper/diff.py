@@ -8,6 +8,9 @@ values.  Shards are matched by ``(split, index)``; a shard is *changed* when its
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Sequence
+
 from recordkeeper.core import diff as core_diff
 from recordkeeper.core.diff import (
     FeatureChange,
@@ -16,6 +19,7 @@ from recordkeeper.core.diff import (
     VersionDiff,
     diff_schemas,
 )
+from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.values import DatasetVersion, Shard
 
 __all__ = [
@@ -28,13 +32,58 @@ __all__ = [
 ]
 
 
+def _table(version: DatasetVersion) -> core_diff.ShardTable[Shard]:
+    """The version's shards as rows, read straight from the compact columns when it was
+    resolved through them (no :class:`Shard` is built but those :func:`diff_versions` names)."""
+    rows: list[core_diff.ShardRow] = []
+    starts: list[int] = []
+    parts: list[Sequence[Shard]] = []
+    totals: dict[str, tuple[int, int]] = {}
+    for name in sorted(version.splits):
+        split = version.splits[name]
+        shards = split.shards
+        starts.append(len(rows))
+        parts.append(shards)
+        if isinstance(shards, ShardColumns):
+            part_rows: list[core_diff.ShardRow] = list(
+                zip(
+                    shards.column("split"),
+                    shards.column("index"),
+                    shards.column("records_sha256"),
+                    shards.column("record_count"),
+                    strict=True,
+                )
+            )
+            named = set(shards.column("split"))
+            counts: Sequence[int] = shards.column("record_count")
+        else:
+            part_rows = core_diff.shard_rows(shards)
+            named = {r[0] for r in part_rows}
+            counts = [r[3] for r in part_rows]
+        rows.extend(part_rows)
+        for row_split in named:  # a split's shards all name it (counted as the rule counts)
+            records, count = totals.get(row_split, (0, 0))
+            if named == {row_split}:
+                totals[row_split] = (records + sum(counts), count + len(part_rows))
+            else:
+                mine = [r[3] for r in part_rows if r[0] == row_split]
+                totals[row_split] = (records + sum(mine), count + len(mine))
+
+    def record(i: int) -> Shard:
+        part = bisect.bisect_right(starts, i) - 1
+        return parts[part][i - starts[part]]
+
+    return core_diff.ShardTable(rows, record, totals)
+
+
 def _side(version: DatasetVersion) -> core_diff.DiffSide[Shard]:
     return core_diff.DiffSide(
         name=version.name,
         content_digest=version.content_digest,
         schema_digest=version.schema_digest,
-        shards=version.shards,
+        shards=(),
         schema=lambda: version.schema,
+        table=_table(version),
     )
 
 

@@ -17,7 +17,7 @@ One rule for every entry point (``client.diff``, ``recordkeeper diff``, the serv
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -27,11 +27,15 @@ from recordkeeper.core.shards import ShardRecord
 __all__ = [
     "FeatureChange",
     "ShardChange",
+    "ShardRow",
+    "ShardTable",
     "SplitCounts",
     "VersionDiff",
+    "diff_rows",
     "diff_schemas",
     "diff_shards",
     "diff_versions",
+    "shard_rows",
 ]
 
 S = TypeVar("S", bound=ShardRecord)
@@ -214,50 +218,77 @@ def diff_schemas(old: Schema, new: Schema) -> list[FeatureChange]:
     return out
 
 
-def _same(a: ShardRecord, b: ShardRecord) -> bool:
-    return a.records_sha256 == b.records_sha256 and a.record_count == b.record_count
+#: What the diff reads of a shard: ``(split, index, records_sha256, record_count)``.
+ShardRow = tuple[str, int, str, int]
+#: One change found on rows: ``(split, index, change, old position, new position)``.
+RowChange = tuple[str, int, Literal["added", "removed", "changed"], int | None, int | None]
+
+
+def shard_rows(shards: Iterable[ShardRecord]) -> list[ShardRow]:
+    """The rows :func:`diff_rows` compares, one per shard in the order given."""
+    return [(s.split, s.index, s.records_sha256, s.record_count) for s in shards]
+
+
+def diff_rows(old: Sequence[ShardRow], new: Sequence[ShardRow]) -> tuple[list[RowChange], int]:
+    """The rule of :func:`diff_shards` on rows: the changes in ``(split, index)`` order, each
+    with the positions of its shards in ``old``/``new``, and the number of unchanged shards.
+
+    Nothing is built per shard: a 100,000-shard pair costs a few dict and set operations.
+    """
+    old_pos = {(r[0], r[1]): i for i, r in enumerate(old)}  # a repeated key: the last one
+    new_pos = {(r[0], r[1]): i for i, r in enumerate(new)}
+    old_content = {key: old[i][2:] for key, i in old_pos.items()}
+    new_content = {key: new[i][2:] for key, i in new_pos.items()}
+    same = {key for key, _ in old_content.items() & new_content.items()}
+    unchanged = len(same)
+    rest_old = {key: i for key, i in old_pos.items() if key not in same}
+    rest_new = {key: i for key, i in new_pos.items() if key not in same}
+    if rest_old and rest_new:  # the same records at another position of the split: shifted
+        pool: dict[tuple[str, str, int], list[tuple[str, int]]] = {}
+        for key in sorted(rest_old, reverse=True):
+            a = old[rest_old[key]]
+            pool.setdefault((a[0], a[2], a[3]), []).append(key)
+        for key in sorted(rest_new):
+            b = new[rest_new[key]]
+            keys = pool.get((b[0], b[2], b[3]))
+            if keys:
+                del rest_old[keys.pop()]
+                del rest_new[key]
+                unchanged += 1
+    changes: list[RowChange] = []
+    for key in sorted(rest_old.keys() | rest_new.keys()):
+        was, now = rest_old.get(key), rest_new.get(key)
+        if was is None:
+            changes.append((key[0], key[1], "added", None, now))
+        elif now is None:
+            changes.append((key[0], key[1], "removed", was, None))
+        else:
+            changes.append((key[0], key[1], "changed", was, now))
+    return changes, unchanged
+
+
+def _changes(
+    found: Iterable[RowChange], old: Callable[[int], S], new: Callable[[int], S]
+) -> list[ShardChange[S]]:
+    """The shard changes of rows, with the records of only these shards built."""
+    return [
+        ShardChange(
+            split,
+            index,
+            change,
+            None if was is None else old(was),
+            None if now is None else new(now),
+        )
+        for split, index, change, was, now in found
+    ]
 
 
 def diff_shards(old: Iterable[S], new: Iterable[S]) -> tuple[list[ShardChange[S]], int]:
     """Shard changes by ``(split, index)`` and the number of unchanged shards (shifted shards
     of a split count as unchanged, see the module docstring)."""
-    old_shards = {(s.split, s.index): s for s in old}
-    new_shards = {(s.split, s.index): s for s in new}
-    unchanged = 0
-    rest_old: dict[tuple[str, int], S] = {}
-    for key, a in old_shards.items():
-        b = new_shards.get(key)
-        if b is not None and _same(a, b):
-            unchanged += 1
-        else:
-            rest_old[key] = a
-    rest_new = {
-        key: b
-        for key, b in new_shards.items()
-        if key not in old_shards or not _same(old_shards[key], b)
-    }
-    if rest_old and rest_new:  # the same records at another position of the split: shifted
-        pool: dict[tuple[str, str, int], list[tuple[str, int]]] = {}
-        for key in sorted(rest_old, reverse=True):
-            a = rest_old[key]
-            pool.setdefault((a.split, a.records_sha256, a.record_count), []).append(key)
-        for key in sorted(rest_new):
-            b = rest_new[key]
-            keys = pool.get((b.split, b.records_sha256, b.record_count))
-            if keys:
-                del rest_old[keys.pop()]
-                del rest_new[key]
-                unchanged += 1
-    changes: list[ShardChange[S]] = []
-    for key in sorted(rest_old.keys() | rest_new.keys()):
-        was, now = rest_old.get(key), rest_new.get(key)
-        if was is None:
-            changes.append(ShardChange(key[0], key[1], "added", None, now))
-        elif now is None:
-            changes.append(ShardChange(key[0], key[1], "removed", was, None))
-        else:
-            changes.append(ShardChange(key[0], key[1], "changed", was, now))
-    return changes, unchanged
+    olds, news = list(old), list(new)
+    found, unchanged = diff_rows(shard_rows(olds), shard_rows(news))
+    return _changes(found, olds.__getitem__, news.__getitem__), unchanged
 
 
 def _split_totals(shards: Sequence[ShardRecord]) -> dict[str, tuple[int, int]]:
@@ -269,6 +300,17 @@ def _split_totals(shards: Sequence[ShardRecord]) -> dict[str, tuple[int, int]]:
 
 
 @dataclass(frozen=True)
+class ShardTable(Generic[S]):
+    """A version's shards as the diff reads them without building records: ``rows`` (see
+    :data:`ShardRow`), ``record(i)`` the record of row ``i`` (called only for the shards in
+    the answer) and ``totals`` the ``(records, shards)`` of each split."""
+
+    rows: Sequence[ShardRow]
+    record: Callable[[int], S]
+    totals: Mapping[str, tuple[int, int]]
+
+
+@dataclass(frozen=True)
 class DiffSide(Generic[S]):
     """One version as the diff needs it; ``schema`` is asked only when the digests differ."""
 
@@ -277,12 +319,23 @@ class DiffSide(Generic[S]):
     schema_digest: str | None
     shards: Sequence[S]
     schema: Callable[[], Schema]
+    #: The same shards as rows (faster: no record is read but those in the answer); when
+    #: given, ``shards`` is not read.
+    table: ShardTable[S] | None = None
+
+    def shard_table(self) -> ShardTable[S]:
+        if self.table is not None:
+            return self.table
+        shards = self.shards
+        return ShardTable(shard_rows(shards), shards.__getitem__, _split_totals(shards))
 
 
 def diff_versions(old: DiffSide[S], new: DiffSide[S]) -> VersionDiff[S]:
     """What changed from ``old`` to ``new`` (see the module docstring for the rules)."""
-    changes, unchanged = diff_shards(old.shards, new.shards)
-    old_totals, new_totals = _split_totals(old.shards), _split_totals(new.shards)
+    old_table, new_table = old.shard_table(), new.shard_table()
+    found, unchanged = diff_rows(old_table.rows, new_table.rows)
+    changes = _changes(found, old_table.record, new_table.record)
+    old_totals, new_totals = old_table.totals, new_table.totals
     splits = tuple(
         SplitCounts(
             split=name,
