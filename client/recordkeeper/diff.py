@@ -9,6 +9,7 @@ values.  Shards are matched by ``(split, index)``; a shard is *changed* when its
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Sequence
 
 from recordkeeper.core import diff as core_diff
@@ -33,47 +34,39 @@ __all__ = [
 
 
 def _table(version: DatasetVersion) -> core_diff.ShardTable[Shard]:
-    """The version's shards as rows, read straight from the compact columns when it was
+    """The version's shards as columns, read straight from the compact columns when it was
     resolved through them (no :class:`Shard` is built but those :func:`diff_versions` names)."""
-    rows: list[core_diff.ShardRow] = []
-    starts: list[int] = []
-    parts: list[Sequence[Shard]] = []
-    totals: dict[str, tuple[int, int]] = {}
+    parts: list[core_diff.SplitRows] = []
+    bases: list[int] = []
+    shards_of: list[Sequence[Shard]] = []
+    start = 0
     for name in sorted(version.splits):
-        split = version.splits[name]
-        shards = split.shards
-        starts.append(len(rows))
-        parts.append(shards)
+        shards = version.splits[name].shards
+        bases.append(start)
+        shards_of.append(shards)
         if isinstance(shards, ShardColumns):
-            part_rows: list[core_diff.ShardRow] = list(
-                zip(
+            parts.append(
+                core_diff.SplitRows(
+                    name,
+                    start,
                     shards.column("split"),
                     shards.column("index"),
                     shards.column("records_sha256"),
                     shards.column("record_count"),
-                    strict=True,
                 )
             )
-            named = set(shards.column("split"))
-            counts: Sequence[int] = shards.column("record_count")
         else:
-            part_rows = core_diff.shard_rows(shards)
-            named = {r[0] for r in part_rows}
-            counts = [r[3] for r in part_rows]
-        rows.extend(part_rows)
-        for row_split in named:  # a split's shards all name it (counted as the rule counts)
-            records, count = totals.get(row_split, (0, 0))
-            if named == {row_split}:
-                totals[row_split] = (records + sum(counts), count + len(part_rows))
-            else:
-                mine = [r[3] for r in part_rows if r[0] == row_split]
-                totals[row_split] = (records + sum(mine), count + len(mine))
+            parts.extend(
+                dataclasses.replace(part, start=part.start + start)
+                for part in core_diff.ShardTable.of(shards).splits
+            )
+        start += len(shards)
 
     def record(i: int) -> Shard:
-        part = bisect.bisect_right(starts, i) - 1
-        return parts[part][i - starts[part]]
+        k = bisect.bisect_right(bases, i) - 1
+        return shards_of[k][i - bases[k]]
 
-    return core_diff.ShardTable(rows, record, totals)
+    return core_diff.ShardTable(parts, record)
 
 
 def _side(version: DatasetVersion) -> core_diff.DiffSide[Shard]:

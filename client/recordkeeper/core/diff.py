@@ -17,7 +17,7 @@ One rule for every entry point (``client.diff``, ``recordkeeper diff``, the serv
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -30,10 +30,12 @@ __all__ = [
     "ShardRow",
     "ShardTable",
     "SplitCounts",
+    "SplitRows",
     "VersionDiff",
     "diff_rows",
     "diff_schemas",
     "diff_shards",
+    "diff_tables",
     "diff_versions",
     "shard_rows",
 ]
@@ -291,23 +293,169 @@ def diff_shards(old: Iterable[S], new: Iterable[S]) -> tuple[list[ShardChange[S]
     return _changes(found, olds.__getitem__, news.__getitem__), unchanged
 
 
-def _split_totals(shards: Sequence[ShardRecord]) -> dict[str, tuple[int, int]]:
-    totals: dict[str, tuple[int, int]] = {}
-    for shard in shards:
-        records, count = totals.get(shard.split, (0, 0))
-        totals[shard.split] = (records + shard.record_count, count + 1)
-    return totals
+def _cut(values: Sequence[Any], part: slice) -> Sequence[Any]:
+    """``values[part]``, without a copy when that is all of them."""
+    start, stop, _ = part.indices(len(values))
+    return values if start == 0 and stop == len(values) else values[part]
+
+
+@dataclass(frozen=True)
+class SplitRows:
+    """The shards of one split as columns (each ``split`` value should be ``name``), at
+    positions ``start`` to ``start + len(index)`` of their :class:`ShardTable`."""
+
+    name: str
+    start: int
+    split: Sequence[str]
+    index: Sequence[int]
+    records_sha256: Sequence[str]
+    record_count: Sequence[int]
+
+    def rows(self, lo: int = 0, hi: int | None = None) -> list[ShardRow]:
+        """The rows of positions ``lo:hi`` of the part."""
+        cut = slice(lo, hi)
+        return list(
+            zip(
+                self.split[cut],
+                self.index[cut],
+                self.records_sha256[cut],
+                self.record_count[cut],
+                strict=True,
+            )
+        )
+
+    def _equal(self, other: SplitRows, mine: slice, theirs: slice) -> bool:
+        return all(
+            _cut(a, mine) == _cut(b, theirs)
+            for a, b in (
+                (self.index, other.index),
+                (self.records_sha256, other.records_sha256),
+                (self.record_count, other.record_count),
+            )
+        )
+
+    def common_ends(self, other: SplitRows) -> tuple[int, int]:
+        """How many leading and trailing positions hold the same shard in both (found by
+        bisection on column slices: no row is built).  For two :meth:`uniform` parts, each of
+        these shards has the same key and records in both, so it is unchanged under the rule
+        whatever the other positions hold."""
+        mine, theirs = len(self.index), len(other.index)
+        lo, hi = 0, min(mine, theirs)
+        if self._equal(
+            other, slice(0, hi), slice(0, hi)
+        ):  # shards only added or removed at the end
+            lo = hi
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._equal(other, slice(0, mid), slice(0, mid)):
+                lo = mid
+            else:
+                hi = mid - 1
+        head = lo
+        lo, hi = 0, min(mine, theirs) - head
+        if hi and self._equal(other, slice(mine - hi, mine), slice(theirs - hi, theirs)):
+            lo = hi
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._equal(other, slice(mine - mid, mine), slice(theirs - mid, theirs)):
+                lo = mid
+            else:
+                hi = mid - 1
+        return head, lo
+
+    def uniform(self) -> bool:
+        """Every shard names this split and has an index of its own."""
+        return set(self.split) <= {self.name} and len(set(self.index)) == len(self.index)
 
 
 @dataclass(frozen=True)
 class ShardTable(Generic[S]):
-    """A version's shards as the diff reads them without building records: ``rows`` (see
-    :data:`ShardRow`), ``record(i)`` the record of row ``i`` (called only for the shards in
-    the answer) and ``totals`` the ``(records, shards)`` of each split."""
+    """A version's shards as the diff reads them without building records: ``splits`` (the
+    columns the rule reads, one part per split) and ``record(i)``, the record at position ``i``
+    (called only for the shards in the answer)."""
 
-    rows: Sequence[ShardRow]
+    splits: Sequence[SplitRows]
     record: Callable[[int], S]
-    totals: Mapping[str, tuple[int, int]]
+
+    @classmethod
+    def of(cls, shards: Sequence[S]) -> ShardTable[S]:
+        """The table of records in hand (each run of one split a part)."""
+        parts: list[SplitRows] = []
+        start = 0
+        while start < len(shards):
+            name = shards[start].split
+            end = start
+            while end < len(shards) and shards[end].split == name:
+                end += 1
+            run = shards[start:end]
+            parts.append(
+                SplitRows(
+                    name,
+                    start,
+                    [s.split for s in run],
+                    [s.index for s in run],
+                    [s.records_sha256 for s in run],
+                    [s.record_count for s in run],
+                )
+            )
+            start = end
+        return cls(parts, shards.__getitem__)
+
+    def totals(self) -> dict[str, tuple[int, int]]:
+        """``(records, shards)`` of each split, counted by what each shard names."""
+        totals: dict[str, tuple[int, int]] = {}
+        for part in self.splits:
+            names = set(part.split)
+            if len(names) == 1:  # as a split's shards do: one sum
+                key = names.pop()
+                records, count = totals.get(key, (0, 0))
+                totals[key] = (records + sum(part.record_count), count + len(part.split))
+                continue
+            for split, n in zip(part.split, part.record_count, strict=True):
+                records, count = totals.get(split, (0, 0))
+                totals[split] = (records + n, count + 1)
+        return totals
+
+
+def diff_tables(old: ShardTable[S], new: ShardTable[S]) -> tuple[list[ShardChange[S]], int]:
+    """:func:`diff_shards` on tables: in a split whose shards each name it with an index of
+    their own (as always), the shards at the same leading and trailing positions of both are
+    counted unchanged without a row (:meth:`SplitRows.common_ends`); the positions between go
+    through :func:`diff_rows`, and only the shards in the answer are built.  Splits are
+    independent under the rule (keys and shifts never cross a split), so a derived version
+    costs in proportion to the positions that differ."""
+    old_parts: dict[str, list[SplitRows]] = {}
+    new_parts: dict[str, list[SplitRows]] = {}
+    for part in old.splits:
+        old_parts.setdefault(part.name, []).append(part)
+    for part in new.splits:
+        new_parts.setdefault(part.name, []).append(part)
+    unchanged = 0
+    old_rows: list[ShardRow] = []
+    new_rows: list[ShardRow] = []
+    old_at: list[int] = []
+    new_at: list[int] = []
+    for name in sorted(old_parts.keys() | new_parts.keys()):
+        was, now = old_parts.get(name, []), new_parts.get(name, [])
+        if len(was) == 1 and len(now) == 1 and was[0].uniform() and now[0].uniform():
+            a, b = was[0], now[0]
+            head, tail = a.common_ends(b)
+            unchanged += head + tail
+            a_end, b_end = len(a.index) - tail, len(b.index) - tail
+            old_rows.extend(a.rows(head, a_end))
+            old_at.extend(range(a.start + head, a.start + a_end))
+            new_rows.extend(b.rows(head, b_end))
+            new_at.extend(range(b.start + head, b.start + b_end))
+            continue
+        for part in was:
+            old_rows.extend(part.rows())
+            old_at.extend(range(part.start, part.start + len(part.index)))
+        for part in now:
+            new_rows.extend(part.rows())
+            new_at.extend(range(part.start, part.start + len(part.index)))
+    found, more = diff_rows(old_rows, new_rows)
+    changes = _changes(found, lambda i: old.record(old_at[i]), lambda i: new.record(new_at[i]))
+    return changes, unchanged + more
 
 
 @dataclass(frozen=True)
@@ -326,16 +474,14 @@ class DiffSide(Generic[S]):
     def shard_table(self) -> ShardTable[S]:
         if self.table is not None:
             return self.table
-        shards = self.shards
-        return ShardTable(shard_rows(shards), shards.__getitem__, _split_totals(shards))
+        return ShardTable.of(self.shards)
 
 
 def diff_versions(old: DiffSide[S], new: DiffSide[S]) -> VersionDiff[S]:
     """What changed from ``old`` to ``new`` (see the module docstring for the rules)."""
     old_table, new_table = old.shard_table(), new.shard_table()
-    found, unchanged = diff_rows(old_table.rows, new_table.rows)
-    changes = _changes(found, old_table.record, new_table.record)
-    old_totals, new_totals = old_table.totals, new_table.totals
+    changes, unchanged = diff_tables(old_table, new_table)
+    old_totals, new_totals = old_table.totals(), new_table.totals()
     splits = tuple(
         SplitCounts(
             split=name,
