@@ -227,12 +227,24 @@ def bench_resolve(client: rk.Client, data: Path, n: int = 10_000, rounds: int = 
     register_s = time.perf_counter() - start
     client.resolve("bigres@latest")  # the service's caches warm, as on a running service
     client.http.api("GET", "/versions/bigres@latest")
-    cold, held, materialize, full = [], [], [], []
+    cold, held, materialize, full, per_name = [], [], [], [], []
+    from recordkeeper.core import roots
+
+    batched = roots._plain_names
     for _ in range(rounds):
         client.registry.cache.clear()
         start = time.perf_counter()
         v = client.resolve("bigres@latest")
         cold.append(time.perf_counter() - start)
+        # the peer of session 8's cut: the same cold resolve checking each URI by itself
+        roots._plain_names = lambda names, room: False  # type: ignore[assignment]
+        try:
+            client.registry.cache.clear()
+            start = time.perf_counter()
+            client.resolve("bigres@latest")
+            per_name.append(time.perf_counter() - start)
+        finally:
+            roots._plain_names = batched
         start = time.perf_counter()
         assert len(list(v.shards)) == n
         materialize.append(time.perf_counter() - start)
@@ -253,7 +265,10 @@ def bench_resolve(client: rk.Client, data: Path, n: int = 10_000, rounds: int = 
         f"{med(held) * 1000:.1f} ms (medians of {rounds} and {3 * rounds}); peer, same run: "
         f"full Version answer + value objects {med(full) * 1000:.0f} ms -> "
         f"cold {med(full) / med(cold):.1f}x, "
-        f"held {med(full) / med(held):.0f}x faster; building every Shard object afterwards "
+        f"held {med(full) / med(held):.0f}x faster; cold with each shard URI checked by "
+        f"itself (before session 8) {med(per_name) * 1000:.0f} ms "
+        f"({med(per_name) / med(cold):.2f}x; runs {_ms(cold)} / {_ms(per_name)} ms); "
+        f"building every Shard object afterwards "
         f"{med(materialize) * 1000:.0f} ms; registering them took {register_s:.2f} s"
     )
 

@@ -49,10 +49,9 @@ _PLAIN_NAME_RE = re.compile(r"[^\x00-\x20\x7f\\?#%]+")
 _NOT_PLAIN_RE = re.compile(r"[\x00-\x09\x0b-\x20\x7f\\?#%]")
 # In "\n" + "\n".join(names) + "\n": a name that is empty, starts or ends with "/", or
 # has a "." or ".." segment (as the per-name check reads "/{name}/").
-_NOT_PLAIN_PARTS = (
-    *("\n\n", "\n/", "/\n", "//"),
-    *("/./", "/../", "\n./", "\n../", "/.\n", "/..\n", "\n.\n", "\n..\n"),
-)
+_NOT_PLAIN_PARTS = ("\n\n", "\n/", "/\n", "//")
+# ... and the "." or ".." segments, looked for only when a segment starts with "." at all.
+_DOT_PARTS = ("/./", "/../", "\n./", "\n../", "/.\n", "/..\n", "\n.\n", "\n..\n")
 
 
 def _invisible(text: str) -> str | None:
@@ -238,6 +237,10 @@ def _plain_names(names: Sequence[str], room: int) -> bool:
         and max(map(len, listed)) * 4 <= room  # at most 4 UTF-8 bytes a character
         and _NOT_PLAIN_RE.search(joined) is None
         and not any(part in joined for part in _NOT_PLAIN_PARTS)
+        and (
+            ("/." not in joined and "\n." not in joined)
+            or not any(part in joined for part in _DOT_PARTS)
+        )
     )
 
 
