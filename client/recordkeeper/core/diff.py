@@ -467,7 +467,7 @@ class DiffSide(Generic[S]):
     schema_digest: str | None
     shards: Sequence[S]
     schema: Callable[[], Schema]
-    #: The same shards as rows (faster: no record is read but those in the answer); when
+    #: The same shards as columns (faster: no record is read but those in the answer); when
     #: given, ``shards`` is not read.
     table: ShardTable[S] | None = None
 
