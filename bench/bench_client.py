@@ -41,6 +41,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -226,8 +227,20 @@ def bench_resolve(client: rk.Client, data: Path, n: int = 10_000, rounds: int = 
     register_s = time.perf_counter() - start
     client.resolve("bigres@latest")  # the service's caches warm, as on a running service
     client.http.api("GET", "/versions/bigres@latest")
-    cold, held, materialize, full = [], [], [], []
+    cold, held, materialize, full, per_name = [], [], [], [], []
+    from recordkeeper.core import roots
+
+    batched = roots._plain_names
     for _ in range(rounds):
+        # the peer of session 8's cut: the same cold resolve checking each URI by itself
+        roots._plain_names = lambda names, room: False  # type: ignore[assignment]
+        try:
+            client.registry.cache.clear()
+            start = time.perf_counter()
+            client.resolve("bigres@latest")
+            per_name.append(time.perf_counter() - start)
+        finally:
+            roots._plain_names = batched
         client.registry.cache.clear()
         start = time.perf_counter()
         v = client.resolve("bigres@latest")
@@ -252,8 +265,140 @@ def bench_resolve(client: rk.Client, data: Path, n: int = 10_000, rounds: int = 
         f"{med(held) * 1000:.1f} ms (medians of {rounds} and {3 * rounds}); peer, same run: "
         f"full Version answer + value objects {med(full) * 1000:.0f} ms -> "
         f"cold {med(full) / med(cold):.1f}x, "
-        f"held {med(full) / med(held):.0f}x faster; building every Shard object afterwards "
+        f"held {med(full) / med(held):.0f}x faster; cold with each shard URI checked by "
+        f"itself (before session 8) {med(per_name) * 1000:.0f} ms "
+        f"({med(per_name) / med(cold):.2f}x; runs {_ms(cold)} / {_ms(per_name)} ms); "
+        f"building every Shard object afterwards "
         f"{med(materialize) * 1000:.0f} ms; registering them took {register_s:.2f} s"
+    )
+
+
+def _ms(times: list[float]) -> str:
+    return "/".join(f"{t * 1000:.1f}" for t in times)
+
+
+def _old_diff(old: rk.DatasetVersion, new: rk.DatasetVersion) -> Any:
+    """The peer: ``client.diff`` as it was before rows (session 8): every ``Shard`` of both
+    versions built (``version.shards``), matched by objects, split totals summed from them."""
+    from recordkeeper.core import diff as core_diff
+
+    def _same(a: rk.Shard, b: rk.Shard) -> bool:
+        return a.records_sha256 == b.records_sha256 and a.record_count == b.record_count
+
+    def shards_of(oshards: list[rk.Shard], nshards: list[rk.Shard]) -> tuple[list[Any], int]:
+        old_shards = {(s.split, s.index): s for s in oshards}
+        new_shards = {(s.split, s.index): s for s in nshards}
+        unchanged = 0
+        rest_old = {}
+        for key, a in old_shards.items():
+            b = new_shards.get(key)
+            if b is not None and _same(a, b):
+                unchanged += 1
+            else:
+                rest_old[key] = a
+        rest_new = {
+            k: b
+            for k, b in new_shards.items()
+            if k not in old_shards or not _same(old_shards[k], b)
+        }
+        if rest_old and rest_new:
+            pool: dict[Any, list[Any]] = {}
+            for key in sorted(rest_old, reverse=True):
+                a = rest_old[key]
+                pool.setdefault((a.split, a.records_sha256, a.record_count), []).append(key)
+            for key in sorted(rest_new):
+                b = rest_new[key]
+                keys = pool.get((b.split, b.records_sha256, b.record_count))
+                if keys:
+                    del rest_old[keys.pop()]
+                    del rest_new[key]
+                    unchanged += 1
+        changes = []
+        for key in sorted(rest_old.keys() | rest_new.keys()):
+            was, now = rest_old.get(key), rest_new.get(key)
+            kind = "added" if was is None else "removed" if now is None else "changed"
+            changes.append(core_diff.ShardChange(key[0], key[1], kind, was, now))
+        return changes, unchanged
+
+    def totals(shards: list[rk.Shard]) -> dict[str, tuple[int, int]]:
+        out: dict[str, tuple[int, int]] = {}
+        for s in shards:
+            r, c = out.get(s.split, (0, 0))
+            out[s.split] = (r + s.record_count, c + 1)
+        return out
+
+    olds, news = list(old.shards), list(new.shards)
+    changes, unchanged = shards_of(olds, news)
+    ot, nt = totals(olds), totals(news)
+    splits = tuple(
+        core_diff.SplitCounts(
+            n,
+            ot.get(n, (0, 0))[0],
+            nt.get(n, (0, 0))[0],
+            ot.get(n, (0, 0))[1],
+            nt.get(n, (0, 0))[1],
+        )
+        for n in sorted(ot.keys() | nt.keys())
+    )
+    return core_diff.VersionDiff(
+        old=old.name,
+        new=new.name,
+        same_content=old.content_digest is not None and old.content_digest == new.content_digest,
+        shards=tuple(changes),
+        unchanged_shards=unchanged,
+        splits=splits,
+        schema=(),
+    )
+
+
+def bench_diff(client: rk.Client, data: Path, n: int, rounds: int = 5) -> None:
+    """``client.diff`` of an ``n``-shard version and the same version plus 10 shards (a split
+    of its own), both resolved cold each round (compact pages); the diff itself timed on rows
+    (now) and the peer in the same run, alternating: the previous path, every ``Shard`` of both
+    versions built and compared as objects.  Both answers are checked equal."""
+    from recordkeeper.diff import diff_versions
+
+    prefix = (data / f"d{n}").as_uri() + "/"
+    base = shard_bodies(prefix, n, tag=f"diff{n}")
+    extra = shard_bodies(prefix + "extra/", 10, tag=f"extra{n}")
+    for body in extra:
+        body["split"] = "extra"
+    start = time.perf_counter()
+    for name, bodies in ((f"diffa{n}", base), (f"diffb{n}", base + extra)):
+        staged = client.stage(name)
+        client.register_shards(staged, bodies)
+        client.commit(staged)
+    register_s = time.perf_counter() - start
+    a_ref, b_ref = f"diffa{n}@latest", f"diffb{n}@latest"
+    client.resolve(a_ref), client.resolve(b_ref)  # the service's caches warm
+    new_s: list[float] = []
+    old_s: list[float] = []
+    resolve_s: list[float] = []
+    for _ in range(rounds):
+        for path, times in ((diff_versions, new_s), (_old_diff, old_s)):
+            client.registry.cache.clear()
+            start = time.perf_counter()
+            va, vb = client.resolve(a_ref), client.resolve(b_ref)
+            resolve_s.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            d = path(va, vb)
+            times.append(time.perf_counter() - start)
+            assert len(d.added) == 10 and not d.removed and not d.changed, d
+            assert d.unchanged_shards == n
+    client.registry.cache.clear()
+    va, vb = client.resolve(a_ref), client.resolve(b_ref)
+    fast = diff_versions(va, vb)
+    client.registry.cache.clear()
+    va, vb = client.resolve(a_ref), client.resolve(b_ref)
+    assert _old_diff(va, vb) == fast
+    med = statistics.median
+    print(
+        f"[diff] {n:,} vs {n + 10:,} shards (+10): diff on rows {med(new_s) * 1000:.1f} ms, "
+        f"peer (every Shard built) {med(old_s) * 1000:.1f} ms -> {med(old_s) / med(new_s):.1f}x "
+        f"(medians of {rounds}, runs {_ms(new_s)} / {_ms(old_s)} ms); resolving both cold "
+        f"{med(resolve_s) * 1000:.0f} ms; client.diff end to end "
+        f"{(med(resolve_s) + med(new_s)) * 1000:.0f} ms vs "
+        f"{(med(resolve_s) + med(old_s)) * 1000:.0f} ms; registering took {register_s:.1f} s"
     )
 
 
@@ -438,6 +583,11 @@ def main() -> None:
     parser.add_argument(
         "--only-resolve", action="store_true", help="only the 10,000-shard resolve (row 4)"
     )
+    parser.add_argument(
+        "--only-diff",
+        type=lambda v: [int(x) for x in v.split(",")],
+        help="only client.diff at these shard counts (e.g. 10000,100000) against the old path",
+    )
     args = parser.parse_args()
     parts = set(args.only or ["local", "s3", "writer"])
     if args.skip_s3:
@@ -446,6 +596,20 @@ def main() -> None:
         parts.discard("writer")
     work = Path(tempfile.mkdtemp(prefix="rk-bench-"))
     try:
+        if args.only_diff:
+            store = work / "store"
+            store.mkdir()
+            svc = start_live_service(
+                storage_root=store.as_uri(),
+                allowed_roots=[store.as_uri(), work.as_uri()],
+                database_url=f"sqlite:///{work / 'registry.db'}",
+            )
+            try:
+                for n in args.only_diff:
+                    bench_diff(svc.client(), work, n, args.rounds)
+            finally:
+                svc.stop()
+            return
         if args.only_resolve:
             store = work / "store"
             store.mkdir()

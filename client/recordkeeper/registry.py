@@ -860,6 +860,9 @@ def collect_splits(pages: Iterable[ShardColumns[Shard]]) -> dict[str, Split]:
     parts: dict[str, list[tuple[str, dict[str, list[Any]]]]] = {}
     for page in pages:
         names = page.column("split")
+        if names and names.count(names[0]) == len(names):  # one split: no scan name by name
+            parts.setdefault(names[0], []).append(page.raw_slice(0, len(names)))
+            continue
         start = 0
         while start < len(names):
             split = names[start]
@@ -873,6 +876,9 @@ def collect_splits(pages: Iterable[ShardColumns[Shard]]) -> dict[str, Split]:
         prefixes = {prefix for prefix, _ in chunks}
         prefix = prefixes.pop() if len(prefixes) == 1 else ""
         columns: dict[str, list[Any]] = {}
+        if len(chunks) == 1:  # the whole split in one page: its fresh lists as they are
+            columns = chunks[0][1]
+            chunks = []
         for chunk_prefix, chunk in chunks:
             for field, values in chunk.items():
                 if field == "uri" and chunk_prefix != prefix:

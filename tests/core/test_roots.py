@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from recordkeeper.core.errors import StorageRootNotAllowed
@@ -118,3 +120,65 @@ def test_allowed_root_refuses_a_whole_scheme() -> None:
     with pytest.raises(UriError, match="would allow every file location"):
         allowed_root("file:///")
     assert allowed_root("s3://ml-data") == "s3://ml-data/"
+
+
+def test_batched_plain_names_never_pass_what_the_per_name_check_refuses(
+    monkeypatch: Any,
+) -> None:
+    """check_objects first scans a page's names joined (one pass, not a regex per name); a
+    name it lets through must be one the per-name check accepts, and one bad name among
+    10,000 good ones is still refused."""
+    import pytest
+
+    from recordkeeper.core import roots as roots_module
+    from recordkeeper.core.roots import AllowedRoots, UriError
+
+    roots = AllowedRoots.of(["s3://b/data/"])
+    prefix = "s3://b/data/coco/v1/"
+    tricky = [
+        "",
+        ".",
+        "..",
+        "./a",
+        "../a",
+        "a/.",
+        "a/..",
+        "a/./b",
+        "a/../b",
+        "a//b",
+        "/a",
+        "a/",
+        "a\nb",
+        "a b",
+        "a%2e",
+        "a?x",
+        "a#x",
+        "a\\b",
+        "a\x7f",
+        "a\u200bb",
+        "x" * 3000,
+        "train-00000.tfrecord",
+        "sub/dir/f.tfrecord",
+        ".hidden",
+        "a..b",
+        "...",
+    ]
+    good = [f"train-{i:05d}.tfrecord" for i in range(10_000)]
+    for name in tricky:
+        with monkeypatch.context() as m:  # the per-name check only
+            m.setattr(roots_module, "_plain_names", lambda names, room: False)
+            try:
+                roots.check_objects(prefix, [name], "shard")
+                alone = None
+            except Exception as exc:
+                alone = type(exc)
+        in_batch: type[Exception] | None
+        try:
+            roots.check_objects(prefix, [*good[:50], name, *good[50:]], "shard")
+            in_batch = None
+        except Exception as exc:
+            in_batch = type(exc)
+        assert in_batch == alone, name
+    roots.check_objects(prefix, iter(good), "shard")  # an iterator is read once
+    with pytest.raises(UriError):
+        roots.check_objects(prefix, [*good, 3], "shard")  # type: ignore[list-item]

@@ -27,11 +27,17 @@ from recordkeeper.core.shards import ShardRecord
 __all__ = [
     "FeatureChange",
     "ShardChange",
+    "ShardRow",
+    "ShardTable",
     "SplitCounts",
+    "SplitRows",
     "VersionDiff",
+    "diff_rows",
     "diff_schemas",
     "diff_shards",
+    "diff_tables",
     "diff_versions",
+    "shard_rows",
 ]
 
 S = TypeVar("S", bound=ShardRecord)
@@ -214,58 +220,242 @@ def diff_schemas(old: Schema, new: Schema) -> list[FeatureChange]:
     return out
 
 
-def _same(a: ShardRecord, b: ShardRecord) -> bool:
-    return a.records_sha256 == b.records_sha256 and a.record_count == b.record_count
+#: What the diff reads of a shard: ``(split, index, records_sha256, record_count)``.
+ShardRow = tuple[str, int, str, int]
+#: One change found on rows: ``(split, index, change, old position, new position)``.
+RowChange = tuple[str, int, Literal["added", "removed", "changed"], int | None, int | None]
+
+
+def shard_rows(shards: Iterable[ShardRecord]) -> list[ShardRow]:
+    """The rows :func:`diff_rows` compares, one per shard in the order given."""
+    return [(s.split, s.index, s.records_sha256, s.record_count) for s in shards]
+
+
+def diff_rows(old: Sequence[ShardRow], new: Sequence[ShardRow]) -> tuple[list[RowChange], int]:
+    """The rule of :func:`diff_shards` on rows: the changes in ``(split, index)`` order, each
+    with the positions of its shards in ``old``/``new``, and the number of unchanged shards.
+
+    Nothing is built per shard: a 100,000-shard pair costs a few dict and set operations.
+    """
+    old_pos = {(r[0], r[1]): i for i, r in enumerate(old)}  # a repeated key: the last one
+    new_pos = {(r[0], r[1]): i for i, r in enumerate(new)}
+    old_content = {key: old[i][2:] for key, i in old_pos.items()}
+    new_content = {key: new[i][2:] for key, i in new_pos.items()}
+    same = {key for key, _ in old_content.items() & new_content.items()}
+    unchanged = len(same)
+    rest_old = {key: i for key, i in old_pos.items() if key not in same}
+    rest_new = {key: i for key, i in new_pos.items() if key not in same}
+    if rest_old and rest_new:  # the same records at another position of the split: shifted
+        pool: dict[tuple[str, str, int], list[tuple[str, int]]] = {}
+        for key in sorted(rest_old, reverse=True):
+            a = old[rest_old[key]]
+            pool.setdefault((a[0], a[2], a[3]), []).append(key)
+        for key in sorted(rest_new):
+            b = new[rest_new[key]]
+            keys = pool.get((b[0], b[2], b[3]))
+            if keys:
+                del rest_old[keys.pop()]
+                del rest_new[key]
+                unchanged += 1
+    changes: list[RowChange] = []
+    for key in sorted(rest_old.keys() | rest_new.keys()):
+        was, now = rest_old.get(key), rest_new.get(key)
+        if was is None:
+            changes.append((key[0], key[1], "added", None, now))
+        elif now is None:
+            changes.append((key[0], key[1], "removed", was, None))
+        else:
+            changes.append((key[0], key[1], "changed", was, now))
+    return changes, unchanged
+
+
+def _changes(
+    found: Iterable[RowChange], old: Callable[[int], S], new: Callable[[int], S]
+) -> list[ShardChange[S]]:
+    """The shard changes of rows, with the records of only these shards built."""
+    return [
+        ShardChange(
+            split,
+            index,
+            change,
+            None if was is None else old(was),
+            None if now is None else new(now),
+        )
+        for split, index, change, was, now in found
+    ]
 
 
 def diff_shards(old: Iterable[S], new: Iterable[S]) -> tuple[list[ShardChange[S]], int]:
     """Shard changes by ``(split, index)`` and the number of unchanged shards (shifted shards
     of a split count as unchanged, see the module docstring)."""
-    old_shards = {(s.split, s.index): s for s in old}
-    new_shards = {(s.split, s.index): s for s in new}
+    olds, news = list(old), list(new)
+    found, unchanged = diff_rows(shard_rows(olds), shard_rows(news))
+    return _changes(found, olds.__getitem__, news.__getitem__), unchanged
+
+
+def _cut(values: Sequence[Any], part: slice) -> Sequence[Any]:
+    """``values[part]``, without a copy when that is all of them."""
+    start, stop, _ = part.indices(len(values))
+    return values if start == 0 and stop == len(values) else values[part]
+
+
+@dataclass(frozen=True)
+class SplitRows:
+    """The shards of one split as columns (each ``split`` value should be ``name``), at
+    positions ``start`` to ``start + len(index)`` of their :class:`ShardTable`."""
+
+    name: str
+    start: int
+    split: Sequence[str]
+    index: Sequence[int]
+    records_sha256: Sequence[str]
+    record_count: Sequence[int]
+
+    def rows(self, lo: int = 0, hi: int | None = None) -> list[ShardRow]:
+        """The rows of positions ``lo:hi`` of the part."""
+        cut = slice(lo, hi)
+        return list(
+            zip(
+                self.split[cut],
+                self.index[cut],
+                self.records_sha256[cut],
+                self.record_count[cut],
+                strict=True,
+            )
+        )
+
+    def _equal(self, other: SplitRows, mine: slice, theirs: slice) -> bool:
+        return all(
+            _cut(a, mine) == _cut(b, theirs)
+            for a, b in (
+                (self.index, other.index),
+                (self.records_sha256, other.records_sha256),
+                (self.record_count, other.record_count),
+            )
+        )
+
+    def common_ends(self, other: SplitRows) -> tuple[int, int]:
+        """How many leading and trailing positions hold the same shard in both (found by
+        bisection on column slices: no row is built).  For two :meth:`uniform` parts, each of
+        these shards has the same key and records in both, so it is unchanged under the rule
+        whatever the other positions hold."""
+        mine, theirs = len(self.index), len(other.index)
+        lo, hi = 0, min(mine, theirs)
+        if self._equal(
+            other, slice(0, hi), slice(0, hi)
+        ):  # shards only added or removed at the end
+            lo = hi
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._equal(other, slice(0, mid), slice(0, mid)):
+                lo = mid
+            else:
+                hi = mid - 1
+        head = lo
+        lo, hi = 0, min(mine, theirs) - head
+        if hi and self._equal(other, slice(mine - hi, mine), slice(theirs - hi, theirs)):
+            lo = hi
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._equal(other, slice(mine - mid, mine), slice(theirs - mid, theirs)):
+                lo = mid
+            else:
+                hi = mid - 1
+        return head, lo
+
+    def uniform(self) -> bool:
+        """Every shard names this split and has an index of its own."""
+        return set(self.split) <= {self.name} and len(set(self.index)) == len(self.index)
+
+
+@dataclass(frozen=True)
+class ShardTable(Generic[S]):
+    """A version's shards as the diff reads them without building records: ``splits`` (the
+    columns the rule reads, one part per split) and ``record(i)``, the record at position ``i``
+    (called only for the shards in the answer)."""
+
+    splits: Sequence[SplitRows]
+    record: Callable[[int], S]
+
+    @classmethod
+    def of(cls, shards: Sequence[S]) -> ShardTable[S]:
+        """The table of records in hand (each run of one split a part)."""
+        parts: list[SplitRows] = []
+        start = 0
+        while start < len(shards):
+            name = shards[start].split
+            end = start
+            while end < len(shards) and shards[end].split == name:
+                end += 1
+            run = shards[start:end]
+            parts.append(
+                SplitRows(
+                    name,
+                    start,
+                    [s.split for s in run],
+                    [s.index for s in run],
+                    [s.records_sha256 for s in run],
+                    [s.record_count for s in run],
+                )
+            )
+            start = end
+        return cls(parts, shards.__getitem__)
+
+    def totals(self) -> dict[str, tuple[int, int]]:
+        """``(records, shards)`` of each split, counted by what each shard names."""
+        totals: dict[str, tuple[int, int]] = {}
+        for part in self.splits:
+            names = set(part.split)
+            if len(names) == 1:  # as a split's shards do: one sum
+                key = names.pop()
+                records, count = totals.get(key, (0, 0))
+                totals[key] = (records + sum(part.record_count), count + len(part.split))
+                continue
+            for split, n in zip(part.split, part.record_count, strict=True):
+                records, count = totals.get(split, (0, 0))
+                totals[split] = (records + n, count + 1)
+        return totals
+
+
+def diff_tables(old: ShardTable[S], new: ShardTable[S]) -> tuple[list[ShardChange[S]], int]:
+    """:func:`diff_shards` on tables: in a split whose shards each name it with an index of
+    their own (as always), the shards at the same leading and trailing positions of both are
+    counted unchanged without a row (:meth:`SplitRows.common_ends`); the positions between go
+    through :func:`diff_rows`, and only the shards in the answer are built.  Splits are
+    independent under the rule (keys and shifts never cross a split), so a derived version
+    costs in proportion to the positions that differ."""
+    old_parts: dict[str, list[SplitRows]] = {}
+    new_parts: dict[str, list[SplitRows]] = {}
+    for part in old.splits:
+        old_parts.setdefault(part.name, []).append(part)
+    for part in new.splits:
+        new_parts.setdefault(part.name, []).append(part)
     unchanged = 0
-    rest_old: dict[tuple[str, int], S] = {}
-    for key, a in old_shards.items():
-        b = new_shards.get(key)
-        if b is not None and _same(a, b):
-            unchanged += 1
-        else:
-            rest_old[key] = a
-    rest_new = {
-        key: b
-        for key, b in new_shards.items()
-        if key not in old_shards or not _same(old_shards[key], b)
-    }
-    if rest_old and rest_new:  # the same records at another position of the split: shifted
-        pool: dict[tuple[str, str, int], list[tuple[str, int]]] = {}
-        for key in sorted(rest_old, reverse=True):
-            a = rest_old[key]
-            pool.setdefault((a.split, a.records_sha256, a.record_count), []).append(key)
-        for key in sorted(rest_new):
-            b = rest_new[key]
-            keys = pool.get((b.split, b.records_sha256, b.record_count))
-            if keys:
-                del rest_old[keys.pop()]
-                del rest_new[key]
-                unchanged += 1
-    changes: list[ShardChange[S]] = []
-    for key in sorted(rest_old.keys() | rest_new.keys()):
-        was, now = rest_old.get(key), rest_new.get(key)
-        if was is None:
-            changes.append(ShardChange(key[0], key[1], "added", None, now))
-        elif now is None:
-            changes.append(ShardChange(key[0], key[1], "removed", was, None))
-        else:
-            changes.append(ShardChange(key[0], key[1], "changed", was, now))
-    return changes, unchanged
-
-
-def _split_totals(shards: Sequence[ShardRecord]) -> dict[str, tuple[int, int]]:
-    totals: dict[str, tuple[int, int]] = {}
-    for shard in shards:
-        records, count = totals.get(shard.split, (0, 0))
-        totals[shard.split] = (records + shard.record_count, count + 1)
-    return totals
+    old_rows: list[ShardRow] = []
+    new_rows: list[ShardRow] = []
+    old_at: list[int] = []
+    new_at: list[int] = []
+    for name in sorted(old_parts.keys() | new_parts.keys()):
+        was, now = old_parts.get(name, []), new_parts.get(name, [])
+        if len(was) == 1 and len(now) == 1 and was[0].uniform() and now[0].uniform():
+            a, b = was[0], now[0]
+            head, tail = a.common_ends(b)
+            unchanged += head + tail
+            a_end, b_end = len(a.index) - tail, len(b.index) - tail
+            old_rows.extend(a.rows(head, a_end))
+            old_at.extend(range(a.start + head, a.start + a_end))
+            new_rows.extend(b.rows(head, b_end))
+            new_at.extend(range(b.start + head, b.start + b_end))
+            continue
+        for part in was:
+            old_rows.extend(part.rows())
+            old_at.extend(range(part.start, part.start + len(part.index)))
+        for part in now:
+            new_rows.extend(part.rows())
+            new_at.extend(range(part.start, part.start + len(part.index)))
+    found, more = diff_rows(old_rows, new_rows)
+    changes = _changes(found, lambda i: old.record(old_at[i]), lambda i: new.record(new_at[i]))
+    return changes, unchanged + more
 
 
 @dataclass(frozen=True)
@@ -277,12 +467,21 @@ class DiffSide(Generic[S]):
     schema_digest: str | None
     shards: Sequence[S]
     schema: Callable[[], Schema]
+    #: The same shards as columns (faster: no record is read but those in the answer); when
+    #: given, ``shards`` is not read.
+    table: ShardTable[S] | None = None
+
+    def shard_table(self) -> ShardTable[S]:
+        if self.table is not None:
+            return self.table
+        return ShardTable.of(self.shards)
 
 
 def diff_versions(old: DiffSide[S], new: DiffSide[S]) -> VersionDiff[S]:
     """What changed from ``old`` to ``new`` (see the module docstring for the rules)."""
-    changes, unchanged = diff_shards(old.shards, new.shards)
-    old_totals, new_totals = _split_totals(old.shards), _split_totals(new.shards)
+    old_table, new_table = old.shard_table(), new.shard_table()
+    changes, unchanged = diff_tables(old_table, new_table)
+    old_totals, new_totals = old_table.totals(), new_table.totals()
     splits = tuple(
         SplitCounts(
             split=name,

@@ -129,7 +129,8 @@ class ShardColumns(Sequence[R], Generic[R]):
     def raw_slice(self, start: int, end: int) -> tuple[str, dict[str, list[Any]]]:
         """``(uri_prefix, columns)`` of the items ``start:end`` in the compact form."""
         return self._prefix, {
-            name: list(values[start:end]) for name, values in self._columns.items()
+            name: values[start:end] if isinstance(values, list) else list(values[start:end])
+            for name, values in self._columns.items()
         }
 
     def uris(self) -> list[str]:
