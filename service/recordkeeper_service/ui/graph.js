@@ -21,7 +21,7 @@ export const GRAPH_LIMIT = 5000; // nodes per graph answer: the service's maximu
 export const CLUSTER_MIN = 21; // a run with more checkpoints than 20 becomes one cluster node
 const ROWS_PER_COLUMN = 40;
 const COLUMN_WIDTH = 190;
-const SUB_COLUMN_WIDTH = 170;
+const SUB_COLUMN_WIDTH = 190;
 const ROW_HEIGHT = 46;
 const FAST_EDGES = 1500; // above this many edges, draw them as straight "haystack" lines
 const MAX_FIT_ZOOM = 1.8; // a handful of nodes is not blown up to fill a wide screen
@@ -98,7 +98,7 @@ export function shorten(text, max) {
   return `${value.slice(0, head)}…${value.slice(value.length - (max - 1 - head))}`;
 }
 
-export const LABEL_CHARS = 26; // a label on the canvas: about the width of a column
+export const LABEL_CHARS = 30; // a label on the canvas: about the width of a column (text-max-width)
 
 /** A checkpoint's full reference: `model@run/checkpoint` (`model/checkpoint` without a run). */
 export function checkpointRef(node) {
@@ -201,7 +201,7 @@ const STYLE = [
       "min-zoomed-font-size": 7,
       "text-valign": "bottom",
       "text-margin-y": 3,
-      "text-max-width": 168,
+      "text-max-width": 184,
       "text-wrap": "ellipsis",
       width: 22,
       height: 22,
