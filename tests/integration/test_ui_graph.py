@@ -24,6 +24,14 @@ pytestmark = pytest.mark.slow
 LONG_MODEL = "coco_detection_resnet101_fpn"
 LONG_RUN = "sweep-lr0.0003-bs64-seed17"
 LABEL = "id => window.recordkeeperGraph.cy.getElementById(id).data('label')"
+# a node label's width in the canvas font, and the most Cytoscape draws before cutting it
+MEASURE = """id => {
+  const n = window.recordkeeperGraph.cy.getElementById(id);
+  const ctx = document.createElement('canvas').getContext('2d');
+  ctx.font = `${n.pstyle('font-style').strValue} ${n.pstyle('font-weight').strValue} `
+    + `${n.pstyle('font-size').pfValue}px ${n.pstyle('font-family').strValue}`;
+  return [ctx.measureText(n.data('label')).width, n.pstyle('text-max-width').pfValue];
+}"""
 
 
 def _version(service: LiveService, dataset: str) -> str:
@@ -63,9 +71,12 @@ def test_checkpoint_labels_carry_the_run(
     # shortened in the middle of the model and of the run; the checkpoint's name is whole
     assert "…" in label and label.endswith("/ckpt-120000") and "@" in label, label
     model, run = label.removesuffix("/ckpt-120000").split("@")
-    assert model.startswith("coco") and model.endswith("fpn"), label
+    assert model.startswith("coc") and model.endswith("fpn"), label
     assert run.startswith("swe") and run.endswith("17"), label
-    assert len(label) <= 30, label
+    assert len(label) <= 28, label
+    # ... short enough that Cytoscape draws it whole (it would cut a wider one at the end)
+    width, room = page.evaluate(MEASURE, long_id)
+    assert width <= room, (label, width, room)
     # the pointer over the node: the tooltip has the full reference
     spot = page.evaluate(
         "id => window.recordkeeperGraph.cy.getElementById(id).renderedPosition()", long_id

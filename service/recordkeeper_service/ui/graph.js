@@ -20,8 +20,8 @@ import { api } from "./api.js";
 export const GRAPH_LIMIT = 5000; // nodes per graph answer: the service's maximum
 export const CLUSTER_MIN = 21; // a run with more checkpoints than 20 becomes one cluster node
 const ROWS_PER_COLUMN = 40;
-const COLUMN_WIDTH = 190;
-const SUB_COLUMN_WIDTH = 190;
+const COLUMN_WIDTH = 230;
+const SUB_COLUMN_WIDTH = 210;
 const ROW_HEIGHT = 46;
 const FAST_EDGES = 1500; // above this many edges, draw them as straight "haystack" lines
 const MAX_FIT_ZOOM = 1.8; // a handful of nodes is not blown up to fill a wide screen
@@ -98,7 +98,7 @@ export function shorten(text, max) {
   return `${value.slice(0, head)}…${value.slice(value.length - (max - 1 - head))}`;
 }
 
-export const LABEL_CHARS = 30; // a label on the canvas: about the width of a column (text-max-width)
+export const LABEL_CHARS = 28; // a label on the canvas: about the width of a column (text-max-width)
 
 /** A checkpoint's full reference: `model@run/checkpoint` (`model/checkpoint` without a run). */
 export function checkpointRef(node) {
@@ -168,27 +168,28 @@ export const COLORS = {
   source_of: "#b08a4a",
 };
 
-/** What the legend lists: node kinds, edge kinds and marks, each with how it is drawn. */
+/** What the legend lists: node kinds, edge kinds and marks, each with how it is drawn (`title`:
+ * the longer explanation, in the entry's tooltip). */
 export const LEGEND = {
   nodes: [
-    { kind: "checkpoint", label: "checkpoint", shape: "ellipse", fill: COLORS.checkpoint },
+    { kind: "checkpoint", label: "checkpoint (model@run/ckpt)", shape: "ellipse", fill: COLORS.checkpoint },
     { kind: "version", label: "data version", shape: "round-rectangle", fill: COLORS.version },
     { kind: "source", label: "raw source", shape: "diamond", fill: COLORS.source },
-    { kind: "cluster", label: "run of > 20 checkpoints (cluster)", shape: "hexagon", fill: COLORS.cluster },
-    { kind: "producer", label: "producer: its commit after the version's name (name @ 3f2a9c1)", shape: "text" },
+    { kind: "cluster", label: "run cluster", shape: "hexagon", fill: COLORS.cluster, title: "a run with more than 20 checkpoints, drawn as one node until opened" },
+    { kind: "producer", label: "producer commit", shape: "text", title: "a version's label ends with its producer's commit: name @ 3f2a9c1" },
   ],
   edges: [
-    { kind: "trained_on", label: "trained on (version → checkpoint)", color: COLORS.trained_on, dash: "" },
-    { kind: "restored_from", label: "restored from (checkpoint → checkpoint)", color: COLORS.edge, dash: "" },
-    { kind: "initialized_from", label: "initialised from (fine-tuned)", color: COLORS.edge, dash: "5 3" },
-    { kind: "derived_from", label: "derived from (parent → version)", color: COLORS.derived_from, dash: "" },
-    { kind: "source_of", label: "source of (raw source → version)", color: COLORS.source_of, dash: "1 3" },
+    { kind: "trained_on", label: "trained on", color: COLORS.trained_on, dash: "", title: "version → the checkpoint trained on it" },
+    { kind: "restored_from", label: "restored from", color: COLORS.edge, dash: "", title: "checkpoint → the checkpoint restored from it" },
+    { kind: "initialized_from", label: "initialised from", color: COLORS.edge, dash: "5 3", title: "checkpoint → the model fine-tuned (initialised) from it" },
+    { kind: "derived_from", label: "derived from", color: COLORS.derived_from, dash: "", title: "parent version → the version derived from it" },
+    { kind: "source_of", label: "source of", color: COLORS.source_of, dash: "1 3", title: "raw source → the version made from it" },
   ],
   marks: [
-    { kind: "deprecated", label: "deprecated version", shape: "round-rectangle", fill: COLORS.deprecated },
-    { kind: "data-deleted", label: "data deleted (retention) · checkpoint deleted", shape: "round-rectangle", fill: COLORS.dataDeleted, dash: "1 2" },
-    { kind: "hidden-neighbours", label: "+N: neighbours not loaded yet", shape: "ellipse", fill: COLORS.checkpoint, dash: "3 2", stroke: "#555" },
-    { kind: "root", label: "the node the graph was opened at", shape: "ellipse", fill: COLORS.checkpoint, stroke: "#111", double: true },
+    { kind: "deprecated", label: "deprecated", shape: "round-rectangle", fill: COLORS.deprecated, title: "a deprecated version" },
+    { kind: "data-deleted", label: "data deleted · checkpoint deleted", shape: "round-rectangle", fill: COLORS.dataDeleted, dash: "1 2", title: "a version whose data retention deleted, or a checkpoint whose files are gone (label ends “(deleted)”)" },
+    { kind: "hidden-neighbours", label: "+N not loaded", shape: "ellipse", fill: COLORS.checkpoint, dash: "3 2", stroke: "#555", title: "N neighbours not loaded yet: double-click or Enter expands" },
+    { kind: "root", label: "opened here", shape: "ellipse", fill: COLORS.checkpoint, stroke: "#111", double: true, title: "the node the graph was opened at" },
   ],
 };
 
@@ -201,7 +202,7 @@ const STYLE = [
       "min-zoomed-font-size": 7,
       "text-valign": "bottom",
       "text-margin-y": 3,
-      "text-max-width": 184,
+      "text-max-width": 200,
       "text-wrap": "ellipsis",
       width: 22,
       height: 22,
@@ -362,7 +363,7 @@ export class LineageView {
     for (const node of this.nodes.values()) {
       if (node.kind === "checkpoint") this.openGroups.add(groupKey(node));
     }
-    await this.render();
+    if (await this.render()) this.fit(); // a large graph: the selection at 1:1, labels readable
   }
 
   async collapseGroup(key) {

@@ -295,21 +295,24 @@ function swatch(item, edge) {
   return box;
 }
 
-/** The graph's legend: what each node shape, edge line and mark means. */
+/** The graph's legend: what each node shape, edge line and mark means, in one strip above it. */
 function graphLegend() {
-  const section = (title, items, edge) => [
-    h("h3", {}, title),
+  const section = (title, items, edge) =>
     h(
-      "ul",
-      {},
-      items.map((item) => h("li", { "data-kind": item.kind }, swatch(item, edge), h("span", {}, item.label))),
-    ),
-  ];
+      "div",
+      { class: "legend-group" },
+      h("h3", {}, title),
+      h(
+        "ul",
+        {},
+        items.map((item) => h("li", { "data-kind": item.kind, title: item.title }, swatch(item, edge), h("span", {}, item.label))),
+      ),
+    );
   return h(
     "section",
     { class: "graph-legend", id: "graph-legend", "data-testid": "graph-legend", "aria-label": "legend" },
     section("Nodes", LEGEND.nodes, false),
-    section("Edges (data flows →)", LEGEND.edges, true),
+    section("Edges →", LEGEND.edges, true),
     section("Marks", LEGEND.marks, false),
   );
 }
@@ -475,7 +478,7 @@ export async function graphPage(main, _args, query) {
     h("p", { class: "muted" }, "Data flows left to right: raw sources → versions → versions derived from them → checkpoints → checkpoints restored or fine-tuned from them (each version shows its producer's commit). “+N” counts neighbours not loaded yet; double-click (or Enter) expands; runs with more than 20 checkpoints are drawn as one cluster."),
     toolbar,
     status,
-    h("div", { class: "graph-layout" }, h("div", { class: "graph-stage" }, canvas, legend, progress), panel),
+    h("div", { class: "graph-layout" }, h("div", { class: "graph-stage" }, legend, h("div", { class: "graph-frame" }, canvas, progress)), panel),
   );
   view = new LineageView(canvas, { onSelect: describe, onProgress });
   window.recordkeeperGraph = view; // performance probe (bench/bench_ui.py) and debugging
