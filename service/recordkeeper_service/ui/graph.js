@@ -258,6 +258,7 @@ export class LineageView {
     this.selected = null;
     this.onSelect = onSelect || (() => {});
     this.onProgress = onProgress || (() => {});
+    this.progressMin = PROGRESS_MIN; // bench/bench_ui.py sets Infinity for its one-task peer
     this.cy = cytoscape({
       container,
       style: STYLE,
@@ -363,7 +364,12 @@ export class LineageView {
     for (const node of this.nodes.values()) {
       if (node.kind === "checkpoint") this.openGroups.add(groupKey(node));
     }
-    if (await this.render()) this.fit(); // a large graph: the selection at 1:1, labels readable
+    if (!(await this.render())) return;
+    // the selection again (an opened cluster: its run's first checkpoint), with a fresh panel;
+    // a large graph is shown around it at 1:1, where labels are readable
+    const selected = this.selected && this.selected.startsWith("cluster:") ? this.selected.replace(/^cluster:/, "group:") : this.selected;
+    this.select(selected);
+    this.fit();
   }
 
   async collapseGroup(key) {
@@ -523,7 +529,7 @@ export class LineageView {
   async render() {
     const ticket = (this.renderTicket = (this.renderTicket || 0) + 1);
     const { viewNodes, viewEdges, rep } = this.view();
-    const large = viewNodes.size > PROGRESS_MIN;
+    const large = viewNodes.size > this.progressMin;
     const total = viewNodes.size;
     const report = (phase, done) => {
       if (large && ticket === this.renderTicket) this.onProgress({ phase, done, total, edges: viewEdges.size });
