@@ -167,9 +167,9 @@ def main() -> None:
             started = time.perf_counter()
             sizes = {"peer": args.peer_nodes, "big": args.nodes}
             versions = {name: build_graph(service, name, n) for name, n in sizes.items()}
+            print(f"built {sum(sizes.values()):,} nodes in {time.perf_counter() - started:.0f} s")
             sizes["onetask"] = args.nodes  # the big graph drawn in one task: no progress
             versions["onetask"] = versions["big"]
-            print(f"built {sum(sizes.values()):,} nodes in {time.perf_counter() - started:.0f} s")
             results: dict[str, list[dict[str, Any]]] = {name: [] for name in sizes}
             blank: list[float] = []
             with sync_playwright() as playwright:

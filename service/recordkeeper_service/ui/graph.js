@@ -110,7 +110,8 @@ export function checkpointRef(node) {
 export function shortCheckpointRef(node, budget = LABEL_CHARS) {
   const full = checkpointRef(node);
   if (full.length <= budget) return full;
-  const name = shorten(node.checkpoint, Math.max(6, Math.min(node.checkpoint.length, 12, budget - 10)));
+  const head = full.length - node.checkpoint.length; // "model@run/"
+  const name = shorten(node.checkpoint, Math.max(6, Math.min(node.checkpoint.length, 12, budget - 10), budget - head));
   const room = budget - name.length - (node.run ? 2 : 1);
   if (!node.run) return `${shorten(node.model, Math.max(4, room))}/${name}`;
   let [model, run] = [node.model.length, node.run.length];
@@ -119,6 +120,18 @@ export function shortCheckpointRef(node, budget = LABEL_CHARS) {
   else if (run <= room - half) model = room - run;
   else [model, run] = [half, room - half];
   return `${shorten(node.model, Math.max(4, model))}@${shorten(node.run, Math.max(4, run))}/${name}`;
+}
+
+/** A version's name in at most `max` characters, its number kept: `coco_20261201_v3_chan…`
+ * (the change's description is cut first, then the dataset's name in its middle). */
+export function shortVersionName(name, max) {
+  if (name.length <= max) return name;
+  const match = /^(.*_v\d+)(_.*)?$/.exec(name);
+  if (!match) return shorten(name, max);
+  const [, base, desc = ""] = match;
+  if (base.length + 2 <= max && desc) return `${base}${desc.slice(0, max - base.length - 1)}…`;
+  const number = base.slice(base.lastIndexOf("_v"));
+  return `${shorten(base.slice(0, base.length - number.length), max - number.length - (desc ? 1 : 0))}${number}${desc ? "…" : ""}`;
 }
 
 const DATA_MARKS = { deleted: " (data deleted)", deleting: " (data being deleted)" };
@@ -144,7 +157,7 @@ export function canvasLabel(node, budget = LABEL_CHARS) {
   if (node.kind === "version") {
     const commit = shortCommit(node.producer);
     const tail = `${commit ? ` @ ${commit}` : ""}${DATA_MARKS[node.data_state] || ""}`;
-    return `${shorten(node.name, Math.max(12, budget - tail.length))}${tail}`;
+    return `${shortVersionName(node.name, Math.max(16, budget - tail.length))}${tail}`;
   }
   if (node.kind === "source") {
     const parts = node.uri.replace(/\/+$/, "").split("/");
