@@ -27,7 +27,10 @@ const FAST_EDGES = 1500; // above this many edges, draw them as straight "haysta
 const MAX_FIT_ZOOM = 1.8; // a handful of nodes is not blown up to fill a wide screen
 const FIT_ALL_MAX = 400; // after a change, graphs up to this many drawn nodes are shown whole
 export const PROGRESS_MIN = 500; // views of more nodes are drawn in chunks, with a progress bar
-const CHUNK = 400; // nodes added per task (edges: twice as many)
+// nodes added per task (edges: twice as many): at least CHUNK, and at most CHUNKS tasks, since
+// Cytoscape redraws what is there after each task (more tasks: a longer drawing in all)
+const CHUNK = 400;
+const CHUNKS = 4;
 
 /** Resolve in a new task after the next frame was painted (or after 100 ms, in a tab the
  * browser does not paint), so the progress bar moves and input is handled between chunks. */
@@ -535,7 +538,7 @@ export class LineageView {
 
   /**
    * Bring Cytoscape in line with the view: remove, update and add elements.  A view of more
-   * than PROGRESS_MIN nodes is drawn in chunks of CHUNK elements, one chunk per task, so the
+   * than PROGRESS_MIN nodes is drawn in chunks (see CHUNK, CHUNKS), one chunk per task, so the
    * page stays responsive and `onProgress({phase, done, total})` can show how far it got
    * (`null` when done).  A newer render supersedes one still under way.
    */
@@ -567,12 +570,13 @@ export class LineageView {
       });
     });
     const nodeEntries = [...viewNodes];
-    for (let i = 0; i < nodeEntries.length; i += CHUNK) {
+    const chunk = Math.max(CHUNK, Math.ceil(nodeEntries.length / CHUNKS));
+    for (let i = 0; i < nodeEntries.length; i += chunk) {
       report("nodes", i);
       if (i > 0 && !(await yieldToPage())) return false;
       cy.batch(() => {
         const added = [];
-        for (const [id, { node, hidden }] of nodeEntries.slice(i, i + CHUNK)) {
+        for (const [id, { node, hidden }] of nodeEntries.slice(i, i + chunk)) {
           const more = hidden.up + hidden.down;
           const suffix = more ? `  +${more}` : "";
           const label = `${canvasLabel(node, LABEL_CHARS - suffix.length)}${suffix}`;
@@ -595,12 +599,13 @@ export class LineageView {
       });
     }
     const edgeEntries = [...viewEdges];
-    for (let i = 0; i < edgeEntries.length; i += CHUNK * 2) {
+    const edgeChunk = Math.max(CHUNK * 2, Math.ceil(edgeEntries.length / 2));
+    for (let i = 0; i < edgeEntries.length; i += edgeChunk) {
       report("edges", total);
       if (!(await yieldToPage())) return false;
       cy.batch(() => {
         const added = [];
-        for (const [key, edge] of edgeEntries.slice(i, i + CHUNK * 2)) {
+        for (const [key, edge] of edgeEntries.slice(i, i + edgeChunk)) {
           const id = `e:${key}`;
           const classes = [edge.kind];
           if (fast) classes.push("fast");
