@@ -12,10 +12,13 @@ Measured per graph size, medians over ``--rounds`` page loads:
 
 * **open**: navigation → the first view drawn (clusters) with the node count shown;
 * **draw all**: "Open all clusters" → every node drawn;
+* **first sign**: "Open all clusters" → the progress indicator shown (drawn in one task: the
+  drawing itself, the only sign there was before the chunked drawing);
 * **frame**: the time between animation frames while zooming and panning (median and p95);
 * **select**: a node selected → the side panel describes it, including the next frame.
 
-Peers in the same run: the same page with a graph of ``--peer-nodes`` nodes, and the frame time
+Peers in the same run: the big graph drawn in one task (``progressMin = Infinity``: no chunks, no
+progress, as before), the same page with a graph of ``--peer-nodes`` nodes, and the frame time
 of an empty page in the same browser (the display's frame budget).  Ratios are printed.
 
     .venv/bin/python bench/bench_ui.py [--nodes 5000] [--peer-nodes 500] [--rounds 3]
@@ -78,14 +81,27 @@ def _wait_text(page: Any, test_id: str, text: str, *, start: bool = False) -> No
     )
 
 
-def measure_graph(page: Any, url: str, version: str, nodes: int, frames: int) -> dict[str, Any]:
+def measure_graph(
+    page: Any, url: str, version: str, nodes: int, frames: int, progress_min: str = "500"
+) -> dict[str, Any]:
+    """One page load; ``progress_min="Infinity"`` draws "Open all clusters" in one task with no
+    progress indicator (the peer of the chunked drawing)."""
     shown = f"{nodes:,}"
     started = time.perf_counter()
     page.goto(f"{url}/#/graph?version={version}")
     _wait_text(page, "graph-status", f"{shown} nodes loaded", start=True)
     opened = time.perf_counter() - started
+    page.evaluate(f"() => {{ window.recordkeeperGraph.progressMin = {progress_min}; }}")
     started = time.perf_counter()
     page.get_by_test_id("open-all").click()
+    # the first sign of life: the progress indicator (or, drawn in one task, the drawing)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=graph-progress]').hidden"
+        f" || document.querySelector('[data-testid=graph-status]').textContent.includes("
+        f"{json.dumps(shown + ' drawn')})",
+        timeout=120_000,
+    )
+    first_sign = time.perf_counter() - started
     _wait_text(page, "graph-status", f"{shown} drawn")
     drawn = time.perf_counter() - started
     gaps = page.evaluate(f"window.recordkeeperGraph.measureFrames({frames})")
@@ -101,10 +117,14 @@ def measure_graph(page: Any, url: str, version: str, nodes: int, frames: int) ->
             }
             return out;
         }""",
-        [f"checkpoint:{version.split('_')[0]}/ckpt-{i}" for i in range(0, nodes - 1, 97)][:40],
+        [
+            f"checkpoint:{version.split('_')[0]}@run{i // PER_RUN}/ckpt-{i}"
+            for i in range(0, nodes - 1, 97)
+        ][:40],
     )
     return {
         "open_s": opened,
+        "first_sign_s": first_sign,
         "draw_all_s": drawn,
         "frame_ms_median": statistics.median(gaps),
         "frame_ms_p95": sorted(gaps)[int(len(gaps) * 0.95) - 1],
@@ -148,6 +168,8 @@ def main() -> None:
             sizes = {"peer": args.peer_nodes, "big": args.nodes}
             versions = {name: build_graph(service, name, n) for name, n in sizes.items()}
             print(f"built {sum(sizes.values()):,} nodes in {time.perf_counter() - started:.0f} s")
+            sizes["onetask"] = args.nodes  # the big graph drawn in one task: no progress
+            versions["onetask"] = versions["big"]
             results: dict[str, list[dict[str, Any]]] = {name: [] for name in sizes}
             blank: list[float] = []
             with sync_playwright() as playwright:
@@ -159,7 +181,14 @@ def main() -> None:
                     blank.append(empty_frames(page, args.frames))
                     for name, n in sizes.items():
                         results[name].append(
-                            measure_graph(page, service.url, versions[name], n, args.frames)
+                            measure_graph(
+                                page,
+                                service.url,
+                                versions[name],
+                                n,
+                                args.frames,
+                                "Infinity" if name == "onetask" else "500",
+                            )
                         )
                 browser.close()
         finally:
@@ -169,12 +198,13 @@ def main() -> None:
         summary[name] = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]} | {
             "nodes": sizes[name]
         }
-    big, peer = summary["big"], summary["peer"]
+    big, peer, onetask = summary["big"], summary["peer"], summary["onetask"]
     print(f"empty page: frame {summary['empty_page_frame_ms']:.1f} ms")
-    for name in ("peer", "big"):
+    for name in ("peer", "big", "onetask"):
         s = summary[name]
         print(
-            f"{s['nodes']:>6,} nodes: open {s['open_s'] * 1000:.0f} ms, draw all "
+            f"{name:>8} {s['nodes']:>6,} nodes: open {s['open_s'] * 1000:.0f} ms, first sign "
+            f"{s['first_sign_s'] * 1000:.0f} ms, draw all "
             f"{s['draw_all_s'] * 1000:.0f} ms, frame median {s['frame_ms_median']:.1f} ms "
             f"(p95 {s['frame_ms_p95']:.1f} ms), select {s['select_ms_median']:.1f} ms"
         )
@@ -182,7 +212,9 @@ def main() -> None:
         f"ratios {big['nodes']:,} vs {peer['nodes']:,} nodes: frame "
         f"{big['frame_ms_median'] / peer['frame_ms_median']:.2f}x, select "
         f"{big['select_ms_median'] / peer['select_ms_median']:.2f}x; "
-        f"frame vs empty page {big['frame_ms_median'] / summary['empty_page_frame_ms']:.2f}x"
+        f"frame vs empty page {big['frame_ms_median'] / summary['empty_page_frame_ms']:.2f}x; "
+        f"chunked draw all vs one task {big['draw_all_s'] / onetask['draw_all_s']:.2f}x, "
+        f"first sign {big['first_sign_s'] / onetask['first_sign_s']:.2f}x"
     )
     OUT.mkdir(exist_ok=True)
     (OUT / "ui.json").write_text(json.dumps(summary, indent=2))

@@ -20,12 +20,32 @@ import { api } from "./api.js";
 export const GRAPH_LIMIT = 5000; // nodes per graph answer: the service's maximum
 export const CLUSTER_MIN = 21; // a run with more checkpoints than 20 becomes one cluster node
 const ROWS_PER_COLUMN = 40;
-const COLUMN_WIDTH = 190;
-const SUB_COLUMN_WIDTH = 170;
+const COLUMN_WIDTH = 230;
+const SUB_COLUMN_WIDTH = 210;
 const ROW_HEIGHT = 46;
 const FAST_EDGES = 1500; // above this many edges, draw them as straight "haystack" lines
 const MAX_FIT_ZOOM = 1.8; // a handful of nodes is not blown up to fill a wide screen
 const FIT_ALL_MAX = 400; // after a change, graphs up to this many drawn nodes are shown whole
+export const PROGRESS_MIN = 500; // views of more nodes are drawn in chunks, with a progress bar
+// nodes added per task (edges: twice as many): at least CHUNK, in at most CHUNKS tasks
+const CHUNK = 400;
+const CHUNKS = 4;
+
+/** Resolve in a new task after the next frame was painted (or after 100 ms, in a tab the
+ * browser does not paint), so the progress bar moves and input is handled between chunks. */
+function nextTask() {
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = () => {
+      if (!done) {
+        done = true;
+        resolve();
+      }
+    };
+    requestAnimationFrame(() => setTimeout(finish, 0));
+    setTimeout(finish, 100);
+  });
+}
 
 function apiParams(id) {
   if (id.startsWith("checkpoint:")) return { checkpoint: id.slice("checkpoint:".length) };
@@ -70,19 +90,123 @@ function groupKey(node) {
   return `${node.model}/${node.run ?? "(no run)"}`;
 }
 
+/** `text` cut to `max` characters with an ellipsis in the middle (the start and the end of
+ * names tell them apart: `coco_det…ion`, `sweep-…seed3`). */
+export function shorten(text, max) {
+  const value = String(text);
+  if (value.length <= max) return value;
+  if (max <= 1) return "…";
+  const head = Math.ceil((max - 1) / 2);
+  return `${value.slice(0, head)}…${value.slice(value.length - (max - 1 - head))}`;
+}
+
+export const LABEL_CHARS = 28; // a label on the canvas: about the width of a column (text-max-width)
+
+/** A checkpoint's full reference: `model@run/checkpoint` (`model/checkpoint` without a run). */
+export function checkpointRef(node) {
+  return node.run ? `${node.model}@${node.run}/${node.checkpoint}` : `${node.model}/${node.checkpoint}`;
+}
+
+/** `model@run/checkpoint` in at most `budget` characters: the checkpoint's name keeps up to 12,
+ * the rest is shared by the model and the run; each long part is shortened in its middle. */
+export function shortCheckpointRef(node, budget = LABEL_CHARS) {
+  const full = checkpointRef(node);
+  if (full.length <= budget) return full;
+  const head = full.length - node.checkpoint.length; // "model@run/"
+  const name = shorten(node.checkpoint, Math.max(6, Math.min(node.checkpoint.length, 12, budget - 10), budget - head));
+  const room = budget - name.length - (node.run ? 2 : 1);
+  if (!node.run) return `${shorten(node.model, Math.max(4, room))}/${name}`;
+  let [model, run] = [node.model.length, node.run.length];
+  const half = Math.floor(room / 2);
+  if (model <= half) run = room - model;
+  else if (run <= room - half) model = room - run;
+  else [model, run] = [half, room - half];
+  return `${shorten(node.model, Math.max(4, model))}@${shorten(node.run, Math.max(4, run))}/${name}`;
+}
+
+/** A version's name in at most `max` characters, its number kept: `coco_20261201_v3_chan…`
+ * (the change's description is cut first, then the dataset's name in its middle). */
+export function shortVersionName(name, max) {
+  if (name.length <= max) return name;
+  const match = /^(.*_v\d+)(_.*)?$/.exec(name);
+  if (!match) return shorten(name, max);
+  const [, base, desc = ""] = match;
+  if (base.length + 2 <= max && desc) return `${base}${desc.slice(0, max - base.length - 1)}…`;
+  const number = base.slice(base.lastIndexOf("_v"));
+  return `${shorten(base.slice(0, base.length - number.length), max - number.length - (desc ? 1 : 0))}${number}${desc ? "…" : ""}`;
+}
+
+const DATA_MARKS = { deleted: " (data deleted)", deleting: " (data being deleted)" };
+
+/** A node's full name, as the side panel and the tooltip show it. */
 export function nodeLabel(node) {
-  if (node.kind === "checkpoint") return `${node.model}/${node.checkpoint}`;
+  if (node.kind === "checkpoint") return `${checkpointRef(node)}${node.state === "deleted" ? " (deleted)" : ""}`;
   if (node.kind === "version") {
-    const data = { deleted: " (data deleted)", deleting: " (data being deleted)" }[node.data_state] || "";
     const commit = shortCommit(node.producer);
-    return `${node.name}${commit ? ` @ ${commit}` : ""}${data}`;
+    return `${node.name}${commit ? ` @ ${commit}` : ""}${DATA_MARKS[node.data_state] || ""}`;
+  }
+  if (node.kind === "source") return node.uri;
+  return node.label;
+}
+
+/** A node's label on the canvas: short enough to read in its column (the full name is in the
+ * tooltip and the side panel); `budget` characters at most. */
+export function canvasLabel(node, budget = LABEL_CHARS) {
+  if (node.kind === "checkpoint") {
+    const mark = node.state === "deleted" ? " (deleted)" : "";
+    return `${shortCheckpointRef(node, budget - mark.length)}${mark}`;
+  }
+  if (node.kind === "version") {
+    const commit = shortCommit(node.producer);
+    const tail = `${commit ? ` @ ${commit}` : ""}${DATA_MARKS[node.data_state] || ""}`;
+    return `${shortVersionName(node.name, Math.max(16, budget - tail.length))}${tail}`;
   }
   if (node.kind === "source") {
     const parts = node.uri.replace(/\/+$/, "").split("/");
-    return `${parts[parts.length - 1] || node.uri}${node.uri.endsWith("/") ? "/" : ""}`;
+    return shorten(`${parts[parts.length - 1] || node.uri}${node.uri.endsWith("/") ? "/" : ""}`, budget);
   }
-  return node.label;
+  if (node.kind === "cluster") return `${shorten(node.model, 10)} · ${shorten(node.run, 10)}: ${node.size} checkpoints`;
+  return shorten(node.label, budget);
 }
+
+/** The colours and marks of the drawing, once: the style sheet below and the legend use them. */
+export const COLORS = {
+  version: "#3b7dd8",
+  deprecated: "#b06a6a",
+  dataDeleted: "#5a5a5a",
+  checkpoint: "#3aa66b",
+  source: "#8a6d3b",
+  cluster: "#e39b2d",
+  edge: "#9aa3b5",
+  trained_on: "#6b8fd0",
+  derived_from: "#8e5bc4",
+  source_of: "#b08a4a",
+};
+
+/** What the legend lists: node kinds, edge kinds and marks, each with how it is drawn (`title`:
+ * the longer explanation, in the entry's tooltip). */
+export const LEGEND = {
+  nodes: [
+    { kind: "checkpoint", label: "checkpoint (model@run/ckpt)", shape: "ellipse", fill: COLORS.checkpoint },
+    { kind: "version", label: "data version", shape: "round-rectangle", fill: COLORS.version },
+    { kind: "source", label: "raw source", shape: "diamond", fill: COLORS.source },
+    { kind: "cluster", label: "run cluster", shape: "hexagon", fill: COLORS.cluster, title: "a run with more than 20 checkpoints, drawn as one node until opened" },
+    { kind: "producer", label: "producer commit", shape: "text", title: "a version's label ends with its producer's commit: name @ 3f2a9c1" },
+  ],
+  edges: [
+    { kind: "trained_on", label: "trained on", color: COLORS.trained_on, dash: "", title: "version → the checkpoint trained on it" },
+    { kind: "restored_from", label: "restored from", color: COLORS.edge, dash: "", title: "checkpoint → the checkpoint restored from it" },
+    { kind: "initialized_from", label: "initialised from", color: COLORS.edge, dash: "5 3", title: "checkpoint → the model fine-tuned (initialised) from it" },
+    { kind: "derived_from", label: "derived from", color: COLORS.derived_from, dash: "", title: "parent version → the version derived from it" },
+    { kind: "source_of", label: "source of", color: COLORS.source_of, dash: "1 3", title: "raw source → the version made from it" },
+  ],
+  marks: [
+    { kind: "deprecated", label: "deprecated", shape: "round-rectangle", fill: COLORS.deprecated, title: "a deprecated version" },
+    { kind: "data-deleted", label: "data deleted · checkpoint deleted", shape: "round-rectangle", fill: COLORS.dataDeleted, dash: "1 2", title: "a version whose data retention deleted, or a checkpoint whose files are gone (label ends “(deleted)”)" },
+    { kind: "hidden-neighbours", label: "+N not loaded", shape: "ellipse", fill: COLORS.checkpoint, dash: "3 2", stroke: "#555", title: "N neighbours not loaded yet: double-click or Enter expands" },
+    { kind: "root", label: "opened here", shape: "ellipse", fill: COLORS.checkpoint, stroke: "#111", double: true, title: "the node the graph was opened at" },
+  ],
+};
 
 const STYLE = [
   {
@@ -93,7 +217,7 @@ const STYLE = [
       "min-zoomed-font-size": 7,
       "text-valign": "bottom",
       "text-margin-y": 3,
-      "text-max-width": 160,
+      "text-max-width": 200,
       "text-wrap": "ellipsis",
       width: 22,
       height: 22,
@@ -102,16 +226,17 @@ const STYLE = [
       color: "#223",
     },
   },
-  { selector: "node.version", style: { shape: "round-rectangle", "background-color": "#3b7dd8", width: 30 } },
-  { selector: "node.deprecated", style: { "background-color": "#b06a6a" } },
+  { selector: "node.version", style: { shape: "round-rectangle", "background-color": COLORS.version, width: 30 } },
+  { selector: "node.deprecated", style: { "background-color": COLORS.deprecated } },
   // a version whose data retention deleted: the colours of the deleted badge (.badge-data-deleted)
-  { selector: "node.data-deleted", style: { "background-color": "#5a5a5a", "border-style": "dotted" } },
-  { selector: "node.checkpoint", style: { shape: "ellipse", "background-color": "#3aa66b" } },
+  { selector: "node.data-deleted", style: { "background-color": COLORS.dataDeleted, "border-style": "dotted" } },
+  { selector: "node.checkpoint.deleted", style: { "background-color": COLORS.dataDeleted, "border-style": "dotted" } },
+  { selector: "node.checkpoint", style: { shape: "ellipse", "background-color": COLORS.checkpoint } },
   // the data's own history: raw sources (left of the versions made from them)
-  { selector: "node.source", style: { shape: "diamond", "background-color": "#8a6d3b", width: 24, height: 24 } },
+  { selector: "node.source", style: { shape: "diamond", "background-color": COLORS.source, width: 24, height: 24 } },
   {
     selector: "node.cluster",
-    style: { shape: "hexagon", "background-color": "#e39b2d", width: 40, height: 34, "font-weight": "bold" },
+    style: { shape: "hexagon", "background-color": COLORS.cluster, width: 40, height: 34, "font-weight": "bold" },
   },
   { selector: "node.hidden-neighbours", style: { "border-width": 3, "border-style": "dashed", "border-color": "#555" } },
   { selector: "node.root", style: { "border-width": 4, "border-color": "#111", "border-style": "double" } },
@@ -120,18 +245,18 @@ const STYLE = [
     selector: "edge",
     style: {
       width: 1.5,
-      "line-color": "#9aa3b5",
-      "target-arrow-color": "#9aa3b5",
+      "line-color": COLORS.edge,
+      "target-arrow-color": COLORS.edge,
       "target-arrow-shape": "triangle",
       "curve-style": "straight",
       "arrow-scale": 0.8,
     },
   },
   { selector: "edge.fast", style: { "curve-style": "haystack", "target-arrow-shape": "none" } },
-  { selector: "edge.trained_on", style: { "line-color": "#6b8fd0", "target-arrow-color": "#6b8fd0" } },
+  { selector: "edge.trained_on", style: { "line-color": COLORS.trained_on, "target-arrow-color": COLORS.trained_on } },
   { selector: "edge.initialized_from", style: { "line-style": "dashed" } },
-  { selector: "edge.derived_from", style: { "line-color": "#8e5bc4", "target-arrow-color": "#8e5bc4", width: 2 } },
-  { selector: "edge.source_of", style: { "line-color": "#b08a4a", "target-arrow-color": "#b08a4a", "line-style": "dotted" } },
+  { selector: "edge.derived_from", style: { "line-color": COLORS.derived_from, "target-arrow-color": COLORS.derived_from, width: 2 } },
+  { selector: "edge.source_of", style: { "line-color": COLORS.source_of, "target-arrow-color": COLORS.source_of, "line-style": "dotted" } },
 ];
 
 /**
@@ -139,7 +264,7 @@ const STYLE = [
  * `onSelect(info)` is called with the selected view node's description.
  */
 export class LineageView {
-  constructor(container, { onSelect } = {}) {
+  constructor(container, { onSelect, onProgress } = {}) {
     this.nodes = new Map(); // id → node as answered by the service
     this.edges = new Map(); // "source|target|kind|role" → edge
     this.expanded = new Set(); // nodes whose one-hop neighbourhood is loaded
@@ -147,6 +272,8 @@ export class LineageView {
     this.root = null;
     this.selected = null;
     this.onSelect = onSelect || (() => {});
+    this.onProgress = onProgress || (() => {});
+    this.progressMin = PROGRESS_MIN; // bench/bench_ui.py sets Infinity for its one-task peer
     this.cy = cytoscape({
       container,
       style: STYLE,
@@ -163,6 +290,34 @@ export class LineageView {
     });
     this.cy.on("tap", "node", (event) => this.select(event.target.id()));
     this.cy.on("dbltap", "node", (event) => this.activate(event.target.id()));
+    // the full name of the node under the pointer (canvas labels are shortened)
+    this.tooltip = document.createElement("div");
+    this.tooltip.className = "graph-tooltip";
+    this.tooltip.setAttribute("role", "tooltip");
+    this.tooltip.dataset.testid = "graph-tooltip";
+    this.tooltip.hidden = true;
+    container.append(this.tooltip);
+    this.cy.on("mouseover", "node", (event) => this.showTooltip(event.target));
+    this.cy.on("mouseout", "node", () => {
+      this.tooltip.hidden = true;
+    });
+    this.cy.on("viewport", () => {
+      this.tooltip.hidden = true;
+    });
+  }
+
+  /** The full name of a view node (as the side panel shows it). */
+  fullLabel(viewId) {
+    const entry = this.viewNodes && this.viewNodes.get(viewId);
+    return entry ? nodeLabel(entry.node) : viewId;
+  }
+
+  showTooltip(element) {
+    const at = element.renderedPosition();
+    this.tooltip.textContent = this.fullLabel(element.id());
+    this.tooltip.style.left = `${Math.round(at.x + 14)}px`;
+    this.tooltip.style.top = `${Math.round(at.y - 30)}px`;
+    this.tooltip.hidden = false;
   }
 
   destroy() {
@@ -174,7 +329,7 @@ export class LineageView {
     this.root = null;
     const answer = await this.fetchAround(id);
     this.root = answer.root;
-    this.render();
+    await this.render();
     this.select(answer.root);
     this.fit();
   }
@@ -199,7 +354,7 @@ export class LineageView {
   async activate(viewId) {
     if (viewId.startsWith("cluster:")) {
       this.openGroups.add(viewId.slice("cluster:".length));
-      this.render();
+      await this.render();
       this.select(viewId.replace(/^cluster:/, "group:"));
       this.refit();
       return;
@@ -209,7 +364,7 @@ export class LineageView {
 
   async expand(id) {
     await this.fetchAround(id);
-    this.render();
+    await this.render();
     this.select(id);
     this.refit();
   }
@@ -220,16 +375,21 @@ export class LineageView {
   }
 
   /** Open every cluster: all loaded nodes drawn one by one. */
-  openAllClusters() {
+  async openAllClusters() {
     for (const node of this.nodes.values()) {
       if (node.kind === "checkpoint") this.openGroups.add(groupKey(node));
     }
-    this.render();
+    if (!(await this.render())) return;
+    // the selection again (an opened cluster: its run's first checkpoint), with a fresh panel;
+    // a large graph is shown around it at 1:1, where labels are readable
+    const selected = this.selected && this.selected.startsWith("cluster:") ? this.selected.replace(/^cluster:/, "group:") : this.selected;
+    this.select(selected);
+    this.fit();
   }
 
-  collapseGroup(key) {
+  async collapseGroup(key) {
     this.openGroups.delete(key);
-    this.render();
+    await this.render();
     const cluster = `cluster:${key}`;
     this.select(this.viewNodes.has(cluster) ? cluster : `group:${key}`);
     this.refit();
@@ -294,7 +454,7 @@ export class LineageView {
       }
       const [model, run] = [members[0].model, members[0].run ?? "(no run)"];
       viewNodes.set(`cluster:${key}`, {
-        node: { id: `cluster:${key}`, kind: "cluster", model, run, label: `${model} · ${run}: ${members.length} checkpoints` },
+        node: { id: `cluster:${key}`, kind: "cluster", model, run, size: members.length, label: `${model} · ${run}: ${members.length} checkpoints` },
         hidden,
         members,
       });
@@ -375,49 +535,113 @@ export class LineageView {
     return positions;
   }
 
-  /** Bring Cytoscape in line with the view: add, update and remove elements in one batch. */
-  render() {
+  /**
+   * Bring Cytoscape in line with the view: remove, update and add elements.  A view of more
+   * than PROGRESS_MIN nodes is drawn in chunks (see CHUNK, CHUNKS), one chunk per task, so the
+   * page stays responsive and `onProgress({phase, done, total})` can show how far it got
+   * (`null` when done).  A newer render supersedes one still under way.
+   */
+  async render() {
+    const ticket = (this.renderTicket = (this.renderTicket || 0) + 1);
+    // a large view: one Cytoscape batch across the chunks (no style work and no redraw of a
+    // half-built graph after each: that made the whole drawing 3-4x slower); ended once,
+    // after the progress box says "Painting…", or when a newer render takes over
+    const batch = { open: false };
+    try {
+      return await this.renderSteps(ticket, batch);
+    } finally {
+      if (batch.open) this.cy.endBatch();
+    }
+  }
+
+  async renderSteps(ticket, batch) {
     const { viewNodes, viewEdges, rep } = this.view();
+    const large = viewNodes.size > this.progressMin;
+    const total = viewNodes.size;
+    const report = (phase, done) => {
+      if (large && ticket === this.renderTicket) this.onProgress({ phase, done, total, edges: viewEdges.size });
+    };
+    const yieldToPage = async () => {
+      if (large) await nextTask();
+      return ticket === this.renderTicket; // false: a newer render took over
+    };
+    report("layout", 0);
+    if (!(await yieldToPage())) return false;
+    if (large) {
+      this.cy.startBatch();
+      batch.open = true;
+    }
     this.rep = rep;
     this.viewNodes = viewNodes;
     const rootView = rep.get(this.root) ?? this.root;
     const positions = this.layout(viewNodes, viewEdges, rootView);
     const fast = viewEdges.size > FAST_EDGES;
     const cy = this.cy;
+    const wantedIds = new Set([...viewNodes.keys()]);
+    for (const key of viewEdges.keys()) wantedIds.add(`e:${key}`);
     cy.batch(() => {
-      const wantedIds = new Set([...viewNodes.keys()]);
-      for (const [key, edge] of viewEdges) wantedIds.add(`e:${key}`);
       cy.elements().forEach((el) => {
         if (!wantedIds.has(el.id())) el.remove();
       });
-      const added = [];
-      for (const [id, { node, hidden }] of viewNodes) {
-        const more = hidden.up + hidden.down;
-        const label = `${nodeLabel(node)}${more ? `  +${more}` : ""}`;
-        const classes = [node.kind];
-        if (node.state === "deprecated") classes.push("deprecated");
-        if (node.data_state && node.data_state !== "stored") classes.push("data-deleted");
-        if (more) classes.push("hidden-neighbours");
-        if (id === rootView) classes.push("root");
-        const existing = cy.getElementById(id);
-        if (existing.nonempty()) {
-          existing.data("label", label);
-          existing.classes(classes);
-          existing.position(positions.get(id));
-        } else {
-          added.push({ group: "nodes", data: { id, label }, classes, position: positions.get(id) });
-        }
-      }
-      for (const [key, edge] of viewEdges) {
-        const id = `e:${key}`;
-        const classes = [edge.kind];
-        if (fast) classes.push("fast");
-        const existing = cy.getElementById(id);
-        if (existing.nonempty()) existing.classes(classes);
-        else added.push({ group: "edges", data: { id, source: edge.source, target: edge.target }, classes });
-      }
-      cy.add(added);
     });
+    const nodeEntries = [...viewNodes];
+    const chunk = Math.max(CHUNK, Math.ceil(nodeEntries.length / CHUNKS));
+    for (let i = 0; i < nodeEntries.length; i += chunk) {
+      report("nodes", i);
+      if (i > 0 && !(await yieldToPage())) return false;
+      cy.batch(() => {
+        const added = [];
+        for (const [id, { node, hidden }] of nodeEntries.slice(i, i + chunk)) {
+          const more = hidden.up + hidden.down;
+          const suffix = more ? `  +${more}` : "";
+          const label = `${canvasLabel(node, LABEL_CHARS - suffix.length)}${suffix}`;
+          const classes = [node.kind];
+          if (node.state === "deprecated") classes.push("deprecated");
+          if (node.kind === "checkpoint" && node.state === "deleted") classes.push("deleted");
+          if (node.data_state && node.data_state !== "stored") classes.push("data-deleted");
+          if (more) classes.push("hidden-neighbours");
+          if (id === rootView) classes.push("root");
+          const existing = cy.getElementById(id);
+          if (existing.nonempty()) {
+            existing.data("label", label);
+            existing.classes(classes);
+            existing.position(positions.get(id));
+          } else {
+            added.push({ group: "nodes", data: { id, label }, classes, position: positions.get(id) });
+          }
+        }
+        cy.add(added);
+      });
+    }
+    const edgeEntries = [...viewEdges];
+    const edgeChunk = Math.max(CHUNK * 2, Math.ceil(edgeEntries.length / 2));
+    for (let i = 0; i < edgeEntries.length; i += edgeChunk) {
+      report("edges", total);
+      if (!(await yieldToPage())) return false;
+      cy.batch(() => {
+        const added = [];
+        for (const [key, edge] of edgeEntries.slice(i, i + edgeChunk)) {
+          const id = `e:${key}`;
+          const classes = [edge.kind];
+          if (fast) classes.push("fast");
+          const existing = cy.getElementById(id);
+          if (existing.nonempty()) existing.classes(classes);
+          else added.push({ group: "edges", data: { id, source: edge.source, target: edge.target }, classes });
+        }
+        cy.add(added);
+      });
+    }
+    if (large) {
+      report("drawing", total);
+      if (!(await yieldToPage())) return false;
+      batch.open = false;
+      cy.endBatch(); // the styles of every new element, at once
+      // the first frame with every element: the canvas is drawn when it has painted
+      await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+      if (ticket !== this.renderTicket) return false;
+      this.onProgress(null);
+    }
+    return true;
   }
 
   /** Show everything (small graphs, magnified at most MAX_FIT_ZOOM) or the selection at 1:1. */

@@ -1,7 +1,7 @@
 // Pages about training: models, runs and checkpoints; shard impact; the lineage graph.
 import { api, seg } from "./api.js";
 import { badge, clear, count, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
-import { LineageView, checkpointHref, nodeLabel, shortCommit, splitCheckpointRef } from "./graph.js";
+import { LEGEND, LineageView, checkpointHref, nodeLabel, shortCommit, splitCheckpointRef } from "./graph.js";
 import { fetchAll, fullTable } from "./lists.js";
 import { runHref } from "./pages-runs.js";
 import { consumerColumns } from "./pages-data.js";
@@ -263,6 +263,75 @@ export async function impactPage(main, _args, query) {
 
 // ------------------------------------------------------------------------- graph
 
+const SVG = "http://www.w3.org/2000/svg";
+const LEGEND_KEY = "recordkeeper.graphLegend"; // "hidden" once the user closed the legend
+
+function svg(tag, attrs = {}) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null && v !== "") el.setAttribute(k, String(v));
+  return el;
+}
+
+/** A small drawing of a node shape or an edge line, in the graph's own colours. */
+function swatch(item, edge) {
+  const box = svg("svg", { width: 26, height: 16, viewBox: "0 0 26 16", class: "swatch", "aria-hidden": "true" });
+  if (edge) {
+    box.append(
+      svg("line", { x1: 2, y1: 8, x2: 19, y2: 8, stroke: item.color, "stroke-width": 2, "stroke-dasharray": item.dash }),
+      svg("path", { d: "M18 4 L25 8 L18 12 Z", fill: item.color }),
+    );
+    return box;
+  }
+  const paint = { fill: item.fill, stroke: item.stroke || "#334", "stroke-width": item.dash || item.double ? 2 : 1, "stroke-dasharray": item.dash };
+  if (item.shape === "text") {
+    const text = svg("text", { x: 13, y: 12, "text-anchor": "middle", class: "swatch-text" });
+    text.textContent = "@ c1";
+    box.append(text);
+  } else if (item.shape === "ellipse") box.append(svg("ellipse", { cx: 13, cy: 8, rx: 6.5, ry: 6.5, ...paint }));
+  else if (item.shape === "diamond") box.append(svg("path", { d: "M13 1 L20 8 L13 15 L6 8 Z", ...paint }));
+  else if (item.shape === "hexagon") box.append(svg("path", { d: "M7 2 L19 2 L24 8 L19 14 L7 14 L2 8 Z", ...paint }));
+  else box.append(svg("rect", { x: 4, y: 3, width: 18, height: 10, rx: 3, ...paint }));
+  if (item.double) box.append(svg("ellipse", { cx: 13, cy: 8, rx: 4, ry: 4, fill: "none", stroke: item.stroke, "stroke-width": 1 }));
+  return box;
+}
+
+/** The graph's legend: what each node shape, edge line and mark means, in one strip above it. */
+function graphLegend() {
+  const section = (title, items, edge) =>
+    h(
+      "div",
+      { class: "legend-group" },
+      h("h3", {}, title),
+      h(
+        "ul",
+        {},
+        items.map((item) => h("li", { "data-kind": item.kind, title: item.title }, swatch(item, edge), h("span", {}, item.label))),
+      ),
+    );
+  return h(
+    "section",
+    { class: "graph-legend", id: "graph-legend", "data-testid": "graph-legend", "aria-label": "legend" },
+    section("Nodes", LEGEND.nodes, false),
+    section("Edges →", LEGEND.edges, true),
+    section("Marks", LEGEND.marks, false),
+  );
+}
+
+/** The progress of a large drawing, as text: "Laying out 5,000 nodes…". */
+function progressText({ phase, done, total, edges }) {
+  if (phase === "layout") return `Laying out ${count(total)} nodes…`;
+  if (phase === "nodes") return `Drawing ${count(done)} of ${count(total)} nodes…`;
+  if (phase === "edges") return `Drawing ${count(edges)} edges…`;
+  return `Painting ${count(total)} nodes…`;
+}
+
+function progressValue({ phase, done, total }) {
+  if (phase === "layout") return 2;
+  if (phase === "nodes") return 5 + Math.round((75 * done) / Math.max(1, total));
+  if (phase === "edges") return 85;
+  return 95;
+}
+
 export async function graphPage(main, _args, query) {
   const checkpoint = query.get("checkpoint");
   const version = query.get("version");
@@ -275,6 +344,40 @@ export async function graphPage(main, _args, query) {
   const canvas = h("div", { class: "graph-canvas", "data-testid": "graph-canvas", role: "img", "aria-label": "lineage graph; the panel beside it lists the same nodes" });
   const panel = h("aside", { class: "graph-panel", "data-testid": "graph-panel", "aria-live": "polite" });
   const status = h("p", { class: "muted", "data-testid": "graph-status" });
+  const legend = graphLegend();
+  const legendShown = () => window.localStorage.getItem(LEGEND_KEY) !== "hidden";
+  legend.hidden = !legendShown();
+  const legendButton = h(
+    "button",
+    {
+      type: "button",
+      "data-testid": "legend-toggle",
+      "aria-controls": "graph-legend",
+      "aria-pressed": String(!legend.hidden),
+      onclick: () => {
+        legend.hidden = !legend.hidden;
+        legendButton.setAttribute("aria-pressed", String(!legend.hidden));
+        window.localStorage.setItem(LEGEND_KEY, legend.hidden ? "hidden" : "shown");
+      },
+    },
+    "Legend",
+  );
+  const progressBar = h("progress", { max: 100, value: 0, "aria-label": "drawing the graph" });
+  const progressLabel = h("span", {});
+  const progress = h("div", { class: "graph-progress", "data-testid": "graph-progress", role: "status", "aria-live": "polite" }, progressLabel, progressBar);
+  progress.hidden = true;
+  const onProgress = (state) => {
+    if (!state) {
+      progress.hidden = true;
+      canvas.removeAttribute("aria-busy");
+      return;
+    }
+    progressLabel.textContent = progressText(state);
+    progressBar.value = progressValue(state);
+    progress.dataset.phase = state.phase;
+    progress.hidden = false;
+    canvas.setAttribute("aria-busy", "true");
+  };
   let view = null;
   const showStatus = () => {
     const s = view.status();
@@ -328,7 +431,14 @@ export async function graphPage(main, _args, query) {
         : node.kind === "source"
         ? [["Raw source", node.uri], ["Versions made from it", count(node.downstream_count)]]
         : node.kind === "checkpoint"
-          ? [["Model", node.model], ["Run", node.run || "—"], ["Step", count(node.step)], ["URI", node.uri ? h("code", {}, node.uri) : "—"]]
+          ? [
+              ["Reference", h("code", { "data-testid": "selected-ref" }, nodeLabel(node).replace(/ \(deleted\)$/, ""))],
+              ["Model", node.model],
+              ["Run", node.run || "—"],
+              ["Step", count(node.step)],
+              ["State", node.state === "deleted" ? badge("deleted") : node.state || "present"],
+              ["URI", node.uri ? h("code", {}, node.uri) : "—"],
+            ]
           : [["Model", node.model], ["Run", node.run], ["Checkpoints", count(info.members.length)]];
     clear(
       panel,
@@ -360,6 +470,7 @@ export async function graphPage(main, _args, query) {
     h("button", { type: "button", "aria-label": "zoom out", onclick: () => view.zoomBy(1 / 1.4) }, "−"),
     h("button", { type: "button", "data-testid": "open-all", onclick: () => act(async () => view.openAllClusters()) }, "Open all clusters"),
     h("button", { type: "button", "data-testid": "expand-selected", onclick: () => act(() => view.activate(view.selected)) }, "Expand selected (Enter)"),
+    legendButton,
   );
   clear(
     main,
@@ -367,9 +478,9 @@ export async function graphPage(main, _args, query) {
     h("p", { class: "muted" }, "Data flows left to right: raw sources → versions → versions derived from them → checkpoints → checkpoints restored or fine-tuned from them (each version shows its producer's commit). “+N” counts neighbours not loaded yet; double-click (or Enter) expands; runs with more than 20 checkpoints are drawn as one cluster."),
     toolbar,
     status,
-    h("div", { class: "graph-layout" }, canvas, panel),
+    h("div", { class: "graph-layout" }, h("div", { class: "graph-stage" }, legend, h("div", { class: "graph-frame" }, canvas, progress)), panel),
   );
-  view = new LineageView(canvas, { onSelect: describe });
+  view = new LineageView(canvas, { onSelect: describe, onProgress });
   window.recordkeeperGraph = view; // performance probe (bench/bench_ui.py) and debugging
   canvas.tabIndex = 0;
   canvas.addEventListener("keydown", (event) => {
