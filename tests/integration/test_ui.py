@@ -271,8 +271,9 @@ def test_checkpoint_graph_expand_and_click_through(scenario: Scenario, page: Any
     panel.get_by_role("button", name=f"← {scenario.v2}").click()
     expect(panel.get_by_test_id("selected-node")).to_have_text(_version_label(scenario.v2))
     expand = panel.get_by_test_id("expand")
-    # the 30 sweep checkpoints and ft/ckpt-10 (drawn, but not yet as its neighbour)
-    expect(expand).to_contain_text("31 more")
+    # the 30 sweep checkpoints and ft/ckpt-10 (drawn, but not yet as its neighbour), and
+    # upstream its parent v1 (derived from: drawn, but not yet as its neighbour)
+    expect(expand).to_contain_text("32 more (1 upstream, 31 downstream)")
     expand.click()
     page.wait_for_function(
         "() => document.querySelector('[data-testid=graph-status]').textContent"
