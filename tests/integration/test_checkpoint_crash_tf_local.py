@@ -111,7 +111,7 @@ def test_cli_never_calls_a_checkpoint_with_an_unregistered_parent_root(
     client = live_service.client()
     v1 = publish(client, "first")
     queue = RegistrationQueue(client, tmp_path / "queue.jsonl")
-    body = rk.lineage.checkpoint_body(
+    body = rk.checkpoint_lineage.checkpoint_body(
         model="tuned",
         checkpoint="ckpt-2",
         data={"train": v1},
@@ -127,7 +127,7 @@ def test_cli_never_calls_a_checkpoint_with_an_unregistered_parent_root(
         assert "root" not in out.output, out.output
         assert "parent not registered: base/ckpt-6" in out.output, out.output
     # a child of it: the chain's end is that checkpoint, still not a root
-    child = rk.lineage.checkpoint_body(
+    child = rk.checkpoint_lineage.checkpoint_body(
         model="tuned", checkpoint="ckpt-3", data={"train": v1}, parent="tuned@r1/ckpt-2", run="r1"
     )
     assert queue.submit(child) is not None

@@ -30,10 +30,12 @@ def _exists(uri: str, opts: dict[str, Any]) -> bool:
 
 
 def _objects(prefix: str, opts: dict[str, Any]) -> list[str]:
+    """The shard objects under ``prefix`` (not the record indexes stored beside them)."""
     fs, path = fsspec.core.url_to_fs(prefix, **({} if prefix.startswith("file://") else opts))
     fs.invalidate_cache()
     found = fs.find(path) if fs.exists(path) else []
-    return sorted(p for p in found if p.rstrip("/") != path.rstrip("/"))  # not the "directory"
+    shards = (p for p in found if "/.recordkeeper/" not in p)
+    return sorted(p for p in shards if p.rstrip("/") != path.rstrip("/"))  # not the "directory"
 
 
 @pytest.fixture(

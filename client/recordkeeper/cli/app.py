@@ -188,5 +188,6 @@ for _register in COMMANDS:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point (also ``python -m recordkeeper.cli``: the same program name,
+    so shell completion answers to ``_RECORDKEEPER_COMPLETE`` either way)."""
+    app(prog_name="recordkeeper")

@@ -269,19 +269,21 @@ def _whole_files(files: Any, open_file: Callable[..., Any], ahead: int, buffered
     parallel with up to ``buffered`` elements each waiting: an interleave whose blocks are
     whole files (``Dataset.interleave`` sizes its buffers by the block length, unbounded here,
     so the dataset is made with the buffer given)."""
-    from tensorflow.python.data.ops import interleave_op
+    import tensorflow as tf
 
     if ahead <= 1:
         return files.flat_map(open_file)
-    return interleave_op._ParallelInterleaveDataset(
-        files,
-        open_file,
-        cycle_length=ahead,
-        block_length=_WHOLE,
-        num_parallel_calls=ahead,
-        buffer_output_elements=buffered,
-        prefetch_input_elements=0,
-        deterministic=True,
+    # the public transformation that takes a per-file buffer (tf.data.experimental, deprecated
+    # in favour of Dataset.interleave, which has no such argument)
+    return files.apply(
+        tf.data.experimental.parallel_interleave(
+            open_file,
+            cycle_length=ahead,
+            block_length=_WHOLE,
+            sloppy=False,
+            buffer_output_elements=buffered,
+            prefetch_input_elements=0,
+        )
     )
 
 

@@ -186,9 +186,16 @@ class ErrorOut(BaseModel):
     errors: list[dict[str, Any]] | None = _extra(
         "`invalid_request`", "at most 50 `{loc, msg, type}` problems (never the input)"
     )
-    shard: int | None = _extra(
-        "`invalid_shard`, `invalid_hash`, `storage_root_not_allowed`, `shard_conflict`",
-        "position of the offending shard in the request (`null` for the request as a whole)",
+    shard: int | str | None = _extra(
+        "`invalid_shard`, `invalid_hash`, `storage_root_not_allowed`, `shard_conflict`, "
+        "`shard_not_found`",
+        "position of the offending shard in the request (`null` for the request as a whole); "
+        "for `shard_not_found` the base's shard asked for (`SPLIT:INDEX` or its URI)",
+    )
+    split: str | None = _extra(
+        "`split_not_found`, `split_exists`",
+        "the split a derived version's change names that the base lacks (`split_not_found`), or "
+        "a rename's target the version already keeps (`split_exists`)",
     )
     max_bytes: int | None = _extra("`payload_too_large`", "the body limit in bytes")
     required_scope: str | None = _extra("`forbidden`", "the scope the route needs")
@@ -236,7 +243,11 @@ class ErrorOut(BaseModel):
         "which collector deleted it: `retention` or `gc` (`version_data_deleted`); why it was "
         "deprecated (`version_deprecated`)",
     )
-    uri: str | None = _extra("`storage_released`", "the shard URI in released storage")
+    uri: str | None = _extra(
+        "`storage_released`, `shard_conflict`",
+        "the shard URI in released storage (`storage_released`); the object a derived version "
+        "adds although it keeps it from its base (`shard_conflict`)",
+    )
     released_by: str | None = _extra("`storage_released`", "the version that released it")
     checkpoints: list[str] | None = _extra(
         "`version_in_use`", "`model@run/checkpoint` names trained on the version (the first 50)"

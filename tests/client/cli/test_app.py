@@ -38,6 +38,7 @@ def test_every_command_module_is_registered_in_the_one_list() -> None:
         "auth",
         "cache",
         "check_model",
+        "derive",
         "gc",
         "lineage",
         "saved_models",
