@@ -65,6 +65,7 @@ __all__ = [
     "RecordIndexBuilder",
     "SetDigest",
     "encode_index",
+    "identity_in_header",
     "index_chunks",
     "index_size",
     "merge_sorted",
@@ -79,6 +80,20 @@ TRAILER_SIZE: Final = 32
 _HEADER = struct.Struct("<6sHBB6xQ32s8x")
 _NO_SHA = bytes(32)
 _KINDS_BY_CODE: Final[dict[int, IdentityKind]] = {v: k for k, v in KIND_CODES.items()}
+
+
+def identity_in_header(code: int, width: int) -> IdentityKind:
+    """The identity kind a stored header's kind ``code`` names, checked with its ``width``
+    (record indexes and record lookups); :class:`InvalidIndex` for anything else."""
+    kind = _KINDS_BY_CODE.get(code)
+    if kind is None:
+        raise InvalidIndex(f"unknown identity kind code {code}")
+    try:
+        validate_identity(kind, width)
+    except ValueError as exc:
+        raise InvalidIndex(str(exc)) from None
+    return kind
+
 
 T = TypeVar("T")
 
@@ -113,13 +128,7 @@ class IndexHeader:
             raise InvalidIndex("not a record index (bad magic)")
         if version != FORMAT_VERSION:
             raise InvalidIndex(f"record index format {version} is not supported (this is 1)")
-        kind = _KINDS_BY_CODE.get(code)
-        if kind is None:
-            raise InvalidIndex(f"unknown identity kind code {code}")
-        try:
-            validate_identity(kind, width)
-        except ValueError as exc:
-            raise InvalidIndex(str(exc)) from None
+        kind = identity_in_header(code, width)
         return cls(kind, width, count, None if sha == _NO_SHA else sha.hex())
 
 

@@ -43,7 +43,7 @@ from recordkeeper.core.record_identity import (
     validate_identity,
 )
 from recordkeeper.core.record_index import HEADER_SIZE as INDEX_HEADER_SIZE
-from recordkeeper.core.record_index import IndexHeader, merge_sorted
+from recordkeeper.core.record_index import IndexHeader, identity_in_header, merge_sorted
 
 __all__ = [
     "LOOKUP_FORMAT_VERSION",
@@ -64,7 +64,6 @@ HEADER_SIZE: Final = 64
 ENTRY_SIZE: Final = 12
 PREFIX: Final = 8
 SHARD_ROW: Final = 64
-_KINDS_BY_CODE: Final[dict[int, IdentityKind]] = {v: k for k, v in KIND_CODES.items()}
 _TARGET_BUCKET: Final = 128
 
 
@@ -117,13 +116,7 @@ class LookupHeader:
             raise InvalidIndex("not a record lookup (bad magic)")
         if version != LOOKUP_FORMAT_VERSION:
             raise InvalidIndex(f"record lookup format {version} is not supported (this is 1)")
-        kind = _KINDS_BY_CODE.get(code)
-        if kind is None:
-            raise InvalidIndex(f"unknown identity kind code {code}")
-        try:
-            validate_identity(kind, width)
-        except ValueError as exc:
-            raise InvalidIndex(str(exc)) from None
+        kind = identity_in_header(code, width)
         if bits > 24 or bits != fanout_bits(entries):
             raise InvalidIndex(f"record lookup fan-out of {bits} bits for {entries} entries")
         return cls(kind, width, bits, entries, shards)
