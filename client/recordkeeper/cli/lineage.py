@@ -40,7 +40,7 @@ from recordkeeper.checkpoint_lineage import (
 )
 from recordkeeper.cli.common import ExitCode, JsonOpt, connect, console, print_json
 from recordkeeper.core.data_lineage import HistoryEntry, describe
-from recordkeeper.core.lineage import CheckpointRef
+from recordkeeper.core.lineage import CheckpointRef, Consumer
 from recordkeeper.core.retention import data_status
 from recordkeeper.lineage_queue import RegistrationQueue
 from recordkeeper.locking import LockStatus, check_lock, lock_config
@@ -243,10 +243,16 @@ def impact_tree(result: Impact, title: str) -> Any:
             if consumer.direct
             else f"[dim]via {consumer.parent}[/]"
         )
-        step = f"step {consumer.step}" if consumer.step is not None else ""
-        name = f"@{consumer.run}/{consumer.checkpoint}" if consumer.run else consumer.checkpoint
-        node.add(f"{name}  {step}  {how}{_deleted(consumer.state)}")
+        node.add(_consumer_line(consumer, how))
     return tree
+
+
+def _consumer_line(consumer: Consumer, how: str) -> str:
+    """One checkpoint under its model in a consumers or impact tree: ``@run/ckpt``, its step,
+    how it used the data (``how``) and whether it was deleted."""
+    step = f"step {consumer.step}" if consumer.step is not None else ""
+    name = f"@{consumer.run}/{consumer.checkpoint}" if consumer.run else consumer.checkpoint
+    return f"{name}  {step}  {how}{_deleted(consumer.state)}"
 
 
 def consumers_tree(result: Consumers, title: str) -> Any:
@@ -270,9 +276,7 @@ def consumers_tree(result: Consumers, title: str) -> Any:
             if consumer.direct
             else f"[dim]via {consumer.parent}[/]"
         )
-        step = f"step {consumer.step}" if consumer.step is not None else ""
-        name = f"@{consumer.run}/{consumer.checkpoint}" if consumer.run else consumer.checkpoint
-        node.add(f"{name}  {step}  {how}{_deleted(consumer.state)}")
+        node.add(_consumer_line(consumer, how))
     return tree
 
 
