@@ -40,13 +40,22 @@
  *       interleaved lanes with SSE4.2 joined by PCLMULQDQ, see crc_clmul; `impl` picks one
  *       implementation, see CRC_AUTO)
  *
- *   record_ids(records, width) -> bytes
+ *   record_ids(records, width, impl=0) -> bytes
  *       sha256(record)[:width] of every record of a list of bytes, joined, without the GIL: the
- *       per-record identities of docs/record-identity.md (kind `bytes`).
+ *       per-record identities of docs/record-identity.md (kind `bytes`).  Records are hashed
+ *       sixteen at a time with AVX-512 where the CPU has it, else two interleaved with SHA-NI,
+ *       else one by one with OpenSSL (`impl` 3, 2, 1 picks one, for the tests; `sha_x16`,
+ *       `sha_ni` say what the CPU has).
  *
- *   deframe(..., ids=None, width=16), deframe_keys(..., ids=None, width=16)
- *       With a bytearray `ids`, also append the identity of every good record to it, computed
- *       in the same pass as the CRCs (the record is in the cache once).
+ *   deframe(..., ids=None, width=16), deframe_keys(..., ids=None, width=16),
+ *   frame_into(..., ids=None, width=16)
+ *       With a bytearray `ids`, also append the identity of every good (or framed) record to
+ *       it, computed in the same pass as the CRCs / the framing: records are queued as the
+ *       loop passes them and hashed 64 at a time, while they are still in the cache.
+ *
+ *   Sha256(impl=0): a streaming sha256 (update, digest, hexdigest) whose
+ *       update_frames(data, ids, width) also appends the identities of the records of the
+ *       whole TFRecord frames in `data`, from the same read of the bytes.
  *
  *   sort_ids(ids, width) -> bytes
  *       The fixed-width identities of `ids` sorted ascending (bytes order), without the GIL.

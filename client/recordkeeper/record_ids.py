@@ -4,7 +4,10 @@
 :mod:`recordkeeper.core.record_identity`) of each record of one shard, in the order the shard
 holds them, from whatever already has the record in hand:
 
-* the writer's batches (``add(records)``; with ``background=True`` on a helper thread: the C
+* the TFRecord writer's C framing loop, which hashes each record as it frames it
+  (:meth:`recordkeeper.tfrecord.TFRecordWriter.hash_records_into`: ``ids=`` of
+  ``recordkeeper._speedups.frame_into``, appending to :attr:`buffer`);
+* other writers' batches (``add(records)``; with ``background=True`` on a helper thread: the C
   hash releases the GIL, so it overlaps with the framing the writer does meanwhile);
 * a TFRecord scan's C deframer, which hashes each record in the loop that checks its CRCs
   (``ids=`` of ``recordkeeper._speedups.deframe``/``deframe_keys``: :attr:`buffer`);
