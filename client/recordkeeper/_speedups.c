@@ -53,10 +53,6 @@
  *       it, computed in the same pass as the CRCs / the framing: records are queued as the
  *       loop passes them and hashed 64 at a time, while they are still in the cache.
  *
- *   Sha256(impl=0): a streaming sha256 (update, digest, hexdigest) whose
- *       update_frames(data, ids, width) also appends the identities of the records of the
- *       whole TFRecord frames in `data`, from the same read of the bytes.
- *
  *   sort_ids(ids, width) -> bytes
  *       The fixed-width identities of `ids` sorted ascending (bytes order), without the GIL.
  *
@@ -523,19 +519,14 @@ static void lane_end(sha_lane_t *l, int width) {
 }
 
 /* sha256(p[i][:n[i]])[:width] to out + i * width, two lanes at a time: a lane that finishes
- * takes the next record, so records of different lengths keep both lanes busy.  `stream`
- * (or NULL): a long message being hashed whose next blocks (stream->i to stream->total) go
- * through one lane beside the records; its state is written back, not finished. */
-static void sha_ni_run(sha_lane_t *stream, const unsigned char *const *p, const size_t *n,
-                       size_t count, unsigned char *out, int width) {
+ * takes the next record, so records of different lengths keep both lanes busy. */
+static void sha_ni_many(const unsigned char *const *p, const size_t *n, size_t count,
+                        unsigned char *out, int width) {
     sha_lane_t lanes[2];
-    int is_stream[2] = {0, 0};
     size_t next = 0;
     int live = 0; /* lanes[0..live) in use */
-    if (stream != NULL && stream->i < stream->total) lanes[0] = *stream, is_stream[0] = 1, live = 1;
     while (live < 2 && next < count) {
-        lane_start(&lanes[live], p[next], n[next], out + next * (size_t)width);
-        is_stream[live++] = 0;
+        lane_start(&lanes[live++], p[next], n[next], out + next * (size_t)width);
         next++;
     }
     while (live == 2) {
@@ -543,38 +534,22 @@ static void sha_ni_run(sha_lane_t *stream, const unsigned char *const *p, const 
         lane_step2(&lanes[0], &lanes[1], left0 < left1 ? left0 : left1);
         for (int j = 1; j >= 0; j--) {
             if (lanes[j].i < lanes[j].total) continue;
-            if (is_stream[j])
-                *stream = lanes[j];
-            else
-                lane_end(&lanes[j], width);
+            lane_end(&lanes[j], width);
             if (next < count) {
                 lane_start(&lanes[j], p[next], n[next], out + next * (size_t)width);
-                is_stream[j] = 0;
                 next++;
             } else {
-                if (j == 0) lanes[0] = lanes[1], is_stream[0] = is_stream[1];
+                if (j == 0) lanes[0] = lanes[1];
                 live--;
             }
         }
     }
     if (live == 1) {
         lane_step1(&lanes[0], lanes[0].total - lanes[0].i);
-        if (is_stream[0])
-            *stream = lanes[0];
-        else
-            lane_end(&lanes[0], width);
+        lane_end(&lanes[0], width);
     }
 }
 
-static void sha_ni_many(const unsigned char *const *p, const size_t *n, size_t count,
-                        unsigned char *out, int width) {
-    sha_ni_run(NULL, p, n, count, out, width);
-}
-
-RK_SHA_TARGET static void lane_init_stream(sha_lane_t *l) {
-    lane_start(l, (const unsigned char *)"", 0, NULL);
-    l->total = l->i = l->full = 0;
-}
 
 /* Sixteen records at a time with AVX-512: one sha256 per 32-bit lane of a zmm register
  * (FIPS 180-4's rounds written with vector rotates and ternary logic), each lane fed its own
@@ -807,204 +782,6 @@ static int ids_setup(idbuf_t *ib, PyObject *ids, int width) {
 #define IDS_ADD(ib, data, n) ids_add((ib), (data), (n))
 #define IDS_DRAIN(ib) ids_drain(ib)
 
-/* Sha256(): a streaming sha256 (hashlib's update/digest/hexdigest) whose update_frames(data,
- * ids, width) also appends to the bytearray `ids` the identity of every record of the whole
- * TFRecord frames `data` holds, hashed in the same pass: with the SHA extensions the stream's
- * blocks go through one lane and the records through the other (two records' work for
- * ~1.3x one's).  For the writer: the framed stream's sha256 (records_sha256, and the stored
- * sha256 when uncompressed) and the records' identities from one read of the bytes. */
-typedef struct {
-    PyObject_HEAD
-    int ni, busy, impl; /* impl: the records' when !ni */
-    SHA256_CTX ctx;   /* !ni */
-#ifdef RK_HAVE_SHA_NI
-    sha_lane_t lane; /* ni: the state (s0, s1) */
-#endif
-    unsigned char part[64];
-    size_t partlen;
-    uint64_t length;
-} Sha256Object;
-
-static PyTypeObject Sha256Type;
-
-static PyObject *sha256_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    int impl = SHA_AUTO;
-    static char *names[] = {"impl", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i", names, &impl)) return NULL;
-    if (!sha_available(impl)) {
-        PyErr_Format(PyExc_ValueError, "sha256 implementation %d is not available here", impl);
-        return NULL;
-    }
-    Sha256Object *self = (Sha256Object *)type->tp_alloc(type, 0);
-    if (self == NULL) return NULL;
-    /* with AVX-512 the records go sixteen at a time and the stream through OpenSSL; with
-     * SHA-NI alone the stream and the records share two lanes */
-    self->ni = impl == SHA_NI || (impl == SHA_AUTO && use_sha_ni && !use_x16);
-    self->impl = impl == SHA_X16 || (impl == SHA_AUTO && use_x16) ? SHA_X16 : SHA_OPENSSL;
-#ifdef RK_HAVE_SHA_NI
-    if (self->ni) lane_init_stream(&self->lane);
-#endif
-    if (!self->ni) SHA256_Init(&self->ctx);
-    return (PyObject *)self;
-}
-
-/* The stream part of an update (no GIL needed). */
-static void sha256_feed(Sha256Object *self, const unsigned char *data, size_t len,
-                        const unsigned char *const *rp, const size_t *rn, size_t count,
-                        unsigned char *out, int width) {
-    self->length += len;
-#ifdef RK_HAVE_SHA_NI
-    if (self->ni) {
-        if (self->partlen) {
-            size_t take = 64 - self->partlen < len ? 64 - self->partlen : len;
-            memcpy(self->part + self->partlen, data, take);
-            self->partlen += take, data += take, len -= take;
-            if (self->partlen == 64) {
-                self->lane.p = self->part, self->lane.full = self->lane.total = 1;
-                self->lane.i = 0;
-                lane_step1(&self->lane, 1);
-                self->partlen = 0;
-            }
-        }
-        self->lane.p = data, self->lane.full = self->lane.total = len / 64, self->lane.i = 0;
-        sha_ni_run(&self->lane, rp, rn, count, out, width);
-        size_t rest = len % 64;
-        if (rest) memcpy(self->part + self->partlen, data + len - rest, rest), self->partlen += rest;
-        return;
-    }
-#endif
-    SHA256_Update(&self->ctx, data, len);
-    if (count) sha_many(self->impl, rp, rn, count, out, width);
-}
-
-static int sha256_enter(Sha256Object *self) {
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "Sha256 object used by two threads at once");
-        return -1;
-    }
-    self->busy = 1;
-    return 0;
-}
-
-static PyObject *sha256_update(Sha256Object *self, PyObject *arg) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    if (sha256_enter(self) < 0) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    sha256_feed(self, view.buf, (size_t)view.len, NULL, NULL, 0, NULL, 16);
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
-    PyBuffer_Release(&view);
-    Py_RETURN_NONE;
-}
-
-static PyObject *sha256_update_frames(Sha256Object *self, PyObject *args) {
-    Py_buffer view;
-    PyObject *ids;
-    int width;
-    if (!PyArg_ParseTuple(args, "y*O!i", &view, &PyByteArray_Type, &ids, &width)) return NULL;
-    const unsigned char *buf = view.buf;
-    size_t len = (size_t)view.len, count = 0, pos = 0;
-    PyObject *result = NULL;
-    const unsigned char **rp = NULL;
-    size_t *rn = NULL;
-    if (width < 1 || width > SHA256_DIGEST_LENGTH) {
-        PyErr_SetString(PyExc_ValueError, "width must be 1 to 32");
-        goto done;
-    }
-    while (pos < len) { /* whole frames, as the caller framed them: only their lengths read */
-        uint64_t n = len - pos >= 12 ? le64(buf + pos) : UINT64_MAX;
-        if (n > len - pos - 12 || len - pos - 12 - n < 4) {
-            PyErr_Format(PyExc_ValueError, "not whole TFRecord frames at offset %zu", pos);
-            goto done;
-        }
-        pos += 16 + (size_t)n, count++;
-    }
-    rp = PyMem_RawMalloc((count ? count : 1) * sizeof(*rp));
-    rn = PyMem_RawMalloc((count ? count : 1) * sizeof(*rn));
-    Py_ssize_t old = PyByteArray_GET_SIZE(ids);
-    if (rp == NULL || rn == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (PyByteArray_Resize(ids, old + (Py_ssize_t)(count * (size_t)width)) < 0) goto done;
-    for (size_t i = 0, at = 0; i < count; i++) {
-        rn[i] = (size_t)le64(buf + at), rp[i] = buf + at + 12;
-        at += 16 + rn[i];
-    }
-    if (sha256_enter(self) < 0) goto done;
-    /* the bytearray is not resized while the GIL is released: nothing else touches it (the
-     * caller's contract, as for hashlib's buffer arguments) */
-    unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(ids) + old;
-    Py_BEGIN_ALLOW_THREADS
-    sha256_feed(self, buf, len, rp, rn, count, out, width);
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
-    result = Py_NewRef(Py_None);
-done:
-    PyMem_RawFree(rp);
-    PyMem_RawFree(rn);
-    PyBuffer_Release(&view);
-    return result;
-}
-
-static void sha256_final(Sha256Object *self, unsigned char digest[32]) {
-#ifdef RK_HAVE_SHA_NI
-    if (self->ni) {
-        sha_lane_t l = self->lane;
-        unsigned char tail[128];
-        size_t blocks = self->partlen + 9 <= 64 ? 1 : 2;
-        memset(tail, 0, sizeof tail);
-        memcpy(tail, self->part, self->partlen);
-        tail[self->partlen] = 0x80;
-        uint64_t bits = self->length << 3;
-        for (int b = 0; b < 8; b++) tail[64 * blocks - 1 - b] = (unsigned char)(bits >> (8 * b));
-        l.p = tail, l.full = l.total = blocks, l.i = 0;
-        lane_step1(&l, l.total);
-        lane_digest(&l, digest);
-        return;
-    }
-#endif
-    SHA256_CTX ctx = self->ctx;
-    SHA256_Final(digest, &ctx);
-}
-
-static PyObject *sha256_digest(Sha256Object *self, PyObject *unused) {
-    unsigned char digest[32];
-    sha256_final(self, digest);
-    return PyBytes_FromStringAndSize((const char *)digest, 32);
-}
-
-static PyObject *sha256_hexdigest(Sha256Object *self, PyObject *unused) {
-    unsigned char digest[32];
-    char hex[64];
-    sha256_final(self, digest);
-    for (int i = 0; i < 32; i++) {
-        hex[2 * i] = "0123456789abcdef"[digest[i] >> 4];
-        hex[2 * i + 1] = "0123456789abcdef"[digest[i] & 15];
-    }
-    return PyUnicode_FromStringAndSize(hex, 64);
-}
-
-static PyMethodDef sha256_methods[] = {
-    {"update", (PyCFunction)sha256_update, METH_O, "Hash more bytes."},
-    {"update_frames", (PyCFunction)sha256_update_frames, METH_VARARGS,
-     "update(data), and every framed record's identity appended to ids."},
-    {"digest", (PyCFunction)sha256_digest, METH_NOARGS, "The sha256 so far."},
-    {"hexdigest", (PyCFunction)sha256_hexdigest, METH_NOARGS, "The sha256 so far, in hex."},
-    {NULL, NULL, 0, NULL}};
-
-static PyTypeObject Sha256Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "recordkeeper._speedups.Sha256",
-    .tp_basicsize = sizeof(Sha256Object),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Streaming sha256 (update/digest/hexdigest) with update_frames.",
-    .tp_methods = sha256_methods,
-    .tp_new = sha256_new,
-};
 #else
 typedef struct {
     int width;
@@ -2312,16 +2089,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     crc3_init();
     clmul_init();
 #endif
-#ifdef RK_HAVE_OPENSSL
-    if (PyType_Ready(&Sha256Type) < 0) return NULL;
-#endif
     PyObject *m = PyModule_Create(&module);
-#ifdef RK_HAVE_OPENSSL
-    if (m != NULL && PyModule_AddObjectRef(m, "Sha256", (PyObject *)&Sha256Type) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-#endif
     if (m != NULL && (PyModule_AddIntConstant(m, "hardware_crc", use_hw) < 0 ||
                       PyModule_AddIntConstant(m, "clmul_crc", use_clmul) < 0
 #ifdef RK_HAVE_OPENSSL

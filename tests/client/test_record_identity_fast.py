@@ -4,15 +4,14 @@ A record's identity (kind ``bytes``) is ``sha256(record)[:width]``
 (:func:`recordkeeper.core.record_identity.record_hash`, hashlib).  The C extension computes it
 several ways — OpenSSL one record at a time, SHA-NI two records interleaved, AVX-512 sixteen
 records at once, in the writer's framing loop (``frame_into``), in the scan's CRC loop
-(``deframe``/``deframe_keys``) and beside a stream's sha256 (``Sha256.update_frames``) — and
-every one must give exactly the reference's bytes, for any record lengths (the padding
-boundaries at 55/56 and 119/120 bytes mod 64 included), widths and compressions.
+(``deframe``/``deframe_keys``) — and every one must give exactly the reference's bytes, for
+any record lengths (the padding boundaries at 55/56 and 119/120 bytes mod 64 included), widths
+and compressions.
 """
 
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import random
 import zlib
@@ -33,7 +32,7 @@ speedups: Any = _native.speedups
 if speedups is None or not hasattr(speedups, "record_ids"):
     pytest.skip("the C extension (with OpenSSL) is not built", allow_module_level=True)
 
-#: record_ids/Sha256 implementations: 0 auto, 1 OpenSSL, 2 SHA-NI, 3 AVX-512 (where the CPU has it)
+#: record_ids implementations: 0 auto, 1 OpenSSL, 2 SHA-NI, 3 AVX-512 (where the CPU has it)
 IMPLS = [0, 1] + [2] * bool(speedups.sha_ni) + [3] * bool(getattr(speedups, "sha_x16", 0))
 #: lengths around the sha256 padding boundaries, and a few blocks long
 EDGES = [0, 1, 55, 56, 57, 63, 64, 65, 119, 120, 121, 127, 128, 129, 1000, 1024, 4097]
@@ -72,39 +71,6 @@ def test_many_records_of_mixed_lengths_in_every_lane() -> None:
 def test_an_implementation_the_cpu_lacks_is_refused() -> None:
     with pytest.raises(ValueError, match="not available"):
         speedups.record_ids([b"x"], 16, 99)
-
-
-@settings(max_examples=40, deadline=None)
-@given(
-    pieces=st.lists(st.tuples(st.booleans(), records_strategy), max_size=6),
-    width=st.integers(16, 32),
-    impl=st.sampled_from(IMPLS),
-)
-def test_the_stream_hash_and_the_framed_records_identities(
-    pieces: list[tuple[bool, list[bytes]]], width: int, impl: int
-) -> None:
-    """Sha256: hashlib's sha256 of everything given, and update_frames the reference
-    identities of the records framed in what it is given."""
-    ours, ref, ids, want = speedups.Sha256(impl=impl), hashlib.sha256(), bytearray(), b""
-    for framed, records in pieces:
-        data = speedups.frame(records)
-        if framed:
-            ours.update_frames(data, ids, width)
-            want += _reference(records, width)
-        else:
-            ours.update(data[:77])  # not whole frames: only the stream
-            data = data[:77]
-        ref.update(data)
-        assert ours.hexdigest() == ref.hexdigest()
-    assert ours.digest() == ref.digest()
-    assert bytes(ids) == want
-
-
-def test_update_frames_refuses_bytes_that_are_not_whole_frames() -> None:
-    data = speedups.frame([b"abc", b"defg"])
-    for cut in (1, 11, 12, len(data) - 1):
-        with pytest.raises(ValueError, match="not whole TFRecord frames"):
-            speedups.Sha256().update_frames(data[:cut], bytearray(), 16)
 
 
 @settings(max_examples=40, deadline=None)
