@@ -519,12 +519,16 @@ class Registry:
             return report
         if sum(report.record_index.values()) != report.checked:
             return report
+        counts = {**report.record_index, "registered": 1}
+        if report.record_index.get("matched") == report.checked and record_sets.is_registered(
+            self.http, version, options.get("storage_options") or None
+        ):  # the registered digests and lookup come from these very indexes: nothing to redo
+            return dataclasses.replace(report, record_index=counts)
         record_sets.index_version(
             self.http,
             version.with_storage_options(options.get("storage_options") or None),
             progress=False,
         )
-        counts = {**report.record_index, "registered": 1}
         return dataclasses.replace(report, record_index=counts)
 
     def report_verification(self, ref: str, report: VerifyReport) -> bool:
