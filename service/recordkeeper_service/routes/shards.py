@@ -170,9 +170,11 @@ def list_shards(
             return not_modified(etag)
     key = (record.id, record.content_digest, after, limit, form)
     data = repository.versions.rendered_pages.get(key) if record.published else None
-    if data is None:
+    if data is None and form == "compact":  # the rows as columns, serialised once
+        data = repository.versions.compact_page(record, after=after, limit=limit)
+    elif data is None:
         page = repository.versions.shard_page(record, after=after, limit=limit)
-        data = _PAGE.dump_json(_PAGE.validate_python(page.to_json(compact=form == "compact")))
+        data = _PAGE.dump_json(_PAGE.validate_python(page.to_json()))
         if record.published:
             repository.versions.rendered_pages.put(key, data)
     headers = {"ETag": etag, "Cache-Control": "no-cache"} if etag is not None else None
