@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Text, bindparam, cast, select, tuple_
 
-from recordkeeper.core.shard_columns import COLUMNS, common_uri_prefix
+from recordkeeper.core.shard_columns import COLUMNS, common_uri_prefix, pack_columns
 from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import VersionRecord
@@ -56,9 +56,11 @@ def compact_page(
     after: tuple[str, int] | None,
     limit: int,
     format_cursor: Callable[[str, int], str],
+    packed: bool = False,
 ) -> bytes:
-    """The ``ShardPage`` JSON (compact form) of up to ``limit`` shards of ``version`` after the
-    parsed cursor ``after`` (``format_cursor``: the ``next`` cursor of a last shard)."""
+    """The ``ShardPage`` JSON (compact form, or with ``packed`` the packed form) of up to
+    ``limit`` shards of ``version`` after the parsed cursor ``after`` (``format_cursor``: the
+    ``next`` cursor of a last shard)."""
     params: dict[str, Any] = {"rk_version": version.id, "rk_limit": limit + 1}
     stmt = _FIRST
     if after is not None:
@@ -76,17 +78,25 @@ def compact_page(
     if prefix:
         cut = len(prefix)
         columns["uri"] = [u[cut:] for u in uris]
-    columns["storage_identity"] = [
-        None if text is None else orjson.Fragment(text) for text in columns["storage_identity"]
-    ]
-    last = rows[-1] if rows else None
-    page = {
+    page: dict[str, Any] = {
         "version": version.name,
         "content_digest": version.content_digest,
         "shard_count": version.shard_count,
         "limit": limit,
-        "next": format_cursor(last[_SPLIT], last[_INDEX]) if more and last is not None else None,
+        "next": format_cursor(rows[-1][_SPLIT], rows[-1][_INDEX]) if more else None,
         "shards": None,
-        "compact": {"uri_prefix": prefix, "columns": columns},
+        "compact": None,
+        "packed": None,
     }
+    if packed:
+        page["packed"] = {
+            "uri_prefix": prefix,
+            "length": len(rows),
+            "columns": pack_columns(columns),
+        }
+    else:
+        columns["storage_identity"] = [
+            None if text is None else orjson.Fragment(text) for text in columns["storage_identity"]
+        ]
+        page["compact"] = {"uri_prefix": prefix, "columns": columns}
     return orjson.dumps(page)

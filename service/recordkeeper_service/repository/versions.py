@@ -519,12 +519,19 @@ class VersionRepository:
             shards=rows,
         )
 
-    def compact_page(self, version: VersionRecord, *, after: str | None, limit: int) -> bytes:
-        """:meth:`shard_page` in the compact form, as rendered JSON
+    def compact_page(
+        self, version: VersionRecord, *, after: str | None, limit: int, packed: bool = False
+    ) -> bytes:
+        """:meth:`shard_page` in the compact (or ``packed``) form, as rendered JSON
         (:func:`.compact_pages.compact_page`)."""
         cursor = parse_cursor(after) if after is not None else None
         return compact_page(
-            self._db, version, after=cursor, limit=limit, format_cursor=format_cursor
+            self._db,
+            version,
+            after=cursor,
+            limit=limit,
+            format_cursor=format_cursor,
+            packed=packed,
         )
 
     def list(
