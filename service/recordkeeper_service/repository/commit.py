@@ -113,7 +113,7 @@ class CommitRepository:
             added: list[str] | None = None
             if version.base_version_id is not None:
                 added = added_uris(session, version.id)
-                derived = materialize(session, version, change_set)
+                derived = materialize(session, version, change_set, added)
             elif not change_set.empty:
                 raise InvalidRequest(
                     f"{version.name} is not a derived version (staged without base): "
