@@ -278,7 +278,8 @@ DRAWN = """() => {
     nodes: view.cy.nodes().length,
     cyEdges: view.cy.edges().length,
     layerEdges: layer.size,
-    dangling: layer.edges.filter(([a, b]) => a.empty() || b.empty() || a.removed() || b.removed()).length,
+    dangling: layer.edges.filter(([a, b]) => a.empty() || b.empty() || a.removed() || b.removed())
+      .length,
     kinds: layer.edges.reduce((out, [, , kind]) => ({ ...out, [kind]: (out[kind] || 0) + 1 }), {}),
   };
 }"""
