@@ -14,6 +14,10 @@ Measured per graph size, medians over ``--rounds`` page loads:
 * **draw all**: "Open all clusters" → every node drawn;
 * **first sign**: "Open all clusters" → the progress indicator shown (drawn in one task: the
   drawing itself, the only sign there was before the chunked drawing);
+* **longest task**: the longest main-thread task from "Open all clusters" until the page has
+  painted the drawn graph and stood still for half a second (``PerformanceObserver``
+  ``longtask`` entries: tasks of 50 ms and more; 0 when there was none), and how many took
+  more than 200 ms;
 * **frame**: the time between animation frames while zooming and panning (median and p95);
 * **select**: a node selected → the side panel describes it, including the next frame.
 
@@ -81,6 +85,26 @@ def _wait_text(page: Any, test_id: str, text: str, *, start: bool = False) -> No
     )
 
 
+WATCH_LONG_TASKS = """() => {
+    window.benchLongTasks = [];
+    window.benchLongTaskObserver?.disconnect();
+    window.benchLongTaskObserver = new PerformanceObserver((list) => {
+        for (const entry of list.getEntries()) window.benchLongTasks.push(entry.duration);
+    });
+    window.benchLongTaskObserver.observe({ type: "longtask" });
+}"""
+
+# after the drawing: two frames (the fit's render), then half a second for what follows it
+# (the edge layer draws once the viewport stood still); longtask entries arrive after the task
+LONG_TASKS = """() => new Promise((resolve) => requestAnimationFrame(() =>
+  requestAnimationFrame(() => setTimeout(() => {
+        const observer = window.benchLongTaskObserver;
+        observer.takeRecords().forEach((e) => window.benchLongTasks.push(e.duration));
+        observer.disconnect();
+        resolve(window.benchLongTasks);
+    }, 500))))"""
+
+
 def measure_graph(
     page: Any, url: str, version: str, nodes: int, frames: int, progress_min: str = "500"
 ) -> dict[str, Any]:
@@ -92,6 +116,7 @@ def measure_graph(
     _wait_text(page, "graph-status", f"{shown} nodes loaded", start=True)
     opened = time.perf_counter() - started
     page.evaluate(f"() => {{ window.recordkeeperGraph.progressMin = {progress_min}; }}")
+    page.evaluate(WATCH_LONG_TASKS)
     started = time.perf_counter()
     page.get_by_test_id("open-all").click()
     # the first sign of life: the progress indicator (or, drawn in one task, the drawing)
@@ -104,6 +129,7 @@ def measure_graph(
     first_sign = time.perf_counter() - started
     _wait_text(page, "graph-status", f"{shown} drawn")
     drawn = time.perf_counter() - started
+    tasks = page.evaluate(LONG_TASKS)
     gaps = page.evaluate(f"window.recordkeeperGraph.measureFrames({frames})")
     select_ms = page.evaluate(
         """async (ids) => {
@@ -126,6 +152,8 @@ def measure_graph(
         "open_s": opened,
         "first_sign_s": first_sign,
         "draw_all_s": drawn,
+        "longest_task_ms": max(tasks, default=0.0),
+        "tasks_over_200ms": sum(1 for t in tasks if t > 200),
         "frame_ms_median": statistics.median(gaps),
         "frame_ms_p95": sorted(gaps)[int(len(gaps) * 0.95) - 1],
         "select_ms_median": statistics.median(select_ms),
@@ -205,7 +233,9 @@ def main() -> None:
         print(
             f"{name:>8} {s['nodes']:>6,} nodes: open {s['open_s'] * 1000:.0f} ms, first sign "
             f"{s['first_sign_s'] * 1000:.0f} ms, draw all "
-            f"{s['draw_all_s'] * 1000:.0f} ms, frame median {s['frame_ms_median']:.1f} ms "
+            f"{s['draw_all_s'] * 1000:.0f} ms, longest task {s['longest_task_ms']:.0f} ms "
+            f"({s['tasks_over_200ms']:.0f} over 200 ms), "
+            f"frame median {s['frame_ms_median']:.1f} ms "
             f"(p95 {s['frame_ms_p95']:.1f} ms), select {s['select_ms_median']:.1f} ms"
         )
     print(

@@ -16,7 +16,8 @@ import recordkeeper_service.tables.consumption  # checkpoint consumption on the 
 import recordkeeper_service.tables.lineage  # lineage tables on the same Base
 import recordkeeper_service.tables.provenance  # provenance tables on the same Base
 import recordkeeper_service.tables.record_sets  # record identity tables on the same Base
-import recordkeeper_service.tables.retention  # noqa: F401  (tables on the same Base)
+import recordkeeper_service.tables.retention  # retention tables on the same Base
+import recordkeeper_service.tables.samples  # noqa: F401  (sample records on the same Base)
 from recordkeeper_service.db import Database
 from recordkeeper_service.tables import Base
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import recordkeeper.checkpoint_lineage as lineage_calls
-from recordkeeper import checkpoint_check, gc, retention
+from recordkeeper import checkpoint_check, gc, retention, samples
 from recordkeeper.compare import compare
 from recordkeeper.core.errors import InvalidInput
 from recordkeeper.derive import Derivation
@@ -160,6 +160,10 @@ class Client:
     versions_with_records = _on_registry(Registry.versions_with_records)
     check_leakage = _on_registry(Registry.check_leakage)
     record_lineage = _on_registry(Registry.record_lineage)
+
+    # sample records of a version (recordkeeper.samples)
+    record_sample = _on_registry(samples.record_sample)
+    sample = _on_registry(samples.get_sample)
 
     # aliases
     set_alias = _on_registry(Registry.set_alias)

@@ -44,12 +44,14 @@ from recordkeeper.core.errors import (
     ShardConflict,
     VersionNotFound,
 )
+from recordkeeper.core.record_sample import SAMPLE_RECORDS
 from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference
 from recordkeeper.core.splits import validate_split_name
 from recordkeeper.dataset import ShardFile
 from recordkeeper.http import quote_segment, reading_answer
 from recordkeeper.provenance import build_provenance
 from recordkeeper.publish import scan_file
+from recordkeeper.samples import sample_committed
 from recordkeeper.values import DatasetVersion
 from recordkeeper.writer import VersionWriter
 
@@ -66,6 +68,9 @@ class Derivation:
     abandons what was staged (:meth:`abort`).  ``writer_options`` (``compression``,
     ``shard_size``, ``format``, ...) go to the writer of the added records; provenance
     arguments are those of :meth:`Client.writer` (the base is added as parent ``base``).
+    ``sample_records``: the first records of each split of the new version (read from its
+    first shards) are sent decoded as its sample after commit (:mod:`recordkeeper.samples`;
+    0: none).
     """
 
     def __init__(
@@ -84,9 +89,11 @@ class Derivation:
         params: Mapping[str, Any] | str | os.PathLike[str] | None = None,
         code: Any = "auto",
         note: str | None = None,
+        sample_records: int = SAMPLE_RECORDS,
         **writer_options: Any,
     ) -> None:
         self._registry = registry
+        self.sample_records = sample_records
         ref = base.name if isinstance(base, DatasetVersion) else base.strip()
         self.dataset = parse_reference(ref).dataset
         found = self._base_version(ref)
@@ -281,6 +288,13 @@ class Derivation:
             raise
         if not version.was_staged_as(staged.name):  # an identical version was kept
             self._writer._delete_written()
+        else:
+            sample_committed(
+                self._registry,
+                version,
+                records=self.sample_records,
+                storage_options=self.storage_options or None,
+            )
         self._version = version.with_storage_options(self.storage_options or None)
         return self._version
 

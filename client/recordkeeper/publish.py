@@ -41,6 +41,7 @@ from recordkeeper.core.errors import (
     StorageRootNotAllowed,
 )
 from recordkeeper.core.manifest import ManifestEntry, content_digest
+from recordkeeper.core.record_sample import SAMPLE_RECORDS
 from recordkeeper.core.roots import AllowedRoots
 from recordkeeper.core.shards import Compression, ShardRecord
 from recordkeeper.dataset import Dataset, ShardFile
@@ -56,6 +57,7 @@ from recordkeeper.progress import ProgressLike, ProgressReader, byte_progress
 from recordkeeper.provenance import build_provenance
 from recordkeeper.record_ids import RecordIds, split_digest
 from recordkeeper.record_sets import register_record_set, write_index
+from recordkeeper.samples import sample_committed
 from recordkeeper.shard_names import final_shard_uri
 from recordkeeper.storage import (
     ObjectStat,
@@ -572,6 +574,7 @@ def publish(
     note: str | None = None,
     provenance: Mapping[str, Any] | None = None,
     record_index: bool = True,
+    sample_records: int = SAMPLE_RECORDS,
 ) -> DatasetVersion:
     """Register ``dataset``'s shards in place, or copied under ``copy_to``, as a new version.
 
@@ -583,6 +586,8 @@ def publish(
     ``record_index``: each record's identity is computed by the scan that hashes and checks
     it, each shard's record index stored beside it and the version's record identity
     registered after commit (docs/record-identity.md), as ``recordkeeper index`` would.
+    ``sample_records``: the first records of each split (read from its first shard) are sent
+    decoded as the version's sample after commit (:mod:`recordkeeper.samples`; 0: none).
     """
     options = (
         storage_options
@@ -763,8 +768,10 @@ def publish(
         for uri in copies:  # the existing version was kept; the copies are orphans
             with contextlib.suppress(Exception):
                 remove(uri, options)
-    elif indexes:
-        splits = {str(r["uri"]): str(r["split"]) for r in registrations}
-        _store_record_identity(registry, version, indexes, splits, options)
+    else:
+        if indexes:
+            splits = {str(r["uri"]): str(r["split"]) for r in registrations}
+            _store_record_identity(registry, version, indexes, splits, options)
+        sample_committed(registry, version, records=sample_records, storage_options=options)
     # the version reads storage the way it was published (the registry's options otherwise)
     return version.with_storage_options(options or None)

@@ -58,12 +58,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from recordkeeper.core.errors import InvalidRequest, InvalidShard, StorageError
+from recordkeeper.core.record_sample import SAMPLE_RECORDS
 from recordkeeper.core.roots import storage_root_of
 from recordkeeper.core.shards import ShardRecord
 from recordkeeper.core.splits import validate_split_name
 from recordkeeper.provenance import build_provenance
 from recordkeeper.record_ids import RecordIds, split_digest
 from recordkeeper.record_sets import index_uri, register_record_set, write_index
+from recordkeeper.samples import SampleCollector, sample_committed
 from recordkeeper.shard_names import final_shard_uri, shard_suffix, split_counts
 from recordkeeper.storage import (
     discard_upload,
@@ -452,6 +454,7 @@ class VersionWriter:
         format: str = "tfrecord",
         format_options: Mapping[str, Any] | None = None,
         record_index: bool = RECORD_INDEX_DEFAULT,
+        sample_records: int = SAMPLE_RECORDS,
     ) -> None:
         """Provenance (docs/provenance.md): ``parents`` (``"coco@v2"``, ``"coco@v2:labels"``,
         versions), ``sources`` (URIs, listed now), ``params`` (a mapping or a YAML/JSON file),
@@ -462,7 +465,9 @@ class VersionWriter:
         ``format_options`` its options.  ``record_index``: each record's identity is hashed
         as it is written, each shard's record index stored beside it and the version's
         record identity registered at commit (docs/record-identity.md), as
-        ``recordkeeper index`` would afterwards."""
+        ``recordkeeper index`` would afterwards.  ``sample_records``: the first records of
+        each split, as written, are sent decoded as the version's sample after commit
+        (:mod:`recordkeeper.samples`; 0: none)."""
         from recordkeeper import formats
 
         self._registry = registry
@@ -509,6 +514,8 @@ class VersionWriter:
         self._closed = False
         self._closed_records = 0  # records in shards already closed
         self.record_index = record_index
+        self.sample_records = sample_records
+        self._sample = SampleCollector(sample_records)  # the first records of each split
         #: the record identity registered at commit (``record_index``), the service's answer
         self.record_set: dict[str, Any] | None = None
         #: Set by :class:`recordkeeper.derive.Derivation`: the version is staged as a change
@@ -581,6 +588,8 @@ class VersionWriter:
     def _hand_over(self, split: str, current: _OpenShard) -> None:
         """Give the collected records to the shard's TFRecordWriter; close the shard when it
         has reached ``shard_size``."""
+        if self._sample.wants(split):  # once per batch, not per record
+            self._sample.add(split, current.batch)
         current.hand_over()
         shard = current.shard
         # Uncompressed, the framed size is the stored size: the batch ends exactly at the
@@ -627,8 +636,12 @@ class VersionWriter:
             raise
         if not version.was_staged_as(staged.name):  # an identical version was kept
             self._delete_written()
-        elif self.record_index:
-            self.record_set = self._register_record_set(version)
+        else:
+            if self.record_index:
+                self.record_set = self._register_record_set(version)
+            sample_committed(
+                self._registry, version, records=self.sample_records, collected=self._sample
+            )
         # the version reads storage the way it was written (the registry's options otherwise)
         self._version = version.with_storage_options(self.storage_options or None)
         return self._version
@@ -702,6 +715,8 @@ class VersionWriter:
         current = self._open.pop(split)
         shard, tfw = current.shard, current.tfw
         if current.batch:
+            if self._sample.wants(split):
+                self._sample.add(split, current.batch)
             current.hand_over()
         shard.stats = tfw.close()
         if shard.ids is not None:

@@ -256,3 +256,39 @@ def test_progress_while_drawing_a_large_graph(
     # the drawn graph answers as before
     page.evaluate("window.recordkeeperGraph.select('checkpoint:big@run29/ckpt-2999')")
     expect(page.get_by_test_id("selected-node")).to_have_text("big@run29/ckpt-2999")
+    # every node and every edge is still drawn: 3,000 edges are more than Cytoscape draws
+    # itself (FAST_EDGES), so they are on the edge layer, each between two drawn nodes
+    expect(status).to_contain_text("3,001 drawn, 3,000 edges")
+    drawn = page.evaluate(DRAWN)
+    assert drawn["nodes"] == 3001 and drawn["cyEdges"] == 0, drawn
+    assert drawn["layerEdges"] == 3000 and drawn["dangling"] == 0, drawn
+    assert drawn["kinds"] == {"trained_on": 3000}, drawn
+    # once the view stands still the layer strokes the edges in view (all of them: the whole
+    # graph shown), beneath the nodes
+    page.evaluate("window.recordkeeperGraph.cy.fit(undefined, 30)")
+    page.wait_for_function("() => window.recordkeeperGraph.edgeLayer.drawn === 3000")
+    assert page.evaluate(EDGE_PIXELS) > 1000
+    shot(page, "graph-all-edges")
+
+
+DRAWN = """() => {
+  const view = window.recordkeeperGraph;
+  const layer = view.edgeLayer;
+  return {
+    nodes: view.cy.nodes().length,
+    cyEdges: view.cy.edges().length,
+    layerEdges: layer.size,
+    dangling: layer.edges.filter(([a, b]) => a.empty() || b.empty() || a.removed() || b.removed())
+      .length,
+    kinds: layer.edges.reduce((out, [, , kind]) => ({ ...out, [kind]: (out[kind] || 0) + 1 }), {}),
+  };
+}"""
+
+# pixels of the edge layer's canvas that are not transparent
+EDGE_PIXELS = """() => {
+  const canvas = document.querySelector('[data-testid=graph-edges]');
+  const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+  let painted = 0;
+  for (let i = 3; i < data.length; i += 4) if (data[i]) painted += 1;
+  return painted;
+}"""

@@ -218,6 +218,13 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
     call("GET", f"{API}/versions/{{ref}}/record-sets", ref=name)
     found = call("GET", f"{API}/record-sets/{{digest}}", digest=registered["records_digest"])
     assert found["count"] == 1
+    records = [
+        {"index": 0, "size": 12, "kind": "example", "features": {"label": [3], "t": ["a cat"]}},
+        {"index": 1, "size": 3, "kind": "bytes", "features": "<3 bytes: 0a0b0c>"},
+    ]
+    sample = {"splits": [{"split": "train", "records": records}], "source": "publish"}
+    call("PUT", f"{API}/versions/{{ref}}/sample", json=sample, ref=name)
+    assert call("GET", f"{API}/versions/{{ref}}/sample", ref=name)["source"] == "publish"
 
     other = publish(client, "coco", content="b")["name"]
     derived = stage(client, "coco", provenance={"parents": [{"ref": name, "role": "base"}]})

@@ -103,6 +103,8 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("PUT", f"{API}/versions/{{ref}}/record-sets"): "write",
     ("GET", f"{API}/versions/{{ref}}/record-sets"): "read",
     ("GET", f"{API}/record-sets/{{digest}}"): "read",
+    ("PUT", f"{API}/versions/{{ref}}/sample"): "write",
+    ("GET", f"{API}/versions/{{ref}}/sample"): "read",
 }
 
 #: The documentation routes (not APIRoutes): public, they hold no data.  ``/docs/assets``

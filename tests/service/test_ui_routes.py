@@ -47,10 +47,12 @@ def test_every_module_the_page_imports_exists(client: TestClient) -> None:
         "api.js",
         "dom.js",
         "graph.js",
+        "graph-edges.js",
         "lists.js",
         "pages-data.js",
         "pages-lineage.js",
         "pages-runs.js",
+        "sample.js",
     ):
         text = client.get(f"/ui/{name}").text
         for target in re.findall(r'from "\./([^"]+)"', text):

@@ -46,14 +46,24 @@ def head(
     width: Annotated[
         int, typer.Option("--width", min=8, help="characters of a text value shown")
     ] = 64,
+    record_sample: Annotated[
+        bool,
+        typer.Option(
+            "--record-sample",
+            help="also store the first records of every split as the version's sample "
+            "(shown on its UI page)",
+        ),
+    ] = False,
     storage_option: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show a version's first records with their features decoded (tf.train.Example and
-    SequenceExample; other records as a hex prefix)."""
-    from recordkeeper.core.example_decode import NotAnExample, decode_example, shown
+    SequenceExample; other records as a hex prefix).  With --record-sample, also store the
+    first -n records of every split (at most 10) as the version's sample records."""
+    from recordkeeper.core.record_sample import MAX_SAMPLE_RECORDS, record_row
 
-    version = connect(parse_storage_options(storage_option)).resolve(ref)
+    client = connect(parse_storage_options(storage_option))
+    version = client.resolve(ref)
     names = sorted(version.splits)
     chosen = (
         split if split is not None else ("train" if "train" in names else names[0] if names else "")
@@ -64,17 +74,20 @@ def head(
             "not_found",
             ExitCode.NOT_FOUND,
         )
-    rows: list[dict[str, Any]] = []
-    for i, record in enumerate(version.head(chosen, n)):
-        try:
-            features: Any = shown(decode_example(record), width=width)
-            kind = "example"
-        except NotAnExample:
-            features = shown({"bytes": record}, width=width)["bytes"]
-            kind = "bytes"
-        rows.append({"index": i, "size": len(record), "kind": kind, "features": features})
+    rows = [record_row(i, r, width=width, cap=False) for i, r in enumerate(version.head(chosen, n))]
+    if record_sample:
+        stored = client.record_sample(version.name, records=min(n, MAX_SAMPLE_RECORDS), width=width)
+        if not as_json:
+            count = sum(len(s["records"]) for s in stored["splits"])
+            console().print(
+                f"[bold]{version.name}[/]: stored a sample of {count} records "
+                f"({len(stored['splits'])} splits), shown on its UI page"
+            )
     if as_json:
-        print_json({"version": version.name, "split": chosen, "records": rows})
+        answer: dict[str, Any] = {"version": version.name, "split": chosen, "records": rows}
+        if record_sample:
+            answer["sample"] = stored
+        print_json(answer)
         return
     out = console()
     total = version.splits[chosen].record_count

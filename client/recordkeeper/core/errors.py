@@ -106,6 +106,7 @@ __all__ = [
     "InvalidReference",
     "InvalidRequest",
     "InvalidResponse",
+    "InvalidSample",
     "InvalidShard",
     "InvalidVersionName",
     "ModelNotFound",
@@ -119,6 +120,7 @@ __all__ = [
     "RecordkeeperError",
     "ResponseTooLarge",
     "RouteNotFound",
+    "SampleNotFound",
     "SchemaConflict",
     "SchemaNotFound",
     "ServerError",
@@ -277,6 +279,14 @@ class InvalidIndex(InvalidInput):
     code = "invalid_record_index"
 
 
+class InvalidSample(InvalidInput):
+    """A sample records document of the wrong shape, text, numbers or size
+    (:mod:`recordkeeper.core.record_sample`)."""
+
+    code = "invalid_sample"
+    status = 422
+
+
 class PayloadTooLarge(InvalidInput):
     code = "payload_too_large"
     status = 413
@@ -332,6 +342,12 @@ class SplitNotFound(NotFound):
     """A derived version's change names a split its base does not have."""
 
     code = "split_not_found"
+
+
+class SampleNotFound(NotFound):
+    """The version has no sample records (``recordkeeper head REF --record-sample`` adds one)."""
+
+    code = "sample_not_found"
 
 
 class ShardNotFound(NotFound):

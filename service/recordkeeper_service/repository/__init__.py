@@ -25,6 +25,7 @@ module             resource
 ``history``        a dataset's log; the children of a version, the versions from a source
 ``verifications``  failed verifications reported by clients (audit event, metrics)
 ``record_sets``    record identity of versions (split set digests, records digest look-up)
+``samples``        sample records of versions (decoded by the publishing client)
 ``lineage``        models, runs, checkpoints, upstream/downstream, graph, and the
                    ``version_in_use`` guard (a package: queries, assembly, records)
 =================  ===========================================================
@@ -52,6 +53,7 @@ from recordkeeper_service.repository.history import ProvenanceRepository
 from recordkeeper_service.repository.lineage import LineageRepository
 from recordkeeper_service.repository.record_sets import RecordSetRepository
 from recordkeeper_service.repository.retention import RetentionRepository
+from recordkeeper_service.repository.samples import SampleRepository
 from recordkeeper_service.repository.schemas import SchemaRepository
 from recordkeeper_service.repository.shards import ShardRepository
 from recordkeeper_service.repository.tokens import TokenRepository
@@ -101,6 +103,7 @@ class Repository:
         self.lineage = LineageRepository(db, cache_bytes=lineage_cache_bytes)
         self.verifications = VerificationRepository(db, metrics=metrics)
         self.record_sets = RecordSetRepository(db)
+        self.samples = SampleRepository(db)
 
     def migration_status(self) -> migrate.MigrationStatus:
         """Where the database stands against this release's migrations (``/readyz``)."""

@@ -23,6 +23,7 @@ module             resource
 ``retention``      retention policies, pins, plan, claims, ``deletable``, ``retention-done``
 ``verifications``  failed verifications reported by clients
 ``record_sets``    record identity of versions: split set digests, look-up by records digest
+``samples``        a version's sample records (decoded by the publishing client)
 ``info``           ``/info``
 ``whoami``         ``/whoami``: the caller's name and scope
 ``ui``             ``/`` and ``/ui/{asset}``: the web UI (public, from package data)
@@ -48,6 +49,7 @@ from recordkeeper_service.routes import (
     provenance,
     record_sets,
     retention,
+    samples,
     schemas,
     shards,
     tokens,
@@ -79,6 +81,7 @@ for module in (
     gc,
     retention,
     record_sets,
+    samples,
     verifications,
 ):
     api_router.include_router(module.router)

@@ -16,6 +16,7 @@
 //   edges while the viewport moves, so pan and zoom stay fluid with thousands of nodes.
 import cytoscape from "./vendor/cytoscape/cytoscape.esm.min.js";
 import { api } from "./api.js";
+import { EdgeLayer, edgeKinds } from "./graph-edges.js";
 
 export const GRAPH_LIMIT = 5000; // nodes per graph answer: the service's maximum
 export const CLUSTER_MIN = 21; // a run with more checkpoints than 20 becomes one cluster node
@@ -23,13 +24,14 @@ const ROWS_PER_COLUMN = 40;
 const COLUMN_WIDTH = 230;
 const SUB_COLUMN_WIDTH = 210;
 const ROW_HEIGHT = 46;
-const FAST_EDGES = 1500; // above this many edges, draw them as straight "haystack" lines
+const FAST_EDGES = 1500; // above this many edges, the EdgeLayer draws them (straight, no arrows)
 const MAX_FIT_ZOOM = 1.8; // a handful of nodes is not blown up to fill a wide screen
 const FIT_ALL_MAX = 400; // after a change, graphs up to this many drawn nodes are shown whole
 export const PROGRESS_MIN = 500; // views of more nodes are drawn in chunks, with a progress bar
-// nodes added per task (edges: twice as many): at least CHUNK, in at most CHUNKS tasks
-const CHUNK = 400;
-const CHUNKS = 4;
+// a large view is drawn in slices of about SLICE_MS of work each, one slice per task, added
+// SLICE_STEP elements at a time
+const SLICE_MS = 50;
+const SLICE_STEP = 100;
 
 /** Resolve in a new task after the next frame was painted (or after 100 ms, in a tab the
  * browser does not paint), so the progress bar moves and input is handled between chunks. */
@@ -252,7 +254,6 @@ const STYLE = [
       "arrow-scale": 0.8,
     },
   },
-  { selector: "edge.fast", style: { "curve-style": "haystack", "target-arrow-shape": "none" } },
   { selector: "edge.trained_on", style: { "line-color": COLORS.trained_on, "target-arrow-color": COLORS.trained_on } },
   { selector: "edge.initialized_from", style: { "line-style": "dashed" } },
   { selector: "edge.derived_from", style: { "line-color": COLORS.derived_from, "target-arrow-color": COLORS.derived_from, width: 2 } },
@@ -288,6 +289,7 @@ export class LineageView {
       pixelRatio: 1,
       boxSelectionEnabled: false,
     });
+    this.edgeLayer = new EdgeLayer(this.cy, edgeKinds(COLORS));
     this.cy.on("tap", "node", (event) => this.select(event.target.id()));
     this.cy.on("dbltap", "node", (event) => this.activate(event.target.id()));
     // the full name of the node under the pointer (canvas labels are shortened)
@@ -321,6 +323,7 @@ export class LineageView {
   }
 
   destroy() {
+    this.edgeLayer.destroy();
     this.cy.destroy();
   }
 
@@ -537,24 +540,15 @@ export class LineageView {
 
   /**
    * Bring Cytoscape in line with the view: remove, update and add elements.  A view of more
-   * than PROGRESS_MIN nodes is drawn in chunks (see CHUNK, CHUNKS), one chunk per task, so the
-   * page stays responsive and `onProgress({phase, done, total})` can show how far it got
-   * (`null` when done).  A newer render supersedes one still under way.
+   * than PROGRESS_MIN nodes is drawn in slices of at most SLICE_MS of work, one slice per task,
+   * so the page stays responsive and `onProgress({phase, done, total})` can show how far it got
+   * (`null` when done).  Each slice also computes its elements' styles and label sizes (what
+   * Cytoscape would otherwise do for every element in the first frame that shows them), and
+   * above FAST_EDGES edges the edges are drawn by this view's EdgeLayer instead of Cytoscape.
+   * A newer render supersedes one still under way.
    */
   async render() {
     const ticket = (this.renderTicket = (this.renderTicket || 0) + 1);
-    // a large view: one Cytoscape batch across the chunks (no style work and no redraw of a
-    // half-built graph after each: that made the whole drawing 3-4x slower); ended once,
-    // after the progress box says "Painting…", or when a newer render takes over
-    const batch = { open: false };
-    try {
-      return await this.renderSteps(ticket, batch);
-    } finally {
-      if (batch.open) this.cy.endBatch();
-    }
-  }
-
-  async renderSteps(ticket, batch) {
     const { viewNodes, viewEdges, rep } = this.view();
     const large = viewNodes.size > this.progressMin;
     const total = viewNodes.size;
@@ -567,75 +561,76 @@ export class LineageView {
     };
     report("layout", 0);
     if (!(await yieldToPage())) return false;
-    if (large) {
-      this.cy.startBatch();
-      batch.open = true;
-    }
     this.rep = rep;
     this.viewNodes = viewNodes;
+    this.viewEdges = viewEdges;
+    this.neighbourIndex = null;
     const rootView = rep.get(this.root) ?? this.root;
     const positions = this.layout(viewNodes, viewEdges, rootView);
     const fast = viewEdges.size > FAST_EDGES;
     const cy = this.cy;
-    const wantedIds = new Set([...viewNodes.keys()]);
-    for (const key of viewEdges.keys()) wantedIds.add(`e:${key}`);
-    cy.batch(() => {
-      cy.elements().forEach((el) => {
-        if (!wantedIds.has(el.id())) el.remove();
-      });
-    });
-    const nodeEntries = [...viewNodes];
-    const chunk = Math.max(CHUNK, Math.ceil(nodeEntries.length / CHUNKS));
-    for (let i = 0; i < nodeEntries.length; i += chunk) {
-      report("nodes", i);
-      if (i > 0 && !(await yieldToPage())) return false;
-      cy.batch(() => {
-        const added = [];
-        for (const [id, { node, hidden }] of nodeEntries.slice(i, i + chunk)) {
-          const more = hidden.up + hidden.down;
-          const suffix = more ? `  +${more}` : "";
-          const label = `${canvasLabel(node, LABEL_CHARS - suffix.length)}${suffix}`;
-          const classes = [node.kind];
-          if (node.state === "deprecated") classes.push("deprecated");
-          if (node.kind === "checkpoint" && node.state === "deleted") classes.push("deleted");
-          if (node.data_state && node.data_state !== "stored") classes.push("data-deleted");
-          if (more) classes.push("hidden-neighbours");
-          if (id === rootView) classes.push("root");
-          const existing = cy.getElementById(id);
-          if (existing.nonempty()) {
-            existing.data("label", label);
-            existing.classes(classes);
-            existing.position(positions.get(id));
-          } else {
-            added.push({ group: "nodes", data: { id, label }, classes, position: positions.get(id) });
-          }
-        }
-        cy.add(added);
-      });
-    }
-    const edgeEntries = [...viewEdges];
-    const edgeChunk = Math.max(CHUNK * 2, Math.ceil(edgeEntries.length / 2));
-    for (let i = 0; i < edgeEntries.length; i += edgeChunk) {
-      report("edges", total);
-      if (!(await yieldToPage())) return false;
-      cy.batch(() => {
-        const added = [];
-        for (const [key, edge] of edgeEntries.slice(i, i + edgeChunk)) {
-          const id = `e:${key}`;
-          const classes = [edge.kind];
-          if (fast) classes.push("fast");
-          const existing = cy.getElementById(id);
-          if (existing.nonempty()) existing.classes(classes);
-          else added.push({ group: "edges", data: { id, source: edge.source, target: edge.target }, classes });
-        }
-        cy.add(added);
-      });
+    const wanted = new Set(viewNodes.keys());
+    if (!fast) for (const key of viewEdges.keys()) wanted.add(`e:${key}`);
+    cy.batch(() => cy.elements().filter((el) => !wanted.has(el.id())).remove());
+    this.edgeLayer.clear();
+    // one slice: its elements added in one Cytoscape batch, then their styles and sizes
+    // computed (boundingBox), so no frame has to do that for thousands of them at once
+    const slices = async (entries, phase, addOne) => {
+      let i = 0;
+      while (i < entries.length) {
+        report(phase, i);
+        if (i > 0 && !(await yieldToPage())) return false;
+        const until = performance.now() + SLICE_MS;
+        do {
+          const part = entries.slice(i, i + SLICE_STEP);
+          i += part.length;
+          const added = [];
+          const touched = [];
+          cy.batch(() => {
+            for (const entry of part) addOne(entry, added, touched);
+            touched.push(...cy.add(added));
+          });
+          if (large) for (const element of touched) element.boundingBox();
+        } while (i < entries.length && (!large || performance.now() < until));
+      }
+      return true;
+    };
+    const addNode = ([id, { node, hidden }], added, touched) => {
+      const more = hidden.up + hidden.down;
+      const suffix = more ? `  +${more}` : "";
+      const label = `${canvasLabel(node, LABEL_CHARS - suffix.length)}${suffix}`;
+      const classes = [node.kind];
+      if (node.state === "deprecated") classes.push("deprecated");
+      if (node.kind === "checkpoint" && node.state === "deleted") classes.push("deleted");
+      if (node.data_state && node.data_state !== "stored") classes.push("data-deleted");
+      if (more) classes.push("hidden-neighbours");
+      if (id === rootView) classes.push("root");
+      const existing = cy.getElementById(id);
+      if (existing.nonempty()) {
+        existing.data("label", label);
+        existing.classes(classes);
+        existing.position(positions.get(id));
+        touched.push(existing);
+      } else {
+        added.push({ group: "nodes", data: { id, label }, classes, position: positions.get(id) });
+      }
+    };
+    if (!(await slices([...viewNodes], "nodes", addNode))) return false;
+    report("edges", total);
+    if (!(await yieldToPage())) return false;
+    if (fast) {
+      this.edgeLayer.set([...viewEdges.values()]);
+    } else {
+      const addEdge = ([key, edge], added) => {
+        const id = `e:${key}`;
+        const existing = cy.getElementById(id);
+        if (existing.nonempty()) existing.classes([edge.kind]);
+        else added.push({ group: "edges", data: { id, source: edge.source, target: edge.target }, classes: [edge.kind] });
+      };
+      if (!(await slices([...viewEdges], "edges", addEdge))) return false;
     }
     if (large) {
       report("drawing", total);
-      if (!(await yieldToPage())) return false;
-      batch.open = false;
-      cy.endBatch(); // the styles of every new element, at once
       // the first frame with every element: the canvas is drawn when it has painted
       await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
       if (ticket !== this.renderTicket) return false;
@@ -689,18 +684,11 @@ export class LineageView {
     if (!entry) return null;
     const neighbours = [];
     const seen = new Set();
-    for (const edge of this.cy.getElementById(id).connectedEdges()) {
-      const other = edge.source().id() === id ? edge.target().id() : edge.source().id();
+    for (const [other, side] of this.neighboursOf(id)) {
       if (seen.has(other)) continue;
       seen.add(other);
       const target = this.viewNodes.get(other);
-      if (target) {
-        neighbours.push({
-          id: other,
-          label: nodeLabel(target.node),
-          side: edge.source().id() === id ? "downstream" : "upstream",
-        });
-      }
+      if (target) neighbours.push({ id: other, label: nodeLabel(target.node), side });
     }
     neighbours.sort((a, b) => (a.side + a.label < b.side + b.label ? -1 : 1));
     return {
@@ -716,11 +704,30 @@ export class LineageView {
     };
   }
 
+  /** The drawn neighbours of a view node: [[view id, "upstream" | "downstream"]], from the
+   * view's edges (indexed once per render: large views do not hand their edges to Cytoscape). */
+  neighboursOf(id) {
+    if (!this.neighbourIndex) {
+      const index = new Map();
+      const add = (a, b, side) => {
+        if (!index.has(a)) index.set(a, []);
+        index.get(a).push([b, side]);
+      };
+      for (const edge of (this.viewEdges || new Map()).values()) {
+        add(edge.source, edge.target, "downstream");
+        add(edge.target, edge.source, "upstream");
+      }
+      this.neighbourIndex = index;
+    }
+    return this.neighbourIndex.get(id) || [];
+  }
+
+  /** What is drawn: `edges` counts Cytoscape's edges and the EdgeLayer's. */
   status() {
     return {
       loaded: this.nodes.size,
       shown: this.cy.nodes().length,
-      edges: this.cy.edges().length,
+      edges: this.cy.edges().length + this.edgeLayer.size,
       truncated: Boolean(this.truncated),
     };
   }

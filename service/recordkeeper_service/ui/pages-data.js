@@ -3,6 +3,7 @@ import { api, seg } from "./api.js";
 import { badge, bytes, clear, count, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
 import { checkpointHref } from "./graph.js";
 import { fullTable, loadingList } from "./lists.js";
+import { fetchSample, sampleSection } from "./sample.js";
 
 const PAGE = 50;
 const SHARDS_SHOWN = 200;
@@ -435,8 +436,9 @@ function shardLocation(version) {
 
 export async function versionPage(main, [ref], _query, ctx) {
   const version = await api(`/versions/${seg(ref)}`);
-  const [schema] = await Promise.all([
+  const [schema, sample] = await Promise.all([
     version.schema_digest ? api(`/versions/${seg(version.name)}/schema`).then((s) => s.schema) : null,
+    fetchSample(version.name),
   ]);
   const previous = version.number > 1 ? `${version.dataset}@v${version.number - 1}` : null;
   const facts = [
@@ -471,6 +473,8 @@ export async function versionPage(main, [ref], _query, ctx) {
     Object.entries(version.splits || {}).map(([split, entry]) => shardsTable(split, entry)),
     h("h2", {}, "Schema"),
     schema ? schemaTable(schema) : h("p", { class: "muted" }, "No merged schema (not committed, or some shard was registered without one)."),
+    h("h2", {}, "Sample records"),
+    sampleSection(version.name, sample),
     h("h2", {}, "Consumers"),
     consumersSection(version.name),
   );

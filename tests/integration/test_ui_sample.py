@@ -1,0 +1,79 @@
+"""Sample records over a real socket and on the version page (Debian Chromium via Playwright).
+
+The service runs under uvicorn on a loopback port (SQLite); the data is written and published
+through the Python client, which sends each version's sample; the version page shows it as
+"Sample records", and a version without one says how to record it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import recordkeeper as rk
+from tests.client._records import example_bytes, write_tfrecord
+from tests.integration._browser import browser, chromium_path, expect, page, shot
+from tests.integration.conftest import LiveService
+
+__all__ = ["browser", "chromium_path", "page"]  # fixtures used by the tests below
+
+
+def _write(service: LiveService) -> tuple[str, str]:
+    with service.client() as client:
+        with client.writer("coco", shard_size="1kB") as w:
+            for i in range(12):
+                features = {"label": [i], "caption": [b"a cat on mat %d" % i], "box": [0.25, 0.5]}
+                w.write(example_bytes(features), split="train")
+            w.write(example_bytes({"label": [99], "caption": [b"held out"]}), split="test")
+        with client.writer("quiet", sample_records=0) as q:
+            q.write(example_bytes({"label": [1]}))
+    return w.version.name, q.version.name
+
+
+def test_samples_over_a_socket(live_service: LiveService, data_dir: Path) -> None:
+    """Writer, publish and attach-later, each stored and answered over HTTP; a bad document
+    gets its stable code from the real server."""
+    written, quiet = _write(live_service)
+    write_tfrecord(data_dir / "train.tfrecord", [example_bytes({"n": [i]}) for i in range(9)])
+    with live_service.client() as client:
+        published = client.publish(rk.Dataset.from_directory(data_dir, name="raw"), progress=False)
+        sample = client.sample(published.name)
+        assert sample is not None and sample["source"] == "publish"
+        assert [r["features"] for r in sample["splits"][0]["records"]] == [
+            {"n": [0]},
+            {"n": [1]},
+            {"n": [2]},
+        ]
+        assert client.sample(quiet) is None
+        assert client.record_sample(quiet)["source"] == "attach"
+        with pytest.raises(rk.InvalidSample):
+            client.registry.http.api(
+                "PUT",
+                f"/versions/{written}/sample",
+                json={"splits": [{"split": "x", "records": []}]},
+            )
+    raw = httpx.get(f"{live_service.url}/api/v1/versions/{written}/sample")
+    assert raw.status_code == 200
+    train = next(s for s in raw.json()["splits"] if s["split"] == "train")
+    assert train["records"][0]["features"]["caption"] == ["a cat on mat 0"]
+
+
+def test_version_page_shows_the_decoded_sample(live_service: LiveService, page: Any) -> None:
+    written, quiet = _write(live_service)
+    page.goto(f"{live_service.url}/#/versions/{written}")
+    sample = page.get_by_test_id("sample")
+    expect(page.get_by_test_id("sample-note")).to_contain_text("Recorded by the publisher")
+    train = page.get_by_test_id("sample-train")
+    expect(train.locator("tbody tr")).to_have_count(3)
+    expect(train.locator("thead")).to_contain_text("caption")
+    expect(train.locator("tbody tr").first).to_contain_text("a cat on mat 0")
+    expect(train.locator("tbody tr").nth(2)).to_contain_text("[0.25,0.5]")
+    expect(page.get_by_test_id("sample-test")).to_contain_text("held out")
+    sample.scroll_into_view_if_needed()
+    shot(page, "version-sample")
+    page.goto(f"{live_service.url}/#/versions/{quiet}")
+    none = page.get_by_test_id("sample-none")
+    expect(none).to_contain_text(f"recordkeeper head {quiet} --record-sample")
