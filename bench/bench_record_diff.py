@@ -48,6 +48,8 @@ from recordkeeper.core.record_index import (  # noqa: E402
     RecordIndexBuilder,
     index_chunks,
 )
+from recordkeeper.record_sets import chunk_records  # noqa: E402
+from recordkeeper.storage import open_read  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 W = 16
@@ -78,14 +80,16 @@ def _make(directory: Path, records: int, shards: int, changed: int) -> tuple[lis
 
 def _streams(paths: list[Path], chunk: int):
     def one(path: Path):
-        with open(path, "rb") as fh:
+        # what recordkeeper.record_sets streams for a shard: the index opened through the
+        # client's storage layer (fsspec), its body checked and read chunk by chunk
+        with open_read(path.as_uri()) as fh:
             yield from index_chunks(fh.read, chunk)[1]
 
     return [("train", one(p)) for p in paths]
 
 
 def merge(pa: list[Path], pb: list[Path], native: bool = True) -> tuple[int, int]:
-    chunk = max(256, (4 * 2**20) // ((len(pa) + len(pb)) * W))
+    chunk = chunk_records(len(pa) + len(pb), W)
     fast = _native.speedups.record_diff_stream if native and _native.speedups else None
     d = diff_records(_streams(pa, chunk), _streams(pb, chunk), W, native=fast).splits["train"]
     return d.added, d.removed

@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 INDEX_LOCATION = "{shard_dir}/" + INDEX_DIR + "/{shard_name}" + INDEX_SUFFIX
-_CHUNK_BUDGET = 4 * 2**20  # bytes of index chunks held at once by a merge, over all shards
+_CHUNK_BUDGET = 16 * 2**20  # bytes of index chunks held at once by a merge, over all shards
 
 
 LOOKUP_NAME = ".recordkeeper/records.rklookup"
@@ -174,6 +174,12 @@ def _lazy(make: Callable[[], Iterator[bytes]]) -> Iterator[bytes]:
     yield from make()
 
 
+def chunk_records(streams: int, width: int) -> int:
+    """Identities per chunk when ``streams`` index streams are merged at once: the merge's
+    chunk budget shared out, at least 256 (a chunk per stream is what a merge holds)."""
+    return max(256, _CHUNK_BUDGET // max(1, streams * width))
+
+
 def _streams(
     version: DatasetVersion,
     kind: str,
@@ -183,7 +189,7 @@ def _streams(
 ) -> list[tuple[str, Iterator[bytes]]]:
     wanted = None if splits is None else set(splits)
     shards = [s for s in version.shards if wanted is None or s.split in wanted]
-    per = max(256, _CHUNK_BUDGET // max(1, (shard_count or len(shards)) * width))
+    per = chunk_records(shard_count or len(shards), width)
     options = dict(version.storage_options)
     return [
         (s.split, _lazy(lambda s=s: _chunks(s, kind, width, per, options)))  # type: ignore[misc]
