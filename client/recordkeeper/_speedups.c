@@ -1532,6 +1532,7 @@ done:
 
 static PyObject *py_record_diff_stream(PyObject *self, PyObject *args); /* at the end */
 static PyObject *py_record_lookup_stream(PyObject *self, PyObject *args);
+static PyObject *py_record_leakage_stream(PyObject *self, PyObject *args);
 #ifdef RK_HAVE_OPENSSL
 /* record_ids(records, width) -> bytes: sha256(record)[:width] of each record, joined. */
 static PyObject *py_record_ids(PyObject *self, PyObject *args) {
@@ -1695,6 +1696,8 @@ static PyMethodDef methods[] = {
      "Record diff of whole index streams: (tag, chunk iterator) sources merged in C."},
     {"record_lookup_stream", py_record_lookup_stream, METH_VARARGS,
      "The entries and fan-out of a record lookup from the shards' index chunk iterators."},
+    {"record_leakage_stream", py_record_leakage_stream, METH_VARARGS,
+     "Records of evaluation splits found in other splits, from their index chunk iterators."},
 #ifdef RK_HAVE_OPENSSL
     {"record_ids", py_record_ids, METH_VARARGS,
      "sha256(record)[:width] of each record of a list of bytes, joined."},
@@ -2351,5 +2354,131 @@ done:
     PyMem_Free(ords);
     PyMem_Free(copies);
     PyMem_Free(buf);
+    return result;
+}
+
+/* ------------------------------------------------------------------ record leakage (issue 25)
+ *
+ *   record_leakage_stream(sources, ntags, width, pairs, sample)
+ *       -> [(records, leaked, distinct, sample_ids), ...] one per pair
+ *       sources: list of (tag, iterator) as record_diff_stream's, tag in [0, ntags): one
+ *       (version, split) each; pairs: list of (eval tag, other tag).  The same merge; for each
+ *       distinct identity held c times by the eval split E and at all by the other split O:
+ *       records += c for every pair of E; leaked += c, distinct += 1 and, while fewer than
+ *       `sample`, the identity is sampled for every pair (E, O) — what
+ *       recordkeeper.core.record_diff.leakage (the Python reference) counts.
+ */
+static PyObject *py_record_leakage_stream(PyObject *self, PyObject *args) {
+    PyObject *list, *pairs;
+    int ntags, width, sample;
+    if (!PyArg_ParseTuple(args, "O!iiO!i", &PyList_Type, &list, &ntags, &width, &PyList_Type,
+                          &pairs, &sample))
+        return NULL;
+    Py_ssize_t npairs = PyList_GET_SIZE(pairs);
+    if (ntags < 1 || ntags > (1 << 20) || width < 16 || width > 64 || sample < 0) {
+        PyErr_SetString(PyExc_ValueError, "record_leakage_stream: bad ntags, width or sample");
+        return NULL;
+    }
+    rs_merge_t m = {0};
+    PyObject *result = NULL, *samples = NULL;
+    int64_t *counts = PyMem_Calloc((size_t)ntags, sizeof(int64_t));
+    int *touched = PyMem_Calloc((size_t)ntags, sizeof(int));
+    int *first = PyMem_Calloc((size_t)ntags + 1, sizeof(int)); /* pairs by eval tag */
+    int *other = PyMem_Calloc((size_t)(npairs ? npairs : 1), sizeof(int));
+    int *slot = PyMem_Calloc((size_t)(npairs ? npairs : 1), sizeof(int));
+    int *ev = PyMem_Calloc((size_t)(npairs ? npairs : 1), sizeof(int));
+    int64_t *stats = PyMem_Calloc(3 * (size_t)(npairs ? npairs : 1), sizeof(int64_t));
+    if (!counts || !touched || !first || !other || !slot || !ev || !stats) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < npairs; i++) {
+        PyObject *pair = PyList_GET_ITEM(pairs, i);
+        int e, o;
+        if (!PyTuple_Check(pair) || !PyArg_ParseTuple(pair, "ii", &e, &o)) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_TypeError, "record_leakage_stream: pairs are (int, int)");
+            }
+            goto done;
+        }
+        if (e < 0 || e >= ntags || o < 0 || o >= ntags) {
+            PyErr_SetString(PyExc_ValueError, "record_leakage_stream: tag out of range");
+            goto done;
+        }
+        ev[i] = e;
+        first[e + 1]++;
+    }
+    for (int t = 0; t < ntags; t++) first[t + 1] += first[t];
+    {
+        int *fill = touched; /* scratch: the next slot of each eval tag */
+        for (int t = 0; t < ntags; t++) fill[t] = first[t];
+        for (Py_ssize_t i = 0; i < npairs; i++) {
+            PyObject *pair = PyList_GET_ITEM(pairs, i);
+            int o = (int)PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
+            int at = fill[ev[i]]++;
+            other[at] = o;
+            slot[at] = (int)i;
+        }
+        memset(touched, 0, (size_t)ntags * sizeof(int));
+    }
+    samples = PyList_New(npairs);
+    if (!samples) goto done;
+    for (Py_ssize_t i = 0; i < npairs; i++) {
+        PyObject *l = PyList_New(0);
+        if (!l) goto done;
+        PyList_SET_ITEM(samples, i, l);
+    }
+    if (rs_init(&m, list, (size_t)width, 1, ntags) < 0) goto done;
+    rs_count_ctx ctx = {counts, touched, 0};
+    for (;;) {
+        ctx.ntouched = 0;
+        int got = rs_next(&m, rs_count, &ctx);
+        if (got < 0) goto done;
+        if (!got) break;
+        for (int i = 0; i < ctx.ntouched; i++) {
+            int e = touched[i];
+            int64_t c = counts[e];
+            for (int k = first[e]; k < first[e + 1]; k++) {
+                int64_t *st = stats + 3 * (size_t)slot[k];
+                st[0] += c;
+                if (!counts[other[k]]) continue;
+                st[1] += c;
+                st[2] += 1;
+                PyObject *l = PyList_GET_ITEM(samples, slot[k]);
+                if (PyList_GET_SIZE(l) < sample) {
+                    PyObject *key = PyBytes_FromStringAndSize((const char *)m.key, (Py_ssize_t)m.w);
+                    if (!key || PyList_Append(l, key) < 0) {
+                        Py_XDECREF(key);
+                        goto done;
+                    }
+                    Py_DECREF(key);
+                }
+            }
+        }
+        for (int i = 0; i < ctx.ntouched; i++) counts[touched[i]] = 0;
+    }
+    result = PyList_New(npairs);
+    if (!result) goto done;
+    for (Py_ssize_t i = 0; i < npairs; i++) {
+        int64_t *st = stats + 3 * (size_t)i;
+        PyObject *row = Py_BuildValue("(LLLO)", (long long)st[0], (long long)st[1],
+                                      (long long)st[2], PyList_GET_ITEM(samples, i));
+        if (!row) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, row);
+    }
+done:
+    rs_free(&m);
+    Py_XDECREF(samples);
+    PyMem_Free(counts);
+    PyMem_Free(touched);
+    PyMem_Free(first);
+    PyMem_Free(other);
+    PyMem_Free(slot);
+    PyMem_Free(ev);
+    PyMem_Free(stats);
     return result;
 }

@@ -15,7 +15,8 @@ determined by the shard's records alone.  Publish never picks an index up as a s
 under ``.recordkeeper/`` and ``*.rkidx`` are ignored).
 
 ``record_diff`` and ``check_leakage`` stream the indexes (never the shards) through the core's
-bounded-memory merge.
+bounded-memory merge, run in C when the extension is built (``_speedups.record_diff_stream``,
+``_speedups.record_leakage_stream``).
 
 The per-record hook for writers, publish and deep verify is
 :class:`recordkeeper.core.record_index.RecordIndexBuilder` (``add(record)``, ``finish()``);
@@ -338,4 +339,7 @@ def check_leakage(
     for ref, splits in needed.items():
         for split, chunks in _streams(by_name[ref], kind, width, splits, count):
             sources.append(((ref, split), chunks))
-    return leakage(sources, pairs, width, sample=sample)
+    from recordkeeper import _native
+
+    fast = getattr(_native.speedups, "record_leakage_stream", None)
+    return leakage(sources, pairs, width, sample=sample, native=fast)

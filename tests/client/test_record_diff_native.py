@@ -113,3 +113,38 @@ def test_native_and_python_agree_over_many_key_rounds(width: int) -> None:
     native = diff_records(streams_of(a), streams_of(b), width, sample=3, native=NATIVE)
     assert native.to_dict() == python.to_dict()
     assert sum(d.added for d in native.splits.values()) > 0
+
+
+LEAKAGE = getattr(_native.speedups, "record_leakage_stream", None)
+TAGS = [("v", "test"), ("v", "train"), ("v", "validation"), ("w", "train")]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shards=st.lists(st.tuples(st.sampled_from(TAGS), st.lists(identity, max_size=30)), max_size=8),
+    pairs=st.lists(st.tuples(st.sampled_from(TAGS), st.sampled_from(TAGS)), max_size=6),
+    chunk=st.integers(1, 7),
+    sample=st.integers(0, 4),
+)
+def test_leakage_native_and_python_agree(
+    shards: list[tuple[tuple[str, str], list[bytes]]],
+    pairs: list[tuple[tuple[str, str], tuple[str, str]]],
+    chunk: int,
+    sample: int,
+) -> None:
+    from recordkeeper.core.record_diff import leakage
+
+    def sources() -> list[tuple[tuple[str, str], Iterator[bytes]]]:
+        return [(tag, chunks(ids, chunk)) for tag, ids in shards]
+
+    python = leakage(sources(), pairs, W, sample=sample)
+    native = leakage(sources(), pairs, W, sample=sample, native=LEAKAGE)
+    assert [p.to_dict() for p in native] == [p.to_dict() for p in python]
+
+
+def test_leakage_bad_pairs_are_refused() -> None:
+    assert LEAKAGE is not None
+    with pytest.raises(ValueError, match="tag out of range"):
+        LEAKAGE([(0, iter([b"x" * 16]))], 1, W, [(0, 1)], 1)
+    with pytest.raises(TypeError, match="pairs"):
+        LEAKAGE([(0, iter([b"x" * 16]))], 1, W, [(0,)], 1)
