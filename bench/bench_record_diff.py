@@ -8,8 +8,10 @@ records replaced.  Their per-shard indexes (``recordkeeper.core.record_index`` f
 16-byte identities) are written to a temporary directory.  Timed, medians of ``--repeat`` runs:
 
 - ``merge``: :func:`recordkeeper.core.record_diff.diff_records` streaming both versions' shard
-  indexes from disk, merged and counted in C (``_speedups.record_diff_stream``: what
-  ``recordkeeper diff --records`` does after resolving);
+  indexes from disk through the client's storage layer (fsspec, ``file://``; chunk size of
+  ``recordkeeper.record_sets.chunk_records``), merged and counted in C
+  (``_speedups.record_diff_stream``: what ``recordkeeper diff --records`` does after
+  resolving);
 - ``merge_python``: the same merge counted by the pure-Python reference (no C extension;
   skipped with ``--no-python-merge``, which takes ~90 s at 10 M records per version);
 - ``set``: the peer: read every index body, build a Python ``set`` of identities per version and
@@ -141,6 +143,7 @@ def main() -> None:
         "shards": args.shards,
         "changed": args.changed,
     }
+    result["load_average_start"] = round(os.getloadavg()[0], 1)
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         pa, pb = _make(Path(tmp), args.records, args.shards, args.changed)
@@ -159,8 +162,12 @@ def main() -> None:
     for name in arms:
         if name != "merge":
             result[f"merge_over_{name}"] = round(
-                float(result["merge_s"]) / float(result[f"{name}_s"]),
-                3,  # type: ignore[arg-type]
+                float(result["merge_s"]) / float(result[f"{name}_s"]),  # type: ignore[arg-type]
+                3,
+            )
+            result[f"merge_cpu_over_{name}_cpu"] = round(
+                float(result["merge_cpu_s"]) / float(result[f"{name}_cpu_s"]),  # type: ignore[arg-type]
+                3,
             )
     result["load_average"] = round(os.getloadavg()[0], 1)
     result["merge_records_per_s"] = round(2 * args.records / float(result["merge_s"]))  # type: ignore[arg-type]

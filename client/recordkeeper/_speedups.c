@@ -1533,6 +1533,7 @@ done:
 static PyObject *py_record_diff_stream(PyObject *self, PyObject *args); /* at the end */
 static PyObject *py_record_lookup_stream(PyObject *self, PyObject *args);
 static PyObject *py_record_leakage_stream(PyObject *self, PyObject *args);
+static PyObject *py_record_merge_stream(PyObject *self, PyObject *args);
 #ifdef RK_HAVE_OPENSSL
 /* record_ids(records, width) -> bytes: sha256(record)[:width] of each record, joined. */
 static PyObject *py_record_ids(PyObject *self, PyObject *args) {
@@ -1698,6 +1699,8 @@ static PyMethodDef methods[] = {
      "The entries and fan-out of a record lookup from the shards' index chunk iterators."},
     {"record_leakage_stream", py_record_leakage_stream, METH_VARARGS,
      "Records of evaluation splits found in other splits, from their index chunk iterators."},
+    {"record_merge_stream", py_record_merge_stream, METH_VARARGS,
+     "The sorted identities of many index chunk iterators, merged, written in blocks."},
 #ifdef RK_HAVE_OPENSSL
     {"record_ids", py_record_ids, METH_VARARGS,
      "sha256(record)[:width] of each record of a list of bytes, joined."},
@@ -2480,5 +2483,79 @@ done:
     PyMem_Free(slot);
     PyMem_Free(ev);
     PyMem_Free(stats);
+    return result;
+}
+
+/* ------------------------------------------------------------------ record merge (issue 25)
+ *
+ *   record_merge_stream(sources, width, write, block) -> identities
+ *       sources: list of iterators of index chunks (one split's shards).  Calls write(bytes)
+ *       with every identity of every source, each copy, in ascending order, in blocks of about
+ *       `block` bytes: what a split's set digest hashes (recordkeeper.core.record_index), with
+ *       memory one chunk per source plus a block.
+ */
+typedef struct {
+    int64_t copies;
+} rs_sum_ctx;
+
+static int rs_sum(void *ctx, int tag, int64_t copies) {
+    (void)tag;
+    ((rs_sum_ctx *)ctx)->copies += copies;
+    return 0;
+}
+
+static PyObject *py_record_merge_stream(PyObject *self, PyObject *args) {
+    PyObject *list, *write;
+    int width;
+    Py_ssize_t block;
+    if (!PyArg_ParseTuple(args, "O!iOn", &PyList_Type, &list, &width, &write, &block))
+        return NULL;
+    if (width < 16 || width > 64 || block < width) {
+        PyErr_SetString(PyExc_ValueError, "record_merge_stream: bad width or block");
+        return NULL;
+    }
+    rs_merge_t m = {0};
+    PyObject *result = NULL;
+    size_t w = (size_t)width, cap = (size_t)block + w;
+    unsigned char *buf = PyMem_Malloc(cap);
+    size_t used = 0;
+    int64_t total = 0;
+    if (!buf) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rs_init(&m, list, w, 0, 0) < 0) goto done;
+    for (;;) {
+        rs_sum_ctx ctx = {0};
+        int got = rs_next(&m, rs_sum, &ctx);
+        if (got < 0) goto done;
+        if (!got) break;
+        for (int64_t k = 0; k < ctx.copies; k++) {
+            if (used + w > cap) {
+                PyObject *r = PyObject_CallFunction(write, "y#", buf, (Py_ssize_t)used);
+                if (!r) goto done;
+                Py_DECREF(r);
+                used = 0;
+            }
+            memcpy(buf + used, m.key, w);
+            used += w;
+        }
+        total += ctx.copies;
+        if (used >= (size_t)block) {
+            PyObject *r = PyObject_CallFunction(write, "y#", buf, (Py_ssize_t)used);
+            if (!r) goto done;
+            Py_DECREF(r);
+            used = 0;
+        }
+    }
+    if (used) {
+        PyObject *r = PyObject_CallFunction(write, "y#", buf, (Py_ssize_t)used);
+        if (!r) goto done;
+        Py_DECREF(r);
+    }
+    result = PyLong_FromLongLong((long long)total);
+done:
+    rs_free(&m);
+    PyMem_Free(buf);
     return result;
 }

@@ -70,6 +70,7 @@ __all__ = [
     "record_diff",
     "record_sets",
     "register_record_set",
+    "split_digests",
     "write_index",
 ]
 
@@ -222,11 +223,36 @@ def index_version(
     with byte_progress(f"indexing {version.name}", total, progress) as advance:
         for shard in todo:
             _index_shard(shard, kind, width, options, advance)
-    digests: dict[str, SetDigest] = {s: SetDigest(kind, width) for s in version.splits}
-    for batch in merge_sorted(_streams(version, kind, width), width):
-        for split, items in batch.items():
-            digests[split].update_sorted(items)
+    digests = split_digests(version, kind, width)
     return register_record_set(http, version, digests, register=register)
+
+
+def split_digests(
+    version: DatasetVersion,
+    kind: IdentityKind = "bytes",
+    width: int = DEFAULT_WIDTH,
+    storage_options: Mapping[str, Any] | None = None,
+) -> dict[str, SetDigest]:
+    """The set digest of each split of ``version`` from its shards' stored indexes (a
+    streaming merge: no shard read, memory one chunk per shard), merged in C when built
+    (``_speedups.record_merge_stream``).  :class:`StorageError` when a shard's index is
+    missing, :class:`InvalidIndex` when it is not the ``kind``/``width`` index of that shard
+    (or is damaged)."""
+    from recordkeeper import _native
+
+    fast = getattr(_native.speedups, "record_merge_stream", None)
+    if storage_options is not None:
+        version = version.with_storage_options(storage_options or None)
+    digests: dict[str, SetDigest] = {s: SetDigest(kind, width) for s in version.splits}
+    if fast is None:
+        for batch in merge_sorted(_streams(version, kind, width), width):
+            for split, items in batch.items():
+                digests[split].update_sorted(items)
+        return digests
+    for split, digest in digests.items():
+        streams = [chunks for _, chunks in _streams(version, kind, width, [split])]
+        fast(streams, width, digest.update_sorted_body, 2**20)
+    return digests
 
 
 def register_record_set(
