@@ -8,8 +8,10 @@ records replaced.  Their per-shard indexes (``recordkeeper.core.record_index`` f
 16-byte identities) are written to a temporary directory.  Timed, medians of ``--repeat`` runs:
 
 - ``merge``: :func:`recordkeeper.core.record_diff.diff_records` streaming both versions' shard
-  indexes from disk, merged and counted in C (``_speedups.record_diff_stream``: what
-  ``recordkeeper diff --records`` does after resolving);
+  indexes from disk through the client's storage layer (fsspec, ``file://``; chunk size of
+  ``recordkeeper.record_sets.chunk_records``), merged and counted in C
+  (``_speedups.record_diff_stream``: what ``recordkeeper diff --records`` does after
+  resolving);
 - ``merge_python``: the same merge counted by the pure-Python reference (no C extension;
   skipped with ``--no-python-merge``, which takes ~90 s at 10 M records per version);
 - ``set``: the peer: read every index body, build a Python ``set`` of identities per version and
@@ -48,6 +50,8 @@ from recordkeeper.core.record_index import (  # noqa: E402
     RecordIndexBuilder,
     index_chunks,
 )
+from recordkeeper.record_sets import chunk_records  # noqa: E402
+from recordkeeper.storage import open_read  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 W = 16
@@ -78,14 +82,16 @@ def _make(directory: Path, records: int, shards: int, changed: int) -> tuple[lis
 
 def _streams(paths: list[Path], chunk: int):
     def one(path: Path):
-        with open(path, "rb") as fh:
+        # what recordkeeper.record_sets streams for a shard: the index opened through the
+        # client's storage layer (fsspec), its body checked and read chunk by chunk
+        with open_read(path.as_uri()) as fh:
             yield from index_chunks(fh.read, chunk)[1]
 
     return [("train", one(p)) for p in paths]
 
 
 def merge(pa: list[Path], pb: list[Path], native: bool = True) -> tuple[int, int]:
-    chunk = max(256, (4 * 2**20) // ((len(pa) + len(pb)) * W))
+    chunk = chunk_records(len(pa) + len(pb), W)
     fast = _native.speedups.record_diff_stream if native and _native.speedups else None
     d = diff_records(_streams(pa, chunk), _streams(pb, chunk), W, native=fast).splits["train"]
     return d.added, d.removed
@@ -137,6 +143,7 @@ def main() -> None:
         "shards": args.shards,
         "changed": args.changed,
     }
+    result["load_average_start"] = round(os.getloadavg()[0], 1)
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         pa, pb = _make(Path(tmp), args.records, args.shards, args.changed)
@@ -155,8 +162,12 @@ def main() -> None:
     for name in arms:
         if name != "merge":
             result[f"merge_over_{name}"] = round(
-                float(result["merge_s"]) / float(result[f"{name}_s"]),
-                3,  # type: ignore[arg-type]
+                float(result["merge_s"]) / float(result[f"{name}_s"]),  # type: ignore[arg-type]
+                3,
+            )
+            result[f"merge_cpu_over_{name}_cpu"] = round(
+                float(result["merge_cpu_s"]) / float(result[f"{name}_cpu_s"]),  # type: ignore[arg-type]
+                3,
             )
     result["load_average"] = round(os.getloadavg()[0], 1)
     result["merge_records_per_s"] = round(2 * args.records / float(result["merge_s"]))  # type: ignore[arg-type]

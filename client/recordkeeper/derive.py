@@ -20,6 +20,15 @@ the base's kept shards of their split; a split the base does not have (or remove
 which is how a split is *replaced* (:meth:`replace_split`).  The rules are
 :mod:`recordkeeper.core.derive`.
 
+**Record identity** (docs/record-identity.md): the added shards are indexed as they are
+written or scanned (``record_index``, the writer's default), each index stored beside its
+shard, and when the base's kept shards have their indexes too (the base was written,
+published or indexed with record identity) the derived version's record identity is
+registered at commit from the stored indexes — a streaming merge of 16 bytes per record, no
+shard read — so record diffs against the base show exactly what changed.  Without the base's
+indexes the derived version is left for ``recordkeeper index``, which then reads only the
+shards that have none.
+
 The base is recorded as the version's provenance parent with role ``base``.  Changes are
 checked against the base as they are made (``split_not_found``, ``shard_not_found``,
 ``split_exists``) and again by the service at commit, atomically: refused, the staged version
@@ -38,10 +47,12 @@ from typing import TYPE_CHECKING, Any
 
 from recordkeeper.core.derive import Changes, parse_shard_position, plan_changes
 from recordkeeper.core.errors import (
+    InvalidIndex,
     InvalidShard,
     ParentNotCommitted,
     ParentNotFound,
     ShardConflict,
+    StorageError,
     VersionNotFound,
 )
 from recordkeeper.core.record_sample import SAMPLE_RECORDS
@@ -51,9 +62,10 @@ from recordkeeper.dataset import ShardFile
 from recordkeeper.http import quote_segment, reading_answer
 from recordkeeper.provenance import build_provenance
 from recordkeeper.publish import scan_file
+from recordkeeper.record_ids import RecordIds, write_index
 from recordkeeper.samples import sample_committed
 from recordkeeper.values import DatasetVersion
-from recordkeeper.writer import VersionWriter
+from recordkeeper.writer import RECORD_INDEX_DEFAULT, VersionWriter
 
 if TYPE_CHECKING:
     from recordkeeper.registry import Registry
@@ -125,6 +137,10 @@ class Derivation:
             **writer_options,
         )
         self._writer._base = self.base
+        self.record_index = bool(writer_options.get("record_index", RECORD_INDEX_DEFAULT))
+        #: the record identity registered at commit (see the module docstring), or None
+        self.record_set: dict[str, Any] | None = None
+        self._file_indexes: dict[str, bytes] = {}  # added file URI -> its record index
         self._written: set[str] = set()
         self._files: dict[str, list[str]] = {}
         self._remove_splits: list[str] = []
@@ -241,7 +257,11 @@ class Derivation:
         for split, uris in self._files.items():
             for uri in uris:
                 shard = ShardFile(split, 0, 1, uri)
-                by_split.setdefault(split, []).append(scan_file(shard, options))
+                ids = RecordIds() if self.record_index else None
+                registration = scan_file(shard, options, record_ids=ids)
+                if ids is not None:
+                    self._file_indexes[uri] = ids.finish(str(registration["records_sha256"]))
+                by_split.setdefault(split, []).append(registration)
         out: list[dict[str, Any]] = []
         for _split, items in sorted(by_split.items()):
             seen: set[str] = set()
@@ -289,6 +309,8 @@ class Derivation:
         if not version.was_staged_as(staged.name):  # an identical version was kept
             self._writer._delete_written()
         else:
+            if self.record_index:
+                self.record_set = self._register_record_set(version)
             sample_committed(
                 self._registry,
                 version,
@@ -297,6 +319,25 @@ class Derivation:
             )
         self._version = version.with_storage_options(self.storage_options or None)
         return self._version
+
+    def _register_record_set(self, version: DatasetVersion) -> dict[str, Any] | None:
+        """Store the added files' indexes beside them, then register the version's record
+        identity from every shard's stored index (the base's and the added ones'); None when
+        some shard has no matching index (the base was never indexed)."""
+        from recordkeeper.record_sets import register_record_set, split_digests
+
+        options = dict(self.storage_options) if self.storage_options else None
+        for uri, data in self._file_indexes.items():
+            write_index(uri, data, options)
+        if not version.splits:
+            version = self._registry.resolve(version.name)
+        if not version.shards:
+            return None
+        try:
+            digests = split_digests(version, storage_options=options or {})
+        except (InvalidIndex, StorageError):
+            return None  # left for `recordkeeper index`, which reads only the unindexed shards
+        return register_record_set(self._registry.http, version, digests, storage_options=options)
 
     def abort(self) -> None:
         """Abandon what was staged and delete what was written (best effort)."""

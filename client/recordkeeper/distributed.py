@@ -26,15 +26,16 @@ The rules each step keeps, whatever the engine:
    copied), stages, and gives each file its final name (:mod:`recordkeeper.shard_names`).
 2. **Workers write and hash.**  :meth:`WritePlan.write_shard` writes one *shard key*'s records
    with the code ``client.writer`` uses (framing, sha256, crc32c, records_sha256, count and
-   schema computed while the bytes stream) to temporary names derived from the key alone,
-   ``_incomplete/{split}-{key:05d}-{part:03d}…`` (a key holding more than ``shard_size`` rolls
-   over to the next part).  The engine decides which records a key gets; the records of one
-   key must be fixed (an engine's shuffle/group output), so a task that runs again — a retry
-   after a failure — writes the same names with the same bytes and overwrites what the failed
-   attempt left.  It returns :class:`WrittenShard` values (picklable).  Keep speculative
-   execution off: an attempt the engine kills while another's result is kept can leave a
-   half-written file under the kept attempt's name (the commit then refuses it: its size or
-   checksum differs).
+   schema computed while the bytes stream; with ``record_index``, the default, each record's
+   identity too, the part's record index stored beside it) to temporary names derived from
+   the key alone, ``_incomplete/{split}-{key:05d}-{part:03d}…`` (a key holding more than
+   ``shard_size`` rolls over to the next part).  The engine decides which records a key
+   gets; the records of one key must be fixed (an engine's shuffle/group output), so a task
+   that runs again — a retry after a failure — writes the same names with the same bytes and
+   overwrites what the failed attempt left.  It returns :class:`WrittenShard` values
+   (picklable).  Keep speculative execution off: an attempt the engine kills while another's
+   result is kept can leave a half-written file under the kept attempt's name (the commit
+   then refuses it: its size or checksum differs).
    :meth:`PublishPlan.scan` reads one existing file once (hashes, CRCs, count, schema, the
    copy when copying) and returns its registration (a JSON-able ``dict``).
 3. **A barrier**: the driver gathers every worker's result.  Use the results of the attempts
@@ -43,8 +44,10 @@ The rules each step keeps, whatever the engine:
    shards are numbered per split in key order and moved to their final names
    ``{split}-00003-of-00016…``, fast-verified against the store's own checksums (S3
    ``ChecksumSHA256``, GCS CRC32C: bytes from another attempt cannot be registered under this
-   attempt's digests), registered, and the version committed; leftovers under ``_incomplete/``
-   are deleted.  Identical content keeps the existing version (its answer is that version,
+   attempt's digests), registered, and the version committed; each part's record index goes
+   beside its shard's final name and the version's record identity is registered from them
+   (docs/record-identity.md), as the writer does; leftovers under ``_incomplete/`` are
+   deleted.  Identical content keeps the existing version (its answer is that version,
    which :meth:`~recordkeeper.values.DatasetVersion.was_staged_as` tells apart) and the new
    copies are deleted, unless ``force_new``.  **Idempotent**: a commit that is retried (the
    driver died after it, the engine re-ran the step) answers the version the first attempt
@@ -77,12 +80,14 @@ from recordkeeper.core.roots import storage_root_of
 from recordkeeper.core.splits import validate_split_name
 from recordkeeper.dataset import Dataset, ShardFile
 from recordkeeper.publish import copy_target, detect_file_compression, scan_file
+from recordkeeper.record_ids import INDEX_DIR, RecordIds, index_uri, write_index
 from recordkeeper.shard_names import final_shard_uri, number_within_splits
-from recordkeeper.storage import join_uri, list_files, profile_of, remove
+from recordkeeper.storage import join_uri, list_files, open_read, profile_of, remove
 from recordkeeper.streaming import record_bytes
 from recordkeeper.values import DatasetVersion, Shard
 from recordkeeper.verify import verify_shards
 from recordkeeper.writer import (
+    RECORD_INDEX_DEFAULT,
     finalize_shard,
     open_shard,
     parse_size,
@@ -102,6 +107,7 @@ __all__ = [
     "commit_registrations",
     "plan_publish",
     "plan_write",
+    "register_stored_identity",
     "remove_quietly",
 ]
 
@@ -118,6 +124,8 @@ class WrittenShard:
     part: int
     temp_uri: str
     stats: ShardStats
+    #: whether the part's record index was stored beside ``temp_uri`` (``record_index``)
+    record_index: bool = False
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,9 @@ class WritePlan:
     format_options: Mapping[str, Any] | None = None
     #: the staged version, on the driver that planned (``None`` once pickled to a worker)
     staged_version: DatasetVersion | None = field(default=None, compare=False, repr=False)
+    #: each record's identity hashed as it is written, the record identity registered at
+    #: commit (docs/record-identity.md), as ``client.writer(record_index=True)`` does
+    record_index: bool = RECORD_INDEX_DEFAULT
 
     def __getstate__(self) -> dict[str, Any]:
         return _without_version(self)
@@ -162,6 +173,7 @@ class WritePlan:
         part = 0
         current: tuple[Any, Any, str] | None = None  # pipe, shard writer, temp uri
         framed = 0
+        ids: _PartIds | None = None
         try:
             for record in records:
                 if current is None:
@@ -182,22 +194,27 @@ class WritePlan:
                     )
                     current = (pipe, writer, uri)
                     framed = 0
+                    ids = _PartIds() if self.record_index else None
                 data = record if type(record) is bytes else record_bytes(record)
                 current[1].write(data)
+                if ids is not None:
+                    ids.add(data)
                 framed += len(data) + 16
                 if shard_is_full(self.compression, framed, current[0].size, self.shard_size):
-                    done.append(_close(current, split, key, part))
-                    current = None
+                    done.append(_close(current, split, key, part, ids, options))
+                    current, ids = None, None
                     part += 1
                     uploading = [pipe for pipe, _ in done if pipe.uploading]
                     if len(uploading) >= _MAX_PENDING_UPLOADS:  # bounds memory, as the writer
                         uploading[0].join()
             if current is not None:
-                done.append(_close(current, split, key, part))
-                current = None
+                done.append(_close(current, split, key, part, ids, options))
+                current, ids = None, None
             for pipe, _ in done:
                 pipe.join()
         except BaseException:
+            if ids is not None:
+                ids.abandon()
             if current is not None:
                 current[0].abort()
             for pipe, _ in done:
@@ -238,7 +255,7 @@ class WritePlan:
 
         def finalize(place: tuple[WrittenShard, int, int, str]) -> dict[str, Any]:
             shard, i, count, final = place
-            return finalize_shard(
+            registration = finalize_shard(
                 shard.temp_uri,
                 final,
                 shard.stats,
@@ -248,6 +265,9 @@ class WritePlan:
                 storage_options=options,
                 root=storage_root_of(self.prefix),
             )
+            if shard.record_index:
+                _place_index(shard.temp_uri, final, options)
+            return registration
 
         try:
             with ThreadPoolExecutor(max_workers=min(16, len(places))) as pool:
@@ -265,6 +285,9 @@ class WritePlan:
         self._remove_leftovers(options)
         if not version.was_staged_as(self.staged):  # identical content was kept: orphans
             remove_quietly([place[-1] for place in places], options)
+            remove_quietly([index_uri(place[-1]) for place in places], options)
+        elif all(shard.record_index for shard, *_ in places):
+            register_stored_identity(client, version, options)
         return version
 
     def abandon(self, client: Client) -> DatasetVersion:
@@ -278,6 +301,11 @@ class WritePlan:
         except StorageError:
             return  # nothing left (object stores have no empty directories)
         remove_quietly(leftovers, options)
+        if profile_of(self.prefix).local:  # the directories the parts' indexes were under
+            temp = local_files.local_path(join_uri(self.prefix, "_incomplete"))
+            for sub in (INDEX_DIR, os.path.dirname(INDEX_DIR)):
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.join(temp, sub))
 
 
 def _without_version(plan: Any) -> dict[str, Any]:
@@ -303,13 +331,74 @@ def _discard_earlier_attempt(uri: str, root: str | None) -> None:
         local_files.delete_objects(directory, local_files.real_roots([root]), [name])
 
 
+class _PartIds:
+    """One part's record identities, hashed in batches of about 1 MiB on a helper thread
+    (:class:`~recordkeeper.record_ids.RecordIds`) while the part's writer frames the next."""
+
+    _BATCH = 2**20
+
+    def __init__(self) -> None:
+        self.ids = RecordIds(background=True)
+        self._batch: list[bytes] = []
+        self._size = 0
+
+    def add(self, record: bytes) -> None:
+        self._batch.append(record)
+        self._size += len(record) + 64
+        if self._size >= self._BATCH:
+            self.ids.add(self._batch)
+            self._batch, self._size = [], 0
+
+    def finish(self, records_sha256: str) -> bytes:
+        if self._batch:
+            self.ids.add(self._batch)
+            self._batch = []
+        return self.ids.finish(records_sha256)
+
+    def abandon(self) -> None:
+        self.ids.abandon()
+
+
 def _close(
-    current: tuple[Any, Any, str], split: str, key: int, part: int
+    current: tuple[Any, Any, str],
+    split: str,
+    key: int,
+    part: int,
+    ids: _PartIds | None,
+    options: Mapping[str, Any],
 ) -> tuple[Any, WrittenShard]:
     pipe, writer, uri = current
     stats = writer.close()
     pipe.finish()  # the upload completes in the background; joined before write_shard returns
-    return pipe, WrittenShard(split, key, part, uri, stats)
+    if ids is not None:  # beside the temporary shard; moved beside the final one at commit
+        write_index(uri, ids.finish(stats.records_sha256), options)
+    return pipe, WrittenShard(split, key, part, uri, stats, record_index=ids is not None)
+
+
+def _place_index(temp_uri: str, final_uri: str, options: Mapping[str, Any]) -> None:
+    """A part's record index, from beside its temporary shard to beside its final name.
+
+    Idempotent as :func:`~recordkeeper.writer.finalize_shard`: a retried commit finds the
+    index already placed (the temporary one is deleted with the leftovers)."""
+    try:
+        with open_read(index_uri(temp_uri), options) as fh:
+            data = fh.read()
+    except StorageError as exc:
+        if exc.extra.get("reason") != "missing":
+            raise
+        return
+    write_index(final_uri, data, options)
+
+
+def register_stored_identity(
+    client: Client, version: DatasetVersion, options: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Register a committed version's record identity from its shards' stored indexes
+    (:func:`recordkeeper.record_sets.split_digests`: a streaming merge, no shard read)."""
+    from recordkeeper.record_sets import register_record_set, split_digests
+
+    digests = split_digests(version, storage_options=dict(options or {}))
+    return register_record_set(client.http, version, digests, storage_options=options)
 
 
 def _one_per_part(written: Iterable[WrittenShard]) -> list[WrittenShard]:
@@ -340,12 +429,13 @@ def plan_write(
     date: str | datetime.date | None = None,
     metadata: Mapping[str, Any] | None = None,
     provenance: Mapping[str, Any] | None = None,
+    record_index: bool = RECORD_INDEX_DEFAULT,
 ) -> WritePlan:
     """Stage a new version of ``dataset`` for workers to write (on the driver).
 
-    ``compression``, ``shard_size``, ``format`` and ``format_options`` are the writer's
-    (:meth:`recordkeeper.Client.writer`); ``storage_options`` (default: the client's) are what
-    the workers use to reach the store.  ``provenance`` is a document made by
+    ``compression``, ``shard_size``, ``format``, ``format_options`` and ``record_index`` are
+    the writer's (:meth:`recordkeeper.Client.writer`); ``storage_options`` (default: the
+    client's) are what the workers use to reach the store.  ``provenance`` is a document made by
     :func:`recordkeeper.provenance.build_provenance` (parents, sources, params, code).
     """
     from recordkeeper import formats
@@ -376,6 +466,7 @@ def plan_write(
         format=format,
         format_options=dict(format_options) if format_options is not None else None,
         staged_version=staged,
+        record_index=record_index,
     )
 
 

@@ -83,3 +83,68 @@ def test_lookup_native_and_python_write_the_same_file(
         return out.getvalue()
 
     assert build(LOOKUP) == build(None)
+
+
+def _wide_chunks(ids: list[bytes], width: int, chunk: int) -> Iterator[bytes]:
+    body = b"".join(sorted(ids))
+    for i in range(0, len(body), chunk * width):
+        yield body[i : i + chunk * width]
+
+
+@pytest.mark.parametrize("width", [16, 20, 32])
+def test_native_and_python_agree_over_many_key_rounds(width: int) -> None:
+    """Random identities spread over the whole key space (the C merge takes them in key-range
+    rounds that adapt to the density), identities wider than 16 bytes, copies that straddle
+    chunks, identities sharing their first 16 bytes, and the largest prefixes."""
+    import random
+
+    rng = random.Random(width)
+    base = [rng.randbytes(width) for _ in range(6000)]
+    base += [b"\xff" * width, b"\xff" * (width - 1) + b"\xfe", b"\x00" * width]
+    base += [base[0][:16] + bytes([i]) * (width - 16) for i in range(3)] if width > 16 else []
+    a = [(rng.choice(SPLITS), rng.sample(base, 1500)) for _ in range(5)]
+    b = [(s, ids[100:] + rng.sample(base, 100)) for s, ids in a]
+    b[0][1].extend([base[1]] * 700)  # a long run of copies across chunks
+
+    def streams_of(v: list[tuple[str, list[bytes]]]) -> list[tuple[str, Iterator[bytes]]]:
+        return [(split, _wide_chunks(ids, width, 64)) for split, ids in v]
+
+    python = diff_records(streams_of(a), streams_of(b), width, sample=3)
+    native = diff_records(streams_of(a), streams_of(b), width, sample=3, native=NATIVE)
+    assert native.to_dict() == python.to_dict()
+    assert sum(d.added for d in native.splits.values()) > 0
+
+
+LEAKAGE = getattr(_native.speedups, "record_leakage_stream", None)
+TAGS = [("v", "test"), ("v", "train"), ("v", "validation"), ("w", "train")]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shards=st.lists(st.tuples(st.sampled_from(TAGS), st.lists(identity, max_size=30)), max_size=8),
+    pairs=st.lists(st.tuples(st.sampled_from(TAGS), st.sampled_from(TAGS)), max_size=6),
+    chunk=st.integers(1, 7),
+    sample=st.integers(0, 4),
+)
+def test_leakage_native_and_python_agree(
+    shards: list[tuple[tuple[str, str], list[bytes]]],
+    pairs: list[tuple[tuple[str, str], tuple[str, str]]],
+    chunk: int,
+    sample: int,
+) -> None:
+    from recordkeeper.core.record_diff import leakage
+
+    def sources() -> list[tuple[tuple[str, str], Iterator[bytes]]]:
+        return [(tag, chunks(ids, chunk)) for tag, ids in shards]
+
+    python = leakage(sources(), pairs, W, sample=sample)
+    native = leakage(sources(), pairs, W, sample=sample, native=LEAKAGE)
+    assert [p.to_dict() for p in native] == [p.to_dict() for p in python]
+
+
+def test_leakage_bad_pairs_are_refused() -> None:
+    assert LEAKAGE is not None
+    with pytest.raises(ValueError, match="tag out of range"):
+        LEAKAGE([(0, iter([b"x" * 16]))], 1, W, [(0, 1)], 1)
+    with pytest.raises(TypeError, match="pairs"):
+        LEAKAGE([(0, iter([b"x" * 16]))], 1, W, [(0,)], 1)

@@ -22,6 +22,7 @@ import pytest
 
 import recordkeeper as rk
 from recordkeeper.beam import PublishExisting, ReadVersion, VerifyVersion, WriteVersionedTFRecords
+from recordkeeper.record_ids import index_uri
 from tests.client._records import frame, sample_examples
 from tests.integration import _beam as tb
 from tests.integration import _scenarios as sc
@@ -193,7 +194,12 @@ def test_retried_bundle_leaves_no_duplicate_or_partial_shard(
     ]
     assert Counter(stored) == Counter(payloads)
     objects = _objects(version.storage_prefix, s3_opts)
-    assert sorted(objects) == sorted(uris)  # no _incomplete leftovers, no extra objects
+    shards = [u for u in objects if "/.recordkeeper/" not in u]
+    assert sorted(shards) == sorted(uris)  # no _incomplete leftovers, no extra objects
+    # beside them the record identity the workers computed while writing, nothing else
+    lookup = f"{version.storage_prefix.rstrip('/')}/.recordkeeper/records.rklookup"
+    assert sorted(set(objects) - set(shards)) == sorted([lookup, *map(index_uri, uris)])
+    assert client.record_sets(version.name)
     assert version.verify(deep=True).ok
 
 

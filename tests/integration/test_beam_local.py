@@ -11,6 +11,7 @@ import pytest
 
 import recordkeeper as rk
 from recordkeeper.beam import PublishExisting, ReadVersion, WriteVersionedTFRecords
+from recordkeeper.record_ids import index_uri
 from tests.client._records import frame, sample_examples
 from tests.integration import _beam as tb
 from tests.integration.conftest import LiveService
@@ -153,3 +154,32 @@ def test_a_beam_write_records_its_provenance(
     assert provenance.sources[0].uri == raw.as_uri() + "/"
     assert provenance.sources[0].identity is not None
     assert provenance.params == {"min_area": 32} and provenance.note == "beam job"
+
+
+def test_a_beam_written_version_has_record_identity(
+    live_service: LiveService, tmp_path: Path
+) -> None:
+    """Each worker hashes the records it writes: the commit registers the version's record
+    identity, and a record diff against the same records written by ``client.writer``
+    (other shards, other order) finds every record in common."""
+    client = live_service.client()
+    train, test = sample_examples(60), sample_examples(20, 700)
+    pairs = [("train", r) for r in train] + [("test", r) for r in test]
+    write = WriteVersionedTFRecords("beamids", split=None, num_shards=3, client=client)
+    with beam.Pipeline(options=tb.options(IN_PROCESS)) as p:
+        tb.write_json_lines(p | beam.Create(pairs) | write, tmp_path / "out", "out")
+    [emitted] = tb.read_lines(tmp_path / "out")
+    (beam_set,) = client.record_sets(emitted["name"])
+    version = client.resolve(emitted["name"])
+    for shard in version.shards:  # each index beside its shard, none left under _incomplete
+        assert Path(index_uri(shard.uri)[len("file://") :]).is_file()
+    temp = Path(version.storage_prefix[len("file://") :]) / "_incomplete"
+    assert not [p for p in temp.rglob("*") if not p.is_dir()]
+
+    with client.writer("beamids", shard_size="2KB") as w:
+        for split, record in reversed(pairs):
+            w.write(record, split=split)
+    assert client.record_sets(w.version.name)[0]["records_digest"] == beam_set["records_digest"]
+    d = client.diff(emitted["name"], w.version.name, records=True)
+    assert d.identical and (d.new, d.gone) == (0, 0)
+    assert (d.splits["train"].common, d.splits["test"].common) == (60, 20)

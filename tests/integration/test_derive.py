@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 import recordkeeper as rk
 from recordkeeper.cli import app
+from recordkeeper.core.record_identity import record_hash
 from tests.client._records import frame, sample_examples
 from tests.integration import _scenarios as sc
 from tests.integration.conftest import LiveService
@@ -79,13 +80,23 @@ def test_derive_references_the_base(setup: tuple[LiveService, str, dict[str, Any
     assert len(train1) > 3
     extra = f"{root}/raw/extra-train.tfrecord"
     sc.put_bytes(extra, frame(sample_examples(7, 5000)), opts)
+    added = sample_examples(20, 9000) + sample_examples(7, 5000)
     with client.derive(f"coco@v{v1.number}", desc="add_person") as d:
-        for record in sample_examples(20, 9000):
+        for record in added[:20]:
             d.write(record, split="train")
         d.add_files("train", [extra])
         d.remove_split("test")
         d.rename_split("validation", "val")
     v2 = d.version
+    # record identity: the written shard and the added file indexed as they were written or
+    # scanned, the base's indexes reused; the record diff shows exactly the added records
+    assert d.record_set is not None and client.record_sets(v2.name)
+    records = client.diff(v1.name, v2.name, records=True, sample=30)
+    t = records.splits["train"]
+    assert (t.added, t.removed, t.common) == (27, 0, v1.splits["train"].record_count)
+    assert sorted(t.sample_added) == sorted(record_hash(r).hex() for r in added)
+    assert records.splits["test"].removed == v1.splits["test"].record_count
+    assert records.moved == {("validation", "val"): v1.splits["validation"].record_count}
     assert v2.name.endswith(f"_v{v1.number + 1}_add_person")
     assert [(p.name, p.role) for p in v2.provenance.parents] == [(v1.name, "base")]
     assert sorted(v2.splits) == ["train", "val"]

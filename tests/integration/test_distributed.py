@@ -23,6 +23,7 @@ import pytest
 
 import recordkeeper as rk
 from recordkeeper import distributed
+from recordkeeper.record_ids import index_uri
 from tests.client._records import frame, sample_examples
 from tests.integration import _scenarios as sc
 from tests.integration.conftest import LiveService
@@ -155,7 +156,16 @@ def test_a_process_pool_job_writes_one_version_with_a_retried_worker_and_commit(
             f"{split}-{i:05d}-of-{len(shards):05d}" for i in range(len(shards))
         ]
     assert version.splits["train"].shards[0].count > KEYS["train"]  # keys rolled over parts
-    assert objects(version.storage_prefix, opts) == sorted(s.uri for s in version.shards)
+    # the shards, and beside them the record identity the workers computed while writing
+    indexes = sorted(index_uri(s.uri) for s in version.shards)
+    lookup = f"{version.storage_prefix.rstrip('/')}/.recordkeeper/records.rklookup"
+    assert objects(version.storage_prefix, opts) == sorted(
+        [*(s.uri for s in version.shards), *indexes, lookup]
+    )
+    (identity,) = client.record_sets(version.name)
+    assert {s["split"]: s["records"] for s in identity["splits"]} == {
+        split: len(records) for split, records in RECORDS.items()
+    }
     assert version.verify(deep=True).ok
 
     # the same content from a second job keeps the first version; its shards are deleted

@@ -56,7 +56,7 @@ from recordkeeper.core.splits import validate_split_name
 from recordkeeper.distributed import WritePlan, WrittenShard, plan_write
 from recordkeeper.provenance import build_provenance
 from recordkeeper.values import DatasetVersion
-from recordkeeper.writer import parse_size
+from recordkeeper.writer import RECORD_INDEX_DEFAULT, parse_size
 
 __all__ = ["DEFAULT_NUM_SHARDS", "WriteVersionedTFRecords", "WrittenShard"]
 
@@ -216,6 +216,11 @@ class WriteVersionedTFRecords(beam.PTransform):
     provenance (:func:`recordkeeper.provenance.build_provenance`; git is captured where the
     pipeline is built, not on the workers).
 
+    ``record_index`` (default on, as for ``client.writer``): each worker hashes every record's
+    identity as it writes it and stores each shard's record index beside it; the commit
+    registers the version's record identity (docs/record-identity.md), so record diffs,
+    leakage checks and ``which-checkpoints`` work on it without ``recordkeeper index``.
+
     The output is a PCollection of one element: the committed version's JSON summary
     (``DatasetVersion.to_dict()``).  ``staged`` is the staged version once the transform has
     been applied.
@@ -242,6 +247,7 @@ class WriteVersionedTFRecords(beam.PTransform):
         params: Mapping[str, Any] | str | os.PathLike[str] | None = None,
         code: Any = "auto",
         note: str | None = None,
+        record_index: bool = RECORD_INDEX_DEFAULT,
     ) -> None:
         super().__init__()
         if split is not None:
@@ -263,6 +269,7 @@ class WriteVersionedTFRecords(beam.PTransform):
         self.params = params
         self.code = code
         self.note = note
+        self.record_index = record_index
         self._client = client
         self._storage_options = storage_options
         self._send_token = send_token
@@ -293,6 +300,7 @@ class WriteVersionedTFRecords(beam.PTransform):
                     note=self.note,
                     storage_options=config.storage_options,
                 ),
+                record_index=self.record_index,
             )
             self.staged = self.plan.staged_version
         batch_bytes = max(1, min(_BATCH_BYTES, self.shard_size // 4))

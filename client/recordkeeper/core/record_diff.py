@@ -294,17 +294,48 @@ class LeakPair:
 Tag = tuple[str, str]  # (ref, split)
 
 
+#: ``record_leakage_stream(sources, ntags, width, pairs, sample)``: the leakage counts merged
+#: in C (``client/recordkeeper/_speedups.c``): sources ``(tag number, chunks)``, pairs
+#: ``(eval tag number, other tag number)``; one ``(records, leaked, distinct, sample)`` per pair.
+NativeLeakage = Callable[
+    [list[tuple[int, Chunks]], int, int, list[tuple[int, int]], int],
+    list[tuple[int, int, int, list[bytes]]],
+]
+
+
 def leakage(
     sources: Iterable[tuple[Tag, Chunks]],
     pairs: Iterable[tuple[Tag, Tag]],
     width: int,
     *,
     sample: int = DEFAULT_SAMPLE,
+    native: NativeLeakage | None = None,
 ) -> list[LeakPair]:
     """For each ``(evaluation, other)`` pair of ``(ref, split)`` tags, how many records of the
-    evaluation split occur in the other split, from the index streams of every split named."""
+    evaluation split occur in the other split, from the index streams of every split named.
+
+    ``native``: a compiled merge with the contract of
+    ``recordkeeper._speedups.record_leakage_stream`` (the client passes it when built): the
+    same answer, merged and counted in C."""
     wanted = list(dict.fromkeys(pairs))
     out = {p: LeakPair(p[0][0], p[0][1], p[1][0], p[1][1]) for p in wanted}
+    if native is not None:
+        listed = list(sources)
+        number: dict[Tag, int] = {}
+        for tag, _ in listed:
+            number.setdefault(tag, len(number))
+        for e, o in wanted:
+            number.setdefault(e, len(number))
+            number.setdefault(o, len(number))
+        if not number:
+            return list(out.values())
+        tagged = [(number[tag], chunks) for tag, chunks in listed]
+        numbered = [(number[e], number[o]) for e, o in wanted]
+        rows = native(tagged, len(number), width, numbered, sample)
+        for result, (records, leaked, distinct, ids) in zip(out.values(), rows, strict=True):
+            result.records, result.leaked, result.distinct = records, leaked, distinct
+            _take(result.sample, ids, sample)
+        return list(out.values())
     for batch in merge_sorted(sources, width, sort=False):
         sets: dict[Tag, set[bytes]] = {}
         for (e, o), result in out.items():
