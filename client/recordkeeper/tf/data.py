@@ -50,7 +50,7 @@ from recordkeeper.core.errors import CorruptShard, StorageError
 from recordkeeper.storage import open_read, profile_of, storage_errors
 
 if TYPE_CHECKING:
-    from recordkeeper.shard_cache import ShardCache
+    from recordkeeper.shard_cache import CacheFill, ShardCache
     from recordkeeper.values import DatasetVersion, Shard
 
 __all__ = ["read_shard_batches", "tf_dataset", "typed_errors"]
@@ -65,6 +65,9 @@ _AHEAD_RECORDS = 32768
 #: shards fetched into the cache at once: few, so that the first ones are ready early (the
 #: reader starts on a shard once it is whole) while the next ones download
 _CACHE_AHEAD = 2
+#: batches a pipeline keeps ready after the read-ahead (TensorFlow's prefetch)
+_PREFETCH = 8
+_FILL_READ = 1 << 20
 _TF_COMPRESSION = {"none": "", "gzip": "GZIP", "zlib": "ZLIB"}
 
 
@@ -75,6 +78,7 @@ def read_shard_batches(
     stop: Callable[[], bool] | None = None,
     format: str = "tfrecord",
     size: int | None = None,
+    fill: CacheFill | None = None,
 ) -> Iterator[list[bytes]]:
     """Yield the records of one shard in lists of up to 256, read through fsspec.
 
@@ -83,6 +87,14 @@ def read_shard_batches(
     The same damage again raises :class:`~recordkeeper.errors.CorruptShard`; reads that keep
     disagreeing raise :class:`~recordkeeper.errors.StorageError` with reason ``transport``.
     ``stop()``, once true, ends the reading between batches (its iteration has failed).
+
+    ``fill`` (a :class:`~recordkeeper.shard_cache.CacheFill` of this shard): the first read's
+    stored bytes go into it as they stream by; before the last batch is yielded its size and
+    sha256 are checked and it is admitted into the shard cache, or
+    :class:`~recordkeeper.errors.CorruptShard` (reason ``sha256`` or ``size``) is raised there
+    — after the records before it, which were yielded with good CRCs but are not the registered
+    shard's.  A read that ends any other way (damage, a stop, the iteration dropped) discards
+    the fill: the cache never holds a partial shard.
     """
     from recordkeeper import formats
     from recordkeeper.verify import REREADS
@@ -91,29 +103,43 @@ def read_shard_batches(
 
     yielded = 0  # records handed out so far: a re-read skips them
     seen: CorruptShard | None = None
-    for _ in range(REREADS + 1):
-        skip = yielded
-        try:
-            with open_read(uri, storage_options, size=size) as fh, storage_errors(uri):
-                batch: list[bytes] = []  # (fh is seekable: claimed lengths are bounded)
-                for record in iter_records(fh, compression):
-                    if skip:
-                        skip -= 1
-                        continue
-                    batch.append(bytes(record))
-                    if len(batch) >= _BATCH:
-                        if stop is not None and stop():
-                            return
-                        yielded += len(batch)
+    admitting = False
+    try:
+        for _ in range(REREADS + 1):
+            skip = yielded
+            try:
+                with open_read(uri, storage_options, size=size) as fh, storage_errors(uri):
+                    source = fh if fill is None else fill.tee(fh)
+                    batch: list[bytes] = []  # (fh is seekable: claimed lengths are bounded)
+                    for record in iter_records(source, compression):
+                        if skip:
+                            skip -= 1
+                            continue
+                        batch.append(bytes(record))
+                        if len(batch) >= _BATCH:
+                            if stop is not None and stop():
+                                return
+                            yielded += len(batch)
+                            yield batch
+                            batch = []
+                    if fill is not None:
+                        admitting = True
+                        _finish_fill(fill, fh)
+                    if batch:
                         yield batch
-                        batch = []
-                if batch:
-                    yield batch
-                return
-        except CorruptShard as exc:
-            if seen is not None and _same_damage(seen, exc):
-                raise
-            seen = exc
+                    return
+            except CorruptShard as exc:
+                if admitting:
+                    raise  # the stored shard, records intact, is not the registered one
+                if fill is not None:
+                    fill.discard()
+                    fill = None  # re-reads only read
+                if seen is not None and _same_damage(seen, exc):
+                    raise
+                seen = exc
+    finally:
+        if fill is not None and fill.admitted is None:
+            fill.discard()
     assert seen is not None
     raise StorageError(
         f"{uri}: {REREADS + 1} reads of the object gave different bytes (last: {seen.detail}); "
@@ -121,6 +147,15 @@ def read_shard_batches(
         uri=uri,
         reason="transport",
     )
+
+
+def _finish_fill(fill: CacheFill, fh: Any) -> None:
+    """The records are read: the rest of the stored bytes (none, for a well-formed shard) go
+    into ``fill``, which is admitted, or raises :class:`CorruptShard` for bytes that are not
+    the registered shard."""
+    while (rest := fh.read(_FILL_READ)) and fill.received <= fill.shard.size:
+        fill.write(rest)
+    fill.admit()
 
 
 def _same_damage(a: CorruptShard, b: CorruptShard) -> bool:
@@ -225,9 +260,7 @@ def tf_dataset(
         one = tf_comps[0] if len(set(tf_comps)) == 1 else None
         dataset = _read_files(tf, files, one, 1 if sequential else ahead)
     else:
-        dataset = _streamed(
-            tf, uris, compressions, record_formats, opts, errors, ahead, shuffle_files, seed
-        )
+        dataset = _streamed(tf, shards, opts, errors, ahead, shuffle_files, seed)
     return _remember(dataset, errors)
 
 
@@ -300,10 +333,14 @@ def _cached(
     shuffle_files: bool,
     seed: int | None,
 ) -> Any:
-    """Shards from the shard cache: ``ahead`` shards are fetched into it (downloaded and
-    verified if not there yet, checked if there) ahead of TensorFlow's own reader, which reads
-    the local copies.  The split's entries are leased (kept from eviction) while the dataset
-    lives."""
+    """Shards through the shard cache, decided at the start of each epoch.
+
+    Every shard cached: TensorFlow's own reader reads the local copies (each checked as
+    ``verify`` says, fetched again if bad, a few shards ahead).  Otherwise the epoch streams:
+    ``ahead`` shards are read at once (:func:`_read_ahead`), the cached ones from their local
+    copies, the others from the store while their bytes fill the cache
+    (:class:`~recordkeeper.shard_cache.CacheFill`: admitted at each shard's end once its sha256
+    matches).  The split's entries are leased (kept from eviction) while the dataset lives."""
     shard_cache.check_fits(shards)
     shard_cache.remember(version, [split])
     lease = shard_cache.lease(s.sha256 for s in shards)
@@ -319,78 +356,124 @@ def _cached(
             raise
         return os.fsencode(path)
 
-    comps = [_TF_COMPRESSION[s.compression] for s in shards]
-    indexes = tf.data.Dataset.from_tensor_slices((list(range(len(shards))), comps))
-    if shuffle_files:
-        indexes = indexes.shuffle(len(shards), seed=seed, reshuffle_each_iteration=True)
-    files = indexes.map(
-        lambda i, comp: (tf.py_function(fetch, [i], tf.string), comp),
-        num_parallel_calls=max(min(ahead, _CACHE_AHEAD), 1),
-        deterministic=True,
+    def all_cached() -> bool:
+        return all(shard_cache.path(s.sha256).exists() for s in shards)
+
+    def open_shard(index: int, stop: Callable[[], bool]) -> Iterator[list[bytes]]:
+        shard = shards[index]
+        path = shard_cache.lookup(shard.sha256, shard.size, verify=verify)
+        if path is not None:
+            return read_shard_batches(str(path), shard.compression, None, stop, size=shard.size)
+        fill = shard_cache.filling(shard)
+        return read_shard_batches(
+            shard.uri, shard.compression, options, stop, size=shard.size, fill=fill
+        )
+
+    comps = tf.constant([_TF_COMPRESSION[s.compression] for s in shards])
+    one = _TF_COMPRESSION[shards[0].compression]
+    same = all(_TF_COMPRESSION[s.compression] == one for s in shards)
+
+    def local_copies(order: Any) -> Any:
+        files = tf.data.Dataset.from_tensor_slices(order).map(
+            lambda i: (tf.py_function(fetch, [i], tf.string), tf.gather(comps, i)),
+            num_parallel_calls=max(min(ahead, _CACHE_AHEAD), 1),
+            deterministic=True,
+        )
+        return _read_files(tf, files, one if same else None, 1)
+
+    streamed = _read_ahead(tf, open_shard, errors, ahead)
+    plans = _orders(tf, len(shards), shuffle_files, seed).map(
+        lambda order: (order, tf.py_function(all_cached, [], tf.bool))
     )
-    dataset = _read_files(tf, files, comps[0] if len(set(comps)) == 1 else None, 1)
+    dataset = plans.flat_map(
+        lambda order, cached: tf.cond(cached, lambda: local_copies(order), lambda: streamed(order))
+    )
     dataset._recordkeeper_lease = lease  # released when the pipeline is garbage
     return dataset
 
 
-def _streamed(
+def _orders(tf: Any, n: int, shuffle_files: bool, seed: int | None) -> Any:
+    """One element per epoch: the order of the ``n`` shards (shuffled each epoch if asked)."""
+    indexes = tf.data.Dataset.range(n)
+    if shuffle_files:
+        indexes = indexes.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+    return indexes.batch(n)
+
+
+def _read_ahead(
     tf: Any,
-    uris: Sequence[str],
-    compressions: Sequence[str],
-    record_formats: Sequence[str],
-    opts: dict[str, Any],
+    open_shard: Callable[[int, Callable[[], bool]], Iterator[list[bytes]]],
     errors: _ShardErrors,
     ahead: int,
-    shuffle_files: bool,
-    seed: int | None,
-) -> Any:
-    """Shards read through fsspec: a generator per shard yielding batches of records, ``ahead``
-    shards read in parallel, batches taken shard after shard and split into records once."""
-    sizes = dict(zip(uris, (s.size for s in errors.shards), strict=True))
+) -> Callable[[Any], Any]:
+    """A function of an epoch's shard order giving that epoch's records: one ``tf.data``
+    generator over :func:`~recordkeeper.tf.read_ahead.read_ahead` (``ahead`` shards read at
+    once by Python threads, batches taken shard after shard), split into records once."""
+    from recordkeeper.tf.read_ahead import read_ahead
 
-    def generate(uri: Any, compression: Any, record_format: Any) -> Iterator[list[bytes]]:
-        text_uri = uri.decode() if isinstance(uri, bytes) else str(uri)
-        text_comp = compression.decode() if isinstance(compression, bytes) else str(compression)
-        text_format = (
-            record_format.decode() if isinstance(record_format, bytes) else str(record_format)
-        )
+    def counted(index: int, stop: Callable[[], bool]) -> Iterator[list[bytes]]:
+        shard = errors.shards[index]
         failures = errors.failures
 
-        def stop() -> bool:  # an error ended the iteration this reader belongs to
-            return errors.failures != failures or errors.settling
+        def ended() -> bool:  # an error ended the iteration this reader belongs to
+            return stop() or errors.failures != failures or errors.settling
 
-        batches = read_shard_batches(
-            text_uri, text_comp, opts, stop, text_format, size=sizes.get(text_uri)
-        )
+        batches = open_shard(index, ended)
         try:
-            while not errors.settling:  # a reader started while an error settles reads nothing
+            while not ended():  # a reader started while an error settles reads nothing
                 with errors.reading():  # counted while it may wait on the store
                     batch = next(batches, None)
                 if batch is None:
                     return
                 yield batch
         except CorruptShard as exc:
-            error = errors.found_in(text_uri, exc)
-            errors.failed()
-            raise error from None
+            raise errors.found_in(shard.uri, exc) from None
         except StorageError as exc:
             errors.remember(exc)
+            raise
+        finally:
+            batches.close()  # type: ignore[attr-defined]
+
+    def generate(order: Any) -> Iterator[list[bytes]]:
+        try:
+            yield from read_ahead(list(order), counted, ahead, _AHEAD_BATCHES)
+        except StorageError:
             errors.failed()
             raise
 
-    def read_one(uri: Any, compression: Any, record_format: Any) -> Any:
-        return tf.data.Dataset.from_generator(
-            generate,
-            args=(uri, compression, record_format),
-            output_signature=tf.TensorSpec(shape=(None,), dtype=tf.string),
+    def epoch(order: Any) -> Any:
+        return (
+            tf.data.Dataset.from_generator(
+                generate, args=(order,), output_signature=tf.TensorSpec((None,), tf.string)
+            )
+            .prefetch(_PREFETCH)
+            .unbatch()
         )
 
-    files = tf.data.Dataset.from_tensor_slices(
-        (list(uris), list(compressions), list(record_formats))
+    return epoch
+
+
+def _streamed(
+    tf: Any,
+    shards: Sequence[Shard],
+    opts: dict[str, Any],
+    errors: _ShardErrors,
+    ahead: int,
+    shuffle_files: bool,
+    seed: int | None,
+) -> Any:
+    """Shards read through fsspec: ``ahead`` shards read at once (:func:`_read_ahead`), their
+    batches taken shard after shard and split into records once."""
+
+    def open_shard(index: int, stop: Callable[[], bool]) -> Iterator[list[bytes]]:
+        shard = shards[index]
+        return read_shard_batches(
+            shard.uri, shard.compression, opts, stop, shard.format, size=shard.size
+        )
+
+    return _orders(tf, len(shards), shuffle_files, seed).flat_map(
+        _read_ahead(tf, open_shard, errors, ahead)
     )
-    if shuffle_files:
-        files = files.shuffle(len(uris), seed=seed, reshuffle_each_iteration=True)
-    return _whole_files(files, read_one, ahead, _AHEAD_BATCHES).unbatch()
 
 
 class _ShardErrors:
