@@ -11,12 +11,16 @@ Layout under the cache directory (``$RECORDKEEPER_CACHE_DIR``, default the per-u
     versions/<name>.json      which shards a pulled version has (for ``cache ls`` / ``clear``)
     locks/ab12…ef.lock        one process downloads (or evicts) an entry at a time
     leases/<pid>-<id>.lease   the entries a live reader uses: eviction leaves them alone
-    tmp/                      downloads in progress (renamed into blobs/ once verified)
+    tmp/                      downloads and streaming fills in progress (renamed into
+                              blobs/ once verified, deleted otherwise)
     evict.lock                one process evicts at a time
 
-* **Verified before served.** A shard is downloaded into ``tmp/`` while its sha256 and size
-  are computed, and renamed into ``blobs/`` (atomic on one filesystem) only if both match the
-  registered values; otherwise :class:`~recordkeeper.errors.CorruptShard` names it.
+* **Verified before admitted.** A shard's bytes are written into ``tmp/`` while its sha256
+  and size are computed (:class:`CacheFill`), and renamed into ``blobs/`` (atomic on one
+  filesystem) only if both match the registered values; otherwise
+  :class:`~recordkeeper.errors.CorruptShard` names it.  :meth:`ShardCache.pull` serves a
+  shard once it is admitted; ``tf_dataset(cache=True)`` streams its records while it fills
+  and raises that error at the shard's end if the bytes were not the registered ones.
 * **Checked when used.** ``verify="fast"`` (the default) compares an entry's size and mtime
   with its ``.ok`` record: a file written to since (corrupted, truncated) is re-hashed, and
   re-fetched if its bytes are wrong.  ``"deep"`` re-hashes every entry used; ``None`` checks
@@ -26,9 +30,11 @@ Layout under the cache directory (``$RECORDKEEPER_CACHE_DIR``, default the per-u
   set on each use) that no live reader holds.  Entries leased by live readers may keep the cache
   above its bound until they are released; a split larger than the bound is refused.
 * **Safe across processes.** Per-entry ``flock`` locks make concurrent pulls of the same shard
-  download it once (the others wait and use it); leases are files each holding an exclusive
-  ``flock`` for as long as their reader lives, so eviction sees which are live (a crashed
-  process's lease is unlocked, hence stale, and removed).  POSIX only (``fcntl``).
+  download it once (the others wait and use it); streaming fills hold no lock while they read
+  (each writes its own file, the lock is taken to admit it: the first admitted wins); leases
+  are files each holding an exclusive ``flock`` for as long as their reader lives, so eviction
+  sees which are live (a crashed process's lease is unlocked, hence stale, and removed).
+  POSIX only (``fcntl``).
 """
 
 from __future__ import annotations

@@ -105,7 +105,8 @@ def test_wrong_bytes_on_s3_are_never_admitted_and_raise_a_typed_error(
         list(dataset.as_numpy_iterator())
     assert caught.value.extra["shard"] == shard.name
     assert caught.value.extra["uri"] == shard.uri
-    assert "sha256" in str(caught.value)
+    assert caught.value.extra["reason"] == "sha256"
+    assert "not the registered shard" in str(caught.value)
     assert not cache.path(shard.sha256).exists()  # never admitted
     assert _verified(cache, v) == {v.splits["train"].shards[0].sha256}
     assert _tmp_empty(tmp_path / "cache")

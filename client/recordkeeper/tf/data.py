@@ -7,13 +7,16 @@ Records come shard after shard (index order, or shuffled shard order), whatever 
   file names (nothing per record between it and the caller).
 * ``s3://`` left TensorFlow core in 2.6 and tensorflow-io no longer loads on TF ≥ 2.18, and
   TF's GCS client does not speak to emulators (``STORAGE_EMULATOR_HOST``); those shards — and any
-  other fsspec backend — are read through fsspec inside the pipeline: one generator per shard
-  using the shard format's ``iter_records`` (:mod:`recordkeeper.formats`; for TFRecord it
-  checks every record's CRC) yielding batches, several shards read in parallel with bounded
-  buffers and taken whole in turn, the batches split into records once.
-* ``cache=True``: remote TFRecord shards are fetched into the local shard cache
-  (:mod:`recordkeeper.shard_cache`: downloaded once, verified against their sha256) a few shards
-  ahead of ``TFRecordDataset``, which reads the local copies.
+  other fsspec backend — are read through fsspec: the shard format's ``iter_records``
+  (:mod:`recordkeeper.formats`; for TFRecord it checks every record's CRC) in batches, several
+  shards read ahead at once by Python threads with bounded buffers
+  (:mod:`recordkeeper.tf.read_ahead`), the batches taken shard after shard by one ``tf.data``
+  generator per epoch and split into records once.
+* ``cache=True``: remote TFRecord shards go through the local shard cache
+  (:mod:`recordkeeper.shard_cache`).  A shard not cached yet is streamed as above while its
+  bytes fill the cache (:class:`~recordkeeper.shard_cache.CacheFill`): admitted at the shard's
+  end once its sha256 matches, never partly.  Once every shard is cached, an epoch reads the
+  local copies with ``TFRecordDataset``.
 * ArrayRecord and Riegeli shards (TensorFlow has no reader for them) always take the fsspec
   path: recordkeeper's Riegeli reader decodes each chunk (checking its HighwayHash checksums)
   in Python and C, in a ``tf.data`` generator.  It costs a Python generator step per batch of
@@ -196,9 +199,16 @@ def tf_dataset(
     :class:`~recordkeeper.errors.CorruptShard` naming the bad shards.
 
     ``cache=True`` (or a :class:`~recordkeeper.shard_cache.ShardCache`) keeps remote shards in
-    the local shard cache: each is downloaded once, verified against its registered sha256, and
-    read from local disk by TensorFlow's own reader from then on (this epoch and the next, this
-    process and others).  With the cache, ``verify`` applies to cache entries as
+    the local shard cache.  An epoch that starts with shards missing streams them from the
+    store — their records reach the pipeline as they arrive — while their bytes are written to
+    the cache and hashed; each is admitted once its size and sha256 match the registered ones.
+    If they do not (the object's records are well formed but are not the registered shard),
+    :class:`~recordkeeper.errors.CorruptShard` (reason ``sha256`` or ``size``; TensorFlow's
+    ``UnknownError`` outside :func:`typed_errors`) is raised at the end of that shard, after
+    its records: the caller must treat those records as not the version's.  Nothing is
+    admitted then, nor for an epoch stopped early.  Once every shard is cached, epochs (of
+    this dataset, of datasets made later, in other processes) read the local copies with
+    TensorFlow's own reader.  With the cache, ``verify`` applies to cache entries as
     :meth:`ShardCache.lookup` says and to the storage identity of shards not cached yet.
     """
     import tensorflow as tf
@@ -333,14 +343,16 @@ def _cached(
     shuffle_files: bool,
     seed: int | None,
 ) -> Any:
-    """Shards through the shard cache, decided at the start of each epoch.
+    """Shards through the shard cache.
 
-    Every shard cached: TensorFlow's own reader reads the local copies (each checked as
-    ``verify`` says, fetched again if bad, a few shards ahead).  Otherwise the epoch streams:
-    ``ahead`` shards are read at once (:func:`_read_ahead`), the cached ones from their local
-    copies, the others from the store while their bytes fill the cache
-    (:class:`~recordkeeper.shard_cache.CacheFill`: admitted at each shard's end once its sha256
-    matches).  The split's entries are leased (kept from eviction) while the dataset lives."""
+    Every shard cached when the dataset is made: TensorFlow's own reader reads the local
+    copies (each checked as ``verify`` says, fetched again if bad, a few shards ahead), nothing
+    in between.  Otherwise each epoch chooses when it starts: all cached by then, the same
+    (behind one more ``flat_map``); if not, the epoch streams: ``ahead`` shards are read at once
+    (:func:`_read_ahead`), the cached ones from their local copies, the others from the store
+    while their bytes fill the cache (:class:`~recordkeeper.shard_cache.CacheFill`: admitted at
+    each shard's end once its sha256 matches).  The split's entries are leased (kept from
+    eviction) while the dataset lives."""
     shard_cache.check_fits(shards)
     shard_cache.remember(version, [split])
     lease = shard_cache.lease(s.sha256 for s in shards)
@@ -373,31 +385,43 @@ def _cached(
     one = _TF_COMPRESSION[shards[0].compression]
     same = all(_TF_COMPRESSION[s.compression] == one for s in shards)
 
-    def local_copies(order: Any) -> Any:
-        files = tf.data.Dataset.from_tensor_slices(order).map(
+    def local_copies(indexes: Any) -> Any:
+        files = indexes.map(
             lambda i: (tf.py_function(fetch, [i], tf.string), tf.gather(comps, i)),
             num_parallel_calls=max(min(ahead, _CACHE_AHEAD), 1),
             deterministic=True,
         )
         return _read_files(tf, files, one if same else None, 1)
 
-    streamed = _read_ahead(tf, open_shard, errors, ahead)
-    plans = _orders(tf, len(shards), shuffle_files, seed).map(
-        lambda order: (order, tf.py_function(all_cached, [], tf.bool))
-    )
-    dataset = plans.flat_map(
-        lambda order, cached: tf.cond(cached, lambda: local_copies(order), lambda: streamed(order))
-    )
+    if all_cached():  # TensorFlow's reader of the local copies, nothing in between
+        dataset = local_copies(_shuffled(tf, len(shards), shuffle_files, seed))
+    else:  # this epoch streams (and fills); the next ones choose again when they start
+        streamed = _read_ahead(tf, open_shard, errors, ahead)
+        plans = _orders(tf, len(shards), shuffle_files, seed).map(
+            lambda order: (order, tf.py_function(all_cached, [], tf.bool))
+        )
+        dataset = plans.flat_map(
+            lambda order, cached: tf.cond(
+                cached,
+                lambda: local_copies(tf.data.Dataset.from_tensor_slices(order)),
+                lambda: streamed(order),
+            )
+        )
     dataset._recordkeeper_lease = lease  # released when the pipeline is garbage
     return dataset
 
 
-def _orders(tf: Any, n: int, shuffle_files: bool, seed: int | None) -> Any:
-    """One element per epoch: the order of the ``n`` shards (shuffled each epoch if asked)."""
+def _shuffled(tf: Any, n: int, shuffle_files: bool, seed: int | None) -> Any:
+    """The indexes of ``n`` shards, in index order or shuffled each epoch."""
     indexes = tf.data.Dataset.range(n)
     if shuffle_files:
         indexes = indexes.shuffle(n, seed=seed, reshuffle_each_iteration=True)
-    return indexes.batch(n)
+    return indexes
+
+
+def _orders(tf: Any, n: int, shuffle_files: bool, seed: int | None) -> Any:
+    """One element per epoch: the order of the ``n`` shards (shuffled each epoch if asked)."""
+    return _shuffled(tf, n, shuffle_files, seed).batch(n)
 
 
 def _read_ahead(
@@ -571,9 +595,21 @@ class _ShardErrors:
     def found_in(self, uri: str, exc: CorruptShard) -> CorruptShard:
         """The engine's error while reading ``uri``, naming its shard; remembered."""
         shard = next(s for s in self.shards if s.uri == uri)
-        error = self.named(
-            shard, exc.detail, exc.extra.get("offset"), exc.extra.get("compressed_offset")
-        )
+        reason = exc.extra.get("reason")
+        if reason in ("sha256", "size"):  # read whole with good CRCs, not the registered bytes
+            error = CorruptShard(
+                f"{self.version}: shard {shard.name} of split {self.split!r} is not the "
+                f"registered shard: {exc.detail}",
+                version=self.version,
+                split=self.split,
+                shard=shard.name,
+                uri=shard.uri,
+                reason=reason,
+            )
+        else:
+            error = self.named(
+                shard, exc.detail, exc.extra.get("offset"), exc.extra.get("compressed_offset")
+            )
         self.remember(error)
         return error
 
