@@ -16,9 +16,10 @@ S3 (SeaweedFS on 127.0.0.1), the same shards uploaded:
    pipeline — one ``from_generator`` per shard reading the object with s3fs and splitting the
    TFRecord framing in Python (no CRC check), batches of 256 unbatched, shards interleaved
    (``cycle_length=8``, ``AUTOTUNE``, deterministic);
-5. ``tf_dataset(cache=True)``: the first epoch (download + verify into an empty cache, then
-   TensorFlow reads the copies) vs the same s3fs peer, and the second epoch (from the cache) vs
-   the local ``TFRecordDataset`` peer.
+5. ``tf_dataset(cache=True)``: the first epoch (into an empty cache: streamed while the bytes
+   fill the cache, each shard hashed and admitted at its end) vs the same s3fs peer; the cached
+   epoch of a dataset made once the cache is full, and the next epoch of the dataset whose first
+   epoch filled it, each vs the local ``TFRecordDataset`` peer.
 
     .venv/bin/python bench/bench_read.py [--rounds 5] [--shards 8] [--records 16384] [--skip-s3]
 
@@ -216,6 +217,17 @@ def s3_cases(tf: Any, work: Path, args: argparse.Namespace) -> None:
             _compare(
                 "S3 cache=True, cached epoch vs local TFRecordDataset",
                 lambda: cached,
+                lambda: tf.data.TFRecordDataset(paths).batch(256),
+                n,
+                args.rounds,
+            )
+            # the dataset whose first epoch filled the cache: later epochs choose at their start
+            caches.append(Path(tempfile.mkdtemp(dir=work)))
+            filling = v.tf_dataset("train", cache=ShardCache(caches[-1])).batch(256)
+            _count(filling)  # its first epoch, streamed while filling
+            _compare(
+                "S3 cache=True, same dataset's next epoch vs local",
+                lambda: filling,
                 lambda: tf.data.TFRecordDataset(paths).batch(256),
                 n,
                 args.rounds,
