@@ -227,20 +227,17 @@ def bench_resolve(client: rk.Client, data: Path, n: int = 10_000, rounds: int = 
     register_s = time.perf_counter() - start
     client.resolve("bigres@latest")  # the service's caches warm, as on a running service
     client.http.api("GET", "/versions/bigres@latest")
-    cold, held, materialize, full, per_name = [], [], [], [], []
-    from recordkeeper.core import roots
-
-    batched = roots._plain_names
+    cold, held, materialize, full, compact = [], [], [], [], []
     for _ in range(rounds):
-        # the peer of session 8's cut: the same cold resolve checking each URI by itself
-        roots._plain_names = lambda names, room: False  # type: ignore[assignment]
+        # the peer of session 9's packed pages: the same cold resolve reading compact pages
+        client.registry._packed_pages = False
         try:
             client.registry.cache.clear()
             start = time.perf_counter()
             client.resolve("bigres@latest")
-            per_name.append(time.perf_counter() - start)
+            compact.append(time.perf_counter() - start)
         finally:
-            roots._plain_names = batched
+            client.registry._packed_pages = True
         client.registry.cache.clear()
         start = time.perf_counter()
         v = client.resolve("bigres@latest")
@@ -254,6 +251,18 @@ def bench_resolve(client: rk.Client, data: Path, n: int = 10_000, rounds: int = 
         full.append(time.perf_counter() - start)
     assert v.shard_count == n and old.shards == v.shards
     del body, old
+    import httpx
+
+    page_bytes = {
+        form: len(
+            httpx.get(
+                f"{client.http.base_url}/api/v1/versions/{v.name}/shards",
+                params={"form": form},
+                timeout=60,
+            ).content
+        )
+        for form in ("full", "compact", "packed")
+    }
     for _ in range(rounds * 3):  # the steady state of a client resolving a version it holds
         start = time.perf_counter()
         again = client.resolve("bigres@latest")
@@ -265,11 +274,12 @@ def bench_resolve(client: rk.Client, data: Path, n: int = 10_000, rounds: int = 
         f"{med(held) * 1000:.1f} ms (medians of {rounds} and {3 * rounds}); peer, same run: "
         f"full Version answer + value objects {med(full) * 1000:.0f} ms -> "
         f"cold {med(full) / med(cold):.1f}x, "
-        f"held {med(full) / med(held):.0f}x faster; cold with each shard URI checked by "
-        f"itself (before session 8) {med(per_name) * 1000:.0f} ms "
-        f"({med(per_name) / med(cold):.2f}x; runs {_ms(cold)} / {_ms(per_name)} ms); "
+        f"held {med(full) / med(held):.0f}x faster; cold reading compact pages (before "
+        f"session 9) {med(compact) * 1000:.0f} ms "
+        f"({med(compact) / med(cold):.2f}x; runs {_ms(cold)} / {_ms(compact)} ms); "
         f"building every Shard object afterwards "
-        f"{med(materialize) * 1000:.0f} ms; registering them took {register_s:.2f} s"
+        f"{med(materialize) * 1000:.0f} ms; registering them took {register_s:.2f} s; "
+        f"a page of {n:,} shards: {page_bytes} bytes; load {os.getloadavg()[0]:.1f}"
     )
 
 

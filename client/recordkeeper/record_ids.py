@@ -4,7 +4,10 @@
 :mod:`recordkeeper.core.record_identity`) of each record of one shard, in the order the shard
 holds them, from whatever already has the record in hand:
 
-* the writer's batches (``add(records)``; with ``background=True`` on a helper thread: the C
+* the TFRecord writer's C framing loop, which hashes each record as it frames it
+  (:meth:`recordkeeper.tfrecord.TFRecordWriter.hash_records_into`: ``ids=`` of
+  ``recordkeeper._speedups.frame_into``, appending to :attr:`buffer`);
+* other writers' batches (``add(records)``; with ``background=True`` on a helper thread: the C
   hash releases the GIL, so it overlaps with the framing the writer does meanwhile);
 * a TFRecord scan's C deframer, which hashes each record in the loop that checks its CRCs
   (``ids=`` of ``recordkeeper._speedups.deframe``/``deframe_keys``: :attr:`buffer`);
@@ -126,7 +129,10 @@ def split_digest(indexes: Sequence[bytes], width: int = DEFAULT_WIDTH) -> SetDig
     :func:`~recordkeeper.core.record_index.encode_index`, kind ``bytes``): their identities
     merged by one sort, what :func:`recordkeeper.record_sets.index_version` computes by a
     streaming merge of the stored indexes."""
-    bodies = b"".join(bytes(i[HEADER_SIZE : len(i) - TRAILER_SIZE]) for i in indexes)
+    bodies = [bytes(i[HEADER_SIZE : len(i) - TRAILER_SIZE]) for i in indexes]
     digest = SetDigest("bytes", width)
-    digest.update_sorted_body(sort_identities(bodies, width))
+    # one index is sorted already (a split of one shard: most splits the writer writes)
+    digest.update_sorted_body(
+        bodies[0] if len(bodies) == 1 else sort_identities(b"".join(bodies), width)
+    )
     return digest

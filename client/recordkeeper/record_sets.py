@@ -51,7 +51,7 @@ from recordkeeper.core.record_lookup import LookupShard, write_lookup
 from recordkeeper.http import HttpCore, quote_segment
 from recordkeeper.progress import byte_progress
 from recordkeeper.record_ids import INDEX_DIR, INDEX_SUFFIX, index_uri, write_index
-from recordkeeper.storage import open_read, open_write
+from recordkeeper.storage import open_read, open_write, stat_object
 from recordkeeper.values import DatasetVersion, Shard
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ __all__ = [
     "check_leakage",
     "index_uri",
     "index_version",
+    "is_registered",
     "lookup_uri",
     "record_diff",
     "record_sets",
@@ -261,6 +262,26 @@ def record_sets(http: HttpCore, ref: str) -> list[dict[str, Any]]:
     answer = http.api("GET", f"/versions/{quote_segment(ref)}/record-sets")
     data: list[dict[str, Any]] = answer["data"]
     return data
+
+
+def is_registered(
+    http: HttpCore,
+    version: DatasetVersion,
+    storage_options: Mapping[str, Any] | None = None,
+    kind: IdentityKind = "bytes",
+    width: int = DEFAULT_WIDTH,
+) -> bool:
+    """Whether ``version``'s record identity (``kind``/``width``) is registered and its record
+    lookup stored: a deep verify that found every shard index matching its records then has
+    nothing to register again (the digests and the lookup were built from those indexes)."""
+    if not any((e["kind"], e["width"]) == (kind, width) for e in record_sets(http, version.name)):
+        return False
+    options = dict(version.storage_options if storage_options is None else storage_options)
+    try:
+        stat_object(lookup_uri(version), options)
+    except StorageError:
+        return False
+    return True
 
 
 def _require_indexed(http: HttpCore, version: DatasetVersion, kind: str, width: int) -> None:

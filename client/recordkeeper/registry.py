@@ -35,7 +35,7 @@ from recordkeeper.core.record_identity import DEFAULT_WIDTH, IdentityKind
 from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference, validate_alias_name
 from recordkeeper.core.roots import AllowedRoots, UriError, allowed_root
 from recordkeeper.core.schema import Schema
-from recordkeeper.core.shard_columns import ShardColumns
+from recordkeeper.core.shard_columns import ShardColumns, unpack_columns
 from recordkeeper.diff import VersionDiff, diff_versions
 from recordkeeper.http import MAX_LIST_ITEMS, HttpCore, quote_segment, reading_answer
 from recordkeeper.listing import Listing
@@ -99,6 +99,9 @@ class Registry:
         #: Shards per page when fetching a version's shards (None: the service's maximum).
         self.page_size: int | None = None
         self._info: dict[str, Any] | None = None
+        #: Whether shard pages are asked for in the packed form (False after a service that
+        #: does not have it refused it).
+        self._packed_pages = True
 
     @classmethod
     def from_env(cls) -> Registry:
@@ -301,12 +304,17 @@ class Registry:
         served = 0
         total: int | None = None
         while True:
-            body = self.http.api(
-                "GET", path, params={"form": "compact", "after": after, "limit": page_size}
-            )
+            body = self._shard_page(path, after, page_size)
             with reading_answer(f"a page of the shards of {name}"):
-                compact = body["compact"]
-                prefix, columns = compact["uri_prefix"], compact["columns"]
+                if body.get("packed") is not None:
+                    packed = body["packed"]
+                    prefix, length = packed["uri_prefix"], packed["length"]
+                    if not isinstance(length, int) or not isinstance(packed["columns"], dict):
+                        raise TypeError("length is not an integer or columns not an object")
+                    columns = unpack_columns(packed["columns"], length)
+                else:
+                    compact = body["compact"]
+                    prefix, columns = compact["uri_prefix"], compact["columns"]
                 if not isinstance(prefix, str) or not isinstance(columns, dict):
                     raise TypeError("uri_prefix is not a string or columns not an object")
                 page = ShardColumns(Shard, prefix, columns)
@@ -339,6 +347,19 @@ class Registry:
             if after is None:
                 return
             cursors.add(after)
+
+    def _shard_page(self, path: str, after: str | None, page_size: int | None) -> Any:
+        """One page in the packed form, or the compact form from a service that has no packed
+        form (it refuses the ``form`` value: asked once per client)."""
+        params = {"after": after, "limit": page_size}
+        if self._packed_pages:
+            try:
+                return self.http.api("GET", path, params={**params, "form": "packed"})
+            except InvalidRequest as exc:
+                if "form" not in str(exc):
+                    raise
+                self._packed_pages = False
+        return self.http.api("GET", path, params={**params, "form": "compact"})
 
     def verify(
         self,
@@ -519,12 +540,16 @@ class Registry:
             return report
         if sum(report.record_index.values()) != report.checked:
             return report
+        counts = {**report.record_index, "registered": 1}
+        if report.record_index.get("matched") == report.checked and record_sets.is_registered(
+            self.http, version, options.get("storage_options") or None
+        ):  # the registered digests and lookup come from these very indexes: nothing to redo
+            return dataclasses.replace(report, record_index=counts)
         record_sets.index_version(
             self.http,
             version.with_storage_options(options.get("storage_options") or None),
             progress=False,
         )
-        counts = {**report.record_index, "registered": 1}
         return dataclasses.replace(report, record_index=counts)
 
     def report_verification(self, ref: str, report: VerifyReport) -> bool:

@@ -233,6 +233,16 @@ class TFRecordWriter:
         self._count = 0
         self._worker = Worker()
         self._stats: ShardStats | None = None
+        self._ids: RecordIds | None = None  # see hash_records_into
+
+    def hash_records_into(self, ids: RecordIds) -> bool:
+        """Have every record written from now on hashed into ``ids`` (kind ``bytes``) in the
+        C loop that frames it, while it is in the cache; ``False`` (nothing changed) where the
+        C identities are not built: the caller then hashes the records itself."""
+        if not native_ids():
+            return False
+        self._ids = ids
+        return True
 
     @property
     def record_count(self) -> int:
@@ -288,6 +298,8 @@ class TFRecordWriter:
         # (the two paths keep their framed bytes apart: what the other holds is stored first)
         if speedups is None:
             self._store_buffer()
+            if self._ids is not None:
+                self._ids.add(batch)
             headers = map(self._headers.__getitem__, map(len, batch))
             footers = map(_U32LE.pack, _masked_all(list(map(crc32c, batch))))
             framed = b"".join(chain.from_iterable(zip(headers, batch, footers, strict=True)))
@@ -302,8 +314,11 @@ class TFRecordWriter:
             return
         if self._framed:
             self._store_framed()
+        ids = self._ids
         if size > _STORE_BYTES:  # bigger than a buffer: framed on its own, after the buffered
             self._store_buffer()
+            if ids is not None:
+                ids.add(batch)
             framed = speedups.frame(batch)
             if self._crc is not None:
                 self._crc = crc32c(framed, self._crc)
@@ -319,7 +334,12 @@ class TFRecordWriter:
         if self._buffer is None:
             self._buffer = self._new_buffer(size)
         self._used, crc, summary, slow = speedups.frame_into(
-            batch, self._buffer, self._used, inferencer is not None, self._crc or 0
+            batch,
+            self._buffer,
+            self._used,
+            inferencer is not None,
+            self._crc or 0,
+            *(() if ids is None else (ids.buffer, ids.width)),
         )
         if self._crc is not None:
             self._crc = crc

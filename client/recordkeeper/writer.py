@@ -292,6 +292,7 @@ class _Shard:
     stats: Any = None
     final_uri: str | None = None
     ids: RecordIds | None = None  # the records' identities, hashed as batches are handed over
+    ids_inline: bool = False  # ... by the shard's format writer as it frames them
     record_index: bytes | None = None  # the shard's record index, once closed
 
 
@@ -417,7 +418,7 @@ class _OpenShard:
         batch, self.batch = self.batch, []
         framed = self.given - self.room
         self.shard.framed_bytes += framed
-        if self.shard.ids is not None:  # hashed on a helper thread while this one frames
+        if self.shard.ids is not None and not self.shard.ids_inline:  # on a helper thread
             self.shard.ids.add(batch)
         self.tfw._write_batch(batch, framed - 16 * len(batch))
         return framed
@@ -687,7 +688,13 @@ class VersionWriter:
         )
         shard = _Shard(split, index, temp_uri, pipe)
         if self.record_index:
-            shard.ids = RecordIds(background=True)
+            # hashed where the TFRecord writer frames each record (in C, in the cache), else
+            # on a helper thread while this one hands the batch over
+            hashes = getattr(tfw, "hash_records_into", None)
+            shard.ids = RecordIds()
+            shard.ids_inline = callable(hashes) and hashes(shard.ids) is True
+            if not shard.ids_inline:
+                shard.ids = RecordIds(background=True)
         current = self._open[split] = _OpenShard(shard, tfw, min(_BATCH_BYTES, self.shard_size))
         return current
 

@@ -261,6 +261,7 @@ class ShardPage:
             "next": self.next,
             "shards": None if compact else [s.to_json() for s in self.shards],
             "compact": to_columns(self.shards) if compact else None,
+            "packed": None,
         }
 
 

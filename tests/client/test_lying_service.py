@@ -106,6 +106,22 @@ MALFORMED_PAGES: dict[str, Any] = {
         }
     },
     "cursor-a-number": {**shard_page("file:///x/", ["a"]), "next": 7},
+    "packed-unknown-encoding": {
+        **shard_page("file:///x/", ["a"]),
+        "packed": {"uri_prefix": "file:///x/", "length": 1, "columns": {"split": {"zip": "a"}}},
+    },
+    "packed-length-wrong": {
+        **shard_page("file:///x/", ["a"]),
+        "packed": {
+            "uri_prefix": "file:///x/",
+            "length": 2,
+            "columns": shard_page("file:///x/", ["a"])["compact"]["columns"],
+        },
+    },
+    "packed-length-a-string": {
+        **shard_page("file:///x/", ["a"]),
+        "packed": {"uri_prefix": "file:///x/", "length": "1", "columns": {}},
+    },
 }
 
 
@@ -129,6 +145,28 @@ def test_cli_show_of_an_answer_of_the_wrong_shape(fake: FakeService, case: str) 
     result = cli(fake, "show", NAME)
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith("error: ") and "[invalid_response]" in result.stderr
+
+
+def test_a_service_without_the_packed_form_is_asked_for_the_compact_form(
+    fake: FakeService,
+) -> None:
+    """An older service refuses ``form=packed`` (422 naming ``form``): the client asks for the
+    compact form, once per client, and reads the same version."""
+
+    def pages(seen: Seen) -> Reply:
+        if seen.query.get("form") == ["packed"]:
+            error = {"code": "invalid_request", "detail": "query.form: Input should be 'full' "
+                     "or 'compact'"}  # fmt: skip
+            return Reply(422, error)
+        return Reply(body=shard_page("file:///x/", ["a", "b"]))
+
+    serve_version(fake, ["file:///x/"], pages)
+    client = client_for(fake)
+    assert client.resolve(NAME).files("train") == ["file:///x/a", "file:///x/b"]
+    client.registry.cache.clear()
+    assert client.resolve(NAME).files("train") == ["file:///x/a", "file:///x/b"]
+    forms = [s.query.get("form") for s in fake.seen if s.path.endswith("/shards")]
+    assert forms == [["packed"], ["compact"], ["compact"]]
 
 
 def test_a_list_page_of_the_wrong_shape(fake: FakeService) -> None:

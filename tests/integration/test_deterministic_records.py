@@ -52,7 +52,7 @@ def test_identical_examples_have_one_digest_across_processes(
     script = tmp_path / "write.py"
     script.write_text(WRITE)
     runs = []
-    for seed in ("0", "1", "2"):
+    for seed in ("0", "1"):  # each process imports TensorFlow: two are enough to differ
         env = {**os.environ, "PYTHONHASHSEED": seed, "TF_CPP_MIN_LOG_LEVEL": "2"}
         done = subprocess.run(
             [sys.executable, str(script), live_service.url, f"seed_{seed}"],
@@ -65,7 +65,7 @@ def test_identical_examples_have_one_digest_across_processes(
         assert done.returncode == 0, done.stderr[-3000:]
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
     assert len({run["digest"] for run in runs}) == 1, runs
-    assert [run["duplicate"] for run in runs] == [False, True, True], runs
+    assert [run["duplicate"] for run in runs] == [False, True], runs
     assert len({run["name"] for run in runs}) == 1, runs  # the first version is kept
 
 

@@ -222,6 +222,9 @@ def test_shard_pages(big_database: Database, versions: VersionRepository) -> Non
     def work() -> None:
         versions.shard_page(record, after=None, limit=5)
         versions.shard_page(record, after="train:4", limit=5)
+        for packed in (False, True):  # the compact and packed forms, rendered from the rows
+            versions.compact_page(record, after=None, limit=5, packed=packed)
+            versions.compact_page(record, after="train:4", limit=5, packed=packed)
 
     check(big_database, work, must_use={"uq_shards_version_id_split_index"})
 

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 from fastapi.testclient import TestClient
 
-from recordkeeper.core.shard_columns import ShardColumns
+from recordkeeper.core.shard_columns import ShardColumns, to_columns, unpack_columns
 from recordkeeper.core.shards import ShardRecord
 from tests.service._helpers import API, commit, error, register, shards, stage
 
@@ -63,6 +63,67 @@ def test_compact_form_carries_the_same_records(client: TestClient) -> None:
     ]
     assert records == [ShardRecord.from_json(s) for s in full]
     assert records[0].storage_identity == {"backend": "file", "mtime_ns": 1, "size": 100}
+
+
+def test_compact_pages_render_what_the_full_pages_say(client: TestClient) -> None:
+    """The compact form is rendered straight from the rows (storage identities spliced in as
+    stored JSON): every page must be exactly the columns of the full page's records, with the
+    same page fields, for a staged and a committed version, with and without the optional
+    fields, across splits and URI prefixes."""
+    version = stage(client, "coco")
+    prefix = version["storage_prefix"]
+    bodies = shards(prefix, 5, storage_identity=None, schema=None) + [
+        {**b, "uri": b["uri"].replace("/validation-", "/other/validation-")}
+        for b in shards(prefix, 4, split="validation")
+    ]
+    bodies[1]["storage_identity"] = {"backend": "s3", "etag": '"ab\\u00e9"', "version_id": None}
+    register(client, version["name"], bodies)
+
+    def check(ref: str, limit: int) -> None:
+        full = _pages(client, ref, limit=limit)
+        compact = _pages(client, ref, limit=limit, form="compact")
+        assert len(full) == len(compact)
+        for f, c in zip(full, compact, strict=True):
+            records = [ShardRecord.from_json(s) for s in f["shards"]]
+            assert c["compact"] == to_columns(records)
+            assert {**c, "compact": None, "shards": f["shards"]} == f
+
+    check(version["name"], 4)  # staged: rendered each time
+    name = commit(client, version["name"]).json()["name"]
+    for limit in (1, 4, 9, 10_000):
+        check(name, limit)
+    page = client.get(f"{API}/versions/{name}/shards", params={"form": "compact"}).json()
+    assert page["compact"]["columns"]["storage_identity"][1] == bodies[1]["storage_identity"]
+    assert page["compact"]["uri_prefix"] == prefix  # the longest shared prefix ending in "/"
+
+
+def test_packed_pages_unpack_to_the_compact_columns(client: TestClient) -> None:
+    """The packed form (runs, joined lines, storage identities as JSON text) unpacks to what
+    the compact form says, record for record, whatever encoding each column took."""
+    version = stage(client, "coco")
+    prefix = version["storage_prefix"]
+    bodies = shards(prefix, 20) + shards(prefix, 3, split="validation", schema=None)
+    bodies[2]["storage_identity"] = None
+    register(client, version["name"], bodies)
+    name = commit(client, version["name"]).json()["name"]
+    for limit in (1, 7, 23, 10_000):
+        compact = _pages(client, name, limit=limit, form="compact")
+        packed = _pages(client, name, limit=limit, form="packed")
+        assert len(compact) == len(packed)
+        for c, pk in zip(compact, packed, strict=True):
+            assert pk["compact"] is None and pk["shards"] is None and c["packed"] is None
+            assert {**pk, "packed": None, "compact": c["compact"]} == c
+            got = ShardColumns(
+                ShardRecord,
+                pk["packed"]["uri_prefix"],
+                unpack_columns(pk["packed"]["columns"], pk["packed"]["length"]),
+            )
+            want = ShardColumns(ShardRecord, c["compact"]["uri_prefix"], c["compact"]["columns"])
+            assert list(got) == list(want)
+    whole = _pages(client, name, form="packed")[0]["packed"]["columns"]
+    assert whole["split"] == {"runs": [["train", 20], ["validation", 3]]}
+    assert set(whole["sha256"]) == {"lines"} and set(whole["storage_identity"]) == {"json_lines"}
+    assert ShardColumns(ShardRecord, "", unpack_columns(whole, 23))[2].storage_identity is None
 
 
 def test_staged_versions_page_without_etag(client: TestClient) -> None:

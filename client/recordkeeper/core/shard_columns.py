@@ -23,12 +23,21 @@ and record counts are read straight from the columns).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar, overload
 
 from recordkeeper.core.shards import FIELDS, ShardRecord
 
-__all__ = ["COLUMNS", "ShardColumns", "common_uri_prefix", "to_columns"]
+__all__ = [
+    "COLUMNS",
+    "PACKED_ENCODINGS",
+    "ShardColumns",
+    "common_uri_prefix",
+    "pack_columns",
+    "to_columns",
+    "unpack_columns",
+]
 
 #: The arrays of the compact form, in the record's field order.
 COLUMNS: tuple[str, ...] = FIELDS
@@ -65,6 +74,100 @@ def to_columns(shards: Sequence[ShardRecord]) -> dict[str, Any]:
         else:
             columns[name] = [getattr(s, name) for s in shards]
     return {"uri_prefix": prefix, "columns": columns}
+
+
+#: How a column of the packed form (``form=packed``) may be sent besides a plain JSON array:
+#: ``runs`` — ``[[value, repeat], ...]`` for consecutive equal values (a split's name, its
+#: count, the compression, the schema digest); ``lines`` — strings joined by ``"\n"`` (hashes,
+#: URIs: one JSON string instead of one per shard); ``json_lines`` / ``json`` (only
+#: ``storage_identity``) — each object as its JSON text, joined by ``"\n"`` or as an array of
+#: texts (or nulls), decoded when a record is built.
+PACKED_ENCODINGS: tuple[str, ...] = ("runs", "lines", "json_lines", "json")
+
+#: Runs are sent when a column has at most one run per this many values.
+_RUN_RATIO = 8
+
+
+def _runs(values: Sequence[Any]) -> list[list[Any]] | None:
+    """``[[value, repeat], ...]`` of ``values`` if they form few runs, else None."""
+    runs: list[list[Any]] = []
+    limit = len(values) // _RUN_RATIO + 1
+    i, n = 0, len(values)
+    while i < n:
+        value = values[i]
+        j = i + 1
+        if i == 0 and values[n - 1] == value and list(values).count(value) == n:
+            j = n  # one run (the usual case for a page of one split): counted in C
+        while j < n and values[j] == value:
+            j += 1
+        runs.append([value, j - i])
+        if len(runs) > limit:
+            return None
+        i = j
+    return runs
+
+
+def _joinable(values: Sequence[Any]) -> bool:
+    return all(type(v) is str for v in values) and "\n" not in "".join(values)
+
+
+def pack_columns(columns: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
+    """The packed form of compact ``columns`` (:data:`COLUMNS`, equal lengths), except that
+    ``storage_identity`` holds each object's JSON text (or None): what a service reads from
+    its rows.  Every column is one of :data:`PACKED_ENCODINGS` or a plain array."""
+    packed: dict[str, Any] = {}
+    for name in COLUMNS:
+        values = columns[name]
+        if name == "storage_identity":
+            joined = "\n".join(values) if _joinable(values) else None
+            packed[name] = {"json_lines": joined} if joined is not None else {"json": list(values)}
+            continue
+        runs = _runs(values)
+        if runs is not None:
+            packed[name] = {"runs": runs}
+        elif values and _joinable(values):
+            packed[name] = {"lines": "\n".join(values)}
+        else:
+            packed[name] = list(values)
+    return packed
+
+
+def unpack_columns(packed: Mapping[str, Any], length: int) -> dict[str, list[Any]]:
+    """Compact columns of ``length`` values each from the packed form (``storage_identity``
+    as JSON texts, decoded by :class:`ShardColumns` when a record is built).
+
+    Raises ``ValueError``/``TypeError`` on anything that is not the packed form.
+    """
+    columns: dict[str, list[Any]] = {}
+    for name in COLUMNS:
+        value = packed[name]
+        if isinstance(value, list):
+            column = value
+        elif not isinstance(value, dict) or len(value) != 1:
+            raise TypeError(f"packed column {name} is not an array or an encoding object")
+        elif "runs" in value:
+            column = []
+            for item, repeat in value["runs"]:
+                if type(repeat) is not int or repeat < 0:
+                    raise ValueError(f"packed column {name}: a run of {repeat!r}")
+                column += [item] * repeat
+        elif "lines" in value or "json_lines" in value:
+            text = value.get("lines", value.get("json_lines"))
+            if not isinstance(text, str):
+                raise TypeError(f"packed column {name}: lines are not a string")
+            column = text.split("\n") if length else []
+        elif "json" in value and isinstance(value["json"], list):
+            column = value["json"]
+        else:
+            raise ValueError(f"packed column {name}: unknown encoding {sorted(value)}")
+        if name == "storage_identity" and any(
+            v is not None and not isinstance(v, str) for v in column
+        ):
+            raise TypeError("packed column storage_identity holds values that are not JSON text")
+        if len(column) != length:
+            raise ValueError(f"packed column {name} has {len(column)} values, not {length}")
+        columns[name] = column
+    return columns
 
 
 class ShardColumns(Sequence[R], Generic[R]):
@@ -124,6 +227,8 @@ class ShardColumns(Sequence[R], Generic[R]):
         """The raw values of one field (``uri`` values with the prefix restored)."""
         if name == "uri":
             return self.uris()
+        if name == "storage_identity":  # JSON texts when the page came packed
+            return [json.loads(v) if isinstance(v, str) else v for v in self._columns[name]]
         return self._columns[name]
 
     def raw_slice(self, start: int, end: int) -> tuple[str, dict[str, list[Any]]]:
@@ -143,5 +248,7 @@ class ShardColumns(Sequence[R], Generic[R]):
         if built is None:
             row = {name: values[i] for name, values in self._columns.items()}
             row["uri"] = self._prefix + row["uri"]
+            if isinstance(row["storage_identity"], str):  # packed: its JSON text
+                row["storage_identity"] = json.loads(row["storage_identity"])
             built = self._built[i] = self._record_type.from_json(row)
         return built

@@ -237,7 +237,8 @@ def slipped_into(
     if only is not None:  # a derived version: only its added shards were registered by it
         if not only:
             return []
-        where.append(m.Shard.uri.in_(sorted(only)))
+        # looked up by URI ("+ 0": not through the version's index, all its kept rows)
+        where = [m.Shard.version_id + 0 == version_id, ~own, m.Shard.uri.in_(sorted(only))]
     rows = session.execute(select(m.Shard.uri, m.Shard.registered_at).where(*where)).all()
     if not rows:
         return []

@@ -19,6 +19,8 @@ versions is one object referenced by all of them: the deletion rule
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import delete, func, insert, literal, select
@@ -110,24 +112,35 @@ def _added(session: Session, version: m.Version) -> dict[str, int]:
 
 
 def _check_no_duplicates(
-    session: Session, version: m.Version, base_id: int, plans: list[SplitPlan]
+    session: Session, added: list[str], base_id: int, plans: list[SplitPlan]
 ) -> None:
-    """No added shard may be an object the derived version keeps from its base."""
+    """No added shard may be an object the derived version keeps from its base.
+
+    Driven by the few added URIs, each looked up on the ``uri`` index: a join from the base's
+    side would probe the index once per *base* shard and read every version listing that object
+    (a derivation chain lists it in each), a commit growing with the number of derived versions.
+    """
     kept_from = {p.base_split: p for p in plans if p.base_split is not None}
-    added = m.Shard.__table__.alias("added")
-    rows = session.execute(
-        select(m.Shard.uri, m.Shard.split, m.Shard.index)
-        .join(added, added.c.uri == m.Shard.uri)
-        .where(m.Shard.version_id == base_id, added.c.version_id == version.id)
-    ).all()
-    for uri, split, index in rows:
-        plan = kept_from.get(split)
-        if plan is not None and index not in plan.removed:
-            raise ShardConflict(
-                f"{uri!r} is added, but the base's shard {split}:{index} is that object and "
-                "is kept; a version lists an object once",
-                uri=uri,
+    for start in range(0, len(added), _URIS_PER_QUERY):
+        rows = session.execute(
+            select(m.Shard.uri, m.Shard.split, m.Shard.index).where(
+                m.Shard.uri.in_(added[start : start + _URIS_PER_QUERY]),
+                # "+ 0": not the version's index (its 100,000 rows), the uri index (a few)
+                m.Shard.version_id + 0 == base_id,
             )
+        ).all()
+        for uri, split, index in rows:
+            plan = kept_from.get(split)
+            if plan is not None and index not in plan.removed:
+                raise ShardConflict(
+                    f"{uri!r} is added, but the base's shard {split}:{index} is that object and "
+                    "is kept; a version lists an object once",
+                    uri=uri,
+                )
+
+
+#: URIs per ``IN`` list (SQLite allows 32,766 bound values; PostgreSQL 65,535).
+_URIS_PER_QUERY = 1000
 
 
 def _move_added(session: Session, version: m.Version, plan: SplitPlan) -> None:
@@ -170,14 +183,39 @@ def _copy_kept(session: Session, version: m.Version, base_id: int, plan: SplitPl
     session.execute(insert(table).from_select(columns, chosen))
 
 
+#: SQLite's page cache while kept rows are copied (KiB): each copied row adds an entry to
+#: three indexes of random keys (``sha256``, ``records_sha256``, ``uri``), which the default
+#: ~2 MiB cache thrashes; 32 MiB halves the copy of 100,000 rows (docs/performance.md).  Set
+#: on the commit's connection for the copy only, then put back (the pages are given back).
+SQLITE_COPY_CACHE_KIB = 32 * 1024
+
+
+@contextmanager
+def _copy_cache(session: Session) -> Iterator[None]:
+    """A larger SQLite page cache for the duration of the block (nothing on PostgreSQL)."""
+    connection = session.connection()
+    if connection.dialect.name != "sqlite":
+        yield
+        return
+    before = int(connection.exec_driver_sql("PRAGMA cache_size").scalar_one())
+    connection.exec_driver_sql(f"PRAGMA cache_size=-{SQLITE_COPY_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        connection.exec_driver_sql(f"PRAGMA cache_size={before}")
+
+
 def added_uris(session: Session, version_id: int) -> list[str]:
     """The URIs of the shards registered on a staged derived version (before materialize)."""
     return list(session.scalars(select(m.Shard.uri).where(m.Shard.version_id == version_id)))
 
 
-def materialize(session: Session, version: m.Version, changes: Changes) -> dict[str, Any]:
+def materialize(
+    session: Session, version: m.Version, changes: Changes, uris_added: list[str] | None = None
+) -> dict[str, Any]:
     """Make the staged derived ``version`` (locked) hold its base's kept shards and its added
-    ones, numbered per the change set; the audit detail of the change is returned."""
+    ones, numbered per the change set; the audit detail of the change is returned.
+    ``uris_added``: :func:`added_uris` of the version, if already read."""
     assert version.base_version_id is not None
     base = _lock_base(session, version.base_version_id)
     splits = base_splits(session, base.id)
@@ -185,13 +223,16 @@ def materialize(session: Session, version: m.Version, changes: Changes) -> dict[
     positions = _positions_of(session, base.id, uris)
     added = _added(session, version)
     plans = plan_changes(splits, added, changes, positions)
-    _check_no_duplicates(session, version, base.id, plans)
+    if uris_added is None:
+        uris_added = added_uris(session, version.id)
+    _check_no_duplicates(session, uris_added, base.id, plans)
     for plan in plans:
         if plan.kept and plan.added:
             _move_added(session, version, plan)
-    for plan in plans:
-        if plan.kept:
-            _copy_kept(session, version, base.id, plan)
+    with _copy_cache(session):
+        for plan in plans:
+            if plan.kept:
+                _copy_kept(session, version, base.id, plan)
     detail: dict[str, Any] = {"base": base.name, **summary(plans, splits)}
     if changes.remove_splits:
         detail["removed_splits"] = list(changes.remove_splits)

@@ -60,6 +60,7 @@ from recordkeeper_service.repository.common import (
     version_names,
     version_view,
 )
+from recordkeeper_service.repository.compact_pages import compact_page
 from recordkeeper_service.repository.datasets import ensure_dataset
 from recordkeeper_service.repository.deletion import ensure_data_stored
 from recordkeeper_service.repository.fastpath import HOT_COLUMNS, AsyncPostgresReader
@@ -516,6 +517,21 @@ class VersionRepository:
             limit=limit,
             next=format_cursor(rows[-1].split, rows[-1].index) if more else None,
             shards=rows,
+        )
+
+    def compact_page(
+        self, version: VersionRecord, *, after: str | None, limit: int, packed: bool = False
+    ) -> bytes:
+        """:meth:`shard_page` in the compact (or ``packed``) form, as rendered JSON
+        (:func:`.compact_pages.compact_page`)."""
+        cursor = parse_cursor(after) if after is not None else None
+        return compact_page(
+            self._db,
+            version,
+            after=cursor,
+            limit=limit,
+            format_cursor=format_cursor,
+            packed=packed,
         )
 
     def list(

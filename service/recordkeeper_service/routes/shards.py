@@ -34,6 +34,7 @@ from recordkeeper_service.routes.common import (
 
 __all__ = [
     "CompactShardsOut",
+    "PackedShardsOut",
     "RegisterOut",
     "ShardBatchIn",
     "ShardIn",
@@ -111,6 +112,17 @@ class CompactShardsOut(OutModel):
     columns: ShardColumnsOut
 
 
+class PackedShardsOut(OutModel):
+    """The packed form: the compact form's columns, each a plain array or an encoding object
+    (:data:`recordkeeper.core.shard_columns.PACKED_ENCODINGS`): ``{"runs": [[value, repeat],
+    ...]}``, ``{"lines": "a\\nb"}`` (strings joined by a newline), and for ``storage_identity``
+    ``{"json_lines": ...}`` or ``{"json": [...]}`` (each object as JSON text)."""
+
+    uri_prefix: str = Field(description="prepend to each value of the uri column")
+    length: int = Field(description="shards in the page (values in each column)")
+    columns: dict[str, Any] = Field(description="one entry per field (the compact columns)")
+
+
 class ShardPageOut(OutModel):
     version: str = Field(description="the version's name")
     content_digest: str | None
@@ -119,6 +131,9 @@ class ShardPageOut(OutModel):
     next: str | None = Field(description="pass as `after` for the next page; null on the last")
     shards: list[ShardOut] | None = Field(description="the page's shards (form=full)")
     compact: CompactShardsOut | None = Field(description="the page's shards (form=compact)")
+    packed: PackedShardsOut | None = Field(
+        default=None, description="the page's shards (form=packed)"
+    )
 
 
 _PAGE: TypeAdapter[ShardPageOut] = TypeAdapter(ShardPageOut)
@@ -152,8 +167,11 @@ def list_shards(
         int, Query(ge=1, le=MAX_SHARDS_PER_REQUEST, description="shards per page (1-10,000)")
     ] = MAX_SHARDS_PER_REQUEST,
     form: Annotated[
-        Literal["full", "compact"],
-        Query(description="`full`: a list of Shard objects; `compact`: one array per field"),
+        Literal["full", "compact", "packed"],
+        Query(
+            description="`full`: a list of Shard objects; `compact`: one array per field; "
+            "`packed`: the compact columns with runs and joined strings"
+        ),
     ] = "full",
     if_none_match: IfNoneMatch = None,
 ) -> Response:
@@ -170,9 +188,13 @@ def list_shards(
             return not_modified(etag)
     key = (record.id, record.content_digest, after, limit, form)
     data = repository.versions.rendered_pages.get(key) if record.published else None
-    if data is None:
+    if data is None and form != "full":  # the rows as columns, serialised once
+        data = repository.versions.compact_page(
+            record, after=after, limit=limit, packed=form == "packed"
+        )
+    elif data is None:
         page = repository.versions.shard_page(record, after=after, limit=limit)
-        data = _PAGE.dump_json(_PAGE.validate_python(page.to_json(compact=form == "compact")))
+        data = _PAGE.dump_json(_PAGE.validate_python(page.to_json()))
         if record.published:
             repository.versions.rendered_pages.put(key, data)
     headers = {"ETag": etag, "Cache-Control": "no-cache"} if etag is not None else None
