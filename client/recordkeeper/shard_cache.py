@@ -11,16 +11,15 @@ Layout under the cache directory (``$RECORDKEEPER_CACHE_DIR``, default the per-u
     versions/<name>.json      which shards a pulled version has (for ``cache ls`` / ``clear``)
     locks/ab12…ef.lock        one process downloads (or evicts) an entry at a time
     leases/<pid>-<id>.lease   the entries a live reader uses: eviction leaves them alone
-    tmp/                      downloads and streaming fills in progress (renamed into
-                              blobs/ once verified, deleted otherwise)
+    tmp/                      downloads in progress (renamed into blobs/ once verified,
+                              deleted otherwise)
     evict.lock                one process evicts at a time
 
 * **Verified before admitted.** A shard's bytes are written into ``tmp/`` while its sha256
   and size are computed (:class:`CacheFill`), and renamed into ``blobs/`` (atomic on one
   filesystem) only if both match the registered values; otherwise
-  :class:`~recordkeeper.errors.CorruptShard` names it.  :meth:`ShardCache.pull` serves a
-  shard once it is admitted; ``tf_dataset(cache=True)`` streams its records while it fills
-  and raises that error at the shard's end if the bytes were not the registered ones.
+  :class:`~recordkeeper.errors.CorruptShard` names it.  :meth:`ShardCache.pull` and
+  ``tf_dataset(cache=True)`` read a shard only once it is admitted.
 * **Checked when used.** ``verify="fast"`` (the default) compares an entry's size and mtime
   with its ``.ok`` record: a file written to since (corrupted, truncated) is re-hashed, and
   re-fetched if its bytes are wrong.  ``"deep"`` re-hashes every entry used; ``None`` checks
@@ -30,8 +29,8 @@ Layout under the cache directory (``$RECORDKEEPER_CACHE_DIR``, default the per-u
   set on each use) that no live reader holds.  Entries leased by live readers may keep the cache
   above its bound until they are released; a split larger than the bound is refused.
 * **Safe across processes.** Per-entry ``flock`` locks make concurrent pulls of the same shard
-  download it once (the others wait and use it); streaming fills hold no lock while they read
-  (each writes its own file, the lock is taken to admit it: the first admitted wins); leases
+  download it once (the others wait and use it); a :class:`CacheFill` used without that lock
+  writes its own file and takes the lock to admit it (the first admitted wins); leases
   are files each holding an exclusive ``flock`` for as long as their reader lives, so eviction
   sees which are live (a crashed process's lease is unlocked, hence stale, and removed).
   POSIX only (``fcntl``).
@@ -243,9 +242,10 @@ class CacheFill:
     registered ones (else :class:`~recordkeeper.errors.CorruptShard`, and nothing is cached).
     A fill that is not admitted — the reader stopped early, failed, or was dropped — is
     discarded: its file goes, the cache never holds a partial shard.  Used as a context manager
-    it is discarded on leaving unless admitted.  No lock is held while it fills (concurrent
-    fills of one shard each write their own file; the first admitted wins, the others are
-    dropped at :meth:`admit`).
+    it is discarded on leaving unless admitted.  It takes no lock while it fills
+    (:meth:`ShardCache.fetch` holds the entry's lock around its download; fills made without it
+    each write their own file, the first admitted wins, the others are dropped at
+    :meth:`admit`).
     """
 
     def __init__(self, cache: ShardCache, shard: Shard) -> None:
@@ -323,35 +323,12 @@ class CacheFill:
         self._fd = None
         self._finalizer()
 
-    def tee(self, source: Any) -> _Tee:
-        """A reader of ``source`` (a binary file) whose reads also :meth:`write` here."""
-        return _Tee(source, self)
-
     def __enter__(self) -> CacheFill:
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.admitted is None:
             self.discard()
-
-
-class _Tee:
-    """``read()`` of a binary source, each piece also given to a :class:`CacheFill`; ``tell``
-    and ``size`` as the source says (what :func:`recordkeeper.streaming.source_size` asks)."""
-
-    def __init__(self, source: Any, fill: CacheFill) -> None:
-        self._source = source
-        self._fill = fill
-        self.size = getattr(source, "size", None)
-
-    def read(self, n: int = -1) -> bytes:
-        chunk: bytes = self._source.read(n)
-        if chunk:
-            self._fill.write(chunk)
-        return chunk
-
-    def tell(self) -> int:
-        return int(self._source.tell())
 
 
 class ShardCache:
@@ -481,8 +458,8 @@ class ShardCache:
 
     def filling(self, shard: Shard) -> CacheFill:
         """A :class:`CacheFill` for ``shard``: its bytes, given as they arrive, go to ``tmp/``
-        and are admitted into the cache only once their size and sha256 match (for readers that
-        stream a shard while caching it; :meth:`fetch` downloads whole first)."""
+        and are admitted into the cache only once their size and sha256 match (what
+        :meth:`fetch` downloads into)."""
         return CacheFill(self, shard)
 
     def _download(

@@ -1,11 +1,12 @@
-"""``tf_dataset(cache=True)`` streams a shard to tf.data while filling the cache (SeaweedFS S3).
+"""``tf_dataset(cache=True)`` fills the cache from S3 as it reads (SeaweedFS S3).
 
-The first epoch reads each shard from S3 once: its records go to the pipeline as they arrive
-while its bytes go to a file in the cache's ``tmp/``, hashed; the file is admitted (renamed into
-``blobs/``) only when the shard's sha256 matches.  These tests fail if that breaks: the records
-must be the same as the uncached path's, the cache must hold verified objects afterwards, wrong
-bytes on S3 must never be admitted and must surface as a typed error, an epoch stopped early must
-leave no partial object, and two processes filling one cache at once must not corrupt it.
+The first epoch downloads each shard from S3 once, a few ahead of the reader: its bytes go to a
+file in the cache's ``tmp/``, hashed as they arrive; the file is admitted (renamed into
+``blobs/``) only when the shard's sha256 matches, and TensorFlow reads the admitted copy.  These
+tests fail if that breaks: the records must be the same as the uncached path's, the cache must
+hold verified objects afterwards, wrong bytes on S3 must never be admitted, none of their records
+read, and must surface as a typed error, an epoch stopped early must leave no partial object, and
+two processes filling one cache at once must not corrupt it.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def _tmp_empty(directory: Path) -> bool:
     return not list((directory / "tmp").iterdir())
 
 
-def test_first_epoch_streams_the_same_records_and_fills_the_cache(
+def test_first_epoch_gives_the_same_records_and_fills_the_cache(
     s3_service: LiveService, s3_server: Any, s3_bucket: str, opts: dict, tmp_path: Path
 ) -> None:
     v = _publish(s3_service, s3_server, s3_bucket, opts, "sfill", [0, 1, 2, 3, 4])
@@ -65,7 +66,7 @@ def test_first_epoch_streams_the_same_records_and_fills_the_cache(
     assert expected == [r for s in range(5) for r in _records(s)]
     cache = ShardCache(tmp_path / "cache")
     ds = v.tf_dataset("train", cache=cache, num_parallel_reads=2)
-    assert [bytes(r) for r in ds.as_numpy_iterator()] == expected  # streamed while filling
+    assert [bytes(r) for r in ds.as_numpy_iterator()] == expected  # read while filling
     assert _verified(cache, v) == {s.sha256 for s in v.splits["train"].shards}
     assert _tmp_empty(tmp_path / "cache")
     # shuffled shard order: whole shards, every record once, from the cache now
@@ -74,7 +75,7 @@ def test_first_epoch_streams_the_same_records_and_fills_the_cache(
     assert sorted(got) == sorted(expected)
 
 
-def test_half_cached_split_streams_the_rest(
+def test_half_cached_split_fetches_the_rest(
     s3_service: LiveService, s3_server: Any, s3_bucket: str, opts: dict, tmp_path: Path
 ) -> None:
     v = _publish(s3_service, s3_server, s3_bucket, opts, "shalf", [0, 1, 2, 3])
@@ -101,8 +102,11 @@ def test_wrong_bytes_on_s3_are_never_admitted_and_raise_a_typed_error(
     s3_server.boto3_client().put_object(Bucket=bucket, Key=key, Body=buf.getvalue())
     cache = ShardCache(tmp_path / "cache")
     dataset = v.tf_dataset("train", cache=cache, verify=None)
+    got: list[bytes] = []
     with pytest.raises(rk.CorruptShard) as caught, rk.tf.typed_errors(dataset):
-        list(dataset.as_numpy_iterator())
+        for r in dataset.as_numpy_iterator():
+            got.append(bytes(r))
+    assert got == _records(0)  # none of the wrong object's records reached the pipeline
     assert caught.value.extra["shard"] == shard.name
     assert caught.value.extra["uri"] == shard.uri
     assert caught.value.extra["reason"] == "sha256"
@@ -128,12 +132,7 @@ def test_an_epoch_stopped_early_leaves_no_partial_object(
     s3_bucket: str,
     opts: dict,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import recordkeeper.tf.data as data
-
-    monkeypatch.setattr(data, "_AHEAD_BATCHES", 1)  # a reader waits after one batch
-    monkeypatch.setattr(data, "_PREFETCH", 1)
     name = "searly"
     client = s3_server.boto3_client()
     bucket = s3_bucket.removeprefix("s3://")
@@ -155,8 +154,8 @@ def test_an_epoch_stopped_early_leaves_no_partial_object(
     assert first[0] == b"early 0 0 " * 10
     del it
     gc.collect()
-    assert _tmp_empty(tmp_path / "cache")  # the stopped readers' files are gone
-    assert _verified(cache, v) == set()  # nothing partial (nor whole: none was read to its end)
+    assert _tmp_empty(tmp_path / "cache")  # the stopped downloads' files are gone
+    _verified(cache, v)  # nothing partial: each blob there (downloaded ahead) hashes right
     full = [bytes(r) for r in ds.as_numpy_iterator()]  # the next epoch reads and fills all
     assert len(full) == 12000 and full[:10] == first
     assert _verified(cache, v) == {s.sha256 for s in v.splits["train"].shards}

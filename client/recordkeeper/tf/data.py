@@ -12,11 +12,11 @@ Records come shard after shard (index order, or shuffled shard order), whatever 
   shards read ahead at once by Python threads with bounded buffers
   (:mod:`recordkeeper.tf.read_ahead`), the batches taken shard after shard by one ``tf.data``
   generator per epoch and split into records once.
-* ``cache=True``: remote TFRecord shards go through the local shard cache
-  (:mod:`recordkeeper.shard_cache`).  A shard not cached yet is streamed as above while its
-  bytes fill the cache (:class:`~recordkeeper.shard_cache.CacheFill`): admitted at the shard's
-  end once its sha256 matches, never partly.  Once every shard is cached, an epoch reads the
-  local copies with ``TFRecordDataset``.
+* ``cache=True``: remote TFRecord shards are fetched into the local shard cache
+  (:mod:`recordkeeper.shard_cache`: downloaded whole once, hashed as they arrive and admitted
+  only if their sha256 matches) a few shards ahead of ``TFRecordDataset``, which reads the
+  local copies.  (Streaming the records while the bytes fill the cache was tried in session 9
+  and made the first epoch slower: docs/performance.md.)
 * ArrayRecord and Riegeli shards (TensorFlow has no reader for them) always take the fsspec
   path: recordkeeper's Riegeli reader decodes each chunk (checking its HighwayHash checksums)
   in Python and C, in a ``tf.data`` generator.  It costs a Python generator step per batch of
@@ -53,7 +53,7 @@ from recordkeeper.core.errors import CorruptShard, StorageError
 from recordkeeper.storage import open_read, profile_of, storage_errors
 
 if TYPE_CHECKING:
-    from recordkeeper.shard_cache import CacheFill, ShardCache
+    from recordkeeper.shard_cache import ShardCache
     from recordkeeper.values import DatasetVersion, Shard
 
 __all__ = ["read_shard_batches", "tf_dataset", "typed_errors"]
@@ -70,7 +70,6 @@ _AHEAD_RECORDS = 32768
 _CACHE_AHEAD = 2
 #: batches a pipeline keeps ready after the read-ahead (TensorFlow's prefetch)
 _PREFETCH = 8
-_FILL_READ = 1 << 20
 _TF_COMPRESSION = {"none": "", "gzip": "GZIP", "zlib": "ZLIB"}
 
 
@@ -81,7 +80,6 @@ def read_shard_batches(
     stop: Callable[[], bool] | None = None,
     format: str = "tfrecord",
     size: int | None = None,
-    fill: CacheFill | None = None,
 ) -> Iterator[list[bytes]]:
     """Yield the records of one shard in lists of up to 256, read through fsspec.
 
@@ -90,14 +88,6 @@ def read_shard_batches(
     The same damage again raises :class:`~recordkeeper.errors.CorruptShard`; reads that keep
     disagreeing raise :class:`~recordkeeper.errors.StorageError` with reason ``transport``.
     ``stop()``, once true, ends the reading between batches (its iteration has failed).
-
-    ``fill`` (a :class:`~recordkeeper.shard_cache.CacheFill` of this shard): the first read's
-    stored bytes go into it as they stream by; before the last batch is yielded its size and
-    sha256 are checked and it is admitted into the shard cache, or
-    :class:`~recordkeeper.errors.CorruptShard` (reason ``sha256`` or ``size``) is raised there
-    — after the records before it, which were yielded with good CRCs but are not the registered
-    shard's.  A read that ends any other way (damage, a stop, the iteration dropped) discards
-    the fill: the cache never holds a partial shard.
     """
     from recordkeeper import formats
     from recordkeeper.verify import REREADS
@@ -106,43 +96,29 @@ def read_shard_batches(
 
     yielded = 0  # records handed out so far: a re-read skips them
     seen: CorruptShard | None = None
-    admitting = False
-    try:
-        for _ in range(REREADS + 1):
-            skip = yielded
-            try:
-                with open_read(uri, storage_options, size=size) as fh, storage_errors(uri):
-                    source = fh if fill is None else fill.tee(fh)
-                    batch: list[bytes] = []  # (fh is seekable: claimed lengths are bounded)
-                    for record in iter_records(source, compression):
-                        if skip:
-                            skip -= 1
-                            continue
-                        batch.append(bytes(record))
-                        if len(batch) >= _BATCH:
-                            if stop is not None and stop():
-                                return
-                            yielded += len(batch)
-                            yield batch
-                            batch = []
-                    if fill is not None:
-                        admitting = True
-                        _finish_fill(fill, fh)
-                    if batch:
+    for _ in range(REREADS + 1):
+        skip = yielded
+        try:
+            with open_read(uri, storage_options, size=size) as fh, storage_errors(uri):
+                batch: list[bytes] = []  # (fh is seekable: claimed lengths are bounded)
+                for record in iter_records(fh, compression):
+                    if skip:
+                        skip -= 1
+                        continue
+                    batch.append(bytes(record))
+                    if len(batch) >= _BATCH:
+                        if stop is not None and stop():
+                            return
+                        yielded += len(batch)
                         yield batch
-                    return
-            except CorruptShard as exc:
-                if admitting:
-                    raise  # the stored shard, records intact, is not the registered one
-                if fill is not None:
-                    fill.discard()
-                    fill = None  # re-reads only read
-                if seen is not None and _same_damage(seen, exc):
-                    raise
-                seen = exc
-    finally:
-        if fill is not None and fill.admitted is None:
-            fill.discard()
+                        batch = []
+                if batch:
+                    yield batch
+                return
+        except CorruptShard as exc:
+            if seen is not None and _same_damage(seen, exc):
+                raise
+            seen = exc
     assert seen is not None
     raise StorageError(
         f"{uri}: {REREADS + 1} reads of the object gave different bytes (last: {seen.detail}); "
@@ -150,15 +126,6 @@ def read_shard_batches(
         uri=uri,
         reason="transport",
     )
-
-
-def _finish_fill(fill: CacheFill, fh: Any) -> None:
-    """The records are read: the rest of the stored bytes (none, for a well-formed shard) go
-    into ``fill``, which is admitted, or raises :class:`CorruptShard` for bytes that are not
-    the registered shard."""
-    while (rest := fh.read(_FILL_READ)) and fill.received <= fill.shard.size:
-        fill.write(rest)
-    fill.admit()
 
 
 def _same_damage(a: CorruptShard, b: CorruptShard) -> bool:
@@ -199,17 +166,14 @@ def tf_dataset(
     :class:`~recordkeeper.errors.CorruptShard` naming the bad shards.
 
     ``cache=True`` (or a :class:`~recordkeeper.shard_cache.ShardCache`) keeps remote shards in
-    the local shard cache.  An epoch that starts with shards missing streams them from the
-    store — their records reach the pipeline as they arrive — while their bytes are written to
-    the cache and hashed; each is admitted once its size and sha256 match the registered ones.
-    If they do not (the object's records are well formed but are not the registered shard),
+    the local shard cache: each is downloaded once, hashed as it arrives and admitted only if
+    its size and sha256 match the registered ones, then read from local disk by TensorFlow's
+    own reader (this epoch and the next, this process and others).  A shard whose stored bytes
+    are not the registered ones is never admitted and none of its records is read:
     :class:`~recordkeeper.errors.CorruptShard` (reason ``sha256`` or ``size``; TensorFlow's
-    ``UnknownError`` outside :func:`typed_errors`) is raised at the end of that shard, after
-    its records: the caller must treat those records as not the version's.  Nothing is
-    admitted then, nor for an epoch stopped early.  Once every shard is cached, epochs (of
-    this dataset, of datasets made later, in other processes) read the local copies with
-    TensorFlow's own reader.  With the cache, ``verify`` applies to cache entries as
-    :meth:`ShardCache.lookup` says and to the storage identity of shards not cached yet.
+    ``UnknownError`` outside :func:`typed_errors`) names it.  With the cache, ``verify``
+    applies to cache entries as :meth:`ShardCache.lookup` says and to the storage identity of
+    shards not cached yet.
     """
     import tensorflow as tf
 
@@ -343,16 +307,13 @@ def _cached(
     shuffle_files: bool,
     seed: int | None,
 ) -> Any:
-    """Shards through the shard cache.
-
-    Every shard cached when the dataset is made: TensorFlow's own reader reads the local
-    copies (each checked as ``verify`` says, fetched again if bad, a few shards ahead), nothing
-    in between.  Otherwise each epoch chooses when it starts: all cached by then, the same
-    (behind one more ``flat_map``); if not, the epoch streams: ``ahead`` shards are read at once
-    (:func:`_read_ahead`), the cached ones from their local copies, the others from the store
-    while their bytes fill the cache (:class:`~recordkeeper.shard_cache.CacheFill`: admitted at
-    each shard's end once its sha256 matches).  The split's entries are leased (kept from
-    eviction) while the dataset lives."""
+    """Shards from the shard cache: a few shards are fetched into it at once (downloaded whole
+    into ``tmp/`` while hashed and admitted only if their sha256 matches —
+    :class:`~recordkeeper.shard_cache.CacheFill` — if not there yet, checked if there) ahead
+    of TensorFlow's own reader, which reads each local copy once it is admitted.  A shard whose
+    stored bytes are not the registered ones raises
+    :class:`~recordkeeper.errors.CorruptShard` before any of its records is read.  The
+    split's entries are leased (kept from eviction) while the dataset lives."""
     shard_cache.check_fits(shards)
     shard_cache.remember(version, [split])
     lease = shard_cache.lease(s.sha256 for s in shards)
@@ -368,45 +329,16 @@ def _cached(
             raise
         return os.fsencode(path)
 
-    def all_cached() -> bool:
-        return all(shard_cache.path(s.sha256).exists() for s in shards)
-
-    def open_shard(index: int, stop: Callable[[], bool]) -> Iterator[list[bytes]]:
-        shard = shards[index]
-        path = shard_cache.lookup(shard.sha256, shard.size, verify=verify)
-        if path is not None:
-            return read_shard_batches(str(path), shard.compression, None, stop, size=shard.size)
-        fill = shard_cache.filling(shard)
-        return read_shard_batches(
-            shard.uri, shard.compression, options, stop, size=shard.size, fill=fill
-        )
-
-    comps = tf.constant([_TF_COMPRESSION[s.compression] for s in shards])
-    one = _TF_COMPRESSION[shards[0].compression]
-    same = all(_TF_COMPRESSION[s.compression] == one for s in shards)
-
-    def local_copies(indexes: Any) -> Any:
-        files = indexes.map(
-            lambda i: (tf.py_function(fetch, [i], tf.string), tf.gather(comps, i)),
-            num_parallel_calls=max(min(ahead, _CACHE_AHEAD), 1),
-            deterministic=True,
-        )
-        return _read_files(tf, files, one if same else None, 1)
-
-    if all_cached():  # TensorFlow's reader of the local copies, nothing in between
-        dataset = local_copies(_shuffled(tf, len(shards), shuffle_files, seed))
-    else:  # this epoch streams (and fills); the next ones choose again when they start
-        streamed = _read_ahead(tf, open_shard, errors, ahead)
-        plans = _orders(tf, len(shards), shuffle_files, seed).map(
-            lambda order: (order, tf.py_function(all_cached, [], tf.bool))
-        )
-        dataset = plans.flat_map(
-            lambda order, cached: tf.cond(
-                cached,
-                lambda: local_copies(tf.data.Dataset.from_tensor_slices(order)),
-                lambda: streamed(order),
-            )
-        )
+    comps = [_TF_COMPRESSION[s.compression] for s in shards]
+    indexes = tf.data.Dataset.from_tensor_slices((list(range(len(shards))), comps))
+    if shuffle_files:
+        indexes = indexes.shuffle(len(shards), seed=seed, reshuffle_each_iteration=True)
+    files = indexes.map(
+        lambda i, comp: (tf.py_function(fetch, [i], tf.string), comp),
+        num_parallel_calls=max(min(ahead, _CACHE_AHEAD), 1),
+        deterministic=True,
+    )
+    dataset = _read_files(tf, files, comps[0] if len(set(comps)) == 1 else None, 1)
     dataset._recordkeeper_lease = lease  # released when the pipeline is garbage
     return dataset
 
