@@ -11,12 +11,15 @@ Layout under the cache directory (``$RECORDKEEPER_CACHE_DIR``, default the per-u
     versions/<name>.json      which shards a pulled version has (for ``cache ls`` / ``clear``)
     locks/ab12…ef.lock        one process downloads (or evicts) an entry at a time
     leases/<pid>-<id>.lease   the entries a live reader uses: eviction leaves them alone
-    tmp/                      downloads in progress (renamed into blobs/ once verified)
+    tmp/                      downloads in progress (renamed into blobs/ once verified,
+                              deleted otherwise)
     evict.lock                one process evicts at a time
 
-* **Verified before served.** A shard is downloaded into ``tmp/`` while its sha256 and size
-  are computed, and renamed into ``blobs/`` (atomic on one filesystem) only if both match the
-  registered values; otherwise :class:`~recordkeeper.errors.CorruptShard` names it.
+* **Verified before admitted.** A shard's bytes are written into ``tmp/`` while its sha256
+  and size are computed (:class:`CacheFill`), and renamed into ``blobs/`` (atomic on one
+  filesystem) only if both match the registered values; otherwise
+  :class:`~recordkeeper.errors.CorruptShard` names it.  :meth:`ShardCache.pull` and
+  ``tf_dataset(cache=True)`` read a shard only once it is admitted.
 * **Checked when used.** ``verify="fast"`` (the default) compares an entry's size and mtime
   with its ``.ok`` record: a file written to since (corrupted, truncated) is re-hashed, and
   re-fetched if its bytes are wrong.  ``"deep"`` re-hashes every entry used; ``None`` checks
@@ -26,9 +29,11 @@ Layout under the cache directory (``$RECORDKEEPER_CACHE_DIR``, default the per-u
   set on each use) that no live reader holds.  Entries leased by live readers may keep the cache
   above its bound until they are released; a split larger than the bound is refused.
 * **Safe across processes.** Per-entry ``flock`` locks make concurrent pulls of the same shard
-  download it once (the others wait and use it); leases are files each holding an exclusive
-  ``flock`` for as long as their reader lives, so eviction sees which are live (a crashed
-  process's lease is unlocked, hence stale, and removed).  POSIX only (``fcntl``).
+  download it once (the others wait and use it); a :class:`CacheFill` used without that lock
+  writes its own file and takes the lock to admit it (the first admitted wins); leases
+  are files each holding an exclusive ``flock`` for as long as their reader lives, so eviction
+  sees which are live (a crashed process's lease is unlocked, hence stale, and removed).
+  POSIX only (``fcntl``).
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ __all__ = [
     "CACHE_MAX_SIZE_ENV",
     "DEFAULT_MAX_SIZE",
     "CacheEntry",
+    "CacheFill",
     "CachedVersion",
     "Lease",
     "PullReport",
@@ -228,6 +234,103 @@ class Lease:
         self.release()
 
 
+class CacheFill:
+    """One shard's bytes on their way into the cache (:meth:`ShardCache.filling`).
+
+    :meth:`write` appends each piece, as it arrives, to a new file in ``tmp/`` and to a running
+    sha256; :meth:`admit` renames the file into ``blobs/`` only if the size and sha256 are the
+    registered ones (else :class:`~recordkeeper.errors.CorruptShard`, and nothing is cached).
+    A fill that is not admitted — the reader stopped early, failed, or was dropped — is
+    discarded: its file goes, the cache never holds a partial shard.  Used as a context manager
+    it is discarded on leaving unless admitted.  It takes no lock while it fills
+    (:meth:`ShardCache.fetch` holds the entry's lock around its download; fills made without it
+    each write their own file, the first admitted wins, the others are dropped at
+    :meth:`admit`).
+    """
+
+    def __init__(self, cache: ShardCache, shard: Shard) -> None:
+        self.cache = cache
+        self.shard = shard
+        self.tmp = cache.directory / "tmp" / f"{shard.sha256}.{os.getpid()}.{uuid.uuid4().hex}"
+        self.received = 0  # bytes given to write()
+        self._digest = hashlib.sha256()
+        self._fd: int | None = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self._finalizer = weakref.finalize(self, CacheFill._drop, self._fd, self.tmp)
+        self.admitted: Path | None = None
+
+    @staticmethod
+    def _drop(fd: int | None, tmp: Path) -> None:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+    def write(self, chunk: bytes | memoryview) -> None:
+        """Append the next piece of the shard's stored bytes (hashed and written)."""
+        if self._fd is None:
+            raise ValueError("this cache fill is closed")
+        self.received += len(chunk)
+        if self.received <= self.shard.size:  # more than registered: already wrong, not kept
+            self._digest.update(chunk)
+            write_fd(self._fd, chunk)
+
+    def problem(self) -> CorruptShard | None:
+        """Why the bytes received are not the registered shard, or None if they are."""
+        shard, got = self.shard, self.received
+        if got != shard.size:
+            what = f"{got} bytes where {shard.size} are registered"
+        elif (digest := self._digest.hexdigest()) != shard.sha256:
+            what = f"sha256 {digest} where {shard.sha256} is registered"
+        else:
+            return None
+        return CorruptShard(
+            f"shard {shard.name} read from {shard.uri} has {what}: not cached",
+            uri=shard.uri,
+            shard=shard.name,
+            reason="sha256" if got == shard.size else "size",
+        )
+
+    def admit(self, *, locked: bool = False) -> Path:
+        """Close the file and, if its bytes are the registered shard, rename it into the cache
+        (under the entry's lock; ``locked``: the caller holds it) and return the blob's path.
+        Raises :class:`~recordkeeper.errors.CorruptShard` (the fill discarded) if not."""
+        if self.admitted is not None:
+            return self.admitted
+        fd, self._fd = self._fd, None
+        if fd is None:
+            raise ValueError("this cache fill is closed")
+        os.close(fd)
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, CacheFill._drop, None, self.tmp)
+        try:
+            problem = self.problem()
+            if problem is not None:
+                raise problem
+            if locked:
+                self.admitted = self.cache._admit(self)
+            else:
+                with _locked(self.cache._lock(self.shard.sha256)):
+                    self.admitted = self.cache._admit(self)
+        except BaseException:
+            self.discard()
+            raise
+        self._finalizer.detach()
+        return self.admitted
+
+    def discard(self) -> None:
+        """Drop what was received (the file in ``tmp/`` goes); idempotent."""
+        self._fd = None
+        self._finalizer()
+
+    def __enter__(self) -> CacheFill:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.admitted is None:
+            self.discard()
+
+
 class ShardCache:
     """A content-addressed cache of verified shards in ``directory`` bounded to ``max_size``.
 
@@ -353,55 +456,58 @@ class ShardCache:
         path = self.path(sha)
         return path, "refetched" if existed else "downloaded"
 
+    def filling(self, shard: Shard) -> CacheFill:
+        """A :class:`CacheFill` for ``shard``: its bytes, given as they arrive, go to ``tmp/``
+        and are admitted into the cache only once their size and sha256 match (what
+        :meth:`fetch` downloads into)."""
+        return CacheFill(self, shard)
+
     def _download(
         self,
         shard: Shard,
         storage_options: Mapping[str, Any] | None,
         progress: Callable[[int], None] | None,
     ) -> None:
-        sha, uri = shard.sha256, shard.uri
-        tmp = self.directory / "tmp" / f"{sha}.{os.getpid()}.{uuid.uuid4().hex}"
-        digest = hashlib.sha256()
-        got = 0
-        try:
+        uri = shard.uri
+        with self.filling(shard) as fill:
             with open_read(uri, storage_options, size=shard.size) as src, storage_errors(uri):
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                try:
-                    while chunk := src.read(_READ):
-                        digest.update(chunk)
-                        write_fd(fd, chunk)
-                        got += len(chunk)
-                        if progress is not None:
-                            progress(len(chunk))
-                        if got > shard.size:
-                            break
-                finally:
-                    os.close(fd)
-            if got != shard.size or digest.hexdigest() != sha:
-                what = (
-                    f"{got} bytes where {shard.size} are registered"
-                    if got != shard.size
-                    else f"sha256 {digest.hexdigest()} where {sha} is registered"
-                )
-                raise CorruptShard(
-                    f"shard {shard.name} read from {uri} has {what}: not cached",
-                    uri=uri,
-                    shard=shard.name,
-                    reason="sha256" if got == shard.size else "size",
-                )
-            os.chmod(tmp, 0o444)
-            st = tmp.stat()
-            self.path(sha).parent.mkdir(parents=True, exist_ok=True)
-            self._write_ok(sha, st)  # before the blob appears: a seen blob has its record
-            os.replace(tmp, self.path(sha))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
-        with self._guard:
-            if self._usage is not None:
-                self._usage += shard.size
-            self._added += 1
+                while chunk := src.read(_READ):
+                    fill.write(chunk)
+                    if progress is not None:
+                        progress(len(chunk))
+                    if fill.received > shard.size:
+                        break
+            fill.admit(locked=True)  # fetch holds the entry's lock
+
+    def _admit(self, fill: CacheFill) -> Path:
+        """Rename a verified fill's file into ``blobs/`` (the entry's lock held): or keep the
+        entry already there, if it is good, and drop the fill's copy."""
+        shard = fill.shard
+        sha = shard.sha256
+        blob = self.path(sha)
+        try:
+            there: os.stat_result | None = blob.stat()
+        except FileNotFoundError:
+            there = None
+        if there is not None and self._read_ok(sha) == {
+            "size": shard.size,
+            "mtime_ns": there.st_mtime_ns,
+        }:
+            fill.discard()  # another reader or pull admitted it meanwhile (unchanged since)
+            return blob
+        if there is None:
+            self._make_room(shard.size)
+        os.chmod(fill.tmp, 0o444)
+        st = fill.tmp.stat()
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        self._write_ok(sha, st)  # before the blob appears: a seen blob has its record
+        os.replace(fill.tmp, blob)  # over a damaged entry, if one was there
+        if there is None:
+            with self._guard:
+                if self._usage is not None:
+                    self._usage += shard.size
+                self._added += 1
+        return blob
 
     # -- many entries -----------------------------------------------------------------------
 

@@ -7,13 +7,16 @@ Records come shard after shard (index order, or shuffled shard order), whatever 
   file names (nothing per record between it and the caller).
 * ``s3://`` left TensorFlow core in 2.6 and tensorflow-io no longer loads on TF ≥ 2.18, and
   TF's GCS client does not speak to emulators (``STORAGE_EMULATOR_HOST``); those shards — and any
-  other fsspec backend — are read through fsspec inside the pipeline: one generator per shard
-  using the shard format's ``iter_records`` (:mod:`recordkeeper.formats`; for TFRecord it
-  checks every record's CRC) yielding batches, several shards read in parallel with bounded
-  buffers and taken whole in turn, the batches split into records once.
+  other fsspec backend — are read through fsspec: the shard format's ``iter_records``
+  (:mod:`recordkeeper.formats`; for TFRecord it checks every record's CRC) in batches, several
+  shards read ahead at once by Python threads with bounded buffers
+  (:mod:`recordkeeper.tf.read_ahead`), the batches taken shard after shard by one ``tf.data``
+  generator per epoch and split into records once.
 * ``cache=True``: remote TFRecord shards are fetched into the local shard cache
-  (:mod:`recordkeeper.shard_cache`: downloaded once, verified against their sha256) a few shards
-  ahead of ``TFRecordDataset``, which reads the local copies.
+  (:mod:`recordkeeper.shard_cache`: downloaded whole once, hashed as they arrive and admitted
+  only if their sha256 matches) a few shards ahead of ``TFRecordDataset``, which reads the
+  local copies.  (Streaming the records while the bytes fill the cache was tried in session 9
+  and made the first epoch slower: docs/performance.md.)
 * ArrayRecord and Riegeli shards (TensorFlow has no reader for them) always take the fsspec
   path: recordkeeper's Riegeli reader decodes each chunk (checking its HighwayHash checksums)
   in Python and C, in a ``tf.data`` generator.  It costs a Python generator step per batch of
@@ -65,6 +68,8 @@ _AHEAD_RECORDS = 32768
 #: shards fetched into the cache at once: few, so that the first ones are ready early (the
 #: reader starts on a shard once it is whole) while the next ones download
 _CACHE_AHEAD = 2
+#: batches a pipeline keeps ready after the read-ahead (TensorFlow's prefetch)
+_PREFETCH = 8
 _TF_COMPRESSION = {"none": "", "gzip": "GZIP", "zlib": "ZLIB"}
 
 
@@ -161,10 +166,14 @@ def tf_dataset(
     :class:`~recordkeeper.errors.CorruptShard` naming the bad shards.
 
     ``cache=True`` (or a :class:`~recordkeeper.shard_cache.ShardCache`) keeps remote shards in
-    the local shard cache: each is downloaded once, verified against its registered sha256, and
-    read from local disk by TensorFlow's own reader from then on (this epoch and the next, this
-    process and others).  With the cache, ``verify`` applies to cache entries as
-    :meth:`ShardCache.lookup` says and to the storage identity of shards not cached yet.
+    the local shard cache: each is downloaded once, hashed as it arrives and admitted only if
+    its size and sha256 match the registered ones, then read from local disk by TensorFlow's
+    own reader (this epoch and the next, this process and others).  A shard whose stored bytes
+    are not the registered ones is never admitted and none of its records is read:
+    :class:`~recordkeeper.errors.CorruptShard` (reason ``sha256`` or ``size``; TensorFlow's
+    ``UnknownError`` outside :func:`typed_errors`) names it.  With the cache, ``verify``
+    applies to cache entries as :meth:`ShardCache.lookup` says and to the storage identity of
+    shards not cached yet.
     """
     import tensorflow as tf
 
@@ -225,9 +234,7 @@ def tf_dataset(
         one = tf_comps[0] if len(set(tf_comps)) == 1 else None
         dataset = _read_files(tf, files, one, 1 if sequential else ahead)
     else:
-        dataset = _streamed(
-            tf, uris, compressions, record_formats, opts, errors, ahead, shuffle_files, seed
-        )
+        dataset = _streamed(tf, shards, opts, errors, ahead, shuffle_files, seed)
     return _remember(dataset, errors)
 
 
@@ -300,10 +307,13 @@ def _cached(
     shuffle_files: bool,
     seed: int | None,
 ) -> Any:
-    """Shards from the shard cache: ``ahead`` shards are fetched into it (downloaded and
-    verified if not there yet, checked if there) ahead of TensorFlow's own reader, which reads
-    the local copies.  The split's entries are leased (kept from eviction) while the dataset
-    lives."""
+    """Shards from the shard cache: a few shards are fetched into it at once (downloaded whole
+    into ``tmp/`` while hashed and admitted only if their sha256 matches —
+    :class:`~recordkeeper.shard_cache.CacheFill` — if not there yet, checked if there) ahead
+    of TensorFlow's own reader, which reads each local copy once it is admitted.  A shard whose
+    stored bytes are not the registered ones raises
+    :class:`~recordkeeper.errors.CorruptShard` before any of its records is read.  The
+    split's entries are leased (kept from eviction) while the dataset lives."""
     shard_cache.check_fits(shards)
     shard_cache.remember(version, [split])
     lease = shard_cache.lease(s.sha256 for s in shards)
@@ -333,64 +343,93 @@ def _cached(
     return dataset
 
 
-def _streamed(
+def _shuffled(tf: Any, n: int, shuffle_files: bool, seed: int | None) -> Any:
+    """The indexes of ``n`` shards, in index order or shuffled each epoch."""
+    indexes = tf.data.Dataset.range(n)
+    if shuffle_files:
+        indexes = indexes.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+    return indexes
+
+
+def _orders(tf: Any, n: int, shuffle_files: bool, seed: int | None) -> Any:
+    """One element per epoch: the order of the ``n`` shards (shuffled each epoch if asked)."""
+    return _shuffled(tf, n, shuffle_files, seed).batch(n)
+
+
+def _read_ahead(
     tf: Any,
-    uris: Sequence[str],
-    compressions: Sequence[str],
-    record_formats: Sequence[str],
-    opts: dict[str, Any],
+    open_shard: Callable[[int, Callable[[], bool]], Iterator[list[bytes]]],
     errors: _ShardErrors,
     ahead: int,
-    shuffle_files: bool,
-    seed: int | None,
-) -> Any:
-    """Shards read through fsspec: a generator per shard yielding batches of records, ``ahead``
-    shards read in parallel, batches taken shard after shard and split into records once."""
-    sizes = dict(zip(uris, (s.size for s in errors.shards), strict=True))
+) -> Callable[[Any], Any]:
+    """A function of an epoch's shard order giving that epoch's records: one ``tf.data``
+    generator over :func:`~recordkeeper.tf.read_ahead.read_ahead` (``ahead`` shards read at
+    once by Python threads, batches taken shard after shard), split into records once."""
+    from recordkeeper.tf.read_ahead import read_ahead
 
-    def generate(uri: Any, compression: Any, record_format: Any) -> Iterator[list[bytes]]:
-        text_uri = uri.decode() if isinstance(uri, bytes) else str(uri)
-        text_comp = compression.decode() if isinstance(compression, bytes) else str(compression)
-        text_format = (
-            record_format.decode() if isinstance(record_format, bytes) else str(record_format)
-        )
+    def counted(index: int, stop: Callable[[], bool]) -> Iterator[list[bytes]]:
+        shard = errors.shards[index]
         failures = errors.failures
 
-        def stop() -> bool:  # an error ended the iteration this reader belongs to
-            return errors.failures != failures or errors.settling
+        def ended() -> bool:  # an error ended the iteration this reader belongs to
+            return stop() or errors.failures != failures or errors.settling
 
-        batches = read_shard_batches(
-            text_uri, text_comp, opts, stop, text_format, size=sizes.get(text_uri)
-        )
+        batches = open_shard(index, ended)
         try:
-            while not errors.settling:  # a reader started while an error settles reads nothing
+            while not ended():  # a reader started while an error settles reads nothing
                 with errors.reading():  # counted while it may wait on the store
                     batch = next(batches, None)
                 if batch is None:
                     return
                 yield batch
         except CorruptShard as exc:
-            error = errors.found_in(text_uri, exc)
-            errors.failed()
-            raise error from None
+            raise errors.found_in(shard.uri, exc) from None
         except StorageError as exc:
             errors.remember(exc)
+            raise
+        finally:
+            batches.close()  # type: ignore[attr-defined]
+
+    def generate(order: Any) -> Iterator[list[bytes]]:
+        try:
+            yield from read_ahead(list(order), counted, ahead, _AHEAD_BATCHES)
+        except StorageError:
             errors.failed()
             raise
 
-    def read_one(uri: Any, compression: Any, record_format: Any) -> Any:
-        return tf.data.Dataset.from_generator(
-            generate,
-            args=(uri, compression, record_format),
-            output_signature=tf.TensorSpec(shape=(None,), dtype=tf.string),
+    def epoch(order: Any) -> Any:
+        return (
+            tf.data.Dataset.from_generator(
+                generate, args=(order,), output_signature=tf.TensorSpec((None,), tf.string)
+            )
+            .prefetch(_PREFETCH)
+            .unbatch()
         )
 
-    files = tf.data.Dataset.from_tensor_slices(
-        (list(uris), list(compressions), list(record_formats))
+    return epoch
+
+
+def _streamed(
+    tf: Any,
+    shards: Sequence[Shard],
+    opts: dict[str, Any],
+    errors: _ShardErrors,
+    ahead: int,
+    shuffle_files: bool,
+    seed: int | None,
+) -> Any:
+    """Shards read through fsspec: ``ahead`` shards read at once (:func:`_read_ahead`), their
+    batches taken shard after shard and split into records once."""
+
+    def open_shard(index: int, stop: Callable[[], bool]) -> Iterator[list[bytes]]:
+        shard = shards[index]
+        return read_shard_batches(
+            shard.uri, shard.compression, opts, stop, shard.format, size=shard.size
+        )
+
+    return _orders(tf, len(shards), shuffle_files, seed).flat_map(
+        _read_ahead(tf, open_shard, errors, ahead)
     )
-    if shuffle_files:
-        files = files.shuffle(len(uris), seed=seed, reshuffle_each_iteration=True)
-    return _whole_files(files, read_one, ahead, _AHEAD_BATCHES).unbatch()
 
 
 class _ShardErrors:
@@ -488,9 +527,21 @@ class _ShardErrors:
     def found_in(self, uri: str, exc: CorruptShard) -> CorruptShard:
         """The engine's error while reading ``uri``, naming its shard; remembered."""
         shard = next(s for s in self.shards if s.uri == uri)
-        error = self.named(
-            shard, exc.detail, exc.extra.get("offset"), exc.extra.get("compressed_offset")
-        )
+        reason = exc.extra.get("reason")
+        if reason in ("sha256", "size"):  # read whole with good CRCs, not the registered bytes
+            error = CorruptShard(
+                f"{self.version}: shard {shard.name} of split {self.split!r} is not the "
+                f"registered shard: {exc.detail}",
+                version=self.version,
+                split=self.split,
+                shard=shard.name,
+                uri=shard.uri,
+                reason=reason,
+            )
+        else:
+            error = self.named(
+                shard, exc.detail, exc.extra.get("offset"), exc.extra.get("compressed_offset")
+            )
         self.remember(error)
         return error
 
