@@ -2954,7 +2954,8 @@ done:
 
 /* ------------------------------------------------------------------ riegeli chunk walk
  *
- * riegeli_walk(buf, base, begin, zstd) -> (framed, index, resume, stop, records, chunks, kinds)
+ * riegeli_walk(buf, base, begin, zstd, cap) -> (framed, index, resume, stop, records, chunks,
+ *                                               kinds)
  *     Walk the chunks of a Riegeli/records file held in `buf` (its bytes from physical offset
  *     `base`), from the chunk at physical offset `begin`, without the GIL.  Each chunk is
  *     checked as recordkeeper/riegeli/reader.py checks it (every block header it crosses: hash,
@@ -2963,8 +2964,9 @@ done:
  *     when `zstd` and libzstd.so.1 can be loaded, are decoded and their records written in the
  *     canonical (TFRecord) framing to `framed`.  The walk stops at the first chunk that is not
  *     complete in `buf`, is not on this path (another compression, a non-simple chunk with
- *     records) or has anything wrong: `stop` is where that chunk begins, and the Python reader
- *     reads it (and finds any error, with its message and offset).
+ *     records) or has anything wrong, or whose records would take `framed` past `cap` bytes:
+ *     `stop` is where that chunk begins, and the Python reader reads it (and finds any error,
+ *     with its message and offset).
  *     The last two simple chunks walked are held back (they may be an ArrayRecord footer and
  *     postscript): `framed` and `index` cover the simple chunks before them, `records` and
  *     `chunks` count those, `kinds` has bit 0 for a chunk without compression, bit 1 for zstd;
@@ -3161,10 +3163,7 @@ static int rw_simple(const unsigned char *d, size_t n, uint64_t num_records, uin
         total += size;
     }
     if (sp != sizes_len || total != values_len) return -1;
-    if (rw_reserve(framed, (size_t)(values_len + 16 * num_records)) < 0) {
-        *oom = 1;
-        return -1;
-    }
+    if (values_len + 16 * num_records > framed->cap - framed->len) return -1; /* full */
     unsigned char *dst = framed->p + framed->len;
     sp = 0;
     const unsigned char *v = values;
@@ -3198,16 +3197,23 @@ static PyObject *py_riegeli_walk(PyObject *self, PyObject *args) {
     Py_buffer view;
     unsigned long long base_arg, begin_arg;
     int zstd;
-    if (!PyArg_ParseTuple(args, "y*KKp", &view, &base_arg, &begin_arg, &zstd)) return NULL;
+    Py_ssize_t cap;
+    if (!PyArg_ParseTuple(args, "y*KKpn", &view, &base_arg, &begin_arg, &zstd, &cap)) return NULL;
     uint64_t base = base_arg, pos = begin_arg, end = base + (uint64_t)view.len;
-    if (pos < base || pos > end) {
+    if (pos < base || pos > end || cap < 0) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "begin out of range");
+        PyErr_SetString(PyExc_ValueError, "begin or cap out of range");
+        return NULL;
+    }
+    /* the records are framed straight into the bytes object returned (shrunk to fit) */
+    PyObject *out = PyBytes_FromStringAndSize(NULL, cap);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
         return NULL;
     }
     int use_zstd = zstd && rw_zstd_load();
     const unsigned char *buf = view.buf;
-    rw_buf_t framed = {NULL, 0, 0}, index = {NULL, 0, 0}, scratch = {NULL, 0, 0};
+    rw_buf_t framed = {(unsigned char *)PyBytes_AS_STRING(out), 0, (size_t)cap}, index = {NULL, 0, 0}, scratch = {NULL, 0, 0};
     rw_buf_t zs = {NULL, 0, 0}, zv = {NULL, 0, 0};
     rw_mark_t marks[3]; /* the last simple chunks walked: where their output starts */
     int n_marks = 0, oom = 0;
@@ -3288,14 +3294,13 @@ static PyObject *py_riegeli_walk(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     if (oom) {
         PyErr_NoMemory();
-    } else {
-        result = Py_BuildValue("(y#y#KKKKi)", framed.p ? (const char *)framed.p : "",
-                               (Py_ssize_t)framed_len, index.p ? (const char *)index.p : "",
+        Py_DECREF(out);
+    } else if (_PyBytes_Resize(&out, (Py_ssize_t)framed_len) == 0) {
+        result = Py_BuildValue("(Ny#KKKKi)", out, index.p ? (const char *)index.p : "",
                                (Py_ssize_t)index_len, (unsigned long long)resume,
                                (unsigned long long)stop, (unsigned long long)total_records,
                                (unsigned long long)chunks, kinds);
     }
-    PyMem_RawFree(framed.p);
     PyMem_RawFree(index.p);
     PyMem_RawFree(scratch.p);
     PyMem_RawFree(zs.p);

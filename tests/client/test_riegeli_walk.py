@@ -38,7 +38,9 @@ def _scan(data: bytes, mode: str, monkeypatch: pytest.MonkeyPatch) -> Any:
         if mode == "python":
             patch.setattr(reader_module, "_walker", lambda: None)
         else:
-            patch.setattr(reader_module, "USE_LIBZSTD", mode == "c")
+            patch.setattr(reader_module, "USE_LIBZSTD", mode != "c-without-libzstd")
+        if mode == "c-small-output":  # walks that stop when their output is full
+            patch.setattr(reader_module, "_framed_cap", lambda _: 5000)
         ids = RecordIds()
         try:
             scan = scan_riegeli(io.BytesIO(data), hash_in_background=False, record_ids=ids)
@@ -51,6 +53,7 @@ def _agree(data: bytes, monkeypatch: pytest.MonkeyPatch) -> Any:
     python = _scan(data, "python", monkeypatch)
     assert _scan(data, "c", monkeypatch) == python
     assert _scan(data, "c-without-libzstd", monkeypatch) == python
+    assert _scan(data, "c-small-output", monkeypatch) == python
     return python
 
 
@@ -92,7 +95,7 @@ def test_the_walk_is_used_and_agrees_on_wheel_files(
         assert info.format == "array_record"
     # most chunks go through C (one call per buffer, few chunks read in Python)
     data = wheel_files["group_size:1"]
-    walked = speedups.riegeli_walk(bytearray(data), 0, 0, True)
+    walked = speedups.riegeli_walk(bytearray(data), 0, 0, True, 64 << 20)
     assert walked[5] > 100 and walked[3] > len(data) - BLOCK_SIZE
 
 
@@ -160,11 +163,11 @@ def test_a_walk_from_inside_a_buffer_reads_nothing_outside_it(tmp_path: Path) ->
     data = built.data
     base = built.chunk_offsets[1]
     framed, index, resume, stop, records, chunks, kinds = speedups.riegeli_walk(
-        bytearray(data[base:]), base, base, True
+        bytearray(data[base:]), base, base, True, 1 << 20
     )
     assert (records, chunks, kinds) == (1, 1, 1)  # 'b'; 'c' and 'd' held back
     assert framed == bytes(speedups.frame([b"b"]))
     assert index == b"".join(v.to_bytes(8, "little") for v in (base, 1, 1))
     assert resume == built.chunk_offsets[2] and stop == len(data)
     with pytest.raises(ValueError):
-        speedups.riegeli_walk(bytearray(data), 64, 0, True)
+        speedups.riegeli_walk(bytearray(data), 64, 0, True, 100)

@@ -77,6 +77,7 @@ REASONS = (
 #: (loaded at run time; where it cannot be loaded, those chunks take the Python path).
 USE_LIBZSTD = True
 _READ_SIZE = 8 << 20
+_WALK_OUTPUT = 8 << 20  # at least this many bytes of framed records per C walk
 _HEADER = struct.Struct("<5Q")  # a chunk header
 _BATCH_RECORDS = 4096  # batches() joins the records of small chunks up to this many ...
 _BATCH_BYTES = 1 << 20  # ... or this many bytes
@@ -470,7 +471,7 @@ class RiegeliReader:
             begin = 0
             while source.ensure(begin + 1):
                 framed, packed, resume, stop, records, chunks, kinds = walk(
-                    source.buf, source.base, begin, zstd
+                    source.buf, source.base, begin, zstd, _framed_cap(len(source.buf))
                 )
                 if chunks:
                     while held:
@@ -611,6 +612,12 @@ class RiegeliReader:
                 chunk_offset=footer.begin,
             )
         self.info.array_record = metadata
+
+
+def _framed_cap(buffered: int) -> int:
+    """The most bytes of framed records one C walk returns (it stops before a chunk whose
+    records would not fit; one that never fits is read by the Python code)."""
+    return max(_WALK_OUTPUT, 4 * buffered)
 
 
 def _walker() -> Callable[..., Any] | None:
