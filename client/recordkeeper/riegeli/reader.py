@@ -192,7 +192,12 @@ class RiegeliReader:
         self._hash = riegeli_hasher()
 
     def __iter__(self) -> Iterator[bytes]:
-        return chain.from_iterable(self.batches())
+        # chunk by chunk, not joined: a caller after the first few records (``head``, a
+        # sample) decodes the first few chunks, not a megabyte of them
+        if self._started:
+            raise RuntimeError("a RiegeliReader reads its file once")
+        self._started = True
+        return chain.from_iterable(self._batches())
 
     def batches(self) -> Iterator[list[bytes]]:
         """The user records in lists: one per chunk, the records of small chunks joined (up to
