@@ -3019,7 +3019,6 @@ static int rw_zstd_load(void) {
     if (rw_zstd.tried) return rw_zstd.ok;
     rw_zstd.tried = 1;
 #ifdef RW_HAVE_DLOPEN
-    if (getenv("RECORDKEEPER_NO_LIBZSTD") != NULL) return 0;
     void *h = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
     if (h == NULL) return 0;
     rw_zstd.create = (rw_create_dctx_t)dlsym(h, "ZSTD_createDCtx");

@@ -171,3 +171,23 @@ def test_a_walk_from_inside_a_buffer_reads_nothing_outside_it(tmp_path: Path) ->
     assert resume == built.chunk_offsets[2] and stop == len(data)
     with pytest.raises(ValueError):
         speedups.riegeli_walk(bytearray(data), 64, 0, True, 100)
+
+
+def test_reading_the_first_records_decodes_only_the_first_chunks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A publish's sample reads the first few records: iterating decodes chunk by chunk."""
+    from recordkeeper.riegeli import iter_records
+
+    decoded: list[int] = []
+    original = reader_module.decode_simple_chunk
+
+    def counting(*args: Any) -> list[bytes]:
+        decoded.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(reader_module, "decode_simple_chunk", counting)
+    data = build([simple([bytes([i])]) for i in range(200)]).data
+    records = iter_records(io.BytesIO(data))
+    assert [next(records) for _ in range(5)] == [bytes([i]) for i in range(5)]
+    assert len(decoded) <= 8
