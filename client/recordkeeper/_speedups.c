@@ -3105,15 +3105,16 @@ static const unsigned char *rw_logical(const unsigned char *buf, uint64_t base, 
 
 /* One buffer of a simple chunk: none, or zstd (its decompressed size as a varint, then one
  * zstd frame of exactly that size).  0 with *out / *out_len set; -1: leave it to Python. */
-static int rw_decompress(int compression, const unsigned char *p, size_t n, rw_buf_t *dst,
-                         void *dctx, const unsigned char **out, size_t *out_len, int *oom) {
+static int rw_decompress(int compression, const unsigned char *p, size_t n, uint64_t most,
+                         rw_buf_t *dst, void *dctx, const unsigned char **out, size_t *out_len,
+                         int *oom) {
     if (compression == 0) {
         *out = p, *out_len = n;
         return 0;
     }
     size_t pos = 0;
     uint64_t size;
-    if (rw_varint(p, &pos, n, &size) || size > ((uint64_t)1 << 32)) return -1;
+    if (rw_varint(p, &pos, n, &size) || size > most) return -1; /* allocate no more than that */
     const unsigned char *src = p + pos;
     size_t src_len = n - pos;
     unsigned long long declared = rw_zstd.content_size(src, src_len);
@@ -3142,15 +3143,20 @@ static int rw_simple(const unsigned char *d, size_t n, uint64_t num_records, uin
     } else if (compression != 0) {
         return -1;
     }
+    /* the records must fit in what is left of `framed` (else Python reads the chunk) */
+    if (decoded > framed->cap - framed->len ||
+        16 * num_records > framed->cap - framed->len - decoded)
+        return -1;
     size_t pos = 1;
     uint64_t sizes_size;
     if (rw_varint(d, &pos, n, &sizes_size) || sizes_size > n - pos) return -1;
     const unsigned char *sizes, *values;
     size_t sizes_len, values_len;
-    if (rw_decompress(compression, d + pos, (size_t)sizes_size, zs, dctx, &sizes, &sizes_len, oom))
+    if (rw_decompress(compression, d + pos, (size_t)sizes_size, 10 * num_records, zs, dctx, &sizes,
+                      &sizes_len, oom))
         return -1;
-    if (rw_decompress(compression, d + pos + sizes_size, n - pos - (size_t)sizes_size, zv, dctx,
-                      &values, &values_len, oom))
+    if (rw_decompress(compression, d + pos + sizes_size, n - pos - (size_t)sizes_size, decoded, zv,
+                      dctx, &values, &values_len, oom))
         return -1;
     if (values_len != decoded || num_records > sizes_len) return -1;
     /* first pass: the sizes fill their buffer exactly and add up to the values */
@@ -3162,7 +3168,6 @@ static int rw_simple(const unsigned char *d, size_t n, uint64_t num_records, uin
         total += size;
     }
     if (sp != sizes_len || total != values_len) return -1;
-    if (values_len + 16 * num_records > framed->cap - framed->len) return -1; /* full */
     unsigned char *dst = framed->p + framed->len;
     sp = 0;
     const unsigned char *v = values;

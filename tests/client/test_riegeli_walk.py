@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 
 from recordkeeper import _native
 from recordkeeper.core.errors import CorruptShard, UnsupportedFormat
@@ -22,7 +23,16 @@ from recordkeeper.core.riegeli import BLOCK_SIZE, ChunkType
 from recordkeeper.record_ids import RecordIds
 from recordkeeper.riegeli import reader as reader_module
 from recordkeeper.riegeli import scan_riegeli
-from tests.client._riegeli_files import Chunk, build, flip, padding, simple, simple_chunk_data
+from tests.client._riegeli_files import (
+    Chunk,
+    build,
+    compress,
+    flip,
+    padding,
+    simple,
+    simple_chunk_data,
+    varint,
+)
 from tests.servers.plugin import skip_or_fail
 
 speedups = _native.speedups
@@ -129,10 +139,15 @@ def test_the_walk_agrees_on_hand_built_files_and_damage(monkeypatch: pytest.Monk
     wrong_size.decoded_data_size = 6
     claiming = padding(10)
     claiming.num_records = 3
+    values = zstandard.ZstdCompressor().compress(b"hello")
+    sizes = compress(varint(5), "zstd")
+    huge = b"z" + varint(len(sizes)) + sizes + varint(1 << 40) + values  # claims 1 TiB
     for chunk in [
         Chunk(ChunkType.SIMPLE, bad_varint, 1, 5),
         Chunk(ChunkType.SIMPLE, unknown, 1, 5),
         Chunk(ChunkType.SIMPLE, cut_zstd, 1, 1000),
+        Chunk(ChunkType.SIMPLE, huge, 1, 5),
+        Chunk(ChunkType.SIMPLE, huge, 1, 1 << 40),
         wrong_count,
         wrong_size,
         claiming,
