@@ -2049,6 +2049,10 @@ static PyObject *py_sort_ids(PyObject *self, PyObject *args) {
     return out;
 }
 
+static PyObject *py_riegeli_walk(PyObject *self, PyObject *args); /* riegeli chunk walk */
+static PyObject *py_riegeli_index_framing(PyObject *self, PyObject *args);
+static PyObject *py_riegeli_zstd(PyObject *self, PyObject *noargs);
+
 static PyMethodDef methods[] = {
     {"deframe", py_deframe, METH_VARARGS, "Check and split the complete TFRecord frames."},
     {"structure_keys", py_structure_keys, METH_O, "Structure keys of Example records."},
@@ -2081,6 +2085,11 @@ static PyMethodDef methods[] = {
      "sha256(record)[:width] of each record of a list of bytes, joined."},
 #endif
     {"sort_ids", py_sort_ids, METH_VARARGS, "Fixed-width identities sorted ascending."},
+    {"riegeli_walk", py_riegeli_walk, METH_VARARGS,
+     "Check and decode the chunks of a Riegeli file in a buffer; records in canonical framing."},
+    {"riegeli_index_framing", py_riegeli_index_framing, METH_VARARGS,
+     "The ArrayRecordFooter records of (offset, decoded size, records) triples, framed."},
+    {"riegeli_zstd", py_riegeli_zstd, METH_NOARGS, "Whether libzstd.so.1 could be loaded."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2941,4 +2950,407 @@ done:
     rs_free(&m);
     PyMem_Free(buf);
     return result;
+}
+
+/* ------------------------------------------------------------------ riegeli chunk walk
+ *
+ * riegeli_walk(buf, base, begin, zstd, cap) -> (framed, index, resume, stop, records, chunks,
+ *                                               kinds)
+ *     Walk the chunks of a Riegeli/records file held in `buf` (its bytes from physical offset
+ *     `base`), from the chunk at physical offset `begin`, without the GIL.  Each chunk is
+ *     checked as recordkeeper/riegeli/reader.py checks it (every block header it crosses: hash,
+ *     previous_chunk, next_chunk; the chunk header's hash; the data hash; the record sizes
+ *     against num_records and decoded_data_size); simple chunks compressed with none, or zstd
+ *     when `zstd` and libzstd.so.1 can be loaded, are decoded and their records written in the
+ *     canonical (TFRecord) framing to `framed`.  The walk stops at the first chunk that is not
+ *     complete in `buf`, is not on this path (another compression, a non-simple chunk with
+ *     records) or has anything wrong, or whose records would take `framed` past `cap` bytes:
+ *     `stop` is where that chunk begins, and the Python reader reads it (and finds any error,
+ *     with its message and offset).
+ *     The last two simple chunks walked are held back (they may be an ArrayRecord footer and
+ *     postscript): `framed` and `index` cover the simple chunks before them, `records` and
+ *     `chunks` count those, `kinds` has bit 0 for a chunk without compression, bit 1 for zstd;
+ *     the Python reader reads again from `resume` (the first held-back chunk, else `stop`).
+ *     `index` holds (chunk begin, decoded_data_size, num_records) per chunk, uint64 each.
+ *
+ * riegeli_index_framing(index) -> bytes
+ *     The ArrayRecordFooter records that array_record's writer writes for those index triples
+ *     (fields 1, 2, 3 as varints), in the canonical framing: to compare with a footer's.
+ *
+ * riegeli_zstd() -> bool: whether libzstd.so.1 could be loaded (it is loaded at run time: its
+ *     headers are not needed to build; the zstandard package is the fallback).
+ */
+#if !defined(_WIN32) && defined(__has_include)
+#if __has_include(<dlfcn.h>)
+#include <dlfcn.h>
+#define RW_HAVE_DLOPEN 1
+#endif
+#endif
+
+#define RW_BLOCK ((uint64_t)1 << 16)
+#define RW_BLOCK_HEADER 24
+#define RW_USABLE (RW_BLOCK - RW_BLOCK_HEADER)
+#define RW_CHUNK_HEADER 40
+#define RW_ZSTD_UNKNOWN (0ULL - 1)
+#define RW_ZSTD_ERROR (0ULL - 2)
+
+static const uint64_t rw_key[4] = {0x2F696C6567656952ULL, 0x0A7364726F636572ULL,
+                                   0x2F696C6567656952ULL, 0x0A7364726F636572ULL};
+
+/* The few libzstd functions needed, as its stable ABI declares them (zstd.h, v1.x). */
+typedef void *(*rw_create_dctx_t)(void);
+typedef size_t (*rw_free_dctx_t)(void *);
+typedef size_t (*rw_decompress_dctx_t)(void *, void *, size_t, const void *, size_t);
+typedef unsigned long long (*rw_content_size_t)(const void *, size_t);
+typedef size_t (*rw_frame_size_t)(const void *, size_t);
+typedef unsigned (*rw_is_error_t)(size_t);
+static struct {
+    int tried, ok;
+    rw_create_dctx_t create;
+    rw_free_dctx_t free_;
+    rw_decompress_dctx_t decompress;
+    rw_content_size_t content_size;
+    rw_frame_size_t frame_size;
+    rw_is_error_t is_error;
+} rw_zstd;
+
+/* Load libzstd once (called with the GIL held). */
+static int rw_zstd_load(void) {
+    if (rw_zstd.tried) return rw_zstd.ok;
+    rw_zstd.tried = 1;
+#ifdef RW_HAVE_DLOPEN
+    void *h = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) return 0;
+    rw_zstd.create = (rw_create_dctx_t)dlsym(h, "ZSTD_createDCtx");
+    rw_zstd.free_ = (rw_free_dctx_t)dlsym(h, "ZSTD_freeDCtx");
+    rw_zstd.decompress = (rw_decompress_dctx_t)dlsym(h, "ZSTD_decompressDCtx");
+    rw_zstd.content_size = (rw_content_size_t)dlsym(h, "ZSTD_getFrameContentSize");
+    rw_zstd.frame_size = (rw_frame_size_t)dlsym(h, "ZSTD_findFrameCompressedSize");
+    rw_zstd.is_error = (rw_is_error_t)dlsym(h, "ZSTD_isError");
+    rw_zstd.ok = rw_zstd.create && rw_zstd.free_ && rw_zstd.decompress &&
+                 rw_zstd.content_size && rw_zstd.frame_size && rw_zstd.is_error;
+    if (!rw_zstd.ok) dlclose(h);
+#endif
+    return rw_zstd.ok;
+}
+
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+} rw_buf_t;
+
+static int rw_reserve(rw_buf_t *b, size_t more) {
+    if (b->len + more <= b->cap) return 0;
+    size_t cap = b->cap * 2 + more + 4096;
+    unsigned char *bigger = PyMem_RawRealloc(b->p, cap);
+    if (bigger == NULL) return -1;
+    b->p = bigger, b->cap = cap;
+    return 0;
+}
+
+static uint64_t rw_le64(const unsigned char *p) {
+    uint64_t x = 0;
+    for (int i = 7; i >= 0; i--) x = (x << 8) | p[i];
+    return x;
+}
+
+/* A varint64 at *pos (< end), as chunks.read_varint accepts it; 0 on success. */
+static int rw_varint(const unsigned char *b, size_t *pos, size_t end, uint64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift <= 63; shift += 7) {
+        if (*pos >= end) return -1;
+        unsigned char c = b[(*pos)++];
+        if (shift == 63 && c > 1) return -1;
+        v |= (uint64_t)(c & 0x7F) << shift;
+        if (c < 0x80) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* The physical offset after `size` logical bytes from physical `pos` (core/riegeli.py). */
+static uint64_t rw_logical_end(uint64_t pos, uint64_t size) {
+    uint64_t overhead = (size + (pos + RW_USABLE - 1) % RW_BLOCK) / RW_USABLE;
+    return pos + size + overhead * RW_BLOCK_HEADER;
+}
+
+static uint64_t rw_possible_boundary(uint64_t pos) {
+    uint64_t remaining = (RW_BLOCK - pos % RW_BLOCK) % RW_BLOCK;
+    return pos + (remaining > RW_USABLE - 1 ? remaining - (RW_USABLE - 1) : 0);
+}
+
+/* `size` logical bytes from physical `pos` (all inside the buffer): a pointer into the buffer
+ * when they are in one block, else gathered into `scratch`. */
+static const unsigned char *rw_logical(const unsigned char *buf, uint64_t base, uint64_t pos,
+                                       uint64_t size, rw_buf_t *scratch, int *oom) {
+    if (pos % RW_BLOCK == 0) pos += RW_BLOCK_HEADER;
+    if (size <= RW_BLOCK - pos % RW_BLOCK) return buf + (pos - base);
+    scratch->len = 0;
+    if (rw_reserve(scratch, (size_t)size) < 0) {
+        *oom = 1;
+        return NULL;
+    }
+    while (size > 0) {
+        if (pos % RW_BLOCK == 0) pos += RW_BLOCK_HEADER;
+        uint64_t take = RW_BLOCK - pos % RW_BLOCK;
+        if (take > size) take = size;
+        memcpy(scratch->p + scratch->len, buf + (pos - base), (size_t)take);
+        scratch->len += (size_t)take;
+        pos += take, size -= take;
+    }
+    return scratch->p;
+}
+
+/* One buffer of a simple chunk: none, or zstd (its decompressed size as a varint, then one
+ * zstd frame of exactly that size).  0 with *out / *out_len set; -1: leave it to Python. */
+static int rw_decompress(int compression, const unsigned char *p, size_t n, uint64_t most,
+                         rw_buf_t *dst, void *dctx, const unsigned char **out, size_t *out_len,
+                         int *oom) {
+    if (compression == 0) {
+        *out = p, *out_len = n;
+        return 0;
+    }
+    size_t pos = 0;
+    uint64_t size;
+    if (rw_varint(p, &pos, n, &size) || size > most) return -1; /* allocate no more than that */
+    const unsigned char *src = p + pos;
+    size_t src_len = n - pos;
+    unsigned long long declared = rw_zstd.content_size(src, src_len);
+    if (declared == RW_ZSTD_ERROR || (declared != RW_ZSTD_UNKNOWN && declared != size)) return -1;
+    size_t frame = rw_zstd.frame_size(src, src_len);
+    if (rw_zstd.is_error(frame) || frame != src_len) return -1;
+    dst->len = 0;
+    if (rw_reserve(dst, (size_t)size + 1) < 0) {
+        *oom = 1;
+        return -1;
+    }
+    size_t got = rw_zstd.decompress(dctx, dst->p, (size_t)size, src, src_len);
+    if (rw_zstd.is_error(got) || got != size) return -1;
+    *out = dst->p, *out_len = got;
+    return 0;
+}
+
+/* The records of a simple chunk's data, framed onto `framed`; 0, or -1: leave it to Python. */
+static int rw_simple(const unsigned char *d, size_t n, uint64_t num_records, uint64_t decoded,
+                     int use_zstd, void *dctx, rw_buf_t *zs, rw_buf_t *zv, rw_buf_t *framed,
+                     int *kind, int *oom) {
+    if (n == 0) return -1;
+    int compression = d[0];
+    if (compression == 0x7A) {
+        if (!use_zstd || dctx == NULL) return -1;
+    } else if (compression != 0) {
+        return -1;
+    }
+    /* the records must fit in what is left of `framed` (else Python reads the chunk) */
+    if (decoded > framed->cap - framed->len ||
+        16 * num_records > framed->cap - framed->len - decoded)
+        return -1;
+    size_t pos = 1;
+    uint64_t sizes_size;
+    if (rw_varint(d, &pos, n, &sizes_size) || sizes_size > n - pos) return -1;
+    const unsigned char *sizes, *values;
+    size_t sizes_len, values_len;
+    if (rw_decompress(compression, d + pos, (size_t)sizes_size, 10 * num_records, zs, dctx, &sizes,
+                      &sizes_len, oom))
+        return -1;
+    if (rw_decompress(compression, d + pos + sizes_size, n - pos - (size_t)sizes_size, decoded, zv,
+                      dctx, &values, &values_len, oom))
+        return -1;
+    if (values_len != decoded || num_records > sizes_len) return -1;
+    /* first pass: the sizes fill their buffer exactly and add up to the values */
+    size_t sp = 0;
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < num_records; i++) {
+        uint64_t size;
+        if (rw_varint(sizes, &sp, sizes_len, &size) || size > values_len - total) return -1;
+        total += size;
+    }
+    if (sp != sizes_len || total != values_len) return -1;
+    unsigned char *dst = framed->p + framed->len;
+    sp = 0;
+    const unsigned char *v = values;
+    for (uint64_t i = 0; i < num_records; i++) {
+        uint64_t size = 0;
+        rw_varint(sizes, &sp, sizes_len, &size);
+        dst = frame_record(dst, v, (Py_ssize_t)size);
+        v += size;
+    }
+    framed->len = (size_t)(dst - framed->p);
+    *kind = compression == 0 ? 1 : 2;
+    return 0;
+}
+
+/* The block header at physical `block` (inside the buffer) for a chunk [begin, end). */
+static int rw_block_ok(const unsigned char *buf, uint64_t base, uint64_t block, uint64_t begin,
+                       uint64_t end) {
+    const unsigned char *h = buf + (block - base);
+    return hh_hash64(h + 8, 16, rw_key) == rw_le64(h) && rw_le64(h + 8) == block - begin &&
+           rw_le64(h + 16) == end - block;
+}
+
+typedef struct {
+    uint64_t begin;
+    size_t framed_at, index_at;
+    uint64_t records;
+    int kind;
+} rw_mark_t;
+
+static PyObject *py_riegeli_walk(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    unsigned long long base_arg, begin_arg;
+    int zstd;
+    Py_ssize_t cap;
+    if (!PyArg_ParseTuple(args, "y*KKpn", &view, &base_arg, &begin_arg, &zstd, &cap)) return NULL;
+    uint64_t base = base_arg, pos = begin_arg, end = base + (uint64_t)view.len;
+    if (pos < base || pos > end || cap < 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "begin or cap out of range");
+        return NULL;
+    }
+    /* the records are framed straight into the bytes object returned (shrunk to fit) */
+    PyObject *out = PyBytes_FromStringAndSize(NULL, cap);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    int use_zstd = zstd && rw_zstd_load();
+    const unsigned char *buf = view.buf;
+    rw_buf_t framed = {(unsigned char *)PyBytes_AS_STRING(out), 0, (size_t)cap}, index = {NULL, 0, 0}, scratch = {NULL, 0, 0};
+    rw_buf_t zs = {NULL, 0, 0}, zv = {NULL, 0, 0};
+    rw_mark_t marks[3]; /* the last simple chunks walked: where their output starts */
+    int n_marks = 0, oom = 0;
+    uint64_t total_records = 0, chunks = 0;
+    int kinds = 0;
+    void *dctx = NULL;
+
+    Py_BEGIN_ALLOW_THREADS
+    if (use_zstd) dctx = rw_zstd.create();
+    for (;;) {
+        uint64_t header_end = rw_logical_end(pos, RW_CHUNK_HEADER);
+        if (pos >= end || header_end > end) break;
+        const unsigned char *hdr = rw_logical(buf, base, pos, RW_CHUNK_HEADER, &scratch, &oom);
+        if (hdr == NULL) break;
+        unsigned char header[RW_CHUNK_HEADER];
+        memcpy(header, hdr, RW_CHUNK_HEADER);
+        if (hh_hash64(header + 8, 32, rw_key) != rw_le64(header)) break;
+        uint64_t data_size = rw_le64(header + 8), data_hash = rw_le64(header + 16);
+        uint64_t type_count = rw_le64(header + 24), decoded = rw_le64(header + 32);
+        int type = (int)(type_count & 0xFF);
+        uint64_t num_records = type_count >> 8;
+        if (data_size > end || num_records > end) break; /* beyond the buffer: not here */
+        uint64_t chunk_end = rw_logical_end(pos, RW_CHUNK_HEADER + data_size);
+        uint64_t padded = rw_possible_boundary(pos + num_records);
+        if (padded > chunk_end) chunk_end = padded;
+        if (chunk_end > end) break;
+        int blocks_ok = 1;
+        for (uint64_t b = (pos + RW_BLOCK - 1) / RW_BLOCK * RW_BLOCK; b < chunk_end; b += RW_BLOCK)
+            if (!rw_block_ok(buf, base, b, pos, chunk_end)) {
+                blocks_ok = 0;
+                break;
+            }
+        if (!blocks_ok) break;
+        uint64_t data_at = header_end % RW_BLOCK == 0 ? header_end + RW_BLOCK_HEADER : header_end;
+        (void)data_at;
+        const unsigned char *data = rw_logical(buf, base, header_end, data_size, &scratch, &oom);
+        if (data == NULL) break;
+        if (hh_hash64(data, (size_t)data_size, rw_key) != data_hash) break;
+        if (type == 0x72) {
+            if (n_marks == 3) { /* the oldest mark's chunk is not among the last two */
+                memmove(marks, marks + 1, 2 * sizeof(rw_mark_t));
+                n_marks = 2;
+            }
+            rw_mark_t *m = &marks[n_marks];
+            m->begin = pos, m->framed_at = framed.len, m->index_at = index.len;
+            m->records = num_records;
+            if (rw_simple(data, (size_t)data_size, num_records, decoded, use_zstd, dctx, &zs, &zv,
+                          &framed, &m->kind, &oom))
+                break;
+            if (rw_reserve(&index, 24) < 0) {
+                oom = 1;
+                break;
+            }
+            uint64_t triple[3] = {pos, decoded, num_records};
+            for (int t = 0; t < 3; t++)
+                for (int i = 0; i < 8; i++)
+                    index.p[index.len++] = (unsigned char)(triple[t] >> (8 * i));
+            n_marks++;
+            if (n_marks == 3) { /* marks[0] is emitted */
+                total_records += marks[0].records, chunks++, kinds |= marks[0].kind;
+            }
+        } else if (num_records) {
+            break;
+        }
+        pos = chunk_end;
+    }
+    if (dctx != NULL) rw_zstd.free_(dctx);
+    Py_END_ALLOW_THREADS
+
+    uint64_t stop = pos, resume = pos;
+    size_t framed_len = framed.len, index_len = index.len;
+    if (n_marks) { /* hold back the last two simple chunks (or the one) */
+        int first_held = n_marks >= 2 ? n_marks - 2 : 0;
+        resume = marks[first_held].begin;
+        framed_len = marks[first_held].framed_at;
+        index_len = marks[first_held].index_at;
+    }
+    PyObject *result = NULL;
+    if (oom) {
+        PyErr_NoMemory();
+        Py_DECREF(out);
+    } else if (_PyBytes_Resize(&out, (Py_ssize_t)framed_len) == 0) {
+        result = Py_BuildValue("(Ny#KKKKi)", out, index.p ? (const char *)index.p : "",
+                               (Py_ssize_t)index_len, (unsigned long long)resume,
+                               (unsigned long long)stop, (unsigned long long)total_records,
+                               (unsigned long long)chunks, kinds);
+    }
+    PyMem_RawFree(index.p);
+    PyMem_RawFree(scratch.p);
+    PyMem_RawFree(zs.p);
+    PyMem_RawFree(zv.p);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static size_t rw_put_varint(unsigned char *p, uint64_t v) {
+    size_t n = 0;
+    while (v >= 0x80) p[n++] = (unsigned char)(v | 0x80), v >>= 7;
+    p[n++] = (unsigned char)v;
+    return n;
+}
+
+static PyObject *py_riegeli_index_framing(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    if (view.len % 24) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "the index must be whole (uint64 x 3) entries");
+        return NULL;
+    }
+    Py_ssize_t n = view.len / 24;
+    unsigned char *out = PyMem_RawMalloc((size_t)(n ? n : 1) * 49);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    unsigned char *dst = out;
+    const unsigned char *src = view.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char entry[33];
+        size_t len = 0;
+        for (int f = 0; f < 3; f++) {
+            entry[len++] = (unsigned char)(0x08 + 8 * f);
+            len += rw_put_varint(entry + len, rw_le64(src + 24 * i + 8 * f));
+        }
+        dst = frame_record(dst, entry, (Py_ssize_t)len);
+    }
+    PyObject *result = PyBytes_FromStringAndSize((const char *)out, dst - out);
+    PyMem_RawFree(out);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *py_riegeli_zstd(PyObject *self, PyObject *noargs) {
+    return PyBool_FromLong(rw_zstd_load());
 }

@@ -24,12 +24,14 @@ chunks before the bad one has been yielded.
 from __future__ import annotations
 
 import struct
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, Protocol
 
+from recordkeeper import _native
 from recordkeeper.core.errors import CorruptShard, UnsupportedFormat
 from recordkeeper.core.file_kinds import HEAD_SIZE
 from recordkeeper.core.riegeli import (
@@ -49,6 +51,7 @@ from recordkeeper.riegeli.array_record import (
     ChunkIndexEntry,
     FooterMetadata,
     parse_footer,
+    parse_metadata,
     parse_postscript,
 )
 from recordkeeper.riegeli.chunks import COMPRESSION_NAMES, ChunkDataError, decode_simple_chunk
@@ -70,7 +73,11 @@ REASONS = (
     "bad_index",  # an ArrayRecord footer that does not describe the data chunks
 )
 
+#: Whether :meth:`RiegeliReader.framed`'s C walk decompresses zstd chunks through libzstd
+#: (loaded at run time; where it cannot be loaded, those chunks take the Python path).
+USE_LIBZSTD = True
 _READ_SIZE = 8 << 20
+_WALK_OUTPUT = 8 << 20  # at least this many bytes of framed records per C walk
 _HEADER = struct.Struct("<5Q")  # a chunk header
 _BATCH_RECORDS = 4096  # batches() joins the records of small chunks up to this many ...
 _BATCH_BYTES = 1 << 20  # ... or this many bytes
@@ -185,7 +192,12 @@ class RiegeliReader:
         self._hash = riegeli_hasher()
 
     def __iter__(self) -> Iterator[bytes]:
-        return chain.from_iterable(self.batches())
+        # chunk by chunk, not joined: a caller after the first few records (``head``, a
+        # sample) decodes the first few chunks, not a megabyte of them
+        if self._started:
+            raise RuntimeError("a RiegeliReader reads its file once")
+        self._started = True
+        return chain.from_iterable(self._batches())
 
     def batches(self) -> Iterator[list[bytes]]:
         """The user records in lists: one per chunk, the records of small chunks joined (up to
@@ -365,26 +377,31 @@ class RiegeliReader:
         if not self._check_signature():
             return
         begin = 0
-        read_chunk = self._read_chunk
         while source.ensure(begin + 1):
-            kind, num_records, decoded, data_offset, data, end = read_chunk(begin)
-            if kind == ChunkType.SIMPLE:
-                try:
-                    records = decode_simple_chunk(data, num_records, decoded)
-                except ChunkDataError as exc:
-                    raise _corrupt(
-                        exc.reason,
-                        data_offset,
-                        f"the simple chunk at {begin}: {exc.message}",
-                        chunk_offset=begin,
-                    ) from None
-                compression = COMPRESSION_NAMES[data[0]]
-                yield _Chunk(begin, data_offset, decoded, records, compression)
-            elif num_records:
-                self._refuse(kind, num_records, begin)
-            begin = end
+            chunk, begin = self._next_chunk(begin)
+            if chunk is not None:
+                yield chunk
             source.release(begin)
         self.info.size = source.end
+
+    def _next_chunk(self, begin: int) -> tuple[_Chunk | None, int]:
+        """The chunk at ``begin`` checked (decoded if simple, else None) and where it ends."""
+        kind, num_records, decoded, data_offset, data, end = self._read_chunk(begin)
+        if kind == ChunkType.SIMPLE:
+            try:
+                records = decode_simple_chunk(data, num_records, decoded)
+            except ChunkDataError as exc:
+                raise _corrupt(
+                    exc.reason,
+                    data_offset,
+                    f"the simple chunk at {begin}: {exc.message}",
+                    chunk_offset=begin,
+                ) from None
+            compression = COMPRESSION_NAMES[data[0]]
+            return _Chunk(begin, data_offset, decoded, records, compression), end
+        if num_records:
+            self._refuse(kind, num_records, begin)
+        return None, end
 
     @staticmethod
     def _refuse(kind: int, num_records: int, begin: int) -> None:
@@ -413,6 +430,116 @@ class RiegeliReader:
             feature="unknown_chunk_type",
             offset=begin,
         )
+
+    # -- records in their canonical framing (the C walk) ------------------------------------
+
+    @property
+    def native(self) -> bool:
+        """Whether :meth:`framed` walks the chunks in C (``recordkeeper._speedups``)."""
+        return _walker() is not None
+
+    def framed(self, *, zstd: bool | None = None) -> Iterator[bytes]:
+        """The user records in the canonical (TFRecord) framing, in pieces, for the scan.
+
+        Needs :attr:`native`.  Most chunks are checked and decoded by one C call per buffer
+        (``_speedups.riegeli_walk``, zstd through libzstd unless ``zstd=False``); any chunk it
+        does not take (another compression, anything wrong) is read by the Python code here,
+        which raises the same errors at the same offsets as :meth:`batches`.  ``zstd``:
+        whether the C walk may decompress zstd chunks (default :data:`USE_LIBZSTD`).
+        """
+        walk = _walker()
+        if walk is None:
+            raise RuntimeError("the C extension's riegeli_walk is not available")
+        if self._started:
+            raise RuntimeError("a RiegeliReader reads its file once")
+        self._started = True
+        return self._walked(walk, USE_LIBZSTD if zstd is None else zstd)
+
+    def _walked(self, walk: Callable[..., Any], zstd: bool) -> Iterator[bytes]:
+        source = self._source
+        info = self.info
+        frame = _native.speedups.frame  # type: ignore[union-attr]
+        held: deque[_Chunk] = deque()
+        index = array("Q")
+        names = COMPRESSION_NAMES
+
+        def emit(chunk: _Chunk) -> bytes:
+            info.record_count += len(chunk.records)
+            info.chunk_count += 1
+            info.compressions.add(chunk.compression)
+            index.extend((chunk.begin, chunk.decoded_data_size, len(chunk.records)))
+            return bytes(frame(chunk.records))
+
+        try:
+            if not self._check_signature():
+                return
+            begin = 0
+            while source.ensure(begin + 1):
+                framed, packed, resume, stop, records, chunks, kinds = walk(
+                    source.buf, source.base, begin, zstd, _framed_cap(len(source.buf))
+                )
+                if chunks:
+                    while held:
+                        yield emit(held.popleft())
+                    info.record_count += records
+                    info.chunk_count += chunks
+                    if kinds & 1:
+                        info.compressions.add(names[0])
+                    if kinds & 2:
+                        info.compressions.add(names[0x7A])
+                    index.frombytes(packed)
+                    yield framed
+                begin = resume
+                while begin <= stop and source.ensure(begin + 1):
+                    chunk, begin = self._next_chunk(begin)
+                    if chunk is not None:
+                        held.append(chunk)
+                        if len(held) > 2:
+                            yield emit(held.popleft())
+                source.release(begin)
+            info.size = source.end
+        except (CorruptShard, UnsupportedFormat):
+            while held:  # the records before the bad chunk, then the error
+                yield emit(held.popleft())
+            raise
+        postscript = held[-1] if held else None
+        footer_offset = None if postscript is None else self._postscript_target(postscript)
+        if footer_offset is not None and len(held) == 2 and held[0].begin == footer_offset:
+            self._check_footer_packed(held[0], index)
+            info.format = "array_record"
+            return
+        if footer_offset is not None:
+            raise _corrupt(
+                "bad_index",
+                postscript.begin if postscript is not None else 0,
+                f"the ArrayRecord postscript names a footer at {footer_offset}, which is not "
+                "the simple chunk before it",
+                chunk_offset=postscript.begin if postscript is not None else 0,
+            )
+        while held:
+            yield emit(held.popleft())
+
+    def _check_footer_packed(self, footer: _Chunk, index: array[int]) -> None:
+        """:meth:`_check_footer` for an index of (offset, decoded size, records) triples:
+        compared in C when the footer's entries are byte for byte what array_record writes."""
+        speedups = _native.speedups
+        records = footer.records
+        if speedups is not None and len(records) == len(index) // 3 + 1:
+            try:
+                metadata = parse_metadata(records[0])
+            except ChunkDataError:
+                pass
+            else:
+                if (
+                    metadata.num_chunks == len(records) - 1
+                    and metadata.num_records == sum(index[2::3])
+                    and bytes(speedups.frame(records[1:]))
+                    == speedups.riegeli_index_framing(index.tobytes())
+                ):
+                    self.info.array_record = metadata
+                    return
+        triples = zip(index[0::3], index[1::3], index[2::3], strict=True)
+        self._check_footer(footer, [ChunkIndexEntry(*t) for t in triples])
 
     # -- records ---------------------------------------------------------------------------
 
@@ -490,6 +617,17 @@ class RiegeliReader:
                 chunk_offset=footer.begin,
             )
         self.info.array_record = metadata
+
+
+def _framed_cap(buffered: int) -> int:
+    """The most bytes of framed records one C walk returns (it stops before a chunk whose
+    records would not fit; one that never fits is read by the Python code)."""
+    return max(_WALK_OUTPUT, 4 * buffered)
+
+
+def _walker() -> Callable[..., Any] | None:
+    speedups = _native.speedups
+    return None if speedups is None else getattr(speedups, "riegeli_walk", None)
 
 
 def iter_records(fileobj: BinarySource) -> Iterator[bytes]:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from recordkeeper.record_ids import RecordIds
+from recordkeeper import _native
+from recordkeeper.record_ids import RecordIds, native_ids
 from recordkeeper.riegeli.reader import BinarySource, RiegeliInfo, RiegeliReader
 from recordkeeper.schema_inference import SchemaInferencer
 from recordkeeper.streaming import ShardStats, Worker, canonical_framing
@@ -68,12 +69,15 @@ def scan_riegeli(
     reader = RiegeliReader(fileobj, on_read=on_read)
     inferencer = SchemaInferencer() if infer_schema else None
     try:
-        for batch in reader.batches():
-            hash_later(records_hash.update, canonical_framing(batch))
-            if record_ids is not None:
-                record_ids.add(batch)
-            if inferencer is not None:
-                inferencer.add_many(batch)
+        if reader.native:
+            _scan_framed(reader, hash_later, records_hash.update, inferencer, record_ids)
+        else:
+            for batch in reader.batches():
+                hash_later(records_hash.update, canonical_framing(batch))
+                if record_ids is not None:
+                    record_ids.add(batch)
+                if inferencer is not None:
+                    inferencer.add_many(batch)
     except BaseException:
         if hasher is not None:
             hasher.abandon()
@@ -91,3 +95,32 @@ def scan_riegeli(
         format=reader.info.format,
     )
     return RiegeliScan(stats, reader.info)
+
+
+def _scan_framed(
+    reader: RiegeliReader,
+    hash_later: Callable[[Callable[[bytes], None], bytes], None],
+    update: Callable[[bytes], None],
+    inferencer: SchemaInferencer | None,
+    record_ids: RecordIds | None,
+) -> None:
+    """The records as the C walk hands them over, in their canonical framing: hashed as they
+    are, and given to schema inference and the record identities as a TFRecord scan gives
+    them (``deframe_keys`` / ``deframe`` over the framed bytes, no Python object per record)."""
+    speedups = _native.speedups
+    assert speedups is not None
+    direct = (
+        record_ids is not None
+        and native_ids()
+        and getattr(record_ids, "_worker", None) is None  # not hashing on its own thread
+    )
+    ids = (record_ids.buffer, record_ids.width) if direct and record_ids is not None else ()
+    for framed in reader.framed():
+        hash_later(update, framed)
+        if inferencer is not None:
+            summary, slow, _, count, _ = speedups.deframe_keys(framed, 0, False, *ids)
+            inferencer.add_summary(summary, slow, count=count)
+        elif ids:
+            speedups.deframe(framed, 0, False, False, *ids)
+        if record_ids is not None and not ids:
+            record_ids.add(speedups.deframe(framed, 0, False, True)[0])
