@@ -201,7 +201,9 @@ def test_the_writer_gets_its_version_as_resolve_gives_it_with_one_request_less(
     paths = [path for path, _ in recorder.take()]
     commit = next(i for i, path in enumerate(paths) if path.endswith("/commit"))
     # then the record identity computed while writing is registered (docs/record-identity.md)
-    assert [p.rsplit("/", 1)[-1] for p in paths[commit:]] == ["commit", "shards", "record-sets"]
+    # and the sample records that streamed by are sent (docs/client.md)
+    tail = [p.rsplit("/", 1)[-1] for p in paths[commit:]]
+    assert tail == ["commit", "shards", "record-sets", "sample"]
     assert w.version.shard_count > 1
     resolved = rk_client.resolve(w.version.name)
     assert w.version == resolved and w.version.ref == resolved.ref == w.version.name

@@ -230,10 +230,10 @@ class ErrorOut(BaseModel):
     actual: str | None = _extra("`digest_mismatch`", "the version's content digest")
     version: str | None = _extra(
         "`digest_mismatch`, `version_data_deleted`, `storage_released` (gc-done), "
-        "`version_deprecated`",
-        "the version the reference resolved to (`digest_mismatch`, `version_deprecated`), whose "
-        "data was deleted (`version_data_deleted`), or whose gc-done found a shard in released "
-        "storage",
+        "`version_deprecated`, `sample_not_found`",
+        "the version the reference resolved to (`digest_mismatch`, `version_deprecated`, "
+        "`sample_not_found`), whose data was deleted (`version_data_deleted`), or whose gc-done "
+        "found a shard in released storage",
     )
     deleted_at: str | None = _extra(
         "`version_data_deleted`", "when the version's data was deleted (null while deleting)"
