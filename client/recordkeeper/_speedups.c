@@ -2645,6 +2645,14 @@ static int rs_collect(void *ctx, int tag, int64_t copies) {
     return 0;
 }
 
+/* write(buf[:used]) through a Python callable: 0, or -1 with the exception set. */
+static int write_buffer(PyObject *write, const unsigned char *buf, size_t used) {
+    PyObject *r = PyObject_CallFunction(write, "y#", buf, (Py_ssize_t)used);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 static PyObject *py_record_lookup_stream(PyObject *self, PyObject *args) {
     PyObject *list, *write;
     int width, bits;
@@ -2707,9 +2715,7 @@ static PyObject *py_record_lookup_stream(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = 0; i < ctx.n; i++) {
             for (int64_t k = 0; k < copies[i]; k++) {
                 if (used + 12 > cap) {
-                    PyObject *r = PyObject_CallFunction(write, "y#", buf, (Py_ssize_t)used);
-                    if (!r) goto done;
-                    Py_DECREF(r);
+                    if (write_buffer(write, buf, used) < 0) goto done;
                     used = 0;
                 }
                 memcpy(buf + used, m.key, 8);
@@ -2724,16 +2730,12 @@ static PyObject *py_record_lookup_stream(PyObject *self, PyObject *args) {
             }
         }
         if (used >= (size_t)block) {
-            PyObject *r = PyObject_CallFunction(write, "y#", buf, (Py_ssize_t)used);
-            if (!r) goto done;
-            Py_DECREF(r);
+            if (write_buffer(write, buf, used) < 0) goto done;
             used = 0;
         }
     }
     if (used) {
-        PyObject *r = PyObject_CallFunction(write, "y#", buf, (Py_ssize_t)used);
-        if (!r) goto done;
-        Py_DECREF(r);
+        if (write_buffer(write, buf, used) < 0) goto done;
     }
     for (size_t i = 1; i < buckets; i++) fan[i] += fan[i - 1];
     fan_bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(buckets * 8));
@@ -2924,9 +2926,7 @@ static PyObject *py_record_merge_stream(PyObject *self, PyObject *args) {
         if (!got) break;
         for (int64_t k = 0; k < ctx.copies; k++) {
             if (used + w > cap) {
-                PyObject *r = PyObject_CallFunction(write, "y#", buf, (Py_ssize_t)used);
-                if (!r) goto done;
-                Py_DECREF(r);
+                if (write_buffer(write, buf, used) < 0) goto done;
                 used = 0;
             }
             memcpy(buf + used, m.key, w);
@@ -2934,16 +2934,12 @@ static PyObject *py_record_merge_stream(PyObject *self, PyObject *args) {
         }
         total += ctx.copies;
         if (used >= (size_t)block) {
-            PyObject *r = PyObject_CallFunction(write, "y#", buf, (Py_ssize_t)used);
-            if (!r) goto done;
-            Py_DECREF(r);
+            if (write_buffer(write, buf, used) < 0) goto done;
             used = 0;
         }
     }
     if (used) {
-        PyObject *r = PyObject_CallFunction(write, "y#", buf, (Py_ssize_t)used);
-        if (!r) goto done;
-        Py_DECREF(r);
+        if (write_buffer(write, buf, used) < 0) goto done;
     }
     result = PyLong_FromLongLong((long long)total);
 done:

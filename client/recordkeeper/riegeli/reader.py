@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from recordkeeper import _native
 from recordkeeper.core.errors import CorruptShard, UnsupportedFormat
@@ -56,6 +56,9 @@ from recordkeeper.riegeli.array_record import (
 )
 from recordkeeper.riegeli.chunks import COMPRESSION_NAMES, ChunkDataError, decode_simple_chunk
 from recordkeeper.riegeli.highwayhash import riegeli_hasher
+
+#: what a chunk is emitted as: framed bytes (the C walk's path) or a list of records
+_Out = TypeVar("_Out")
 
 __all__ = ["REASONS", "RiegeliInfo", "RiegeliReader", "iter_records", "read_chunk_at"]
 
@@ -502,11 +505,21 @@ class RiegeliReader:
             while held:  # the records before the bad chunk, then the error
                 yield emit(held.popleft())
             raise
+        yield from self._tail(held, emit, lambda footer: self._check_footer_packed(footer, index))
+
+    def _tail(
+        self,
+        held: deque[_Chunk],
+        emit: Callable[[_Chunk], _Out],
+        check_footer: Callable[[_Chunk], None],
+    ) -> Iterator[_Out]:
+        """The chunks held back at the end: an ArrayRecord footer and postscript are checked
+        (they hold no records), any other chunk's records go out."""
         postscript = held[-1] if held else None
         footer_offset = None if postscript is None else self._postscript_target(postscript)
         if footer_offset is not None and len(held) == 2 and held[0].begin == footer_offset:
-            self._check_footer_packed(held[0], index)
-            info.format = "array_record"
+            check_footer(held[0])
+            self.info.format = "array_record"
             return
         if footer_offset is not None:
             raise _corrupt(
@@ -546,7 +559,6 @@ class RiegeliReader:
     def _batches(self) -> Iterator[list[bytes]]:
         held: deque[_Chunk] = deque()
         index: list[ChunkIndexEntry] = []
-        info = self.info
         try:
             for chunk in self._chunks():
                 held.append(chunk)
@@ -556,22 +568,9 @@ class RiegeliReader:
             while held:  # the records before the bad chunk, then the error
                 yield self._emit(held.popleft(), index)
             raise
-        postscript = held[-1] if held else None
-        footer_offset = None if postscript is None else self._postscript_target(postscript)
-        if footer_offset is not None and len(held) == 2 and held[0].begin == footer_offset:
-            self._check_footer(held[0], index)
-            info.format = "array_record"
-            return
-        if footer_offset is not None:
-            raise _corrupt(
-                "bad_index",
-                postscript.begin if postscript is not None else 0,
-                f"the ArrayRecord postscript names a footer at {footer_offset}, which is not "
-                "the simple chunk before it",
-                chunk_offset=postscript.begin if postscript is not None else 0,
-            )
-        while held:
-            yield self._emit(held.popleft(), index)
+        yield from self._tail(
+            held, lambda chunk: self._emit(chunk, index), lambda f: self._check_footer(f, index)
+        )
 
     def _emit(self, chunk: _Chunk, index: list[ChunkIndexEntry]) -> list[bytes]:
         info = self.info
