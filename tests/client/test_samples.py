@@ -93,7 +93,7 @@ def test_record_sample_and_the_cli_attach_one_later(
     monkeypatch.setattr(common, "Client", lambda *a, **k: client)
     result = CliRunner().invoke(app, ["head", "coco@latest", "-n", "4", "--record-sample"])
     assert result.exit_code == 0, result.output
-    assert f"{name}: stored a sample of 4 records (1 splits)" in result.stdout
+    assert f"{name}: stored a sample of 4 records (1 split)" in result.stdout
     assert "label: [3]" in result.stdout
     as_json = CliRunner().invoke(
         app, ["head", "coco@latest", "-n", "1", "--record-sample", "--json"]

@@ -79,9 +79,11 @@ def head(
         stored = client.record_sample(version.name, records=min(n, MAX_SAMPLE_RECORDS), width=width)
         if not as_json:
             count = sum(len(s["records"]) for s in stored["splits"])
+            splits = len(stored["splits"])
             console().print(
-                f"[bold]{version.name}[/]: stored a sample of {count} records "
-                f"({len(stored['splits'])} splits), shown on its UI page"
+                f"[bold]{version.name}[/]: stored a sample of {count} "
+                f"record{'' if count == 1 else 's'} ({splits} split{'' if splits == 1 else 's'}), "
+                "shown on its UI page"
             )
     if as_json:
         answer: dict[str, Any] = {"version": version.name, "split": chosen, "records": rows}
