@@ -178,6 +178,21 @@ def _corrupt(reason: str, offset: int, message: str, **extra: Any) -> CorruptSha
     )
 
 
+def _decoded(
+    data: bytes, num_records: int, decoded: int, data_offset: int, begin: int
+) -> list[bytes]:
+    """A simple chunk's records; a decoding failure as the :class:`CorruptShard` naming it."""
+    try:
+        return decode_simple_chunk(data, num_records, decoded)
+    except ChunkDataError as exc:
+        raise _corrupt(
+            exc.reason,
+            data_offset,
+            f"the simple chunk at {begin}: {exc.message}",
+            chunk_offset=begin,
+        ) from None
+
+
 class RiegeliReader:
     """The records of a Riegeli/records or ArrayRecord file, checked as they are read.
 
@@ -391,15 +406,7 @@ class RiegeliReader:
         """The chunk at ``begin`` checked (decoded if simple, else None) and where it ends."""
         kind, num_records, decoded, data_offset, data, end = self._read_chunk(begin)
         if kind == ChunkType.SIMPLE:
-            try:
-                records = decode_simple_chunk(data, num_records, decoded)
-            except ChunkDataError as exc:
-                raise _corrupt(
-                    exc.reason,
-                    data_offset,
-                    f"the simple chunk at {begin}: {exc.message}",
-                    chunk_offset=begin,
-                ) from None
+            records = _decoded(data, num_records, decoded, data_offset, begin)
             compression = COMPRESSION_NAMES[data[0]]
             return _Chunk(begin, data_offset, decoded, records, compression), end
         if num_records:
@@ -651,13 +658,5 @@ def read_chunk_at(fileobj: Any, begin: int, *, read_size: int = 1 << 16) -> tupl
         reader._refuse(header.chunk_type, header.num_records, begin)
     if header.chunk_type != ChunkType.SIMPLE:
         return header.chunk_type, []
-    try:
-        records = decode_simple_chunk(data, header.num_records, header.decoded_data_size)
-    except ChunkDataError as exc:
-        raise _corrupt(
-            exc.reason,
-            data_offset,
-            f"the simple chunk at {begin}: {exc.message}",
-            chunk_offset=begin,
-        ) from None
+    records = _decoded(data, header.num_records, header.decoded_data_size, data_offset, begin)
     return header.chunk_type, records
