@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Insert, Table, select
+from sqlalchemy import Connection, Insert, Select, Table, bindparam, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -171,3 +171,21 @@ def ensure_renderable(record: Any, what: str) -> None:
         orjson.dumps(record.to_json())
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise InvalidRequest(f"{what} cannot be stored: {exc}") from None
+
+
+def shard_page_statements(*columns: Any) -> tuple[Select[Any], Select[Any]]:
+    """A version's shards as ``columns``, a page (``rk_limit`` rows) from the start and one after
+    a ``(rk_split, rk_index)`` cursor: keyset paging on the (version_id, split, index) unique
+    index, so page 10 costs what page 1 costs."""
+    base = select(*columns).where(m.Shard.version_id == bindparam("rk_version"))
+    order = (m.Shard.split, m.Shard.index)
+    first = base.order_by(*order).limit(bindparam("rk_limit"))
+    after = (
+        base.where(
+            tuple_(m.Shard.split, m.Shard.index)
+            > tuple_(bindparam("rk_split", type_=m.Shard.split.type), bindparam("rk_index"))
+        )
+        .order_by(*order)
+        .limit(bindparam("rk_limit"))
+    )
+    return first, after

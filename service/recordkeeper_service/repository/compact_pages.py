@@ -20,12 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from sqlalchemy import Text, bindparam, cast, select, tuple_
+from sqlalchemy import Text, cast
 
 from recordkeeper.core.shard_columns import COLUMNS, common_uri_prefix, pack_columns
 from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import VersionRecord
+from recordkeeper_service.repository.common import shard_page_statements
 
 __all__ = ["compact_page"]
 
@@ -33,18 +34,7 @@ _SELECTED = [
     cast(m.Shard.storage_identity, Text) if name == "storage_identity" else getattr(m.Shard, name)
     for name in COLUMNS
 ]
-_BASE = select(*_SELECTED).where(m.Shard.version_id == bindparam("rk_version"))
-_ORDER = (m.Shard.split, m.Shard.index)
-#: Keyset paging on the (version_id, split, index) unique index, as ``shard_page`` pages.
-_FIRST = _BASE.order_by(*_ORDER).limit(bindparam("rk_limit"))
-_NEXT = (
-    _BASE.where(
-        tuple_(m.Shard.split, m.Shard.index)
-        > tuple_(bindparam("rk_split", type_=m.Shard.split.type), bindparam("rk_index"))
-    )
-    .order_by(*_ORDER)
-    .limit(bindparam("rk_limit"))
-)
+_FIRST, _NEXT = shard_page_statements(*_SELECTED)
 _SPLIT = COLUMNS.index("split")
 _INDEX = COLUMNS.index("index")
 

@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any
 
 import anyio.to_thread
-from sqlalchemy import Connection, bindparam, func, select, tuple_, update
+from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.digests import parse_digest
@@ -56,6 +56,7 @@ from recordkeeper_service.repository.common import (
     load_provenance,
     load_shards,
     record_event,
+    shard_page_statements,
     state_error,
     version_names,
     version_view,
@@ -182,19 +183,7 @@ def allocate(session: Session, dataset_id: int, counter: Any) -> int:
 
 _BY_ID = select(*convert.VERSION_COLUMNS).where(m.Version.id == bindparam("rk_id"))
 
-_PAGE_BASE = select(*convert.SHARD_COLUMNS).where(m.Shard.version_id == bindparam("rk_version"))
-_PAGE_ORDER = (m.Shard.split, m.Shard.index)
-#: A page of shards from the start, and one after a (split, index) cursor: keyset paging on the
-#: (version_id, split, index) unique index, so page 10 costs what page 1 costs.
-_FIRST_PAGE = _PAGE_BASE.order_by(*_PAGE_ORDER).limit(bindparam("rk_limit"))
-_NEXT_PAGE = (
-    _PAGE_BASE.where(
-        tuple_(m.Shard.split, m.Shard.index)
-        > tuple_(bindparam("rk_split", type_=m.Shard.split.type), bindparam("rk_index"))
-    )
-    .order_by(*_PAGE_ORDER)
-    .limit(bindparam("rk_limit"))
-)
+_FIRST_PAGE, _NEXT_PAGE = shard_page_statements(*convert.SHARD_COLUMNS)
 
 
 def format_cursor(split: str, index: int) -> str:
