@@ -456,17 +456,24 @@ class _ShardErrors:
         self._idle = threading.Condition()
         self.dataset_id = 0  # id() of the dataset tf_dataset returned
 
-    def named(self, shard: Shard, detail: str, offset: Any, compressed_offset: Any) -> CorruptShard:
-        where = f"offset {offset}" if offset is not None else "an unknown offset"
-        if compressed_offset is not None:
-            where += f" (compressed offset {compressed_offset})"
+    def _shard_error(self, shard: Shard, what: str, **extra: Any) -> CorruptShard:
+        """A :class:`CorruptShard` naming ``shard`` of this split: ``what`` follows its name."""
         return CorruptShard(
-            f"{self.version}: shard {shard.name} of split {self.split!r} is corrupt at {where}: "
-            f"{detail} ({shard.uri})",
+            f"{self.version}: shard {shard.name} of split {self.split!r} {what}",
             version=self.version,
             split=self.split,
             shard=shard.name,
             uri=shard.uri,
+            **extra,
+        )
+
+    def named(self, shard: Shard, detail: str, offset: Any, compressed_offset: Any) -> CorruptShard:
+        where = f"offset {offset}" if offset is not None else "an unknown offset"
+        if compressed_offset is not None:
+            where += f" (compressed offset {compressed_offset})"
+        return self._shard_error(
+            shard,
+            f"is corrupt at {where}: {detail} ({shard.uri})",
             offset=offset,
             compressed_offset=compressed_offset,
         )
@@ -529,14 +536,8 @@ class _ShardErrors:
         shard = next(s for s in self.shards if s.uri == uri)
         reason = exc.extra.get("reason")
         if reason in ("sha256", "size"):  # read whole with good CRCs, not the registered bytes
-            error = CorruptShard(
-                f"{self.version}: shard {shard.name} of split {self.split!r} is not the "
-                f"registered shard: {exc.detail}",
-                version=self.version,
-                split=self.split,
-                shard=shard.name,
-                uri=shard.uri,
-                reason=reason,
+            error = self._shard_error(
+                shard, f"is not the registered shard: {exc.detail}", reason=reason
             )
         else:
             error = self.named(
