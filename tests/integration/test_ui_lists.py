@@ -68,7 +68,7 @@ def test_version_consumers_are_complete_paged_searchable_sortable_exportable(
     expect(showing).to_have_text(f"showing 1{DASH}50 of 60 checkpoints")
     table = page.get_by_test_id("consumers")
     expect(table.locator("tbody tr")).to_have_count(50)
-    assert page.title() == f"{service.v1} · recordkeeper"
+    expect(page).to_have_title(f"{service.v1} · recordkeeper")
     # every label names the run (three runs have a ckpt-1)
     for run in RUNS:
         expect(table).to_contain_text(f"det@{run}/ckpt-1")
@@ -126,7 +126,7 @@ def test_dataset_page_shows_aliases_on_rows_and_binary_sizes(service: Any, page:
     ).to_have_text("")
     expect(row).to_contain_text(" KiB")
     assert " kB" not in versions.inner_text()
-    assert page.title() == "coco · recordkeeper"
+    expect(page).to_have_title("coco · recordkeeper")
     shot(page, "dataset-aliases")
 
 
@@ -152,7 +152,7 @@ def test_model_page_marks_deprecated_data_and_deleted_checkpoints(service: Any, 
     expect(page.get_by_test_id("checkpoint-ref")).to_have_text("det@run-a/ckpt-1")
     expect(page.get_by_test_id("checkpoint-deleted")).to_contain_text("(max_to_keep)")
     expect(page.get_by_test_id("export-deleted")).to_have_text("deleted with the checkpoint")
-    assert page.title() == "det@run-a/ckpt-1 · recordkeeper"
+    expect(page).to_have_title("det@run-a/ckpt-1 · recordkeeper")
     shot(page, "checkpoint-deleted")
 
 
@@ -163,7 +163,7 @@ def test_shard_impact_lists_every_checkpoint(service: Any, page: Any) -> None:
     expect(page.get_by_test_id("impact-checkpoints-showing")).to_have_text(
         f"showing 1{DASH}50 of 60 checkpoints"
     )
-    assert page.title() == "Shard impact · recordkeeper"
+    expect(page).to_have_title("Shard impact · recordkeeper")
 
 
 def test_version_page_of_an_in_place_publish_names_where_the_shards_are(
@@ -190,7 +190,7 @@ def test_run_page_charts_each_metric_by_step(service: Any, page: Any) -> None:
     page.goto(f"{service.url}/#/models/det")
     page.get_by_test_id("run-page-run-b").click()
     expect(page.locator("h1")).to_have_text("det · run run-b")
-    assert page.title() == "det · run run-b · recordkeeper"
+    expect(page).to_have_title("det · run run-b · recordkeeper")
     for metric in ("accuracy", "loss"):
         chart = page.get_by_test_id(f"chart-{metric}")
         expect(chart.locator("circle")).to_have_count(PER_RUN)
