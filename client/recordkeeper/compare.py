@@ -6,10 +6,15 @@ data version each checkpoint's own segment trained on (role ``train`` by default
 
 >>> table = client.compare("coco_detection", metric="loss")
 >>> print(table.to_text())
+>>> table.best_group                      # the (data, run) whose best value is the best
 >>> table.plot("loss_by_data.png")       # needs matplotlib (extra ``plot``)
 
 A segment is what one checkpoint trained on since its parent, so a run that switched data
 halfway shows up as two groups, one per version.
+
+A group's ``best`` is its lowest value for a loss and its highest for an accuracy: the direction
+comes from the metric's name (:mod:`recordkeeper.core.metric_direction`) unless ``direction=``
+says ``"min"`` or ``"max"``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 
 from recordkeeper.checkpoint_lineage import CheckpointInfo, checkpoints
 from recordkeeper.core.errors import InvalidInput
+from recordkeeper.core.metric_direction import Direction, metric_direction, parse_direction
 from recordkeeper.http import HttpCore
 
 __all__ = ["Comparison", "ComparisonGroup", "ComparisonPoint", "compare"]
@@ -46,6 +52,8 @@ class ComparisonGroup:
     data: str
     run: str | None
     points: tuple[ComparisonPoint, ...]
+    #: which way is better for the metric: ``"min"`` (a loss) or ``"max"`` (an accuracy)
+    direction: Direction = "min"
 
     @property
     def count(self) -> int:
@@ -61,7 +69,12 @@ class ComparisonGroup:
 
     @property
     def best(self) -> float:
-        """The lowest value (for a loss; read ``highest`` for an accuracy)."""
+        """The best value: the lowest where lower is better (``direction="min"``), else the
+        highest."""
+        return self.lowest if self.direction == "min" else self.highest
+
+    @property
+    def lowest(self) -> float:
         return min(p.value for p in self.points)
 
     @property
@@ -84,7 +97,8 @@ class ComparisonGroup:
             "steps": list(self.steps),
             "first": self.first,
             "last": self.last,
-            "min": self.best,
+            "best": self.best,
+            "min": self.lowest,
             "max": self.highest,
             "mean": self.mean,
             "checkpoints": [p.ref for p in self.points],
@@ -100,6 +114,19 @@ class Comparison:
     role: str
     groups: tuple[ComparisonGroup, ...]
     without_metric: int  # checkpoints that recorded no value of the metric
+    #: which way is better: ``"min"`` or ``"max"`` (every group has the same)
+    direction: Direction = "min"
+    #: False when neither the caller nor the metric's name said, and ``"min"`` was assumed
+    direction_known: bool = True
+
+    @property
+    def best_group(self) -> ComparisonGroup | None:
+        """The group with the best ``best`` value (None without groups)."""
+        if not self.groups:
+            return None
+        if self.direction == "min":
+            return min(self.groups, key=lambda g: g.best)
+        return max(self.groups, key=lambda g: g.best)
 
     @property
     def points(self) -> list[ComparisonPoint]:
@@ -116,12 +143,14 @@ class Comparison:
             "model": self.model,
             "metric": self.metric,
             "role": self.role,
+            "direction": self.direction,
+            "direction_known": self.direction_known,
             "groups": [g.to_json() for g in self.groups],
             "without_metric": self.without_metric,
         }
 
     def rows(self) -> list[list[str]]:
-        """The table: data, run, checkpoints, steps, first, last, min, mean."""
+        """The table: data, run, checkpoints, steps, first, last, best, mean."""
         out = []
         for g in self.groups:
             first_step, last_step = g.steps
@@ -139,13 +168,20 @@ class Comparison:
             )
         return out
 
-    HEADER = ("data", "run", "checkpoints", "steps", "first", "last", "min", "mean")
+    HEADER = ("data", "run", "checkpoints", "steps", "first", "last", "best", "mean")
+
+    @property
+    def title(self) -> str:
+        """``det: accuracy by train data (best = highest)``, and why when it was assumed."""
+        which = "lowest" if self.direction == "min" else "highest"
+        assumed = "" if self.direction_known else "; assumed: pass direction= to say"
+        return f"{self.model}: {self.metric} by {self.role} data (best = {which}{assumed})"
 
     def to_text(self) -> str:
         """A plain-text table (what ``recordkeeper compare`` prints without a terminal)."""
         rows = [list(self.HEADER), *self.rows()]
         widths = [max(len(r[i]) for r in rows) for i in range(len(self.HEADER))]
-        lines = [f"{self.model}: {self.metric} by {self.role} data"]
+        lines = [self.title]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
         if self.without_metric:
             lines.append(f"({self.without_metric} checkpoint(s) recorded no {self.metric!r})")
@@ -193,17 +229,36 @@ def compare(
     metric: str = "loss",
     role: str = "train",
     runs: Sequence[str] | None = None,
+    direction: str | None = None,
 ) -> Comparison:
     """``metric`` of ``model``'s checkpoints (of ``runs``, default all), grouped by the version
-    of ``role`` data each checkpoint's own segment trained on, per run, in step order."""
+    of ``role`` data each checkpoint's own segment trained on, per run, in step order.
+
+    ``direction`` (``"min"``: lower is better, ``"max"``) decides each group's ``best``; by
+    default the metric's name decides (:func:`recordkeeper.core.metric_direction.metric_direction`).
+    """
+    if direction is None:
+        way, known = metric_direction(metric)
+    else:
+        try:
+            way, known = parse_direction(direction), True
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
     found: list[CheckpointInfo] = checkpoints(http, model)
     if runs is not None:
         wanted = set(runs)
         found = [c for c in found if c.run in wanted]
-    return _group(model, metric, role, found)
+    return _group(model, metric, role, found, way, known)
 
 
-def _group(model: str, metric: str, role: str, found: Iterable[CheckpointInfo]) -> Comparison:
+def _group(
+    model: str,
+    metric: str,
+    role: str,
+    found: Iterable[CheckpointInfo],
+    direction: Direction,
+    direction_known: bool,
+) -> Comparison:
     groups: dict[tuple[str, str | None], list[ComparisonPoint]] = {}
     without = 0
     ordered = sorted(found, key=lambda c: (c.run or "", c.step if c.step is not None else -1))
@@ -219,7 +274,12 @@ def _group(model: str, metric: str, role: str, found: Iterable[CheckpointInfo]) 
         )
         groups.setdefault((data, info.run), []).append(point)
     ordered_groups = sorted(
-        (ComparisonGroup(data, run, tuple(points)) for (data, run), points in groups.items()),
+        (
+            ComparisonGroup(data, run, tuple(points), direction)
+            for (data, run), points in groups.items()
+        ),
         key=lambda g: (g.data, g.run or ""),
     )
-    return Comparison(model, metric, role, tuple(ordered_groups), without)
+    return Comparison(
+        model, metric, role, tuple(ordered_groups), without, direction, direction_known
+    )

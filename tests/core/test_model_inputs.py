@@ -74,6 +74,29 @@ def test_missing_dtype_shape_and_presence_problems() -> None:
     assert not has_errors(check_inputs(inputs[1:3], data))  # warnings only
 
 
+def test_tensor_inputs_are_compared_only_by_name_and_never_as_errors() -> None:
+    """A Keras/tf.function signature takes tensors, not records: an input named after no
+    feature cannot be checked (``not_compared``, info: no warning at every save), and one named
+    after a feature gives its problems as warnings (the input pipeline may reshape or cast)."""
+    inputs = [
+        ModelInput("input_1", "tensor", "float32", (28, 28)),  # fed by the pipeline
+        ModelInput("label", "tensor", "float32", (3,)),  # named after an int64 feature
+        ModelInput("ok", "tensor", "int64", ()),
+    ]
+    data = schema(feature("label"), feature("ok"))
+    found = check_inputs(inputs, data)
+    assert {(p.feature, p.problem, p.severity) for p in found} == {
+        ("input_1", "not_compared", "info"),
+        ("label", "dtype_mismatch", "warning"),
+        ("label", "shape_mismatch", "warning"),
+    }
+    assert not has_errors(found)
+    assert "input pipeline" in next(p.detail for p in found if p.problem == "not_compared")
+    # a parsed input of the same name is still an error
+    parsed = [ModelInput("label", "dense", "float32", (3,))]
+    assert has_errors(check_inputs(parsed, data))
+
+
 def test_data_without_a_schema() -> None:
     inputs = [ModelInput("x", "dense", "float32", (3,))]
     assert problems(inputs, None) == {(None, "no_schema", "warning")}

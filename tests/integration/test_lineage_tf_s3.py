@@ -263,6 +263,9 @@ def test_savedmodel_exports_are_recorded(
         }
     ]
     assert manager.savedmodels == [f"{path}_saved_modules"]
+    # a tensor input is compared only with the feature of its name, and never as an error
+    check = client.check_model("points_exported/ckpt-1")
+    assert check.ok and [p for c in check.checks for p in c.problems] == []
     loaded = tf.saved_model.load(export)
     assert loaded.signatures["serving_default"](tf.zeros([1, 4]))  # a real SavedModel
 

@@ -18,6 +18,9 @@ from recordkeeper.cli.common import JsonOpt, connect, console, print_json
 
 __all__ = ["check_model_cmd", "model_check_table", "register"]
 
+#: how each severity is shown (``recordkeeper.core.model_inputs.SEVERITIES``)
+_COLOURS = {"error": "red", "warning": "yellow", "info": "dim"}
+
 
 def register(app: typer.Typer) -> None:
     """Add ``check-model`` to the main ``recordkeeper`` app."""
@@ -35,7 +38,7 @@ def model_check_table(result: ModelCheck) -> object:
             verdict = "[green]ok[/]"
         else:
             verdict = "\n".join(
-                f"[{'red' if p.severity == 'error' else 'yellow'}]{p.problem}[/] {escape(p.detail)}"
+                f"[{_COLOURS.get(p.severity, 'yellow')}]{p.problem}[/] {escape(p.detail)}"
                 for p in check.problems
             )
         table.add_row(check.saved_model, check.version, check.role, verdict)

@@ -37,12 +37,10 @@ def register(app: typer.Typer) -> None:
 
 
 def comparison_table(result: Comparison) -> object:
-    """A rich Table of the groups: data, run, checkpoints, steps, first, last, min, mean."""
+    """A rich Table of the groups: data, run, checkpoints, steps, first, last, best, mean."""
     from rich.table import Table
 
-    table = Table(
-        *Comparison.HEADER, title=f"{result.model}: {result.metric} by {result.role} data"
-    )
+    table = Table(*Comparison.HEADER, title=result.title)
     for row in result.rows():
         table.add_row(*row)
     return table
@@ -60,10 +58,18 @@ def compare_cmd(
     plot: Annotated[
         Path | None, typer.Option("--plot", help="also draw the metric by step into this file")
     ] = None,
+    direction: Annotated[
+        str | None,
+        typer.Option(
+            "--direction",
+            help="which value is best: min (lower is better) or max; default: from the "
+            "metric's name (loss: min, accuracy: max)",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """A metric of a model's checkpoints, grouped by the data version each trained on."""
-    result = connect().compare(model, metric=metric, role=role, runs=run)
+    result = connect().compare(model, metric=metric, role=role, runs=run, direction=direction)
     if json_out:
         print_json(result.to_json())
     else:

@@ -11,8 +11,7 @@ whether it has a default) or, when it parses nothing itself, from its signatures
 ==================  ========  ==============================================================
 problem             severity  meaning
 ==================  ========  ==============================================================
-missing_feature     error     a required input (dense without default, a tensor input) is
-                              not in the data
+missing_feature     error     a required input (dense without default) is not in the data
 missing_feature     warning   an optional input (sparse, ragged, dense with a default) is
                               not in the data: the model sees it empty or defaulted
 dtype_mismatch      error     the data's kind (bytes/float/int64) is not what the input
@@ -21,7 +20,16 @@ shape_mismatch      error     a dense input of fixed shape needs N values per re
                               data carries between ``min_count`` and ``max_count``
 not_always_present  error     a required input is missing from some records
 no_schema           warning   the version has no feature schema (not tf.train.Example data)
+not_compared        info      a tensor input no feature of the data is named after: the
+                              export parses no records, so what feeds it is decided outside
+                              the export and cannot be checked here
 ==================  ========  ==============================================================
+
+A **tensor input** (a signature that takes tensors, e.g. a Keras model's) is not a parse of the
+records: recordkeeper compares it only when a feature has its name (the usual case of a model
+fed a dict of parsed features), and then every problem it finds is a ``warning``, since the
+input pipeline between the records and the tensor may reshape or cast; an input named after no
+feature gets ``not_compared`` (``info``), never an error.
 
 Pure (standard library only): the service runs the comparison on recorded inputs and stored
 schemas; TensorFlow is needed only to read a SavedModel.
@@ -42,6 +50,7 @@ __all__ = [
     "INPUT_KINDS",
     "MAX_MODEL_INPUTS",
     "PROBLEMS",
+    "SEVERITIES",
     "InputProblem",
     "ModelInput",
     "check_inputs",
@@ -59,7 +68,10 @@ PROBLEMS: tuple[str, ...] = (
     "shape_mismatch",
     "not_always_present",
     "no_schema",
+    "not_compared",
 )
+#: How much a problem matters: ``error`` (serving fails), ``warning`` (it may), ``info``.
+SEVERITIES: tuple[str, ...] = ("error", "warning", "info")
 #: Inputs one export may record (a guard on request size, far above real serving signatures).
 MAX_MODEL_INPUTS = 4096
 _MAX_INPUT_NAME = 1024
@@ -100,8 +112,15 @@ class ModelInput:
 
     @property
     def required(self) -> bool:
-        """Whether every record must carry this feature for the model to accept it."""
+        """Whether every record must carry this feature for the model to accept it (a tensor
+        input that is named after a feature is taken to be fed by it)."""
         return self.kind == "tensor" or (self.kind == "dense" and not self.has_default)
+
+    @property
+    def parsed(self) -> bool:
+        """Whether the export parses this input from the records itself (not a tensor input,
+        which the caller's input pipeline feeds)."""
+        return self.kind != "tensor"
 
     def values_per_record(self) -> int | None:
         """For a dense or tensor input of fully known shape: values each record must carry."""
@@ -196,6 +215,8 @@ def _features_by_name(schema: Schema) -> dict[str, Feature]:
 
 
 def _check_one(item: ModelInput, feature: Feature | None, schema: Schema) -> list[InputProblem]:
+    if not item.parsed:
+        return _check_tensor(item, feature, schema)
     if feature is None:
         if item.required:
             return [
@@ -251,6 +272,34 @@ def _check_one(item: ModelInput, feature: Feature | None, schema: Schema) -> lis
             )
         )
     return problems
+
+
+def _check_tensor(item: ModelInput, feature: Feature | None, schema: Schema) -> list[InputProblem]:
+    """A tensor input: compared only with a feature of its name, and never certain (the
+    caller's input pipeline may reshape or cast between the records and the tensor)."""
+    shape = "" if item.shape is None else f" {list(item.shape)}"
+    if feature is None:
+        return [
+            InputProblem(
+                "not_compared",
+                "info",
+                item.name,
+                f"the export takes tensor input {item.name!r} ({item.dtype}{shape}) and parses "
+                "no records itself; no feature of the data has that name, so what feeds it is "
+                "decided by the input pipeline and cannot be checked here",
+            )
+        ]
+    as_parsed = ModelInput(item.name, "dense", item.dtype, item.shape, False, item.signature)
+    return [
+        InputProblem(
+            p.problem,
+            "warning",
+            p.feature,
+            f"{p.detail} (a tensor input: fed by the input pipeline, which may reshape or cast "
+            "it, so this is likely, not certain)",
+        )
+        for p in _check_one(as_parsed, feature, schema)
+    ]
 
 
 def check_inputs(inputs: Iterable[ModelInput], schema: Schema | None) -> list[InputProblem]:

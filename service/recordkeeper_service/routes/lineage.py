@@ -464,8 +464,10 @@ class ImpactOut(OutModel):
 
 
 class InputProblemOut(OutModel):
-    problem: str = Field(examples=["missing_feature", "dtype_mismatch", "shape_mismatch"])
-    severity: str = Field(examples=["error", "warning"])
+    problem: str = Field(
+        examples=["missing_feature", "dtype_mismatch", "shape_mismatch", "not_compared"]
+    )
+    severity: str = Field(examples=["error", "warning", "info"])
     feature: str | None
     detail: str
 
