@@ -62,3 +62,24 @@ def test_bad_documents_are_refused_with_stable_codes(client: TestClient) -> None
     error(client.put(f"{API}/versions/{staged}/sample", json=_sample()), 404, "version_not_found")
     error(client.get(f"{API}/versions/nope@latest/sample"), 404, "dataset_not_found")
     error(client.get(url), 404, "sample_not_found")  # nothing was stored by the refusals
+
+
+def test_deleting_a_versions_data_drops_its_sample(client: TestClient) -> None:
+    """A sample is a copy of records: retention deleting a version's data deletes it in the
+    same step, and a version whose data is released or deleted gets no new one."""
+    old = publish(client, "coco")["name"]
+    assert client.put(f"{API}/versions/{old}/sample", json=_sample()).status_code == 200
+    publish(client, "coco", desc="newer", content="newer")
+    policy = {"keep_last": 1, "keep_trained": False, "keep_aliased": False}
+    assert client.put(f"{API}/retention/policies/coco", json=policy).status_code == 200
+    claimed = client.post(f"{API}/retention/claims", json={}).json()["data"]
+    assert [c["name"] for c in claimed] == [old]
+    # released: nothing new may copy its records
+    error(client.put(f"{API}/versions/{old}/sample", json=_sample()), 409, "version_data_deleted")
+    assert client.get(f"{API}/versions/{old}/sample").status_code == 200  # not deleted yet
+    done = client.post(f"{API}/versions/{old}/retention-done", json={"objects": 1})
+    assert done.status_code == 200, done.text
+    error(client.get(f"{API}/versions/{old}/sample"), 404, "sample_not_found")
+    error(client.put(f"{API}/versions/{old}/sample", json=_sample()), 409, "version_data_deleted")
+    events = client.get(f"{API}/events", params={"action": "version.data_deleted"}).json()["data"]
+    assert events[0]["detail"]["sample_dropped"] is True

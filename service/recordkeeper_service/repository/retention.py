@@ -54,6 +54,7 @@ from recordkeeper_service.repository.deletion import (
 )
 from recordkeeper_service.repository.lineage.epoch import bump_epoch
 from recordkeeper_service.repository.resolve import find_version
+from recordkeeper_service.repository.samples import drop_sample
 from recordkeeper_service.repository.versions import parse_version_ref
 from recordkeeper_service.tables import lineage as lm
 from recordkeeper_service.tables import retention as rm
@@ -836,6 +837,8 @@ class RetentionRepository:
             row = self._claimed(session, version_name, actor)
             row.collected_at, row.collected_reason = m.utcnow(), "retention"
             detail: dict[str, Any] = {"storage_prefix": row.storage_prefix}
+            if drop_sample(session, row.id):  # its sample records go with the data
+                detail["sample_dropped"] = True
             for key, value in (("objects", objects), ("bytes", size), ("kept_shared", kept)):
                 if value is not None:
                     detail[key] = value

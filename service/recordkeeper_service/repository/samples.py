@@ -6,13 +6,19 @@ the document with the core rule (shape, split names, text, numbers, 32 KiB) and 
 are the version's, and keeps one row per version.  Samples describe immutable records, so one
 may be attached to a committed (or deprecated) version at any time, and attaching again
 replaces it (an audit event records it).
+
+A sample is a copy of records, not metadata: when a version's data is deleted (retention), its
+sample goes with it (:func:`drop_sample`, in the same transaction), and a version whose data
+was released or deleted gets none (``409 version_data_deleted``).  Its row, digests, schema and
+lineage stay, as for every version whose data was deleted.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
 
 from recordkeeper.core.errors import InvalidSample, SampleNotFound, VersionNotFound
 from recordkeeper.core.record_sample import validate_sample
@@ -21,13 +27,21 @@ from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import iso_timestamp
 from recordkeeper_service.repository.common import record_event
+from recordkeeper_service.repository.deletion import ensure_data_stored
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.tables.samples import VersionSample
 
-__all__ = ["SAMPLE_SOURCES", "SampleRepository"]
+__all__ = ["SAMPLE_SOURCES", "SampleRepository", "drop_sample"]
 
 #: How a sample came: sent by the publishing client, or attached after commit.
 SAMPLE_SOURCES = ("publish", "attach")
+
+
+def drop_sample(session: Session, version_id: int) -> bool:
+    """Delete the sample of a version whose data is being deleted (its records must not
+    outlive their shards in the registry); whether there was one."""
+    gone = session.execute(delete(VersionSample).where(VersionSample.version_id == version_id))
+    return bool(getattr(gone, "rowcount", 0))
 
 
 def _to_json(row: VersionSample, version: m.Version) -> dict[str, Any]:
@@ -58,6 +72,7 @@ class SampleRepository:
                 raise VersionNotFound(
                     f"{version.name} is {version.state}: only committed versions get a sample"
                 )
+            ensure_data_stored(version)  # no copy of records whose data is (being) deleted
             splits = set(
                 session.scalars(
                     select(m.Shard.split).where(m.Shard.version_id == version.id).distinct()
