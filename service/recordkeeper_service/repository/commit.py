@@ -123,8 +123,10 @@ class CommitRepository:
                 session, version, ref.dataset, on_duplicate, actor, derived=derived, added=added
             )
             committed_now = version.state == "committed"
+            copied = version.shard_count - len(added or ()) if derived is not None else 0
         if committed_now and self._metrics is not None:  # once the transaction has committed
             self._metrics.version_committed()
+        self._db.analyzed("shards", copied)  # a derived version's kept rows were copied
         return record
 
 

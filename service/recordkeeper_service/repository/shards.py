@@ -148,6 +148,7 @@ class ShardRepository:
             )
         if self._metrics is not None:  # counted once the transaction has committed
             self._metrics.shards_added(len(new), sum(s.record.size for s in new))
+        self._db.analyzed("shards", len(new))
         return result
 
 
