@@ -275,3 +275,36 @@ def test_the_split_digest_of_held_indexes_is_the_merge_of_stored_ones() -> None:
     indexes = [_expected(s, "00" * 32) for s in shards]
     every = [r for s in shards for r in s]
     assert split_digest(indexes).hexdigest() == set_digest(map(record_hash, every))
+
+
+def test_a_derivation_of_an_unindexed_base_opens_none_of_its_indexes(
+    client: rk.Client,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A base without record identity has no indexes to merge: the derivation asks the
+    registry once instead of opening an index per kept shard (O(change), not O(base)); its
+    added shard is still indexed beside it, and ``recordkeeper index`` completes the rest."""
+    from recordkeeper import record_sets
+
+    with client.writer("coco", record_index=False, shard_size=600) as w:
+        for record in sample_examples(40):
+            w.write(record)
+    base = w.version
+    assert len(base.shards) > 3 and client.record_sets(base.name) == []
+    opened: list[str] = []
+    real = record_sets._streams
+    monkeypatch.setattr(
+        record_sets,
+        "_streams",
+        lambda version, *a, **k: opened.append(version.name) or real(version, *a, **k),
+    )
+    with client.derive(base.name, desc="more") as d:
+        for record in sample_examples(5, 7000):
+            d.write(record)
+    assert d.record_set is None and opened == []
+    derived = d.version
+    added = [s for s in derived.shards if s.uri not in {b.uri for b in base.shards}]
+    assert added and all(_path(index_uri(s.uri)).exists() for s in added)
+    monkeypatch.undo()
+    client.index(derived.name, progress=False)
+    assert client.record_sets(derived.name)
