@@ -1,0 +1,120 @@
+"""Hostile and careless input to the newest routes, over a real socket (SQLite and PostgreSQL).
+
+Each case here answered 500 (or stored what it should have refused) before its fix:
+
+* a body nested a few hundred levels deep, which the JSON decoder still takes, exhausted the
+  stack in the text policy's check (``invalid_text_at``): sample records, params, metrics;
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.integration.conftest import LiveService
+
+API = "/api/v1"
+SHA = "a" * 64
+MAX_INT64 = 2**63 - 1
+
+
+class Http:
+    """One keep-alive connection sending raw JSON text (so nesting and escapes arrive as
+    written); every answer must be JSON, and never a 500."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        assert parts.hostname and parts.port
+        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+
+    def __call__(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+        text = body if isinstance(body, str) or body is None else json.dumps(body)
+        headers = {"Content-Type": "application/json"} if text is not None else {}
+        self.conn.request(method, API + path, body=text, headers=headers)
+        response = self.conn.getresponse()
+        raw = response.read()
+        answer = json.loads(raw) if raw else {}
+        assert response.status < 500, (method, path, response.status, answer)
+        if response.getheader("Connection") == "close":
+            self.conn.close()
+        return response.status, answer
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def live_service(
+    request: pytest.FixtureRequest, live_service_factory: Callable[..., LiveService]
+) -> LiveService:
+    if request.param == "postgresql":
+        return live_service_factory(database_url=request.getfixturevalue("postgres_database_url"))
+    return live_service_factory()
+
+
+@pytest.fixture
+def api(live_service: LiveService) -> Iterator[Http]:
+    client = Http(live_service.url)
+    yield client
+    client.close()
+
+
+def _shard(root: str, name: str, index: int = 0, count: int = 1, **over: Any) -> dict[str, Any]:
+    shard = {
+        "split": "train",
+        "index": index,
+        "count": count,
+        "uri": f"{root.rstrip('/')}/raw/{name}.tfrecord",
+        "compression": "none",
+        "size": 10,
+        "sha256": SHA,
+        "crc32c": "0" * 8,
+        "records_sha256": SHA,
+        "record_count": 1,
+    }
+    shard.update(over)
+    return shard
+
+
+def _committed(api: Http, root: str, dataset: str, *shards: dict[str, Any]) -> str:
+    status, version = api("POST", f"/datasets/{dataset}/versions", {})
+    assert status == 201, version
+    name = version["name"]
+    status, body = api("POST", f"/versions/{name}/shards", {"shards": list(shards)})
+    assert status == 200, body
+    status, body = api("POST", f"/versions/{name}/commit", {})
+    assert status == 200, body
+    return str(body["name"])
+
+
+# -- nesting --------------------------------------------------------------------------------
+
+
+def test_deep_nesting_is_refused_at_every_depth(api: Http, live_service: LiveService) -> None:
+    """From just past where orjson stops (255 levels) to where the JSON decoder stops
+    (~1,000), every depth is a 4xx: before, ~900-980 levels passed the decoder and broke the
+    text check."""
+    version = _committed(
+        api, live_service.storage_root, "coco", _shard(live_service.storage_root, "a")
+    )
+    status, staged = api("POST", "/datasets/deep/versions", {})
+    assert status == 201, staged
+    bodies = {
+        f"/versions/{version}/sample": (
+            "PUT",
+            '{"splits": [{"split": "train", "records": [{"index": 0, "size": 1, '
+            '"kind": "example", "features": {"a": %s}}]}]}',
+        ),
+        f"/versions/{staged['name']}/provenance": ("PUT", '{"params": {"a": %s}}'),
+        "/models/m/checkpoints/c": ("PUT", '{"metrics": {"a": %s}}'),
+    }
+    for path, (method, template) in bodies.items():
+        for depth in range(260, 1010, 10):
+            status, answer = api(method, path, template % ("[" * depth + "]" * depth))
+            assert 400 <= status < 500, (path, depth, status, answer)
+            assert answer["code"] in ("invalid_request", "invalid_sample", "invalid_params")
