@@ -4,6 +4,8 @@ Each case here answered 500 (or stored what it should have refused) before its f
 
 * a body nested a few hundred levels deep, which the JSON decoder still takes, exhausted the
   stack in the text policy's check (``invalid_text_at``): sample records, params, metrics;
+* a checkpoint whose data entries count more than 2^63-1 records of one version and role
+  together, and the lineage of a chain whose counted records add up past it;
 """
 
 from __future__ import annotations
@@ -118,3 +120,38 @@ def test_deep_nesting_is_refused_at_every_depth(api: Http, live_service: LiveSer
             status, answer = api(method, path, template % ("[" * depth + "]" * depth))
             assert 400 <= status < 500, (path, depth, status, answer)
             assert answer["code"] in ("invalid_request", "invalid_sample", "invalid_params")
+
+
+# -- 64-bit counts --------------------------------------------------------------------------
+
+
+def test_checkpoint_records_of_one_version_add_up_within_64_bits(
+    api: Http, live_service: LiveService
+) -> None:
+    root = live_service.storage_root
+    version = _committed(api, root, "coco", _shard(root, "a"))
+    half = 2**62
+    twice = [{"version": version, "records": half}, {"version": version, "records": half}]
+    status, answer = api("PUT", "/models/m/checkpoints/c0", {"uri": "s3://m/r/c0", "data": twice})
+    assert status == 400 and answer["code"] == "invalid_checkpoint", answer
+    assert "data[1].records" in answer["detail"]
+    status, answer = api("GET", "/models/m/checkpoints/c0")
+    assert status == 404, answer  # nothing was stored
+    # Within the bound per registration, a chain of them adds up past it: the chain's total
+    # is answered as at most 2^63-1 (a lower bound, like its epochs), never a 500.
+    parent = None
+    for i in range(3):
+        body: dict[str, Any] = {
+            "uri": f"s3://m/r/c{i + 1}",
+            "data": [{"version": version, "records": MAX_INT64}],
+        }
+        if parent is not None:
+            body["parent"] = parent
+        status, answer = api("PUT", f"/models/m/checkpoints/c{i + 1}", body)
+        assert status == 201, answer
+        parent = answer["ref"]
+    status, lineage = api("GET", "/models/m/checkpoints/c3/lineage")
+    assert status == 200, lineage
+    (consumed,) = lineage["consumed"]
+    assert consumed["records"] == MAX_INT64
+    assert [s["records"] for s in consumed["segments"]] == [MAX_INT64] * 3
