@@ -6,6 +6,8 @@ Each case here answered 500 (or stored what it should have refused) before its f
   stack in the text policy's check (``invalid_text_at``): sample records, params, metrics;
 * a checkpoint whose data entries count more than 2^63-1 records of one version and role
   together, and the lineage of a chain whose counted records add up past it;
+* a derived version whose base's kept shards and added shards together pass 2^63-1 bytes or
+  records (500 on SQLite, a generic 422 on PostgreSQL);
 """
 
 from __future__ import annotations
@@ -155,3 +157,32 @@ def test_checkpoint_records_of_one_version_add_up_within_64_bits(
     (consumed,) = lineage["consumed"]
     assert consumed["records"] == MAX_INT64
     assert [s["records"] for s in consumed["segments"]] == [MAX_INT64] * 3
+
+
+@pytest.mark.parametrize("field", ["size", "record_count"])
+def test_derived_totals_past_64_bits_are_refused(
+    api: Http, live_service: LiveService, field: str
+) -> None:
+    """The base's kept shards and the added ones meet only at commit: their sum is bounded
+    there as registration bounds a version's own shards (400 invalid_shard, still staged)."""
+    root = live_service.storage_root
+    base = _committed(api, root, "coco", _shard(root, "a", **{field: MAX_INT64 - 10}))
+    status, staged = api("POST", "/datasets/coco/versions", {"base": base})
+    assert status == 201, staged
+    name = staged["name"]
+    status, body = api(
+        "POST",
+        f"/versions/{name}/shards",
+        {"shards": [_shard(root, "b", records_sha256="b" * 64, **{field: 100})]},
+    )
+    assert status == 200, body
+    status, answer = api("POST", f"/versions/{name}/commit", {})
+    assert status == 400 and answer["code"] == "invalid_shard", answer
+    assert f"total {field}" in answer["detail"]
+    status, version = api("GET", f"/versions/{name}")
+    assert status == 200 and version["state"] == "staged", version
+    # Leaving the big shard out fits: the same version commits.
+    status, answer = api(
+        "POST", f"/versions/{name}/commit", {"changes": {"remove_shards": ["train:0"]}}
+    )
+    assert status == 200 and answer["state"] == "committed", answer

@@ -28,17 +28,20 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.derive import Changes
 from recordkeeper.core.errors import (
     DuplicateContent,
     InvalidRequest,
+    InvalidShard,
     StorageReleased,
     VersionIncomplete,
     VersionNotStaged,
 )
 from recordkeeper.core.lifecycle import ON_DUPLICATE, OnDuplicate
+from recordkeeper.core.limits import MAX_INT64
 from recordkeeper.core.manifest import digest_of_splits
 from recordkeeper.core.naming import format_version_name
 from recordkeeper.core.schema import Schema, merge_schemas
@@ -230,25 +233,57 @@ class _SplitTotals(NamedTuple):
 
 
 def _split_totals(session: Session, version_id: int) -> list[_SplitTotals]:
-    """Per split: its shard rows, the ``count`` and ``index`` bounds, record and byte sums."""
+    """Per split: its shard rows, the ``count`` and ``index`` bounds, record and byte sums.
+
+    Raises :class:`InvalidShard` when the version's record count or size would pass 2^63-1.
+    Registration bounds the shards registered on a version (``core.shards.check_totals``), but
+    a derived version's rows are its base's kept shards plus its added ones, which meet only
+    here: SQLite's ``SUM`` then stops with "integer overflow", PostgreSQL's ``SUM`` of
+    ``bigint`` answers a larger ``numeric`` that no ``bigint`` column takes.
+    """
     s = m.Shard
-    return [
-        _SplitTotals(*row)
-        for row in session.execute(
-            select(
-                s.split,
-                func.count(s.id),
-                func.min(s.count),
-                func.max(s.count),
-                func.min(s.index),
-                func.max(s.index),
-                func.sum(s.record_count),
-                func.sum(s.size),
+    try:
+        splits = [
+            _SplitTotals(*row)
+            for row in session.execute(
+                select(
+                    s.split,
+                    func.count(s.id),
+                    func.min(s.count),
+                    func.max(s.count),
+                    func.min(s.index),
+                    func.max(s.index),
+                    func.sum(s.record_count),
+                    func.sum(s.size),
+                )
+                .where(s.version_id == version_id)
+                .group_by(s.split)
             )
-            .where(s.version_id == version_id)
-            .group_by(s.split)
-        )
-    ]
+        ]
+    except OperationalError as exc:
+        if "integer overflow" not in str(exc.orig):
+            raise
+        splits = [_python_totals(session, version_id)]
+    for name, field in (("size", "size"), ("record_count", "records")):
+        total = sum(int(getattr(t, field) or 0) for t in splits)
+        if total > MAX_INT64:
+            raise InvalidShard(
+                f"the version's total {name} would be {total}, over the limit of {MAX_INT64} "
+                f"(2^63-1): the {name} of a version's shards (a derived version's kept and "
+                "added ones together) must add up to at most that"
+            )
+    return splits
+
+
+def _python_totals(session: Session, version_id: int) -> _SplitTotals:
+    """The version's exact record and byte sums (only their sums: an overflowing version
+    is refused by the caller), added in Python where SQLite's ``SUM`` overflowed."""
+    rows = session.execute(
+        select(m.Shard.record_count, m.Shard.size).where(m.Shard.version_id == version_id)
+    ).all()
+    records = sum(int(n or 0) for n, _ in rows)
+    size = sum(int(b or 0) for _, b in rows)
+    return _SplitTotals("", len(rows), 0, 0, 0, 0, records, size)
 
 
 def _complete(splits: Sequence[_SplitTotals]) -> bool:
