@@ -8,6 +8,9 @@ Each case here answered 500 (or stored what it should have refused) before its f
   together, and the lineage of a chain whose counted records add up past it;
 * a derived version whose base's kept shards and added shards together pass 2^63-1 bytes or
   records (500 on SQLite, a generic 422 on PostgreSQL);
+* provenance sources with control characters (ESC, DEL, C1), bidirectional overrides or
+  ``.``/``..`` segments were stored, and impact by such a source matched by text what its
+  path does not lie under.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import http.client
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import pytest
 
@@ -186,3 +189,51 @@ def test_derived_totals_past_64_bits_are_refused(
         "POST", f"/versions/{name}/commit", {"changes": {"remove_shards": ["train:0"]}}
     )
     assert status == 200 and answer["state"] == "committed", answer
+
+
+# -- source URIs ----------------------------------------------------------------------------
+
+HIDDEN_OR_CLIMBING = [
+    "s3://raw/\x1b[31mred",  # ESC: a terminal acts on it when the CLI prints the source
+    "s3://raw/x\x7f",
+    "s3://raw/\x85x",  # C1 next line
+    "s3://raw/\u202egnp.exe",  # right-to-left override
+    "s3://raw/a\u200bb",  # zero-width space
+    "s3://raw/a\u2028b",  # line separator
+    "file:///data/raw/../secret/",
+    "s3://raw/coco/%2e%2e/other",
+    "s3://raw/./coco",
+    "s3://raw/\uff0e\uff0e/x",  # full-width dots
+]
+
+
+@pytest.mark.parametrize("uri", HIDDEN_OR_CLIMBING)
+def test_sources_show_what_they_name(api: Http, uri: str) -> None:
+    status, answer = api(
+        "POST", "/datasets/raw/versions", {"provenance": {"sources": [{"uri": uri}]}}
+    )
+    assert status == 422 and answer["code"] == "invalid_provenance", answer
+    assert "sources[0].uri" in answer["detail"]
+    status, staged = api("POST", "/datasets/raw/versions", {})
+    assert status == 201, staged
+    status, answer = api(
+        "PUT", f"/versions/{staged['name']}/provenance", {"sources": [{"uri": uri}]}
+    )
+    assert status == 422 and answer["code"] == "invalid_provenance", answer
+    status, answer = api("GET", f"/lineage/impact?source={quote(uri, safe='')}")
+    assert status == 422 and answer["code"] == "invalid_request", answer
+
+
+def test_plain_sources_are_kept_as_written(api: Http) -> None:
+    """What a source may be: any scheme, spaces, a query, non-ASCII letters; impact by a
+    file under a recorded directory still finds it, by a '..' path it is refused."""
+    sources = ["file:///data/my raw/", "https://example.com/a.csv?rev=2", "gs://raw/café/"]
+    status, staged = api(
+        "POST", "/datasets/raw/versions", {"provenance": {"sources": [{"uri": u} for u in sources]}}
+    )
+    assert status == 201, staged
+    assert [s["uri"] for s in staged["provenance"]["sources"]] == sources
+    status, impact = api("GET", "/lineage/impact?source=" + quote("file:///data/my raw/x.json"))
+    assert status == 200 and [v["name"] for v in impact["versions"]] == [staged["name"]], impact
+    status, answer = api("GET", "/lineage/impact?source=" + quote("file:///data/my raw/../x"))
+    assert status == 422, answer

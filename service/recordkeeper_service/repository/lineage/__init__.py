@@ -45,6 +45,7 @@ from recordkeeper.core.lineage import (
     validate_saved_model_name,
 )
 from recordkeeper.core.model_inputs import ModelInput, check_inputs, validate_model_inputs
+from recordkeeper.core.provenance import source_uri_problem
 from recordkeeper.core.refs import parse_reference
 from recordkeeper.core.schema import Schema
 from recordkeeper_service import tables as m
@@ -338,6 +339,9 @@ def _source_uri(value: str) -> str:
         raise InvalidRequest(
             f"source must be a URI of 1 to {MAX_URI_LENGTH} bytes of valid text, got {value!r}"
         )
+    problem = source_uri_problem(text)  # no recorded source has one: it would match by text
+    if problem is not None:
+        raise InvalidRequest(f"source {text!r}: {problem}")
     return text
 
 
