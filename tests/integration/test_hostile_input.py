@@ -237,3 +237,35 @@ def test_plain_sources_are_kept_as_written(api: Http) -> None:
     assert status == 200 and [v["name"] for v in impact["versions"]] == [staged["name"]], impact
     status, answer = api("GET", "/lineage/impact?source=" + quote("file:///data/my raw/../x"))
     assert status == 422, answer
+
+
+# -- commits of a committed derived version -------------------------------------------------
+
+
+def test_a_retried_commit_is_answered_only_for_the_changes_made(
+    api: Http, live_service: LiveService
+) -> None:
+    """Two clients commit one derived version with different changes: the second used to get
+    200 with a version its changes were not applied to (concurrently, whichever came first)."""
+    root = live_service.storage_root
+    base = _committed(
+        api, root, "coco", _shard(root, "a", count=2), _shard(root, "b", index=1, count=2)
+    )
+    status, staged = api("POST", "/datasets/coco/versions", {"base": base})
+    assert status == 201, staged
+    name = staged["name"]
+    removed = {"changes": {"remove_shards": ["train:1"]}}
+    status, first = api("POST", f"/versions/{name}/commit", removed)
+    assert status == 200 and first["shard_count"] == 1, first
+    # The same change set again (order and repeats aside) is a retry: answered.
+    again = {"changes": {"remove_shards": ["train:1", "train:1"]}}
+    status, answer = api("POST", f"/versions/{name}/commit", again)
+    assert status == 200 and answer["name"] == first["name"], answer
+    for other in ({}, {"changes": {"remove_shards": ["train:0"]}}):
+        status, answer = api("POST", f"/versions/{first['name']}/commit", other)
+        assert status == 409 and answer["code"] == "version_immutable", answer
+    # A version staged without base takes no changes, committed or not.
+    status, answer = api("POST", f"/versions/{base}/commit", removed)
+    assert status == 422 and answer["code"] == "invalid_request", answer
+    status, answer = api("POST", f"/versions/{base}/commit", {})
+    assert status == 200 and answer["name"] == base, answer

@@ -37,6 +37,7 @@ from recordkeeper.core.errors import (
     InvalidRequest,
     InvalidShard,
     StorageReleased,
+    VersionImmutable,
     VersionIncomplete,
     VersionNotStaged,
 )
@@ -103,6 +104,7 @@ class CommitRepository:
             )
             version = find_version(session, ref, for_update=True)
             if version.state in PUBLISHED_STATES:
+                _check_same_changes(session, version, change_set)
                 return version_view(session, version, ref.dataset)
             if version.state == "abandoned":
                 if version.duplicate_of_id is not None and on_duplicate == "use_existing":
@@ -129,6 +131,34 @@ class CommitRepository:
         if committed_now and self._metrics is not None:  # once the transaction has committed
             self._metrics.version_committed()
         return record
+
+
+def _check_same_changes(session: Session, version: m.Version, changes: Changes) -> None:
+    """A commit of a committed version answers it (a retry) only if it asked for what was
+    done: a derived version's change set (by its digest in the ``version.committed`` event),
+    none for any other.  Two clients committing one derived version with different changes
+    both got 200 before, and the one whose changes were not applied could not tell."""
+    if version.base_version_id is None:
+        if not changes.empty:
+            raise InvalidRequest(
+                f"{version.name} is not a derived version (staged without base): "
+                "changes apply to derived versions only"
+            )
+        return
+    detail = session.scalars(
+        select(m.AuditEvent.detail)
+        .where(m.AuditEvent.action == "version.committed", m.AuditEvent.version == version.name)
+        .order_by(m.AuditEvent.id.desc())
+        .limit(1)
+    ).first()
+    derived = (detail or {}).get("derived") or {}
+    applied = derived.get("changes_digest")
+    if applied is not None and applied != changes.digest():  # None: committed before digests
+        raise VersionImmutable(
+            f"{version.name} was committed with other changes of its base than these; a "
+            "committed version never changes: stage a new version from it (base) for more",
+            state=version.state,
+        )
 
 
 def _commit_staged(
