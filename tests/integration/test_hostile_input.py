@@ -1,6 +1,7 @@
 """Hostile and careless input to the newest routes, over a real socket (SQLite and PostgreSQL).
 
-Each case here answered 500 (or stored what it should have refused) before its fix:
+Each case here answered 500, stored what it should have refused, or answered a success that
+was not, before its fix:
 
 * a body nested a few hundred levels deep, which the JSON decoder still takes, exhausted the
   stack in the text policy's check (``invalid_text_at``): sample records, params, metrics;
@@ -10,7 +11,9 @@ Each case here answered 500 (or stored what it should have refused) before its f
   records (500 on SQLite, a generic 422 on PostgreSQL);
 * provenance sources with control characters (ESC, DEL, C1), bidirectional overrides or
   ``.``/``..`` segments were stored, and impact by such a source matched by text what its
-  path does not lie under.
+  path does not lie under;
+* a second commit of a derived version with other changes than the first was answered 200
+  with the version the first one made.
 """
 
 from __future__ import annotations
