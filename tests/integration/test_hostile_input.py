@@ -13,7 +13,8 @@ was not, before its fix:
   ``.``/``..`` segments were stored, and impact by such a source matched by text what its
   path does not lie under;
 * a second commit of a derived version with other changes than the first was answered 200
-  with the version the first one made.
+  with the version the first one made;
+* impact by a source prefix read and answered every recorded source under it (unbounded).
 """
 
 from __future__ import annotations
@@ -272,3 +273,25 @@ def test_a_retried_commit_is_answered_only_for_the_changes_made(
     assert status == 422 and answer["code"] == "invalid_request", answer
     status, answer = api("POST", f"/versions/{base}/commit", {})
     assert status == 200 and answer["name"] == base, answer
+
+
+# -- impact by a prefix ---------------------------------------------------------------------
+
+
+def test_impact_by_a_prefix_is_guarded(api: Http, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A prefix matches every source recorded under it (a whole bucket): the matches are cut
+    at the walk's guard and the answer says so, as for the versions (they were read and
+    answered whole).  The guard is lowered to 3 here (100,000 in service)."""
+    import recordkeeper_service.repository.lineage as lineage
+
+    monkeypatch.setattr(lineage, "MAX_HISTORY_VERSIONS", 3, raising=False)
+    for i in range(5):
+        body = {"provenance": {"sources": [{"uri": f"s3://raw/coco/part-{i}/"}]}}
+        status, staged = api("POST", "/datasets/raw/versions", body)
+        assert status == 201, staged
+    status, impact = api("GET", "/lineage/impact?source=s3://raw/&prefix=true")
+    assert status == 200, impact
+    assert [s["uri"] for s in impact["sources"]] == [f"s3://raw/coco/part-{i}/" for i in range(3)]
+    assert len(impact["versions"]) == 3 and impact["versions_truncated"] is True
+    status, impact = api("GET", "/lineage/impact?source=s3://raw/coco/part-4/x.json")
+    assert status == 200 and impact["versions_truncated"] is False, impact

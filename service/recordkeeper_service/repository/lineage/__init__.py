@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, func, select, update
 from sqlalchemy.orm import Session
 
+from recordkeeper.core.data_lineage import MAX_HISTORY_VERSIONS
 from recordkeeper.core.digests import digest_hex
 from recordkeeper.core.errors import (
     AmbiguousCheckpoint,
@@ -748,18 +749,25 @@ class LineageRepository:
             source = _source_uri(source)
         with self._db.transaction(write=False) as session:
             matched: list[dict[str, Any]] = []
+            guard = MAX_HISTORY_VERSIONS  # read at each call (tests lower it)
+            cut = False
             if version is not None:
                 start = [find_version(session, parse_reference(version)).id]
             else:
                 assert source is not None
-                found = source_versions(session, source, prefix=prefix)
+                # A prefix can match every source recorded under a bucket: the matches are
+                # guarded like the walk (they were read and answered whole).
+                found = source_versions(session, source, prefix=prefix, limit=guard + 1)
+                cut = len(found) > guard
+                found = found[:guard]
                 start = sorted({vid for vid, _, _ in found})
                 names = _version_names(session, start)
                 matched = [
                     {"uri": uri, "version": names[vid], "identity_digest": digest}
                     for vid, uri, digest in found
                 ]
-            rows, truncated = derived_versions(session, start)
+            rows, truncated = derived_versions(session, start, limit=guard)
+            truncated = truncated or cut
             ids = [r.id for r in rows]
             shown = queries.versions_shown(session, ids)
             versions = [
