@@ -169,6 +169,33 @@ def test_a_service_without_the_packed_form_is_asked_for_the_compact_form(
     assert forms == [["packed"], ["compact"], ["compact"]]
 
 
+def _packed_page(length: Any, run: int) -> dict[str, Any]:
+    """A packed page whose every column is one run of ``run`` copies of a real value."""
+    compact = shard_page("file:///x/", ["a"])
+    columns = {
+        name: {"json": [None] * min(run, 10)}
+        if name == "storage_identity"
+        else {"runs": [[values[0], run]]}
+        for name, values in compact["compact"]["columns"].items()
+    }
+    packed = {"uri_prefix": "file:///x/", "length": length, "columns": columns}
+    return {**compact, "compact": None, "packed": packed, "shard_count": 1}
+
+
+@pytest.mark.parametrize(
+    ("length", "run"), [(10**12, 10**12), (1, 10**12), (10_001, 10_001), (True, 1)]
+)
+def test_a_packed_page_is_not_expanded_past_a_page(
+    fake: FakeService, length: Any, run: int
+) -> None:
+    """A 1 KB answer claiming a run of 10^12 shards (or a page of more than 10,000) is an
+    invalid response before any list is built (it was a list of 10^12 items: MemoryError, or
+    gigabytes for a smaller run)."""
+    serve_version(fake, ["file:///x/"], _packed_page(length, run))
+    with pytest.raises(rk.InvalidResponse, match="packed"):
+        client_for(fake).resolve(NAME)
+
+
 def test_a_list_page_of_the_wrong_shape(fake: FakeService) -> None:
     fake.route("GET", "/datasets", Reply(body={"data": "coco", "count": 1}))
     with pytest.raises(rk.InvalidResponse, match="not a list page"):

@@ -11,6 +11,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from recordkeeper.core.derive import Changes
 from tests.service._helpers import (
     API,
     error,
@@ -69,7 +70,13 @@ def test_add_shards_to_a_split_references_the_rest(client: TestClient) -> None:
     assert diff["shards"]["counts"] == {"added": 2, "removed": 0, "changed": 0}
     events = client.get(f"{API}/events", params={"action": "version.committed"}).json()
     derived_detail = events["data"][0]["detail"]["derived"]
-    assert derived_detail == {"base": base["name"], "kept": 8, "added": 2, "removed": 0}
+    assert derived_detail == {
+        "base": base["name"],
+        "kept": 8,
+        "added": 2,
+        "removed": 0,
+        "changes_digest": Changes().digest(),
+    }
 
 
 def test_remove_rename_and_replace(client: TestClient) -> None:

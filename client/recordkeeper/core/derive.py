@@ -19,10 +19,12 @@ onto a split that is kept (``split_exists``), an invalid split name (``invalid_r
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from recordkeeper.core.canonical import canonical_json
 from recordkeeper.core.errors import InvalidRequest, ShardNotFound, SplitExists, SplitNotFound
 from recordkeeper.core.splits import is_split_name
 
@@ -110,6 +112,16 @@ class Changes:
     @property
     def empty(self) -> bool:
         return not (self.remove_splits or self.rename_splits or self.remove_shards)
+
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the change set as a set (order and repeats do not count): what
+        a retried commit of a committed derived version must send again to be answered it."""
+        body = {
+            "remove_splits": sorted(self.remove_splits),
+            "rename_splits": dict(sorted(self.rename_splits.items())),
+            "remove_shards": sorted(self.remove_shards),
+        }
+        return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
 
 
 @dataclass(frozen=True)

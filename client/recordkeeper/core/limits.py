@@ -123,7 +123,9 @@ def invalid_text_at(value: object, path: str = "") -> str | None:
     try:  # the common case in one C pass: all of it encodes, and no NUL (escaped as \u0000)
         rendered = json.dumps(value, ensure_ascii=False, check_circular=False)
         rendered.encode("utf-8")
-    except (TypeError, ValueError, UnicodeEncodeError):
+    except (TypeError, ValueError, UnicodeEncodeError, RecursionError):
+        # The encoder recurses once per level: a body nested a few hundred levels deep (that
+        # the JSON decoder still took) exhausts the stack here; the walk below has none.
         pass
     else:
         if "\\u0000" not in rendered:

@@ -30,9 +30,10 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from recordkeeper.core.canonical import canonical_json
 from recordkeeper.core.errors import InvalidParams, InvalidProvenance, InvalidRequest
@@ -62,6 +63,7 @@ __all__ = [
     "has_provenance",
     "is_role",
     "parse_parent_spec",
+    "source_uri_problem",
     "strip_userinfo",
     "validate_provenance",
 ]
@@ -285,6 +287,38 @@ def _parents(value: Any) -> list[dict[str, str]]:
     return out
 
 
+#: Characters a source URI may not hold: control characters (C0, DEL, C1: a terminal would
+#: act on ESC and CSI sequences when `recordkeeper show` prints the source), format characters
+#: (zero-width, bidirectional overrides: the URI would not show what it names) and line or
+#: paragraph separators.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def source_uri_problem(uri: str) -> str | None:
+    """Why ``uri`` cannot be a recorded source, or be asked about as one (impact, versions
+    from a source); None when it can.
+
+    Sources are matched by their text (a recorded ``gs://raw/coco/`` holds
+    ``gs://raw/coco/a.json``), so a ``.`` or ``..`` segment — also percent-encoded, or in
+    full-width dots — would make a URI name another place than its text lies under, and
+    hidden characters would make two URIs that look alike differ.  Spaces, queries and any
+    scheme are kept: a source is described, never opened by the service.
+    """
+    if not uri.isprintable():
+        for char in uri:
+            if char != " " and unicodedata.category(char) in _HIDDEN_CATEGORIES:
+                return (
+                    f"URIs hold no control, format or separator characters (U+{ord(char):04X}, "
+                    f"{unicodedata.name(char, 'a control character')})"
+                )
+    _, sep, rest = uri.partition("://")
+    path = rest if sep else uri
+    for segment in unquote(path).split("/"):
+        if segment in (".", "..") or unicodedata.normalize("NFKC", segment) in (".", ".."):
+            return f"URIs have no {segment!r} path segment (write the path it stands for)"
+    return None
+
+
 def _source_uri(value: Any, where: str) -> str:
     uri = _text(value, where, limit=MAX_URI_LENGTH, optional=False)
     assert uri is not None
@@ -292,8 +326,9 @@ def _source_uri(value: Any, where: str) -> str:
         raise InvalidProvenance(f"{where} is longer than {MAX_URI_LENGTH} bytes")
     if _has_userinfo(uri):
         raise InvalidProvenance(f"{where}: URIs must not carry credentials (user:password@)")
-    if any(ch in uri for ch in "\r\n\t"):
-        raise InvalidProvenance(f"{where}: URIs hold no control characters")
+    problem = source_uri_problem(uri)
+    if problem is not None:
+        raise InvalidProvenance(f"{where}: {problem}")
     return uri
 
 

@@ -27,6 +27,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar, overload
 
+from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.shards import FIELDS, ShardRecord
 
 __all__ = [
@@ -136,8 +137,15 @@ def unpack_columns(packed: Mapping[str, Any], length: int) -> dict[str, list[Any
     """Compact columns of ``length`` values each from the packed form (``storage_identity``
     as JSON texts, decoded by :class:`ShardColumns` when a record is built).
 
-    Raises ``ValueError``/``TypeError`` on anything that is not the packed form.
+    Raises ``ValueError``/``TypeError`` on anything that is not the packed form, before any
+    column is expanded past ``length`` values (a page holds at most
+    :data:`~recordkeeper.core.limits.MAX_SHARDS_PER_REQUEST` shards): a run of 10^12 in a
+    100-byte answer must not become a list of 10^12 items.
     """
+    if type(length) is not int or not 0 <= length <= MAX_SHARDS_PER_REQUEST:
+        raise ValueError(
+            f"a packed page of {length!r} shards (a page holds 0 to {MAX_SHARDS_PER_REQUEST})"
+        )
     columns: dict[str, list[Any]] = {}
     for name in COLUMNS:
         value = packed[name]
@@ -148,8 +156,11 @@ def unpack_columns(packed: Mapping[str, Any], length: int) -> dict[str, list[Any
         elif "runs" in value:
             column = []
             for item, repeat in value["runs"]:
-                if type(repeat) is not int or repeat < 0:
-                    raise ValueError(f"packed column {name}: a run of {repeat!r}")
+                if type(repeat) is not int or not 0 <= repeat <= length - len(column):
+                    raise ValueError(
+                        f"packed column {name}: a run of {repeat!r} (the page has {length} "
+                        f"values, {len(column)} given before it)"
+                    )
                 column += [item] * repeat
         elif "lines" in value or "json_lines" in value:
             text = value.get("lines", value.get("json_lines"))

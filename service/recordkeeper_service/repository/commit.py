@@ -28,17 +28,21 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.derive import Changes
 from recordkeeper.core.errors import (
     DuplicateContent,
     InvalidRequest,
+    InvalidShard,
     StorageReleased,
+    VersionImmutable,
     VersionIncomplete,
     VersionNotStaged,
 )
 from recordkeeper.core.lifecycle import ON_DUPLICATE, OnDuplicate
+from recordkeeper.core.limits import MAX_INT64
 from recordkeeper.core.manifest import digest_of_splits
 from recordkeeper.core.naming import format_version_name
 from recordkeeper.core.schema import Schema, merge_schemas
@@ -100,6 +104,7 @@ class CommitRepository:
             )
             version = find_version(session, ref, for_update=True)
             if version.state in PUBLISHED_STATES:
+                _check_same_changes(session, version, change_set)
                 return version_view(session, version, ref.dataset)
             if version.state == "abandoned":
                 if version.duplicate_of_id is not None and on_duplicate == "use_existing":
@@ -128,6 +133,34 @@ class CommitRepository:
             self._metrics.version_committed()
         self._db.analyzed("shards", copied)  # a derived version's kept rows were copied
         return record
+
+
+def _check_same_changes(session: Session, version: m.Version, changes: Changes) -> None:
+    """A commit of a committed version answers it (a retry) only if it asked for what was
+    done: a derived version's change set (by its digest in the ``version.committed`` event),
+    none for any other.  Two clients committing one derived version with different changes
+    both got 200 before, and the one whose changes were not applied could not tell."""
+    if version.base_version_id is None:
+        if not changes.empty:
+            raise InvalidRequest(
+                f"{version.name} is not a derived version (staged without base): "
+                "changes apply to derived versions only"
+            )
+        return
+    detail = session.scalars(
+        select(m.AuditEvent.detail)
+        .where(m.AuditEvent.action == "version.committed", m.AuditEvent.version == version.name)
+        .order_by(m.AuditEvent.id.desc())
+        .limit(1)
+    ).first()
+    derived = (detail or {}).get("derived") or {}
+    applied = derived.get("changes_digest")
+    if applied is not None and applied != changes.digest():  # None: committed before digests
+        raise VersionImmutable(
+            f"{version.name} was committed with other changes of its base than these; a "
+            "committed version never changes: stage a new version from it (base) for more",
+            state=version.state,
+        )
 
 
 def _commit_staged(
@@ -232,25 +265,57 @@ class _SplitTotals(NamedTuple):
 
 
 def _split_totals(session: Session, version_id: int) -> list[_SplitTotals]:
-    """Per split: its shard rows, the ``count`` and ``index`` bounds, record and byte sums."""
+    """Per split: its shard rows, the ``count`` and ``index`` bounds, record and byte sums.
+
+    Raises :class:`InvalidShard` when the version's record count or size would pass 2^63-1.
+    Registration bounds the shards registered on a version (``core.shards.check_totals``), but
+    a derived version's rows are its base's kept shards plus its added ones, which meet only
+    here: SQLite's ``SUM`` then stops with "integer overflow", PostgreSQL's ``SUM`` of
+    ``bigint`` answers a larger ``numeric`` that no ``bigint`` column takes.
+    """
     s = m.Shard
-    return [
-        _SplitTotals(*row)
-        for row in session.execute(
-            select(
-                s.split,
-                func.count(s.id),
-                func.min(s.count),
-                func.max(s.count),
-                func.min(s.index),
-                func.max(s.index),
-                func.sum(s.record_count),
-                func.sum(s.size),
+    try:
+        splits = [
+            _SplitTotals(*row)
+            for row in session.execute(
+                select(
+                    s.split,
+                    func.count(s.id),
+                    func.min(s.count),
+                    func.max(s.count),
+                    func.min(s.index),
+                    func.max(s.index),
+                    func.sum(s.record_count),
+                    func.sum(s.size),
+                )
+                .where(s.version_id == version_id)
+                .group_by(s.split)
             )
-            .where(s.version_id == version_id)
-            .group_by(s.split)
-        )
-    ]
+        ]
+    except OperationalError as exc:
+        if "integer overflow" not in str(exc.orig):
+            raise
+        splits = [_python_totals(session, version_id)]
+    for name, field in (("size", "size"), ("record_count", "records")):
+        total = sum(int(getattr(t, field) or 0) for t in splits)
+        if total > MAX_INT64:
+            raise InvalidShard(
+                f"the version's total {name} would be {total}, over the limit of {MAX_INT64} "
+                f"(2^63-1): the {name} of a version's shards (a derived version's kept and "
+                "added ones together) must add up to at most that"
+            )
+    return splits
+
+
+def _python_totals(session: Session, version_id: int) -> _SplitTotals:
+    """The version's exact record and byte sums (only their sums: an overflowing version
+    is refused by the caller), added in Python where SQLite's ``SUM`` overflowed."""
+    rows = session.execute(
+        select(m.Shard.record_count, m.Shard.size).where(m.Shard.version_id == version_id)
+    ).all()
+    records = sum(int(n or 0) for n, _ in rows)
+    size = sum(int(b or 0) for _, b in rows)
+    return _SplitTotals("", len(rows), 0, 0, 0, 0, records, size)
 
 
 def _complete(splits: Sequence[_SplitTotals]) -> bool:

@@ -233,7 +233,11 @@ def materialize(
         for plan in plans:
             if plan.kept:
                 _copy_kept(session, version, base.id, plan)
-    detail: dict[str, Any] = {"base": base.name, **summary(plans, splits)}
+    detail: dict[str, Any] = {
+        "base": base.name,
+        **summary(plans, splits),
+        "changes_digest": changes.digest(),
+    }
     if changes.remove_splits:
         detail["removed_splits"] = list(changes.remove_splits)
     if changes.rename_splits:

@@ -151,7 +151,7 @@ class ProvenanceRepository:
     def from_source(self, uri: str, *, limit: int) -> list[dict[str, Any]]:
         """The versions that recorded the source ``uri`` (index on uri)."""
         with self._db.transaction(write=False) as session:
-            found = versions_from_source(session, uri)[:limit]
+            found = versions_from_source(session, uri, limit=limit)
             return _derived(session, [(v, None, digest) for v, digest in found])
 
 

@@ -166,11 +166,13 @@ def children_of(session: Session, version_id: int) -> list[tuple[int, str]]:
     return [(int(v), str(r)) for v, r in rows]
 
 
-def versions_from_source(session: Session, uri: str) -> list[tuple[int, str | None]]:
-    """``(version id, identity digest)`` of the versions that recorded the source ``uri``."""
+def versions_from_source(session: Session, uri: str, *, limit: int) -> list[tuple[int, str | None]]:
+    """``(version id, identity digest)`` of the first ``limit`` versions that recorded the
+    source ``uri`` (oldest first; the limit is the query's, not a slice of every row)."""
     rows = session.execute(
         select(pm.VersionSource.version_id, pm.VersionSource.identity_digest)
         .where(pm.VersionSource.uri == uri)
         .order_by(pm.VersionSource.version_id)
+        .limit(limit)
     )
     return [(int(v), d) for v, d in rows]

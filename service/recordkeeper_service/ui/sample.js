@@ -19,6 +19,8 @@ function valuesText(values) {
   return JSON.stringify(values);
 }
 
+// A feature's cell asks the record's own features (Object.hasOwn): `name in features` also
+// finds Object.prototype's toString, constructor and __proto__ on a record that lacks them.
 function splitTable(split, records) {
   const names = [];
   for (const record of records) {
@@ -30,7 +32,7 @@ function splitTable(split, records) {
     ["Size", (r) => bytes(r.size)],
     ...names.map((name) => [
       h("code", {}, name),
-      (r) => (r.kind === "example" ? (name in r.features ? h("span", { class: "sample-value" }, valuesText(r.features[name])) : "—") : ""),
+      (r) => (r.kind === "example" ? (Object.hasOwn(r.features, name) ? h("span", { class: "sample-value" }, valuesText(r.features[name])) : "—") : ""),
     ]),
   ];
   if (records.some((r) => r.kind === "bytes")) columns.push(["Record (not an Example)", (r) => (r.kind === "bytes" ? h("code", {}, r.features) : "")]);

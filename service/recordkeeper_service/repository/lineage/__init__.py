@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, func, select, update
 from sqlalchemy.orm import Session
 
+from recordkeeper.core.data_lineage import MAX_HISTORY_VERSIONS
 from recordkeeper.core.digests import digest_hex
 from recordkeeper.core.errors import (
     AmbiguousCheckpoint,
@@ -45,6 +46,7 @@ from recordkeeper.core.lineage import (
     validate_saved_model_name,
 )
 from recordkeeper.core.model_inputs import ModelInput, check_inputs, validate_model_inputs
+from recordkeeper.core.provenance import source_uri_problem
 from recordkeeper.core.refs import parse_reference
 from recordkeeper.core.schema import Schema
 from recordkeeper_service import tables as m
@@ -338,6 +340,9 @@ def _source_uri(value: str) -> str:
         raise InvalidRequest(
             f"source must be a URI of 1 to {MAX_URI_LENGTH} bytes of valid text, got {value!r}"
         )
+    problem = source_uri_problem(text)  # no recorded source has one: it would match by text
+    if problem is not None:
+        raise InvalidRequest(f"source {text!r}: {problem}")
     return text
 
 
@@ -744,18 +749,25 @@ class LineageRepository:
             source = _source_uri(source)
         with self._db.transaction(write=False) as session:
             matched: list[dict[str, Any]] = []
+            guard = MAX_HISTORY_VERSIONS  # read at each call (tests lower it)
+            cut = False
             if version is not None:
                 start = [find_version(session, parse_reference(version)).id]
             else:
                 assert source is not None
-                found = source_versions(session, source, prefix=prefix)
+                # A prefix can match every source recorded under a bucket: the matches are
+                # guarded like the walk (they were read and answered whole).
+                found = source_versions(session, source, prefix=prefix, limit=guard + 1)
+                cut = len(found) > guard
+                found = found[:guard]
                 start = sorted({vid for vid, _, _ in found})
                 names = _version_names(session, start)
                 matched = [
                     {"uri": uri, "version": names[vid], "identity_digest": digest}
                     for vid, uri, digest in found
                 ]
-            rows, truncated = derived_versions(session, start)
+            rows, truncated = derived_versions(session, start, limit=guard)
+            truncated = truncated or cut
             ids = [r.id for r in rows]
             shown = queries.versions_shown(session, ids)
             versions = [

@@ -23,6 +23,7 @@ from sqlalchemy import Connection, func, select
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.errors import InvalidCheckpoint
+from recordkeeper.core.limits import MAX_INT64
 from recordkeeper.core.lineage import CheckpointRef
 from recordkeeper.core.refs import parse_reference
 from recordkeeper_service import tables as m
@@ -48,6 +49,11 @@ def record_consumption(session: Session, checkpoint_id: int, entries: Sequence[A
         row = find_version(session, parse_reference(entry.version), published_only=True)
         key = (row.id, entry.role)
         rows[key] = rows.get(key, 0) + records
+        if rows[key] > MAX_INT64:  # entries of one version and role are stored as one count
+            raise InvalidCheckpoint(
+                f"data[{position}].records: the data entries naming {row.name} as {entry.role} "
+                f"count {rows[key]} records together, over {MAX_INT64} (2^63-1)"
+            )
     if rows:
         session.execute(
             table_of(CheckpointConsumption).insert(),
@@ -132,7 +138,9 @@ def consumption(conn: Connection, checkpoint_id: int) -> list[dict[str, Any]]:
             total["unknown_segments"] += 1
         else:
             total["counted_segments"] += 1
-            total["records"] += records
+            # Each count is at most 2^63-1; a chain's sum is answered as a 64-bit integer too,
+            # so it stops there (as a lower bound, like the epochs beside it).
+            total["records"] = min(total["records"] + records, MAX_INT64)
             total["epochs"] += epochs or 0.0
     return list(out.values())
 

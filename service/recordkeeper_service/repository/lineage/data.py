@@ -327,17 +327,20 @@ def derived_versions(
 
 
 def source_versions(
-    session: Reader, uri: str, *, prefix: bool = False
+    session: Reader, uri: str, *, prefix: bool = False, limit: int | None = None
 ) -> list[tuple[int, str, str | None]]:
     """``(version id, recorded uri, identity digest)`` of the versions whose sources hold
     ``uri``: recorded as it, or as a prefix it lies under; with ``prefix``, also any source
-    recorded under it.  Index lookups on ``ix_version_sources_uri``."""
+    recorded under it (the first ``limit`` such records, oldest version first, if given).
+    Index lookups on ``ix_version_sources_uri``."""
     clauses: list[Any] = [_vs.c.uri.in_(source_candidates(uri))]
     if prefix:
         clauses.append(_vs.c.uri.startswith(uri, autoescape=True))
-    rows = _conn(session).execute(
+    stmt = (
         select(_vs.c.version_id, _vs.c.uri, _vs.c.identity_digest)
         .where(or_(*clauses))
         .order_by(_vs.c.version_id, _vs.c.position)
     )
-    return [(int(v), str(u), d) for v, u, d in rows]
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return [(int(v), str(u), d) for v, u, d in _conn(session).execute(stmt)]
