@@ -184,5 +184,33 @@ def test_version_value_object() -> None:
     assert v.splits["train"].shards[1].name == "train-00001-of-00002"
     with pytest.raises(KeyError, match="no split 'validation'; splits: train"):
         v.files("validation")
+    with pytest.raises(rk.SplitNotFound) as missing:  # typed, with its code, for the CLI
+        v.split("validation")
+    assert missing.value.code == "split_not_found" and missing.value.extra["split"] == "validation"
     with pytest.raises(AttributeError):
         v.name = "x"  # type: ignore[misc]
+
+
+def test_pull_of_a_split_the_version_lacks_is_split_not_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``recordkeeper pull coco@v3 --split nosuch`` printed ``error: unexpected KeyError: ...
+    this is a bug in recordkeeper`` (the split lookup raised a bare KeyError)."""
+    from typer.testing import CliRunner
+
+    from recordkeeper.cli import app
+    from recordkeeper.cli import cache as cache_cli
+
+    v = _version("coco_20231015_v3", [_shard("train", 0, 1, "a")], [], "sha256:1")
+
+    class Resolver:
+        def resolve(self, ref: str) -> rk.DatasetVersion:
+            return v
+
+    monkeypatch.setattr(cache_cli, "connect", lambda options=None: Resolver())
+    args = ["pull", "coco@v3", "--split", "nosuch", "--cache-dir", str(tmp_path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 3, result.output
+    assert result.output == (
+        "error: coco_20231015_v3 has no split 'nosuch'; splits: train [split_not_found]\n"
+    )
