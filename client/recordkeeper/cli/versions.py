@@ -197,6 +197,7 @@ def convert(
         desc=desc,
         root=root,
         compression=stream_compression,
+        progress=None if not as_json else False,
     )
     if as_json:
         data = version.to_dict()
