@@ -214,3 +214,24 @@ def test_pull_of_a_split_the_version_lacks_is_split_not_found(
     assert result.output == (
         "error: coco_20231015_v3 has no split 'nosuch'; splits: train [split_not_found]\n"
     )
+
+
+def test_check_leakage_says_when_there_is_nothing_to_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A version with only a train split: ``check-leakage`` printed nothing and exited 0, a CI
+    log that looked like a pass."""
+    from typer.testing import CliRunner
+
+    from recordkeeper.cli import app
+    from recordkeeper.cli import records as records_cli
+
+    class NoPairs:
+        def check_leakage(self, ref: str, against: list[str], **kwargs: object) -> list:
+            return []
+
+    monkeypatch.setattr(records_cli, "connect", lambda options=None: NoPairs())
+    result = CliRunner().invoke(app, ["check-leakage", "big@v1"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("nothing checked: big@v1 has no evaluation split")
+    assert "--against" in result.output

@@ -154,6 +154,12 @@ def check_leakage(
         print_json({"ok": not failed, "pairs": [p.to_dict() for p in pairs]})
     else:
         out = console()
+        if not pairs:  # it printed nothing and exited 0: a CI log that says nothing was checked
+            out.print(
+                f"nothing checked: {ref} has no evaluation split (a split not named train…) "
+                "with another split to compare it with"
+                + ("" if against else "; --against adds other versions' training splits")
+            )
         for p in pairs:
             mark = "[red]LEAK[/]" if p in failed else "ok  "
             out.print(
