@@ -356,14 +356,27 @@ def change_summary(change: dict[str, int] | None, compared_with: str | None) -> 
     return (", ".join(parts) or "no shard changed") + f" ({records}) vs {compared_with}"
 
 
+#: Versions per ``GET /datasets/{name}/log`` request (its ``limit`` is at most 100).
+_LOG_PAGE = 100
+
+
 def log(
     dataset: Annotated[str, typer.Argument(help="Dataset name.")],
-    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many versions.")] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="At most this many versions.")
+    ] = 20,
     as_json: JsonOpt = False,
 ) -> None:
     """The dataset's history like `git log`: each version's number, date, desc, parents,
     producer commit and what changed against its base parent (or the previous version)."""
-    entries = connect().log(dataset, limit=limit)
+    client = connect()
+    entries: list[dict[str, Any]] = []
+    while len(entries) < limit:  # pages of at most 100, the route's bound (-n 500 was refused)
+        want = min(_LOG_PAGE, limit - len(entries))
+        page = client.log(dataset, limit=want, offset=len(entries))
+        entries += page
+        if len(page) < want:
+            break
     if as_json:
         print_json(entries)
         return
