@@ -303,7 +303,7 @@ def test_cli_publish_show_and_log(service: LiveService, repo: Path, data_dir: Pa
     assert "source  " + raw.as_uri() in shown and "note    second cut" in shown
     log = run("log", "coco").stdout
     assert "v2" in log and "v1" in log and "first version" in log
-    assert "+1 shards" in log or "~" in log
+    assert "+1 shard," in log or "~" in log
     entries = json.loads(run("log", "coco", "--json").stdout)
     assert [e["number"] for e in entries] == [2, 1]
     assert entries[0]["compared_with"] == entries[1]["name"]

@@ -93,6 +93,8 @@ def test_a_long_value_list_wraps_in_its_cell(live_service: LiveService, page: An
     first = train.locator("tbody tr").first
     expect(first).to_contain_text("[0, 0.1, 0.2, 0.3")  # float32, short
     expect(first).to_contain_text("0.8, 0.9, …]")  # the sample keeps 50 values
+    # the shards section's heading: "1 shards, 3 records" before
+    expect(page.get_by_text("Split train: 1 shard, 3 records", exact=False)).to_be_visible()
     label = train.locator("thead th").last
     expect(label).to_have_text("label")
     box = label.bounding_box()

@@ -18,6 +18,7 @@ from recordkeeper.cli.common import (
     parse_storage_options,
     print_json,
 )
+from recordkeeper.core.display import counted
 from recordkeeper.core.record_diff import RecordDiff
 from recordkeeper.core.record_identity import DEFAULT_WIDTH, IdentityKind
 
@@ -181,7 +182,12 @@ def which_checkpoints(
         typer.Option("--version", help="Search this version (instead of a whole dataset)."),
     ] = None,
     identity: Annotated[
-        str | None, typer.Option("--hash", help="The record's identity (hex), as index shows.")
+        str | None,
+        typer.Option(
+            "--hash",
+            help="The record's identity in full hex (32 digits at the default width), as "
+            "`diff --records` and `check-leakage` list them.",
+        ),
     ] = None,
     record_file: Annotated[
         Path | None, typer.Option("--record-file", help="A file holding the record's bytes.")
@@ -213,7 +219,8 @@ def which_checkpoints(
         out.print(f"not found in {len(answer.searched)} indexed version(s)")
     for s in answer.shards:
         out.print(
-            f"  {s['version']}:{s['split']} shard {s['index']}: {s['copies']} copies  {s['uri']}"
+            f"  {s['version']}:{s['split']} shard {s['index']}: "
+            f"{counted(s['copies'], 'copy', 'copies')}  {s['uri']}"
         )
     for c in answer.checkpoints:
         how = "direct" if c.direct else "inherited"

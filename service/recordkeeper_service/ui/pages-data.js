@@ -1,6 +1,6 @@
 // Pages about data: datasets, a dataset's versions and aliases, one version, compare two.
 import { api, seg } from "./api.js";
-import { badge, bytes, clear, count, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
+import { badge, bytes, clear, count, counted, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
 import { checkpointHref } from "./graph.js";
 import { fullTable, loadingList } from "./lists.js";
 import { fetchSample, sampleSection } from "./sample.js";
@@ -300,7 +300,7 @@ function shardsTable(split, entry) {
   return h(
     "section",
     { class: "split-section" },
-    h("h3", {}, `Split ${split}: ${count(entry.shard_count)} shards, ${count(entry.record_count)} records, ${bytes(entry.size)}`),
+    h("h3", {}, `Split ${split}: ${counted(entry.shard_count, "shard")}, ${counted(entry.record_count, "record")}, ${bytes(entry.size)}`),
     body,
   );
 }
