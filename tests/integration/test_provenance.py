@@ -233,7 +233,9 @@ def test_the_entry_script_is_captured_from_a_real_process(
     assert version.provenance.command[-1] == "--token=***"
 
 
-@pytest.mark.parametrize("tool", ["console script", "python -m recordkeeper.cli"])
+@pytest.mark.parametrize(
+    "tool", ["console script", "python -m recordkeeper.cli", "python -m an installed package"]
+)
 def test_a_tools_entry_script_is_not_the_code_that_made_the_data(
     repo: Path, monkeypatch: pytest.MonkeyPatch, tool: str
 ) -> None:
@@ -249,8 +251,11 @@ def test_a_tools_entry_script_is_not_the_code_that_made_the_data(
     if tool == "console script":
         entry = os.path.join(sysconfig.get_path("scripts"), "recordkeeper")
         assert os.path.isfile(entry), "the venv's recordkeeper console script"
-    else:
+    elif tool == "python -m recordkeeper.cli":
         entry = os.path.join(os.path.dirname(recordkeeper.cli.__file__), "__main__.py")
+    else:  # a Jupyter kernel's launcher is such a module too
+        entry = os.path.join(os.path.dirname(pytest.__file__), "__main__.py")
+        assert entry.startswith(sysconfig.get_path("purelib")), entry
     monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace(__file__=entry))
     monkeypatch.chdir(repo)
     producer = capture_git()
