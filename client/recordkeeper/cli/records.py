@@ -61,7 +61,7 @@ def head(
     """Show a version's first records with their features decoded (tf.train.Example and
     SequenceExample; other records as a hex prefix).  With --record-sample, also store the
     first -n records of every split (at most 10) as the version's sample records."""
-    from recordkeeper.core.record_sample import MAX_SAMPLE_RECORDS, record_row
+    from recordkeeper.core.record_sample import MAX_SAMPLE_RECORDS, MAX_SAMPLE_VALUES, record_row
 
     client = connect(parse_storage_options(storage_option))
     version = client.resolve(ref)
@@ -101,9 +101,13 @@ def head(
             out.print(f"  {row['features']}", markup=False, highlight=False)
             continue
         for name, values in row["features"].items():
-            out.print(
-                f"  {name}: {json.dumps(values, ensure_ascii=False)}", markup=False, highlight=False
-            )
+            text = json.dumps(values, ensure_ascii=False)
+            if isinstance(values, list) and len(values) > MAX_SAMPLE_VALUES:
+                # 784 pixels per record filled the terminal; the UI's sample cuts there too
+                cut = json.dumps(values[:MAX_SAMPLE_VALUES], ensure_ascii=False)
+                text = f"{cut[:-1]}, …] ({len(values):,} values; --json shows all)"
+            # one line per feature, however long: in a pipe rich broke it at 240 columns
+            out.print(f"  {name}: {text}", markup=False, highlight=False, soft_wrap=True)
 
 
 def index(
