@@ -101,3 +101,18 @@ def test_a_long_value_list_wraps_in_its_cell(live_service: LiveService, page: An
     assert box is not None and box["x"] + box["width"] <= 1280, box  # on the page, not scrolled to
     train.scroll_into_view_if_needed()
     shot(page, "version-sample-long-values")
+
+
+def test_records_that_are_not_examples_say_so_instead_of_an_empty_schema(
+    live_service: LiveService, page: Any
+) -> None:
+    """Opaque records showed the schema as a table with its header alone, which reads as a
+    page that did not finish loading."""
+    with live_service.client() as client, client.writer("blobs") as w:
+        w.write(b"record 0", split="train")
+    page.goto(f"{live_service.url}/#/versions/{w.version.name}")
+    expect(page.get_by_test_id("schema-none")).to_contain_text(
+        "opaque records, inferred from 1 record: no features (the records are not "
+        "tf.train.Example protos"
+    )
+    expect(page.get_by_test_id("schema")).to_have_count(0)
