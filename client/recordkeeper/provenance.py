@@ -29,6 +29,7 @@ import platform
 import re
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -325,12 +326,27 @@ def _git(root: str, *args: str, text: bool = True) -> Any:
 
 
 def _entry_script() -> str | None:
+    """The user's entry script: the ``__main__`` file, unless it is a tool's rather than the
+    user's code — an installed console script (in the interpreter's scripts directory:
+    ``recordkeeper``, ``pytest``, …), an installed package's module (site-packages: ``python
+    -m some_tool``, a Jupyter kernel's launcher) or a module of recordkeeper itself (``python -m
+    recordkeeper.cli``, also from a checkout).  ``recordkeeper convert`` run from a venv
+    inside a checkout recorded that checkout's commit as the producer of the data; such a run
+    is recorded from the current directory instead."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None) or (sys.argv[0] if sys.argv else None)
     if not path or path in ("-c", "-m", "-"):
         return None
     resolved = os.path.realpath(path)
-    return resolved if os.path.isfile(resolved) else None
+    if not os.path.isfile(resolved):
+        return None
+    tools = [sysconfig.get_path(p) for p in ("scripts", "purelib", "platlib")]
+    tools.append(os.path.dirname(__file__))  # …/recordkeeper
+    for directory in tools:
+        real = os.path.realpath(directory)
+        if os.path.commonpath([real, resolved]) == real:
+            return None
+    return resolved
 
 
 def capture_git(path: str | os.PathLike[str] | None = None) -> Producer:

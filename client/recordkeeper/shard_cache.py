@@ -706,7 +706,7 @@ class ShardCache:
         names = list(splits) if splits is not None else list(version.splits)
         for name in names:
             if name not in version.splits:
-                version.files(name)  # raises KeyError naming the splits
+                version.files(name)  # raises SplitNotFound (a KeyError) naming the splits
         shards = [s for name in names for s in version.splits[name].shards]
         self.check_fits(shards)
         options = storage_options if storage_options is not None else version.storage_options

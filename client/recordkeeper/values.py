@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, TypedDict, Unpack
 
-from recordkeeper.core.errors import CorruptShard, DeprecatedVersionWarning, VersionDataDeleted
+from recordkeeper.core.errors import (
+    CorruptShard,
+    DeprecatedVersionWarning,
+    SplitNotFound,
+    VersionDataDeleted,
+)
 from recordkeeper.core.retention import data_status
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns
@@ -553,12 +558,15 @@ class DatasetVersion:
         return records
 
     def split(self, split: str) -> Split:
-        """One split (``KeyError`` naming the splits if absent)."""
+        """One split (:class:`~recordkeeper.errors.SplitNotFound`, a ``KeyError``, naming the
+        splits if absent: ``split_not_found`` with exit status 3 in the CLI)."""
         try:
             return self.splits[split]
         except KeyError:
             known = ", ".join(sorted(self.splits)) or "none (listed without shards)"
-            raise KeyError(f"{self.name} has no split {split!r}; splits: {known}") from None
+            raise SplitNotFound(
+                f"{self.name} has no split {split!r}; splits: {known}", split=split
+            ) from None
 
     @property
     def schema(self) -> Schema:

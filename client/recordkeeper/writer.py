@@ -62,6 +62,7 @@ from recordkeeper.core.record_sample import SAMPLE_RECORDS
 from recordkeeper.core.roots import storage_root_of
 from recordkeeper.core.shards import ShardRecord
 from recordkeeper.core.splits import validate_split_name
+from recordkeeper.progress import ProgressLike, byte_progress
 from recordkeeper.provenance import build_provenance
 from recordkeeper.record_ids import RecordIds, split_digest
 from recordkeeper.record_sets import index_uri, register_record_set, write_index
@@ -797,6 +798,8 @@ def convert(
     root: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     compression: str | None = None,
+    progress: bool | ProgressLike | None = None,
+    code: Any = "auto",
 ) -> DatasetVersion:
     """A new version holding ``ref``'s records in the record format ``to``, shard for shard.
 
@@ -804,7 +807,9 @@ def convert(
     shard of the new format, so splits, shard boundaries and record order are kept and the
     new version has the same content digest (``records_sha256`` is format-neutral).  It is
     committed even though its content equals ``ref``'s (that is the point), with
-    ``metadata={"converted_from": <ref's name>, "format": to}``.
+    ``metadata={"converted_from": <ref's name>, "format": to}`` and ``ref`` as its provenance
+    parent (role ``base``).  ``progress``: a bytes/s bar over the stored bytes read, shard by
+    shard (None: on a terminal), or a ``ProgressLike``; ``code`` as for the writer.
     """
     from recordkeeper import formats
 
@@ -821,10 +826,13 @@ def convert(
         storage_options=storage_options,
         force_new=True,
         metadata={"converted_from": source.name, "format": to},
+        parents=[(source.name, "base")],
+        code=code,
         format=to,
         format_options=format_options,
     )
-    with writer:
+    total = sum(s.size for s in source.shards)
+    with writer, byte_progress(f"convert {source.name}", total, progress) as advance:
         for split in sorted(source.splits):
             for shard in source.splits[split].shards:
                 fmt = formats.get(shard.format)
@@ -832,6 +840,7 @@ def convert(
                     for record in fmt.iter_records(fh, shard.compression):
                         writer.write(bytes(record), split=split)
                 writer.end_shard(split)
+                advance(shard.size)
     version = writer.version
     if version.content_digest != source.content_digest:  # pragma: no cover - a bug if seen
         raise InvalidShard(

@@ -184,5 +184,8 @@ def test_version_value_object() -> None:
     assert v.splits["train"].shards[1].name == "train-00001-of-00002"
     with pytest.raises(KeyError, match="no split 'validation'; splits: train"):
         v.files("validation")
+    with pytest.raises(rk.SplitNotFound) as missing:  # typed, with its code, for the CLI
+        v.split("validation")
+    assert missing.value.code == "split_not_found" and missing.value.extra["split"] == "validation"
     with pytest.raises(AttributeError):
         v.name = "x"  # type: ignore[misc]

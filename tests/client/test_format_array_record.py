@@ -224,14 +224,28 @@ def test_convert_keeps_the_content_digest_and_the_shards(client: rk.Client) -> N
         for i, record in enumerate(records):
             w.write(record, split="train" if i % 4 else "test")
     v1 = w.version
-    converted = client.convert(v1.name, to="array_record", format_options={"group_size": 2})
+
+    class Read:
+        bytes = 0
+
+        def advance(self, nbytes: int) -> None:
+            self.bytes += nbytes
+
+    read = Read()  # converting a large version took minutes without a word: it shows progress
+    converted = client.convert(
+        v1.name, to="array_record", format_options={"group_size": 2}, progress=read
+    )
+    assert read.bytes == sum(s.size for s in v1.shards)
     assert converted.name != v1.name and converted.content_digest == v1.content_digest
     assert {s.format for s in converted.shards} == {"array_record"}
     assert [(s.split, s.index, s.records_sha256) for s in converted.shards] == [
         (s.split, s.index, s.records_sha256) for s in v1.shards
     ]
     assert converted.verify(deep=True).ok
-    back = client.convert(converted, to="tfrecord")
+    # its source is its base parent: `recordkeeper log` says where it came from
+    parents = converted.provenance.parents
+    assert [(p.name, p.role) for p in parents] == [(v1.name, "base")]
+    back = client.convert(converted, to="tfrecord", progress=read)
     assert back.content_digest == v1.content_digest
     assert {(s.format, s.compression) for s in back.shards} == {("tfrecord", "none")}
 

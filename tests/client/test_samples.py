@@ -104,6 +104,26 @@ def test_record_sample_and_the_cli_attach_one_later(
         client.registry.http.api("PUT", f"/versions/{name}/sample", json=body)
 
 
+def test_head_cuts_a_long_value_list_as_the_sample_does(
+    client: rk.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An MNIST-like record printed all its 784 pixel values per record; the UI says its
+    sample is decoded "as recordkeeper head shows them", and the sample keeps 50."""
+    from recordkeeper.cli import common
+    from recordkeeper.cli.app import app
+
+    with client.writer("pixels") as w:
+        w.write(example_bytes({"image": [0.5] * 784, "label": [7]}), split="train")
+    monkeypatch.setattr(common, "Client", lambda *a, **k: client)
+    result = CliRunner().invoke(app, ["head", "pixels@latest", "-n", "1"])
+    assert result.exit_code == 0, result.output
+    fifty = ", ".join(["0.5"] * 50)  # one line, longer than a pipe's 240 columns
+    assert f"  image: [{fifty}, …] (784 values; --json shows all)\n" in result.stdout
+    assert "  label: [7]\n" in result.stdout
+    as_json = CliRunner().invoke(app, ["head", "pixels@latest", "-n", "1", "--json"])
+    assert json.loads(as_json.stdout)["records"][0]["features"]["image"] == [0.5] * 784
+
+
 def test_a_sample_that_cannot_be_stored_warns_and_the_version_stays(
     client: rk.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -62,6 +62,18 @@ def test_the_first_records_of_each_split_decoded() -> None:
     assert build_sample(records, per_split=99)["splits"][1]["records"][-1]["index"] == 9  # max 10
 
 
+def test_floats_are_shown_as_the_float32_they_are() -> None:
+    """A float feature is float32 on the wire: the sample and ``head`` showed its float64
+    widening (0.8506242036819458 for 0.8506242, 0.10000000149011612 for 0.1), digits that
+    are not in the data, across a whole table cell per value."""
+    values = [0.1, 0.8506242036819458, 1e-8, 3.4028234663852886e38, -2.5, 16777217.0, 0.0]
+    row = record_row(0, example(x=values))
+    shown = row["features"]["x"]
+    assert shown == [0.1, 0.8506242, 1e-08, 3.4028235e38, -2.5, 16777216.0, 0.0]
+    # each is exactly the stored float32, in the fewest digits
+    assert struct.pack("<7f", *shown) == struct.pack("<7f", *values)
+
+
 def test_floats_that_json_cannot_hold_become_text() -> None:
     row = record_row(0, example(x=[float("nan"), float("inf"), -float("inf"), 0.5]))
     assert row["features"] == {"x": ["nan", "inf", "-inf", 0.5]}

@@ -233,6 +233,36 @@ def test_the_entry_script_is_captured_from_a_real_process(
     assert version.provenance.command[-1] == "--token=***"
 
 
+@pytest.mark.parametrize(
+    "tool", ["console script", "python -m recordkeeper.cli", "python -m an installed package"]
+)
+def test_a_tools_entry_script_is_not_the_code_that_made_the_data(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, tool: str
+) -> None:
+    """``recordkeeper convert`` (code "auto") recorded the git state around its own console
+    script — the recordkeeper checkout holding the venv — as the producer of the data.  A
+    tool's entry script (the interpreter's scripts directory, recordkeeper's own modules) is
+    not the user's code: git is asked in the current directory instead."""
+    import sysconfig
+    import types
+
+    import recordkeeper.cli
+
+    if tool == "console script":
+        entry = os.path.join(sysconfig.get_path("scripts"), "recordkeeper")
+        assert os.path.isfile(entry), "the venv's recordkeeper console script"
+    elif tool == "python -m recordkeeper.cli":
+        entry = os.path.join(os.path.dirname(recordkeeper.cli.__file__), "__main__.py")
+    else:  # a Jupyter kernel's launcher is such a module too
+        entry = os.path.join(os.path.dirname(pytest.__file__), "__main__.py")
+        assert entry.startswith(sysconfig.get_path("purelib")), entry
+    monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace(__file__=entry))
+    monkeypatch.chdir(repo)
+    producer = capture_git()
+    assert producer.commit == _git(repo, "rev-parse", "HEAD")
+    assert producer.remote == CLEAN_REMOTE and producer.entry is None
+
+
 def test_cli_publish_show_and_log(service: LiveService, repo: Path, data_dir: Path) -> None:
     raw = _raw(data_dir)
     _shards(data_dir, "v1", 2)
@@ -278,7 +308,7 @@ def test_cli_publish_show_and_log(service: LiveService, repo: Path, data_dir: Pa
     assert "source  " + raw.as_uri() in shown and "note    second cut" in shown
     log = run("log", "coco").stdout
     assert "v2" in log and "v1" in log and "first version" in log
-    assert "+1 shards" in log or "~" in log
+    assert "+1 shard," in log or "~" in log
     entries = json.loads(run("log", "coco", "--json").stdout)
     assert [e["number"] for e in entries] == [2, 1]
     assert entries[0]["compared_with"] == entries[1]["name"]

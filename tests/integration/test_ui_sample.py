@@ -70,10 +70,49 @@ def test_version_page_shows_the_decoded_sample(live_service: LiveService, page: 
     expect(train.locator("tbody tr")).to_have_count(3)
     expect(train.locator("thead")).to_contain_text("caption")
     expect(train.locator("tbody tr").first).to_contain_text("a cat on mat 0")
-    expect(train.locator("tbody tr").nth(2)).to_contain_text("[0.25,0.5]")
+    expect(train.locator("tbody tr").nth(2)).to_contain_text("[0.25, 0.5]")  # as head shows
     expect(page.get_by_test_id("sample-test")).to_contain_text("held out")
     sample.scroll_into_view_if_needed()
     shot(page, "version-sample")
     page.goto(f"{live_service.url}/#/versions/{quiet}")
     none = page.get_by_test_id("sample-none")
     expect(none).to_contain_text(f"recordkeeper head {quiet} --record-sample")
+
+
+def test_a_long_value_list_wraps_in_its_cell(live_service: LiveService, page: Any) -> None:
+    """An MNIST-like record (784 floats, then its label): the sample's ``image`` cell was one
+    unbreakable line (``[0.8506242036819458,0.6369...]``) that pushed ``label`` out of view."""
+    image = [0.1 * (j % 10) for j in range(784)]
+    with live_service.client() as client, client.writer("pixels") as w:
+        for i in range(3):
+            w.write(example_bytes({"image": image, "label": [i]}))
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{live_service.url}/#/versions/{w.version.name}")
+    train = page.get_by_test_id("sample-train")
+    expect(train.locator("tbody tr")).to_have_count(3)
+    first = train.locator("tbody tr").first
+    expect(first).to_contain_text("[0, 0.1, 0.2, 0.3")  # float32, short
+    expect(first).to_contain_text("0.8, 0.9, …]")  # the sample keeps 50 values
+    # the shards section's heading: "1 shards, 3 records" before
+    expect(page.get_by_text("Split train: 1 shard, 3 records", exact=False)).to_be_visible()
+    label = train.locator("thead th").last
+    expect(label).to_have_text("label")
+    box = label.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 1280, box  # on the page, not scrolled to
+    train.scroll_into_view_if_needed()
+    shot(page, "version-sample-long-values")
+
+
+def test_records_that_are_not_examples_say_so_instead_of_an_empty_schema(
+    live_service: LiveService, page: Any
+) -> None:
+    """Opaque records showed the schema as a table with its header alone, which reads as a
+    page that did not finish loading."""
+    with live_service.client() as client, client.writer("blobs") as w:
+        w.write(b"record 0", split="train")
+    page.goto(f"{live_service.url}/#/versions/{w.version.name}")
+    expect(page.get_by_test_id("schema-none")).to_contain_text(
+        "opaque records, inferred from 1 record: no features (the records are not "
+        "tf.train.Example protos"
+    )
+    expect(page.get_by_test_id("schema")).to_have_count(0)

@@ -16,6 +16,7 @@ from recordkeeper.cli.common import (
     print_json,
     size,
 )
+from recordkeeper.core.display import counted
 from recordkeeper.shard_cache import ShardCache
 
 __all__ = ["cache_app", "register"]
@@ -84,7 +85,7 @@ def pull(
         print_json(report.to_dict())
         return
     console().print(
-        f"[bold]{report.version}[/] {report.shards} shards in {cache.directory}: "
+        f"[bold]{report.version}[/] {counted(report.shards, 'shard')} in {cache.directory}: "
         f"{report.downloaded} downloaded ({size(report.downloaded_bytes)}"
         + (f", {report.refetched} re-fetched: bad cache entries" if report.refetched else "")
         + f"), {report.cached} already cached"
@@ -127,7 +128,8 @@ def cache_du(cache_dir: CacheDirOpt = None, as_json: JsonOpt = False) -> None:
         )
         return
     console().print(
-        f"{cache.directory}: {len(entries)} shards, {size(used)} of {size(cache.max_size)}"
+        f"{cache.directory}: {counted(len(entries), 'shard')}, {size(used)} of "
+        f"{size(cache.max_size)}"
     )
 
 
@@ -150,4 +152,4 @@ def cache_clear(
     if as_json:
         print_json({"removed": count, "freed": freed})
         return
-    console().print(f"removed {count} shards ({size(freed)}) from {cache.directory}")
+    console().print(f"removed {counted(count, 'shard')} ({size(freed)}) from {cache.directory}")

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import os
@@ -260,12 +261,22 @@ def parse_storage_options(pairs: list[str] | None) -> dict[str, Any]:
 
 
 def console(stderr: bool = False) -> Any:
-    """A rich console; pipes and logs get a wide one so names and URIs are never cropped."""
+    """A rich console; pipes and logs get a wide one so names and URIs are never cropped.
+
+    Text is printed as written: no ``:name:`` emoji codes (``coco_v3:train: 0/40`` showed a
+    train emoji) and no automatic highlighting (it coloured parts of digests and numbers as
+    if they were IP addresses); only the ``[bold]…[/]`` markup a command writes styles it."""
     from rich.console import Console
 
-    out = Console(stderr=stderr, soft_wrap=False)
+    out = Console(stderr=stderr, soft_wrap=False, emoji=False, highlight=False)
     if not out.is_terminal:
-        out = Console(stderr=stderr, soft_wrap=False, width=max(out.width, 240))
+        out = Console(
+            stderr=stderr,
+            soft_wrap=False,
+            emoji=False,
+            highlight=False,
+            width=max(out.width, 240),
+        )
     return out
 
 
@@ -332,6 +343,13 @@ def print_library_warnings() -> None:
     warnings.showwarning = show
 
 
+def _silence_stdout() -> None:
+    """Point stdout's file descriptor at /dev/null (what is left in its buffer goes nowhere)."""
+    # no real file descriptor under a test runner's capture: nothing to point anywhere
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def handle_errors(run: Callable[[], T]) -> T:
     """Run a command; turn user errors into ``error: <detail> [<code>]`` (and ``(request id
     <id>)`` when the service answered it), or JSON with ``--json``, and the exit status of
@@ -358,6 +376,12 @@ def handle_errors(run: Callable[[], T]) -> T:
             "missing_extra",
             ExitCode.ERROR,
         )
+    except BrokenPipeError:
+        # Whoever read stdout stopped (`recordkeeper log coco --json | head`): end quietly
+        # with status 1, as rich's console and click's --help already do, not with an error
+        # about the pipe (and no second one when Python flushes stdout at exit).
+        _silence_stdout()
+        raise typer.Exit(int(ExitCode.ERROR)) from None
     except OSError as exc:
         code = "file_not_found" if isinstance(exc, FileNotFoundError) else "os_error"
         fail(str(exc), code, exit_code_for(exc))

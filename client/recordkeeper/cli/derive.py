@@ -18,6 +18,7 @@ from recordkeeper.cli.common import (
     print_json,
     size,
 )
+from recordkeeper.core.display import counted
 from recordkeeper.storage import to_uri
 
 __all__ = ["register"]
@@ -132,6 +133,7 @@ def derive(
     out.print(f"  digest  {version.content_digest}")
     for part in sorted(version.splits.values(), key=lambda s: s.name):
         out.print(
-            f"  {part.name:<12} {part.shard_count} shards  {part.record_count} records  "
+            f"  {part.name:<12} {counted(part.shard_count, 'shard')}  "
+            f"{counted(part.record_count, 'record')}  "
             f"{size(part.size)}"
         )

@@ -18,6 +18,7 @@ from recordkeeper.cli.common import (
     parse_storage_options,
     print_json,
 )
+from recordkeeper.core.display import counted
 from recordkeeper.core.record_diff import RecordDiff
 from recordkeeper.core.record_identity import DEFAULT_WIDTH, IdentityKind
 
@@ -60,7 +61,7 @@ def head(
     """Show a version's first records with their features decoded (tf.train.Example and
     SequenceExample; other records as a hex prefix).  With --record-sample, also store the
     first -n records of every split (at most 10) as the version's sample records."""
-    from recordkeeper.core.record_sample import MAX_SAMPLE_RECORDS, record_row
+    from recordkeeper.core.record_sample import MAX_SAMPLE_RECORDS, MAX_SAMPLE_VALUES, record_row
 
     client = connect(parse_storage_options(storage_option))
     version = client.resolve(ref)
@@ -100,9 +101,13 @@ def head(
             out.print(f"  {row['features']}", markup=False, highlight=False)
             continue
         for name, values in row["features"].items():
-            out.print(
-                f"  {name}: {json.dumps(values, ensure_ascii=False)}", markup=False, highlight=False
-            )
+            text = json.dumps(values, ensure_ascii=False)
+            if isinstance(values, list) and len(values) > MAX_SAMPLE_VALUES:
+                # 784 pixels per record filled the terminal; the UI's sample cuts there too
+                cut = json.dumps(values[:MAX_SAMPLE_VALUES], ensure_ascii=False)
+                text = f"{cut[:-1]}, …] ({len(values):,} values; --json shows all)"
+            # one line per feature, however long: in a pipe rich broke it at 240 columns
+            out.print(f"  {name}: {text}", markup=False, highlight=False, soft_wrap=True)
 
 
 def index(
@@ -154,6 +159,12 @@ def check_leakage(
         print_json({"ok": not failed, "pairs": [p.to_dict() for p in pairs]})
     else:
         out = console()
+        if not pairs:  # it printed nothing and exited 0: a CI log that says nothing was checked
+            out.print(
+                f"nothing checked: {ref} has no evaluation split (a split not named train…) "
+                "with another split to compare it with"
+                + ("" if against else "; --against adds other versions' training splits")
+            )
         for p in pairs:
             mark = "[red]LEAK[/]" if p in failed else "ok  "
             out.print(
@@ -175,7 +186,12 @@ def which_checkpoints(
         typer.Option("--version", help="Search this version (instead of a whole dataset)."),
     ] = None,
     identity: Annotated[
-        str | None, typer.Option("--hash", help="The record's identity (hex), as index shows.")
+        str | None,
+        typer.Option(
+            "--hash",
+            help="The record's identity in full hex (32 digits at the default width), as "
+            "`diff --records` and `check-leakage` list them.",
+        ),
     ] = None,
     record_file: Annotated[
         Path | None, typer.Option("--record-file", help="A file holding the record's bytes.")
@@ -207,7 +223,8 @@ def which_checkpoints(
         out.print(f"not found in {len(answer.searched)} indexed version(s)")
     for s in answer.shards:
         out.print(
-            f"  {s['version']}:{s['split']} shard {s['index']}: {s['copies']} copies  {s['uri']}"
+            f"  {s['version']}:{s['split']} shard {s['index']}: "
+            f"{counted(s['copies'], 'copy', 'copies')}  {s['uri']}"
         )
     for c in answer.checkpoints:
         how = "direct" if c.direct else "inherited"

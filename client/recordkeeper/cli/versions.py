@@ -22,6 +22,7 @@ from recordkeeper.cli.common import (
     print_json,
     size,
 )
+from recordkeeper.core.display import counted
 from recordkeeper.core.errors import InvalidRequest
 from recordkeeper.core.refs import PUBLISHED_STATES
 from recordkeeper.core.shards import shard_location
@@ -159,7 +160,8 @@ def publish(
     out.print(f"  digest  {version.content_digest}")
     for split in sorted(version.splits.values(), key=lambda s: s.name):
         out.print(
-            f"  {split.name:<12} {split.shard_count} shards  {split.record_count} records  "
+            f"  {split.name:<12} {counted(split.shard_count, 'shard')}  "
+            f"{counted(split.record_count, 'record')}  "
             f"{size(split.size)}"
         )
 
@@ -197,6 +199,7 @@ def convert(
         desc=desc,
         root=root,
         compression=stream_compression,
+        progress=None if not as_json else False,
     )
     if as_json:
         data = version.to_dict()
@@ -346,23 +349,36 @@ def change_summary(change: dict[str, int] | None, compared_with: str | None) -> 
         return "first version"
     parts = []
     if change["shards_added"]:
-        parts.append(f"+{change['shards_added']} shards")
+        parts.append("+" + counted(change["shards_added"], "shard"))
     if change["shards_removed"]:
-        parts.append(f"-{change['shards_removed']} shards")
+        parts.append("-" + counted(change["shards_removed"], "shard"))
     if change["shards_changed"]:
         parts.append(f"~{change['shards_changed']} changed")
     records = f"+{change['records_added']:,}/-{change['records_removed']:,} records"
     return (", ".join(parts) or "no shard changed") + f" ({records}) vs {compared_with}"
 
 
+#: Versions per ``GET /datasets/{name}/log`` request (its ``limit`` is at most 100).
+_LOG_PAGE = 100
+
+
 def log(
     dataset: Annotated[str, typer.Argument(help="Dataset name.")],
-    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many versions.")] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="At most this many versions.")
+    ] = 20,
     as_json: JsonOpt = False,
 ) -> None:
     """The dataset's history like `git log`: each version's number, date, desc, parents,
     producer commit and what changed against its base parent (or the previous version)."""
-    entries = connect().log(dataset, limit=limit)
+    client = connect()
+    entries: list[dict[str, Any]] = []
+    while len(entries) < limit:  # pages of at most 100, the route's bound (-n 500 was refused)
+        want = min(_LOG_PAGE, limit - len(entries))
+        page = client.log(dataset, limit=want, offset=len(entries))
+        entries += page
+        if len(page) < want:
+            break
     if as_json:
         print_json(entries)
         return
@@ -489,13 +505,13 @@ def verify(
                 else ""
             )
             out.print(
-                f"[green]ok[/] {version.name}: {report.checked} shards ({mode}, "
+                f"[green]ok[/] {version.name}: {counted(report.checked, 'shard')} ({mode}, "
                 f"{report.seconds:.2f} s{rate})"
             )
         else:
             out.print(
                 f"[red]FAILED[/] {version.name}: {len(report.problems)} of "
-                f"{report.checked} shards ({mode})"
+                f"{counted(report.checked, 'shard')} ({mode})"
             )
             for p in report.problems:
                 where = f" at offset {p.offset}" if p.offset is not None else ""
@@ -610,7 +626,8 @@ def export_tfds(
     out.print(f"{verb} [bold]{export.version}[/] as {export.load_name}")
     out.print(f"  builder dir  {export.builder_dir}")
     for split, lengths in sorted(export.splits.items()):
-        out.print(f"  {split:<12} {len(lengths)} shards  {sum(lengths)} records")
+        shards, records = counted(len(lengths), "shard"), counted(sum(lengths), "record")
+        out.print(f"  {split:<12} {shards}  {records}")
     methods = export.to_dict()["methods"]
     if methods:
         out.print("  shards       " + ", ".join(f"{n} {m}" for m, n in sorted(methods.items())))

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
-__all__ = ["binary_size", "diff_html", "table"]
+__all__ = ["binary_size", "counted", "diff_html", "table"]
 
 _STYLE = "border-collapse:collapse;text-align:left"
 
@@ -28,6 +28,12 @@ def binary_size(n: int) -> str:
             return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 shard``, ``2 shards``, ``0 shards``; ``plural`` for the irregular ones
+    (``counted(1, "copy", "copies")``): a count with its noun, as the CLI prints them."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def _cell(value: Any, tag: str = "td") -> str:

@@ -35,7 +35,7 @@ Exception tree::
     │   ├── TokenNotFound                         token_not_found
     │   ├── ModelNotFound                         model_not_found
     │   ├── CheckpointNotFound                    checkpoint_not_found
-    │   ├── SplitNotFound                         split_not_found (derive: not in the base)
+    │   ├── SplitNotFound (KeyError)              split_not_found (not in the version/base)
     │   ├── ShardNotFound                         shard_not_found (derive: not in the base)
     │   └── RouteNotFound                         not_found
     ├── Conflict                                  409
@@ -338,8 +338,10 @@ class CheckpointNotFound(NotFound):
     code = "checkpoint_not_found"
 
 
-class SplitNotFound(NotFound):
-    """A derived version's change names a split its base does not have."""
+class SplitNotFound(NotFound, KeyError):
+    """A split the version does not have: a derived version's change naming a split of its
+    base, or a split asked of a version (``v.split(name)``, ``recordkeeper pull --split``).
+    Also a :class:`KeyError`, what ``v.split``/``v.files`` raised before it was typed."""
 
     code = "split_not_found"
 

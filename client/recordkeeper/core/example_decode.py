@@ -10,6 +10,7 @@ turns values into JSON-able text (bytes as UTF-8 when they are text, else a hex 
 
 from __future__ import annotations
 
+import math
 import struct
 from typing import Any
 
@@ -158,7 +159,25 @@ def decode_example(record: bytes) -> DecodedRecord:
     return decoded
 
 
+def _float32(value: float) -> float:
+    """The shortest decimal that is the same float32 as ``value`` (a ``float_list`` value):
+    ``0.1`` rather than ``0.10000000149011612``, its float64 widening."""
+    if not math.isfinite(value):
+        return value
+    stored = struct.pack("<f", value)
+    for digits in range(1, 10):  # 9 significant digits always round-trip a float32
+        short = float(f"{value:.{digits}g}")
+        try:
+            if struct.pack("<f", short) == stored:
+                return short
+        except OverflowError:  # rounded up past the largest float32
+            continue
+    return value
+
+
 def _value(value: Any, width: int) -> Any:
+    if isinstance(value, float):
+        return _float32(value)
     if isinstance(value, bytes):
         try:
             text = value.decode("utf-8")
@@ -177,5 +196,6 @@ def _value(value: Any, width: int) -> Any:
 
 def shown(decoded: DecodedRecord, *, width: int = 64) -> dict[str, Any]:
     """``decoded`` with bytes made readable: UTF-8 text (cut at ``width`` characters), or
-    ``<N bytes: 89504e47…>`` for binary values (images, tensors)."""
+    ``<N bytes: 89504e47…>`` for binary values (images, tensors); floats (float32 on the wire)
+    as their shortest decimal, ``0.1`` not ``0.10000000149011612``."""
     return {k: _value(v, width) for k, v in decoded.items()}

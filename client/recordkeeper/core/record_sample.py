@@ -36,6 +36,7 @@ __all__ = [
     "MAX_SAMPLE_BYTES",
     "MAX_SAMPLE_RECORDS",
     "MAX_SAMPLE_SPLITS",
+    "MAX_SAMPLE_VALUES",
     "SAMPLE_RECORDS",
     "SAMPLE_WIDTH",
     "build_sample",
@@ -56,7 +57,9 @@ SAMPLE_WIDTH = 64
 MAX_SAMPLE_BYTES = 32 * 1024
 #: Feature names and values kept per record at most (a record of 10,000 features is cut).
 MAX_SAMPLE_FEATURES = 200
-_MAX_VALUES = 50
+#: Values per feature kept in a sample (then ``"…"``), and shown by ``recordkeeper head``.
+MAX_SAMPLE_VALUES = 50
+_MAX_VALUES = MAX_SAMPLE_VALUES
 _KINDS = ("example", "bytes")
 _MIN_WIDTH = 8
 

@@ -198,7 +198,7 @@ def to_hf_dataset(version: DatasetVersion, split: str, *, streaming: bool = Fals
     """``split`` of ``version`` as a ``datasets.Dataset`` (``IterableDataset`` when
     ``streaming``); see the module docstring.  The Arrow cache of a non-streaming dataset is
     named by the content digest and split: the same content is read once."""
-    version.split(split)  # KeyError naming the splits
+    version.split(split)  # SplitNotFound (a KeyError) naming the splits
     features = hf_features(version)
     digest = version.content_digest or version.name
     _READING[(version.name, digest)] = version

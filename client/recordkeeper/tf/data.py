@@ -180,7 +180,7 @@ def tf_dataset(
     version.ensure_readable()  # VersionDataDeleted: retention deleted its data
     shards = version.splits[split].shards if split in version.splits else None
     if shards is None:
-        version.files(split)  # raises KeyError naming the splits
+        version.files(split)  # raises SplitNotFound (a KeyError) naming the splits
         raise AssertionError("unreachable")
     options = storage_options if storage_options is not None else version.storage_options
     if verify not in (None, "fast", "deep"):

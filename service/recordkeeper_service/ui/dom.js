@@ -72,6 +72,11 @@ export function count(n) {
   return n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US");
 }
 
+/** 1 → "1 shard", 2 → "2 shards" (recordkeeper.core.display.counted is the same rule). */
+export function counted(n, noun, plural = `${noun}s`) {
+  return `${count(n)} ${n === 1 ? noun : plural}`;
+}
+
 export function when(iso) {
   return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC") : "—";
 }

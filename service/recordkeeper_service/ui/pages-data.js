@@ -1,6 +1,6 @@
 // Pages about data: datasets, a dataset's versions and aliases, one version, compare two.
 import { api, seg } from "./api.js";
-import { badge, bytes, clear, count, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
+import { badge, bytes, clear, count, counted, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
 import { checkpointHref } from "./graph.js";
 import { fullTable, loadingList } from "./lists.js";
 import { fetchSample, sampleSection } from "./sample.js";
@@ -300,7 +300,7 @@ function shardsTable(split, entry) {
   return h(
     "section",
     { class: "split-section" },
-    h("h3", {}, `Split ${split}: ${count(entry.shard_count)} shards, ${count(entry.record_count)} records, ${bytes(entry.size)}`),
+    h("h3", {}, `Split ${split}: ${counted(entry.shard_count, "shard")}, ${counted(entry.record_count, "record")}, ${bytes(entry.size)}`),
     body,
   );
 }
@@ -316,10 +316,19 @@ function schemaTable(schema) {
     const steps = f.min_steps !== undefined && f.min_steps !== null ? ` × steps ${f.min_steps}..${f.max_steps}` : "";
     return `${values} per record${steps}`;
   };
+  const inferred = `${schema.record_type} records, inferred from ${counted(schema.record_count, "record")}`;
+  if (!schema.features.length) {
+    // an empty table (its header alone) read as "the schema did not load"
+    const why = {
+      opaque: "the records are not tf.train.Example protos, so there is no feature schema",
+      empty: "there are no records",
+    }[schema.record_type] ?? "the records carry no features";
+    return h("p", { class: "muted", "data-testid": "schema-none" }, `${inferred}: no features (${why}).`);
+  }
   return h(
     "div",
     {},
-    h("p", { class: "muted" }, `${schema.record_type} records, inferred from ${count(schema.record_count)} records`),
+    h("p", { class: "muted" }, inferred),
     table(
       [
         ["Feature", (f) => h("code", {}, f.name)],

@@ -13,10 +13,15 @@ export async function fetchSample(versionName) {
   }
 }
 
-/** A feature's values as one cell: one value bare, several as a list. */
+/** A feature's values as one cell: one value bare, several as a list written as
+ * `recordkeeper head` writes it, `[0.25, 0.5]` — with spaces, so a long list wraps inside its
+ * cell instead of pushing the record's other features out of view. */
 function valuesText(values) {
   if (Array.isArray(values) && values.length === 1 && !Array.isArray(values[0])) return String(values[0]);
-  return JSON.stringify(values);
+  if (!Array.isArray(values)) return JSON.stringify(values);
+  // "…" ends a list the sample cut at 50 values: shown bare, it is no value of the record
+  const item = (v) => (Array.isArray(v) ? valuesText(v) : v === "…" ? "…" : JSON.stringify(v));
+  return `[${values.map(item).join(", ")}]`;
 }
 
 // A feature's cell asks the record's own features (Object.hasOwn): `name in features` also

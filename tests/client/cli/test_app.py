@@ -5,7 +5,10 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import os
 import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -258,3 +261,38 @@ def test_help_shows_defaults_and_names_the_lock_file() -> None:
     assert "[default: data]" in result.stdout
     top = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).stdout
     assert "http://127.0.0.1:8080" in top
+
+
+@pytest.mark.parametrize("args", [["cache", "du"], ["cache", "du", "--json"], ["--help"]])
+def test_a_reader_that_stops_reading_ends_the_command_quietly(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """``recordkeeper log coco --json | head`` said ``error: [Errno 32] Broken pipe [os_error]``
+    (the JSON printer's write failed; rich's console and click's --help already ended quietly).
+    Every command now ends as they do: nothing on stderr, status 1."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the command writes a byte
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "recordkeeper.cli", *args],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "RECORDKEEPER_CACHE_DIR": str(tmp_path)},
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert done.stderr == b""
+    assert done.returncode == ExitCode.ERROR
+
+
+def test_output_is_printed_as_written() -> None:
+    """``check-leakage`` printed ``coco_v3:validation in coco_v3🚋 0/128`` for
+    ``coco_v3:train: 0/128``: rich read ``:train:`` as an emoji code."""
+    out = common.console()
+    with out.capture() as captured:
+        out.print("ok   coco_v3:validation in coco_v3:train: 0/128 records, :smile: 127.0.0.1")
+    assert captured.get() == (
+        "ok   coco_v3:validation in coco_v3:train: 0/128 records, :smile: 127.0.0.1\n"
+    )
