@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import json
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -260,14 +262,41 @@ def parse_storage_options(pairs: list[str] | None) -> dict[str, Any]:
     return options
 
 
+#: Characters a terminal acts on instead of showing: C0 and C1 controls but tab and newline
+#: (ESC starts the sequences that move the cursor, retitle the window, rewrite or hide what
+#: was printed; CR overprints a line) and the bidirectional overrides and isolates.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on shown as its escape (``\\x1b``,
+    ``\\u202e``): what the CLI prints comes from the registry, where anyone with a write token
+    puts descriptions, notes, commands and reasons."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+@functools.cache
+def _console_class() -> type:
+    """rich's ``Console``, turning every string it renders (``print`` arguments, table cells,
+    titles) printable first: one place for the ~150 places that print registry text."""
+    from rich.console import Console
+
+    class PrintableConsole(Console):
+        def render_str(self, text: str, **options: Any) -> Any:
+            return super().render_str(printable(text), **options)
+
+    return PrintableConsole
+
+
 def console(stderr: bool = False) -> Any:
     """A rich console; pipes and logs get a wide one so names and URIs are never cropped.
 
     Text is printed as written: no ``:name:`` emoji codes (``coco_v3:train: 0/40`` showed a
     train emoji) and no automatic highlighting (it coloured parts of digests and numbers as
-    if they were IP addresses); only the ``[bold]…[/]`` markup a command writes styles it."""
-    from rich.console import Console
-
+    if they were IP addresses); only the ``[bold]…[/]`` markup a command writes styles it.
+    Characters a terminal would act on (ESC sequences, CR, bidirectional overrides) are shown
+    as escapes (:func:`printable`)."""
+    Console = _console_class()
     out = Console(stderr=stderr, soft_wrap=False, emoji=False, highlight=False)
     if not out.is_terminal:
         out = Console(
