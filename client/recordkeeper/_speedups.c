@@ -2168,6 +2168,8 @@ typedef struct {
     const unsigned char *p;
     Py_ssize_t n, pos;
     int tag;
+    int has_last;            /* a chunk was taken: `last` is its final identity */
+    unsigned char last[64];  /* what the next chunk's first identity must not sort below */
 } rs_src_t;
 
 static void rs_release(rs_src_t *s) {
@@ -2180,8 +2182,26 @@ static void rs_release(rs_src_t *s) {
     s->n = s->pos = 0;
 }
 
+/* A source out of order: the merge below relies on every source being sorted (a round's
+ * entries must lie in its key range), so it is refused like index_chunks refuses it. */
+static void rs_unsorted(void) {
+    PyObject *errors = PyImport_ImportModule("recordkeeper.core.errors");
+    PyObject *cls = errors ? PyObject_GetAttrString(errors, "InvalidIndex") : NULL;
+    Py_XDECREF(errors);
+    if (cls == NULL) {
+        PyErr_Clear();
+        cls = Py_NewRef(PyExc_ValueError);
+    }
+    PyErr_SetString(cls, "the record index is not sorted");
+    Py_DECREF(cls);
+}
+
 /* 1: data, 0: exhausted, -1: error */
 static int rs_refill(rs_src_t *s, size_t w) {
+    if (s->p != NULL && s->n > 0) { /* keep the chunk's last identity for the order check */
+        memcpy(s->last, s->p + (size_t)(s->n - 1) * w, w);
+        s->has_last = 1;
+    }
     for (;;) {
         rs_release(s);
         PyObject *item = PyIter_Next(s->iter);
@@ -2270,9 +2290,20 @@ static void rs_free(rs_merge_t *m) {
     PyMem_Free(m->bucket);
 }
 
-/* sources: list of items, (tag, iterable) when tagged, else iterables (tag: the position) */
+/* sources: list of items, (tag, iterable) when tagged, else iterables (tag: the position).
+ * The items are read from a snapshot: the iterators run Python code, which may change `list`. */
+static int rs_init_items(rs_merge_t *m, PyObject *list, size_t w, int tagged, int ntags);
+
 static int rs_init(rs_merge_t *m, PyObject *list, size_t w, int tagged, int ntags) {
-    m->nsrc = PyList_GET_SIZE(list);
+    PyObject *items = PyList_AsTuple(list);
+    if (items == NULL) return -1;
+    int rc = rs_init_items(m, items, w, tagged, ntags);
+    Py_DECREF(items);
+    return rc;
+}
+
+static int rs_init_items(rs_merge_t *m, PyObject *list, size_t w, int tagged, int ntags) {
+    m->nsrc = PyTuple_GET_SIZE(list);
     m->w = w;
     m->bits = 40; /* grows while rounds come out small: no first round holds all */
     if (m->nsrc >= ((Py_ssize_t)1 << 30)) {
@@ -2286,7 +2317,7 @@ static int rs_init(rs_merge_t *m, PyObject *list, size_t w, int tagged, int ntag
         return -1;
     }
     for (Py_ssize_t i = 0; i < m->nsrc; i++) {
-        PyObject *item = PyList_GET_ITEM(list, i), *it;
+        PyObject *item = PyTuple_GET_ITEM(list, i), *it;
         long tag = (long)i;
         if (tagged) {
             if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
@@ -2344,7 +2375,9 @@ static int rs_grow(rs_merge_t *m) {
     return 0;
 }
 
-/* Copy every source's identities with a first-8-byte value <= hi into the batch. */
+/* Copy every source's identities with a first-8-byte value <= hi into the batch, checking
+ * that each source is in order (else InvalidIndex): what keeps every entry of a round inside
+ * its key range, i.e. rs_order's buckets, and one entry per source and identity. */
 static int rs_gather(rs_merge_t *m, uint64_t hi) {
     size_t w = m->w, r = w > 16 ? w - 16 : 0;
     m->nent = 0;
@@ -2360,6 +2393,11 @@ static int rs_gather(rs_merge_t *m, uint64_t hi) {
                 if (p0 > hi) {
                     if (p0 < m->next) m->next = p0;
                     break;
+                }
+                const unsigned char *before = s->pos ? c - w : s->has_last ? s->last : NULL;
+                if (before != NULL && rd_cmp(c, before, w) < 0) {
+                    rs_unsorted();
+                    return -1;
                 }
                 uint64_t p1 = rs_prefix(c + 8);
                 rs_ent_t *last = m->nent > first ? &m->ent[m->nent - 1] : NULL;
@@ -2771,11 +2809,13 @@ static PyObject *py_record_leakage_stream(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!iiO!i", &PyList_Type, &list, &ntags, &width, &PyList_Type,
                           &pairs, &sample))
         return NULL;
-    Py_ssize_t npairs = PyList_GET_SIZE(pairs);
     if (ntags < 1 || ntags > (1 << 20) || width < 16 || width > 64 || sample < 0) {
         PyErr_SetString(PyExc_ValueError, "record_leakage_stream: bad ntags, width or sample");
         return NULL;
     }
+    pairs = PyList_AsTuple(pairs); /* a snapshot: reading a pair's ints may run Python code */
+    if (pairs == NULL) return NULL;
+    Py_ssize_t npairs = PyTuple_GET_SIZE(pairs);
     rs_merge_t m = {0};
     PyObject *result = NULL, *samples = NULL;
     int64_t *counts = PyMem_Calloc((size_t)ntags, sizeof(int64_t));
@@ -2784,13 +2824,14 @@ static PyObject *py_record_leakage_stream(PyObject *self, PyObject *args) {
     int *other = PyMem_Calloc((size_t)(npairs ? npairs : 1), sizeof(int));
     int *slot = PyMem_Calloc((size_t)(npairs ? npairs : 1), sizeof(int));
     int *ev = PyMem_Calloc((size_t)(npairs ? npairs : 1), sizeof(int));
+    int *ov = PyMem_Calloc((size_t)(npairs ? npairs : 1), sizeof(int));
     int64_t *stats = PyMem_Calloc(3 * (size_t)(npairs ? npairs : 1), sizeof(int64_t));
-    if (!counts || !touched || !first || !other || !slot || !ev || !stats) {
+    if (!counts || !touched || !first || !other || !slot || !ev || !ov || !stats) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i < npairs; i++) {
-        PyObject *pair = PyList_GET_ITEM(pairs, i);
+        PyObject *pair = PyTuple_GET_ITEM(pairs, i);
         int e, o;
         if (!PyTuple_Check(pair) || !PyArg_ParseTuple(pair, "ii", &e, &o)) {
             if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
@@ -2803,7 +2844,7 @@ static PyObject *py_record_leakage_stream(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "record_leakage_stream: tag out of range");
             goto done;
         }
-        ev[i] = e;
+        ev[i] = e, ov[i] = o; /* read once: an __index__ need not answer the same twice */
         first[e + 1]++;
     }
     for (int t = 0; t < ntags; t++) first[t + 1] += first[t];
@@ -2811,10 +2852,8 @@ static PyObject *py_record_leakage_stream(PyObject *self, PyObject *args) {
         int *fill = touched; /* scratch: the next slot of each eval tag */
         for (int t = 0; t < ntags; t++) fill[t] = first[t];
         for (Py_ssize_t i = 0; i < npairs; i++) {
-            PyObject *pair = PyList_GET_ITEM(pairs, i);
-            int o = (int)PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
             int at = fill[ev[i]]++;
-            other[at] = o;
+            other[at] = ov[i];
             slot[at] = (int)i;
         }
         memset(touched, 0, (size_t)ntags * sizeof(int));
@@ -2875,7 +2914,9 @@ done:
     PyMem_Free(first);
     PyMem_Free(other);
     PyMem_Free(slot);
+    Py_DECREF(pairs);
     PyMem_Free(ev);
+    PyMem_Free(ov);
     PyMem_Free(stats);
     return result;
 }
