@@ -3030,6 +3030,9 @@ done:
 #define RW_CHUNK_HEADER 40
 #define RW_ZSTD_UNKNOWN (0ULL - 1)
 #define RW_ZSTD_ERROR (0ULL - 2)
+/* The end of the buffer (base + len) is at most this: every sum of offsets and sizes below
+ * (each at most the buffer's end, plus headers) stays far from 2^64. */
+#define RW_MAX_END ((uint64_t)1 << 62)
 
 static const uint64_t rw_key[4] = {0x2F696C6567656952ULL, 0x0A7364726F636572ULL,
                                    0x2F696C6567656952ULL, 0x0A7364726F636572ULL};
@@ -3077,7 +3080,8 @@ typedef struct {
 } rw_buf_t;
 
 static int rw_reserve(rw_buf_t *b, size_t more) {
-    if (b->len + more <= b->cap) return 0;
+    if (more <= b->cap - b->len) return 0;
+    if (more > SIZE_MAX / 4 || b->cap > SIZE_MAX / 4) return -1; /* the sum would wrap */
     size_t cap = b->cap * 2 + more + 4096;
     unsigned char *bigger = PyMem_RawRealloc(b->p, cap);
     if (bigger == NULL) return -1;
@@ -3234,16 +3238,27 @@ typedef struct {
     int kind;
 } rw_mark_t;
 
+/* An O& converter for a file offset: an int in [0, 2^64) ("K" would take any int modulo 2^64). */
+static int rw_offset(PyObject *obj, void *out) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return 0;
+    *(unsigned long long *)out = v;
+    return 1;
+}
+
 static PyObject *py_riegeli_walk(PyObject *self, PyObject *args) {
     Py_buffer view;
     unsigned long long base_arg, begin_arg;
     int zstd;
     Py_ssize_t cap;
-    if (!PyArg_ParseTuple(args, "y*KKpn", &view, &base_arg, &begin_arg, &zstd, &cap)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*O&O&pn", &view, rw_offset, &base_arg, rw_offset, &begin_arg,
+                          &zstd, &cap))
+        return NULL;
     uint64_t base = base_arg, pos = begin_arg, end = base + (uint64_t)view.len;
-    if (pos < base || pos > end || cap < 0) {
+    if (base > RW_MAX_END || (uint64_t)view.len > RW_MAX_END - base || pos < base || pos > end ||
+        cap < 0) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "begin or cap out of range");
+        PyErr_SetString(PyExc_ValueError, "base, begin or cap out of range");
         return NULL;
     }
     /* the records are framed straight into the bytes object returned (shrunk to fit) */
@@ -3276,7 +3291,8 @@ static PyObject *py_riegeli_walk(PyObject *self, PyObject *args) {
         uint64_t type_count = rw_le64(header + 24), decoded = rw_le64(header + 32);
         int type = (int)(type_count & 0xFF);
         uint64_t num_records = type_count >> 8;
-        if (data_size > end || num_records > end) break; /* beyond the buffer: not here */
+        /* beyond the buffer: not here (relative to pos, so that no sum below wraps) */
+        if (data_size > end - pos || num_records > end - pos) break;
         uint64_t chunk_end = rw_logical_end(pos, RW_CHUNK_HEADER + data_size);
         uint64_t padded = rw_possible_boundary(pos + num_records);
         if (padded > chunk_end) chunk_end = padded;
