@@ -2141,7 +2141,9 @@ static inline int rd_cmp(const unsigned char *x, const unsigned char *y, size_t 
  * Whole-stream merges (no Python per batch): each source is an iterator of chunks (bytes of
  * concatenated sorted identities, what recordkeeper.core.record_index.index_chunks yields);
  * C pulls the next chunk of a source when its current one is used up, so memory is one chunk
- * per source.  The GIL is held (chunks come from Python iterators).
+ * per source.  The GIL is held (chunks come from Python iterators).  A source out of order
+ * (an index written by anyone) raises recordkeeper.core.errors.InvalidIndex, as
+ * index_chunks and the Python merge do: the merge below relies on the order.
  *
  *   record_diff_stream(sources, nsplits, width, sample)
  *       -> (stats, moved, new, gone, sample_added, sample_removed)
@@ -2378,7 +2380,7 @@ static int rs_grow(rs_merge_t *m) {
 /* Copy every source's identities with a first-8-byte value <= hi into the batch, checking
  * that each source is in order (else InvalidIndex): what keeps every entry of a round inside
  * its key range, i.e. rs_order's buckets, and one entry per source and identity. */
-static int rs_gather(rs_merge_t *m, uint64_t hi) {
+static int rs_gather(rs_merge_t *m, uint64_t lo, uint64_t hi) {
     size_t w = m->w, r = w > 16 ? w - 16 : 0;
     m->nent = 0;
     m->next = UINT64_MAX;
@@ -2395,7 +2397,10 @@ static int rs_gather(rs_merge_t *m, uint64_t hi) {
                     break;
                 }
                 const unsigned char *before = s->pos ? c - w : s->has_last ? s->last : NULL;
-                if (before != NULL && rd_cmp(c, before, w) < 0) {
+                /* p0 < lo: below the round (only a chunk changed since it was read, e.g. a
+                 * bytearray written to by another source's iterator, gets past the check
+                 * against `before`; rs_order's buckets rely on it) */
+                if (p0 < lo || (before != NULL && rd_cmp(c, before, w) < 0)) {
                     rs_unsorted();
                     return -1;
                 }
@@ -2488,7 +2493,7 @@ static int rs_round(rs_merge_t *m) {
         int bits = m->bits;
         uint64_t lo = m->lo, span = bits >= 64 ? UINT64_MAX : (((uint64_t)1 << bits) - 1);
         uint64_t hi = lo > UINT64_MAX - span ? UINT64_MAX : lo + span;
-        if (rs_gather(m, hi) < 0) return -1;
+        if (rs_gather(m, lo, hi) < 0) return -1;
         if (hi == UINT64_MAX) m->finished = 1;
         else m->lo = hi + 1;
         if (m->nent == 0) {
@@ -2672,11 +2677,15 @@ done:
 typedef struct {
     int *ords;
     int64_t *copies;
-    Py_ssize_t n;
+    Py_ssize_t n, cap;
 } rs_lookup_ctx;
 
 static int rs_collect(void *ctx, int tag, int64_t copies) {
     rs_lookup_ctx *c = ctx;
+    if (c->n == c->cap) { /* a source twice for one identity: out of order (see rs_gather) */
+        rs_unsorted();
+        return -1;
+    }
     c->ords[c->n] = tag;
     c->copies[c->n] = copies;
     c->n++;
@@ -2721,7 +2730,7 @@ static PyObject *py_record_lookup_stream(PyObject *self, PyObject *args) {
         goto done;
     }
     if (rs_init(&m, list, (size_t)width, 0, 0) < 0) goto done;
-    rs_lookup_ctx ctx = {ords, copies, 0};
+    rs_lookup_ctx ctx = {ords, copies, 0, nsrc};
     for (;;) {
         ctx.n = 0;
         int got = rs_next(&m, rs_collect, &ctx);

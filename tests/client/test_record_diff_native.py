@@ -263,3 +263,21 @@ def test_native_and_python_agree_on_sources_in_any_order(
     assert outcome(NATIVE) == python
     in_order = all(ids == sorted(ids) for _, ids in a + b)
     assert isinstance(python, dict) == in_order
+
+
+def test_a_chunk_changed_after_it_was_read_cannot_put_an_entry_below_its_round() -> None:
+    """A bytearray chunk rewritten between two rounds by another source's iterator: its
+    identities look in order next to each other, but one now lies below the round it is
+    read in (the merge put it in a bucket out of bounds before checking that too)."""
+    from recordkeeper.core.errors import InvalidIndex
+
+    shared = bytearray(_id(1 << 41) + _id(1 << 50) + _id((1 << 50) + 1))
+
+    def rewriting() -> Iterator[bytes]:
+        yield _id((1 << 41) + 1)  # read in the round of 2^41, with the chunk's first identity
+        shared[:] = _id(0) + _id(5) + _id(6)  # the same size: the buffer stays exported
+        yield _id(1 << 60)
+
+    merge = _native.speedups.record_merge_stream  # type: ignore[union-attr]
+    with pytest.raises(InvalidIndex, match="the record index is not sorted"):
+        merge([iter([shared]), rewriting()], W, [].append, 1 << 20)
