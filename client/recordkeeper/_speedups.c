@@ -2141,7 +2141,9 @@ static inline int rd_cmp(const unsigned char *x, const unsigned char *y, size_t 
  * Whole-stream merges (no Python per batch): each source is an iterator of chunks (bytes of
  * concatenated sorted identities, what recordkeeper.core.record_index.index_chunks yields);
  * C pulls the next chunk of a source when its current one is used up, so memory is one chunk
- * per source.  The GIL is held (chunks come from Python iterators).
+ * per source.  The GIL is held (chunks come from Python iterators).  A source out of order
+ * (an index written by anyone) raises recordkeeper.core.errors.InvalidIndex, as
+ * index_chunks and the Python merge do: the merge below relies on the order.
  *
  *   record_diff_stream(sources, nsplits, width, sample)
  *       -> (stats, moved, new, gone, sample_added, sample_removed)
@@ -2168,6 +2170,8 @@ typedef struct {
     const unsigned char *p;
     Py_ssize_t n, pos;
     int tag;
+    int has_last;            /* a chunk was taken: `last` is its final identity */
+    unsigned char last[64];  /* what the next chunk's first identity must not sort below */
 } rs_src_t;
 
 static void rs_release(rs_src_t *s) {
@@ -2180,8 +2184,26 @@ static void rs_release(rs_src_t *s) {
     s->n = s->pos = 0;
 }
 
+/* A source out of order: the merge below relies on every source being sorted (a round's
+ * entries must lie in its key range), so it is refused like index_chunks refuses it. */
+static void rs_unsorted(void) {
+    PyObject *errors = PyImport_ImportModule("recordkeeper.core.errors");
+    PyObject *cls = errors ? PyObject_GetAttrString(errors, "InvalidIndex") : NULL;
+    Py_XDECREF(errors);
+    if (cls == NULL) {
+        PyErr_Clear();
+        cls = Py_NewRef(PyExc_ValueError);
+    }
+    PyErr_SetString(cls, "the record index is not sorted");
+    Py_DECREF(cls);
+}
+
 /* 1: data, 0: exhausted, -1: error */
 static int rs_refill(rs_src_t *s, size_t w) {
+    if (s->p != NULL && s->n > 0) { /* keep the chunk's last identity for the order check */
+        memcpy(s->last, s->p + (size_t)(s->n - 1) * w, w);
+        s->has_last = 1;
+    }
     for (;;) {
         rs_release(s);
         PyObject *item = PyIter_Next(s->iter);
@@ -2270,9 +2292,20 @@ static void rs_free(rs_merge_t *m) {
     PyMem_Free(m->bucket);
 }
 
-/* sources: list of items, (tag, iterable) when tagged, else iterables (tag: the position) */
+/* sources: list of items, (tag, iterable) when tagged, else iterables (tag: the position).
+ * The items are read from a snapshot: the iterators run Python code, which may change `list`. */
+static int rs_init_items(rs_merge_t *m, PyObject *list, size_t w, int tagged, int ntags);
+
 static int rs_init(rs_merge_t *m, PyObject *list, size_t w, int tagged, int ntags) {
-    m->nsrc = PyList_GET_SIZE(list);
+    PyObject *items = PyList_AsTuple(list);
+    if (items == NULL) return -1;
+    int rc = rs_init_items(m, items, w, tagged, ntags);
+    Py_DECREF(items);
+    return rc;
+}
+
+static int rs_init_items(rs_merge_t *m, PyObject *list, size_t w, int tagged, int ntags) {
+    m->nsrc = PyTuple_GET_SIZE(list);
     m->w = w;
     m->bits = 40; /* grows while rounds come out small: no first round holds all */
     if (m->nsrc >= ((Py_ssize_t)1 << 30)) {
@@ -2286,7 +2319,7 @@ static int rs_init(rs_merge_t *m, PyObject *list, size_t w, int tagged, int ntag
         return -1;
     }
     for (Py_ssize_t i = 0; i < m->nsrc; i++) {
-        PyObject *item = PyList_GET_ITEM(list, i), *it;
+        PyObject *item = PyTuple_GET_ITEM(list, i), *it;
         long tag = (long)i;
         if (tagged) {
             if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
@@ -2344,8 +2377,10 @@ static int rs_grow(rs_merge_t *m) {
     return 0;
 }
 
-/* Copy every source's identities with a first-8-byte value <= hi into the batch. */
-static int rs_gather(rs_merge_t *m, uint64_t hi) {
+/* Copy every source's identities with a first-8-byte value <= hi into the batch, checking
+ * that each source is in order (else InvalidIndex): what keeps every entry of a round inside
+ * its key range, i.e. rs_order's buckets, and one entry per source and identity. */
+static int rs_gather(rs_merge_t *m, uint64_t lo, uint64_t hi) {
     size_t w = m->w, r = w > 16 ? w - 16 : 0;
     m->nent = 0;
     m->next = UINT64_MAX;
@@ -2360,6 +2395,14 @@ static int rs_gather(rs_merge_t *m, uint64_t hi) {
                 if (p0 > hi) {
                     if (p0 < m->next) m->next = p0;
                     break;
+                }
+                const unsigned char *before = s->pos ? c - w : s->has_last ? s->last : NULL;
+                /* p0 < lo: below the round (only a chunk changed since it was read, e.g. a
+                 * bytearray written to by another source's iterator, gets past the check
+                 * against `before`; rs_order's buckets rely on it) */
+                if (p0 < lo || (before != NULL && rd_cmp(c, before, w) < 0)) {
+                    rs_unsorted();
+                    return -1;
                 }
                 uint64_t p1 = rs_prefix(c + 8);
                 rs_ent_t *last = m->nent > first ? &m->ent[m->nent - 1] : NULL;
@@ -2450,7 +2493,7 @@ static int rs_round(rs_merge_t *m) {
         int bits = m->bits;
         uint64_t lo = m->lo, span = bits >= 64 ? UINT64_MAX : (((uint64_t)1 << bits) - 1);
         uint64_t hi = lo > UINT64_MAX - span ? UINT64_MAX : lo + span;
-        if (rs_gather(m, hi) < 0) return -1;
+        if (rs_gather(m, lo, hi) < 0) return -1;
         if (hi == UINT64_MAX) m->finished = 1;
         else m->lo = hi + 1;
         if (m->nent == 0) {
@@ -2634,11 +2677,15 @@ done:
 typedef struct {
     int *ords;
     int64_t *copies;
-    Py_ssize_t n;
+    Py_ssize_t n, cap;
 } rs_lookup_ctx;
 
 static int rs_collect(void *ctx, int tag, int64_t copies) {
     rs_lookup_ctx *c = ctx;
+    if (c->n == c->cap) { /* a source twice for one identity: out of order (see rs_gather) */
+        rs_unsorted();
+        return -1;
+    }
     c->ords[c->n] = tag;
     c->copies[c->n] = copies;
     c->n++;
@@ -2683,7 +2730,7 @@ static PyObject *py_record_lookup_stream(PyObject *self, PyObject *args) {
         goto done;
     }
     if (rs_init(&m, list, (size_t)width, 0, 0) < 0) goto done;
-    rs_lookup_ctx ctx = {ords, copies, 0};
+    rs_lookup_ctx ctx = {ords, copies, 0, nsrc};
     for (;;) {
         ctx.n = 0;
         int got = rs_next(&m, rs_collect, &ctx);
@@ -2771,11 +2818,13 @@ static PyObject *py_record_leakage_stream(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!iiO!i", &PyList_Type, &list, &ntags, &width, &PyList_Type,
                           &pairs, &sample))
         return NULL;
-    Py_ssize_t npairs = PyList_GET_SIZE(pairs);
     if (ntags < 1 || ntags > (1 << 20) || width < 16 || width > 64 || sample < 0) {
         PyErr_SetString(PyExc_ValueError, "record_leakage_stream: bad ntags, width or sample");
         return NULL;
     }
+    pairs = PyList_AsTuple(pairs); /* a snapshot: reading a pair's ints may run Python code */
+    if (pairs == NULL) return NULL;
+    Py_ssize_t npairs = PyTuple_GET_SIZE(pairs);
     rs_merge_t m = {0};
     PyObject *result = NULL, *samples = NULL;
     int64_t *counts = PyMem_Calloc((size_t)ntags, sizeof(int64_t));
@@ -2784,13 +2833,14 @@ static PyObject *py_record_leakage_stream(PyObject *self, PyObject *args) {
     int *other = PyMem_Calloc((size_t)(npairs ? npairs : 1), sizeof(int));
     int *slot = PyMem_Calloc((size_t)(npairs ? npairs : 1), sizeof(int));
     int *ev = PyMem_Calloc((size_t)(npairs ? npairs : 1), sizeof(int));
+    int *ov = PyMem_Calloc((size_t)(npairs ? npairs : 1), sizeof(int));
     int64_t *stats = PyMem_Calloc(3 * (size_t)(npairs ? npairs : 1), sizeof(int64_t));
-    if (!counts || !touched || !first || !other || !slot || !ev || !stats) {
+    if (!counts || !touched || !first || !other || !slot || !ev || !ov || !stats) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i < npairs; i++) {
-        PyObject *pair = PyList_GET_ITEM(pairs, i);
+        PyObject *pair = PyTuple_GET_ITEM(pairs, i);
         int e, o;
         if (!PyTuple_Check(pair) || !PyArg_ParseTuple(pair, "ii", &e, &o)) {
             if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
@@ -2803,7 +2853,7 @@ static PyObject *py_record_leakage_stream(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "record_leakage_stream: tag out of range");
             goto done;
         }
-        ev[i] = e;
+        ev[i] = e, ov[i] = o; /* read once: an __index__ need not answer the same twice */
         first[e + 1]++;
     }
     for (int t = 0; t < ntags; t++) first[t + 1] += first[t];
@@ -2811,10 +2861,8 @@ static PyObject *py_record_leakage_stream(PyObject *self, PyObject *args) {
         int *fill = touched; /* scratch: the next slot of each eval tag */
         for (int t = 0; t < ntags; t++) fill[t] = first[t];
         for (Py_ssize_t i = 0; i < npairs; i++) {
-            PyObject *pair = PyList_GET_ITEM(pairs, i);
-            int o = (int)PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
             int at = fill[ev[i]]++;
-            other[at] = o;
+            other[at] = ov[i];
             slot[at] = (int)i;
         }
         memset(touched, 0, (size_t)ntags * sizeof(int));
@@ -2875,7 +2923,9 @@ done:
     PyMem_Free(first);
     PyMem_Free(other);
     PyMem_Free(slot);
+    Py_DECREF(pairs);
     PyMem_Free(ev);
+    PyMem_Free(ov);
     PyMem_Free(stats);
     return result;
 }
@@ -2989,6 +3039,9 @@ done:
 #define RW_CHUNK_HEADER 40
 #define RW_ZSTD_UNKNOWN (0ULL - 1)
 #define RW_ZSTD_ERROR (0ULL - 2)
+/* The end of the buffer (base + len) is at most this: every sum of offsets and sizes below
+ * (each at most the buffer's end, plus headers) stays far from 2^64. */
+#define RW_MAX_END ((uint64_t)1 << 62)
 
 static const uint64_t rw_key[4] = {0x2F696C6567656952ULL, 0x0A7364726F636572ULL,
                                    0x2F696C6567656952ULL, 0x0A7364726F636572ULL};
@@ -3036,7 +3089,8 @@ typedef struct {
 } rw_buf_t;
 
 static int rw_reserve(rw_buf_t *b, size_t more) {
-    if (b->len + more <= b->cap) return 0;
+    if (more <= b->cap - b->len) return 0;
+    if (more > SIZE_MAX / 4 || b->cap > SIZE_MAX / 4) return -1; /* the sum would wrap */
     size_t cap = b->cap * 2 + more + 4096;
     unsigned char *bigger = PyMem_RawRealloc(b->p, cap);
     if (bigger == NULL) return -1;
@@ -3193,16 +3247,27 @@ typedef struct {
     int kind;
 } rw_mark_t;
 
+/* An O& converter for a file offset: an int in [0, 2^64) ("K" would take any int modulo 2^64). */
+static int rw_offset(PyObject *obj, void *out) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return 0;
+    *(unsigned long long *)out = v;
+    return 1;
+}
+
 static PyObject *py_riegeli_walk(PyObject *self, PyObject *args) {
     Py_buffer view;
     unsigned long long base_arg, begin_arg;
     int zstd;
     Py_ssize_t cap;
-    if (!PyArg_ParseTuple(args, "y*KKpn", &view, &base_arg, &begin_arg, &zstd, &cap)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*O&O&pn", &view, rw_offset, &base_arg, rw_offset, &begin_arg,
+                          &zstd, &cap))
+        return NULL;
     uint64_t base = base_arg, pos = begin_arg, end = base + (uint64_t)view.len;
-    if (pos < base || pos > end || cap < 0) {
+    if (base > RW_MAX_END || (uint64_t)view.len > RW_MAX_END - base || pos < base || pos > end ||
+        cap < 0) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "begin or cap out of range");
+        PyErr_SetString(PyExc_ValueError, "base, begin or cap out of range");
         return NULL;
     }
     /* the records are framed straight into the bytes object returned (shrunk to fit) */
@@ -3235,7 +3300,8 @@ static PyObject *py_riegeli_walk(PyObject *self, PyObject *args) {
         uint64_t type_count = rw_le64(header + 24), decoded = rw_le64(header + 32);
         int type = (int)(type_count & 0xFF);
         uint64_t num_records = type_count >> 8;
-        if (data_size > end || num_records > end) break; /* beyond the buffer: not here */
+        /* beyond the buffer: not here (relative to pos, so that no sum below wraps) */
+        if (data_size > end - pos || num_records > end - pos) break;
         uint64_t chunk_end = rw_logical_end(pos, RW_CHUNK_HEADER + data_size);
         uint64_t padded = rw_possible_boundary(pos + num_records);
         if (padded > chunk_end) chunk_end = padded;

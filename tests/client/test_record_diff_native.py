@@ -148,3 +148,136 @@ def test_leakage_bad_pairs_are_refused() -> None:
         LEAKAGE([(0, iter([b"x" * 16]))], 1, W, [(0, 1)], 1)
     with pytest.raises(TypeError, match="pairs"):
         LEAKAGE([(0, iter([b"x" * 16]))], 1, W, [(0,)], 1)
+
+
+# --------------------------------------------------------------------------- hostile indexes
+# A shard's .rkidx may come from anyone who can write to the bucket, and index_chunks checks
+# the order only where one chunk meets the next: a chunk out of order inside reaches the merges.
+# They rely on every source being sorted (a key-range round's entries must lie in its range;
+# one entry per source and identity), so each refuses such a source with the error
+# index_chunks gives; before, the C merges wrote out of bounds (the diff, merge and leakage
+# rounds' bucket counts; the lookup's per-identity shard list).
+
+
+def _id(prefix: int, tail: int = 0) -> bytes:
+    return prefix.to_bytes(8, "big") + tail.to_bytes(W - 8, "big")
+
+
+UNSORTED_SOURCES = {
+    # the second identity falls below the round the first one opened (rs_order's buckets)
+    "back across a key round": [[_id(1 << 41) + _id(5)]],
+    # an identity again after another one: two entries of one source for one identity
+    "a repeat after another": [[_id(1) + _id(2) + _id(1)]],
+    # in order inside each chunk, not where they meet (seen by index_chunks, also by the merge)
+    "back across chunks": [[_id(7), _id(3)]],
+    "back in a later source only": [[_id(1) + _id(2)], [_id(9, 1) + _id(9)]],
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNSORTED_SOURCES))
+def test_every_merge_refuses_a_source_out_of_order(case: str) -> None:
+    from recordkeeper.core.errors import InvalidIndex
+
+    shards = UNSORTED_SOURCES[case]
+    sink: list[bytes] = []
+    merge = _native.speedups.record_merge_stream  # type: ignore[union-attr]
+    calls = {
+        "diff": lambda: NATIVE([(0, iter(c)) for c in shards], 1, W, 2),
+        "lookup": lambda: LOOKUP([iter(c) for c in shards], W, 4, sink.append, 1 << 20),
+        "merge": lambda: merge([iter(c) for c in shards], W, sink.append, 1 << 20),
+        "leakage": lambda: LEAKAGE([(0, iter(c)) for c in shards], 1, W, [(0, 0)], 2),  # type: ignore[misc]
+    }
+    for call in calls.values():
+        with pytest.raises(InvalidIndex, match="the record index is not sorted"):
+            call()
+    # the pure-Python reference refuses it too (it looped forever on empty batches)
+    with pytest.raises(InvalidIndex, match="the record index is not sorted"):
+        diff_records([("train", iter(c)) for c in shards], [], W)
+
+
+def test_a_source_list_changed_by_its_own_iterators_is_read_as_given() -> None:
+    """The merges run the sources' iterators while they set up: one that empties the list of
+    sources must not make them read past its end (they did: a crash)."""
+    sources: list[object] = []
+
+    def clearing() -> Iterator[bytes]:
+        sources.clear()
+        yield _id(1)
+
+    sources += [iter([_id(2)]), clearing(), iter([_id(3)])]
+    merged: list[bytes] = []
+    merge = _native.speedups.record_merge_stream  # type: ignore[union-attr]
+    assert merge(list(sources), W, merged.append, 1 << 20) == 3  # a copy: the documented use
+    sources[:] = [iter([_id(2)]), clearing(), iter([_id(3)])]
+    assert merge(sources, W, merged.append, 1 << 20) == 3
+    assert b"".join(merged[1:]) == _id(1) + _id(2) + _id(3)
+
+
+def test_leakage_reads_each_pairs_tags_once() -> None:
+    """A tag object whose __index__ answers differently each time: the pair is validated and
+    used with the same value (the second reading was used unchecked, out of bounds)."""
+    assert LEAKAGE is not None
+
+    class Shifty:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def __index__(self) -> int:
+            self.calls += 1
+            return 0 if self.calls == 1 else -(10**9)
+
+    sources = [(0, iter([_id(1)])), (1, iter([_id(1)]))]
+    rows = LEAKAGE(sources, 2, W, [(0, Shifty())], 5)
+    assert rows == [(1, 1, 1, [_id(1)])]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    a=st.lists(st.tuples(st.sampled_from(SPLITS), st.lists(identity, max_size=12)), max_size=4),
+    b=st.lists(st.tuples(st.sampled_from(SPLITS), st.lists(identity, max_size=12)), max_size=4),
+    chunk=st.integers(1, 5),
+)
+def test_native_and_python_agree_on_sources_in_any_order(
+    a: list[tuple[str, list[bytes]]], b: list[tuple[str, list[bytes]]], chunk: int
+) -> None:
+    """Sources as written (not sorted first): both merges give the same diff, or both refuse
+    the same way (InvalidIndex) — what an index written by anyone may hold."""
+    from recordkeeper.core.errors import InvalidIndex
+
+    def raw(v: list[tuple[str, list[bytes]]]) -> list[tuple[str, Iterator[bytes]]]:
+        out = []
+        for split, ids in v:
+            body = b"".join(ids)
+            out.append(
+                (split, iter([body[i : i + chunk * W] for i in range(0, len(body), chunk * W)]))
+            )
+        return out
+
+    def outcome(native: object) -> object:
+        try:
+            return diff_records(raw(a), raw(b), W, sample=2, native=native).to_dict()  # type: ignore[arg-type]
+        except InvalidIndex as exc:
+            return str(exc)
+
+    python = outcome(None)
+    assert outcome(NATIVE) == python
+    in_order = all(ids == sorted(ids) for _, ids in a + b)
+    assert isinstance(python, dict) == in_order
+
+
+def test_a_chunk_changed_after_it_was_read_cannot_put_an_entry_below_its_round() -> None:
+    """A bytearray chunk rewritten between two rounds by another source's iterator: its
+    identities look in order next to each other, but one now lies below the round it is
+    read in (the merge put it in a bucket out of bounds before checking that too)."""
+    from recordkeeper.core.errors import InvalidIndex
+
+    shared = bytearray(_id(1 << 41) + _id(1 << 50) + _id((1 << 50) + 1))
+
+    def rewriting() -> Iterator[bytes]:
+        yield _id((1 << 41) + 1)  # read in the round of 2^41, with the chunk's first identity
+        shared[:] = _id(0) + _id(5) + _id(6)  # the same size: the buffer stays exported
+        yield _id(1 << 60)
+
+    merge = _native.speedups.record_merge_stream  # type: ignore[union-attr]
+    with pytest.raises(InvalidIndex, match="the record index is not sorted"):
+        merge([iter([shared]), rewriting()], W, [].append, 1 << 20)

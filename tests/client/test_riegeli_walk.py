@@ -14,6 +14,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import cramjam
 import pytest
 import zstandard
 
@@ -23,6 +24,7 @@ from recordkeeper.core.riegeli import BLOCK_SIZE, ChunkType
 from recordkeeper.record_ids import RecordIds
 from recordkeeper.riegeli import reader as reader_module
 from recordkeeper.riegeli import scan_riegeli
+from recordkeeper.riegeli.highwayhash import highwayhash64_python
 from tests.client._riegeli_files import (
     Chunk,
     build,
@@ -206,3 +208,120 @@ def test_reading_the_first_records_decodes_only_the_first_chunks(
     records = iter_records(io.BytesIO(data))
     assert [next(records) for _ in range(5)] == [bytes([i]) for i in range(5)]
     assert len(decoded) <= 8
+
+
+# --------------------------------------------------------------------------- hostile claims
+# The hashes of a Riegeli file are keyed with a published key: whoever writes a file can make
+# any header or size claim look right.  Claims far beyond what the file holds are errors with
+# their reason (CorruptShard), the same on both paths; before, each of these raised
+# OverflowError or MemoryError (or aborted the process, or accepted a wrong record).
+
+
+def _values_claiming(size: int, stream: bytes, compression: str = "zstd") -> bytes:
+    """Simple chunk data for one 5-byte record whose values buffer has size prefix ``size``."""
+    code = {"zstd": 0x7A, "brotli": 0x62}[compression]
+    sizes = compress(varint(5), compression)
+    return bytes([code]) + varint(len(sizes)) + sizes + varint(size) + stream
+
+
+def _zstd_frame_declaring(size: int, data: bytes) -> bytes:
+    """A zstd frame for ``data`` whose header declares ``size`` bytes (8-byte content size)."""
+    frame = zstandard.ZstdCompressor().compress(data)
+    assert frame[4] == 0x20  # single segment, 1-byte content size: the blocks follow at 6
+    return frame[:4] + bytes([0xE0]) + size.to_bytes(8, "little") + frame[6:]
+
+
+def _reason(outcome: Any) -> str:
+    assert outcome[0] == "CorruptShard", outcome
+    return str(outcome[1]["reason"])
+
+
+def _hostile_values(case: str) -> tuple[bytes, int]:
+    """(simple chunk data for one 5-byte record, the chunk header's decoded_data_size)."""
+    no_size = zstandard.ZstdCompressor(write_content_size=False).compress(b"hello")
+    with_size = zstandard.ZstdCompressor().compress(b"hello")
+    brotli = bytes(cramjam.brotli.compress(b"hello"))
+    if case == "zstd prefix 2^63":  # OverflowError: max_output_size is a ssize_t
+        return _values_claiming(1 << 63, no_size), 5
+    if case == "zstd prefix and header 2^63":
+        return _values_claiming(1 << 63, with_size), 1 << 63
+    if case == "zstd frame header 1 TiB":  # zstandard allocates it whatever the prefix says
+        return _values_claiming(5, _zstd_frame_declaring(1 << 40, b"hello")), 5
+    if case == "zstd 64 GiB from 14 bytes":  # prefix and chunk header agree, no frame size
+        return _values_claiming(1 << 36, no_size), 1 << 36
+    if case == "brotli 1 TiB":  # cramjam aborted the process allocating it
+        return _values_claiming(1 << 40, brotli, "brotli"), 1 << 40
+    if case == "brotli 3 bytes more":  # cramjam padded the record with zeros: a wrong record
+        return _values_claiming(8, brotli, "brotli"), 8
+    assert case == "zstd sizes prefix 2^63"  # more than 10 bytes per announced record
+    sizes = varint(1 << 63) + zstandard.ZstdCompressor(write_content_size=False).compress(b"\x05")
+    return b"z" + varint(len(sizes)) + sizes + compress(b"hello", "zstd"), 5
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "zstd prefix 2^63",
+        "zstd prefix and header 2^63",
+        "zstd frame header 1 TiB",
+        "zstd 64 GiB from 14 bytes",
+        "brotli 1 TiB",
+        "brotli 3 bytes more",
+        "zstd sizes prefix 2^63",
+    ],
+)
+def test_sizes_beyond_what_the_chunk_header_or_stream_allows_are_corrupt(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data, decoded = _hostile_values(case)
+    chunk = Chunk(ChunkType.SIMPLE, data, 1, decoded)
+    file = build([simple([b"ok"]), chunk, simple([b"after"])]).data
+    assert _reason(_agree(file, monkeypatch)) == "bad_compression"
+
+
+def _claiming(data: bytes, begin: int, data_size: int) -> bytes:
+    """``data`` with the header of the chunk at ``begin`` claiming ``data_size`` (hash fixed)."""
+    assert 24 <= begin % BLOCK_SIZE <= BLOCK_SIZE - 40
+    rest = bytearray(data[begin + 8 : begin + 40])
+    rest[0:8] = data_size.to_bytes(8, "little")
+    stored = highwayhash64_python(bytes(rest)).to_bytes(8, "little")
+    return data[:begin] + stored + bytes(rest) + data[begin + 40 :]
+
+
+@pytest.mark.parametrize("claim", [1 << 40, 1 << 63, (1 << 64) - 1])
+def test_a_chunk_claiming_more_than_the_file_is_truncated(
+    claim: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A header claiming 1 TiB or more of data: the reader read it in one read(n), which
+    allocates n bytes first (MemoryError from a file, OverflowError past 2^63)."""
+    built = build([simple([b"ok"]), simple([b"x" * 100]), simple([b"after"])])
+    data = _claiming(built.data, built.chunk_offsets[1], claim)
+    assert _reason(_agree(data, monkeypatch)) == "truncated"
+    path = tmp_path / "claiming.riegeli"
+    path.write_bytes(data)
+    with path.open("rb") as fh, pytest.raises(CorruptShard, match="the file ends at"):
+        scan_riegeli(fh, hash_in_background=False)
+
+
+def test_the_walk_takes_offsets_it_can_add_to() -> None:
+    """Offsets are ints in [0, 2^62]: "K" took any int modulo 2^64 (2^64 was 0), and near 2^64
+    the chunk end of a header claiming 1 MiB wrapped around: the walk read past the buffer."""
+    assert speedups is not None
+    built = build([simple([b"x" * 100])])
+    chunk = built.data[built.chunk_offsets[0] :][:200]
+    base = (1 << 64) - (1 << 20) + 100
+    for offset in (base, 1 << 63, (1 << 62) + 1):
+        with pytest.raises(ValueError, match="out of range"):
+            speedups.riegeli_walk(
+                bytearray(_claiming(b"\0" * 100 + chunk, 100, 1 << 20)[100:]),
+                offset,
+                offset,
+                True,
+                1 << 20,
+            )
+    for offset in (1 << 64, -1):
+        with pytest.raises(OverflowError):
+            speedups.riegeli_walk(bytearray(chunk), offset, offset, True, 1 << 20)
+    last = (1 << 62) - BLOCK_SIZE + built.chunk_offsets[0]  # the chunk ending near 2^62
+    walked = speedups.riegeli_walk(bytearray(chunk), last, last, True, 1 << 20)
+    assert walked[2:4] == (last, last + len(chunk))  # read (and held back) like any other

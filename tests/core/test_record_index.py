@@ -127,6 +127,24 @@ def test_merge_keeps_every_copy_of_an_identity_in_one_batch() -> None:
     assert seen == Counter(record_hash(r) for r in records)
 
 
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [bytes([5]) * W + bytes([3]) * W],  # inside a chunk: index_chunks does not see it
+        [bytes([1]) * W + bytes([2]) * W + bytes([1]) * W],
+        [bytes([7]) * W, bytes([3]) * W],  # where two chunks meet
+    ],
+)
+def test_merge_refuses_a_source_out_of_order(chunks: list[bytes]) -> None:
+    """A chunk out of order (an index written by anyone) is refused with the error
+    index_chunks gives; before, the merge yielded empty batches forever."""
+    sources = [(0, iter(chunks)), (1, iter([bytes([9]) * W]))]
+    batches = merge_sorted(sources, W)
+    with pytest.raises(InvalidIndex, match="the record index is not sorted"):
+        for _ in range(1000):  # a bound: an unfixed merge makes no progress
+            next(batches)
+
+
 def _brute_diff(a: dict[str, list[bytes]], b: dict[str, list[bytes]]):
     out = {}
     for name in set(a) | set(b):

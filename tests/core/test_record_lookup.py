@@ -101,3 +101,14 @@ def test_damaged_or_foreign_files_are_refused() -> None:
             W,
             io.BytesIO().write,
         )
+
+
+def test_a_header_claiming_more_entries_than_the_file_holds_is_truncated() -> None:
+    """A lookup's header counts its entries, and where the fan-out table is follows from it:
+    a count beyond the file put that read past the end (struct.error, not InvalidIndex)."""
+    data = build([[record_hash(b"x"), record_hash(b"y")]])
+    header = LookupHeader.from_bytes(data)
+    for entries in (1 << 40, (1 << 64) - 1):
+        lying = LookupHeader(header.kind, header.width, fanout_bits(entries), entries, 1)
+        with pytest.raises(InvalidIndex, match="truncated"):
+            lookup_candidates(reader(lying.to_bytes() + data[64:]), record_hash(b"x"))

@@ -39,11 +39,13 @@ count and set digest, splits in name order: moving a record between splits chang
 from __future__ import annotations
 
 import hashlib
+import operator
 import re
 import struct
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Final, Generic, TypeVar
 
 from recordkeeper.core.errors import InvalidIndex
@@ -277,27 +279,45 @@ def index_chunks(
 
 
 class _Source(Generic[T]):
-    __slots__ = ("buf", "chunks", "done", "pos", "tag")
+    __slots__ = ("buf", "chunks", "done", "last_taken", "pos", "split", "tag")
 
-    def __init__(self, tag: T, chunks: Iterator[bytes]) -> None:
-        self.tag, self.chunks = tag, chunks
+    def __init__(
+        self, tag: T, chunks: Iterator[bytes], split: Callable[[bytes], list[bytes]]
+    ) -> None:
+        self.tag, self.chunks, self.split = tag, chunks, split
         self.buf, self.pos, self.done = b"", 0, False
+        self.last_taken = b""
+
+    def _next_chunk(self) -> bytes | None:
+        """The next chunk, refused unless its identities are in order after the last chunk's:
+        the merge's bound and bisections rely on it (an unsorted chunk stopped it from making
+        progress), as the C merge does."""
+        chunk = next(self.chunks, None)
+        if chunk is None:
+            return None
+        data = bytes(chunk)
+        ids = self.split(data)
+        if ids:
+            if ids[0] < self.last_taken or not all(map(operator.le, ids, islice(ids, 1, None))):
+                raise InvalidIndex("the record index is not sorted")
+            self.last_taken = ids[-1]
+        return data
 
     def fill(self, width: int) -> None:
         """Make the buffer hold at least one identity unless the source is exhausted."""
         while not self.done and self.pos >= len(self.buf):
-            chunk = next(self.chunks, None)
+            chunk = self._next_chunk()
             if chunk is None:
                 self.done = True
             else:
-                self.buf, self.pos = bytes(chunk), 0
+                self.buf, self.pos = chunk, 0
 
     def extend(self) -> None:
-        chunk = next(self.chunks, None)
+        chunk = self._next_chunk()
         if chunk is None:
             self.done = True
         else:
-            self.buf, self.pos = self.buf[self.pos :] + bytes(chunk), 0
+            self.buf, self.pos = self.buf[self.pos :] + chunk, 0
 
     def last(self, width: int) -> bytes:
         return self.buf[-width:]
@@ -315,11 +335,12 @@ def merge_sorted(
     consumer counts duplicates and overlaps batch by batch).  Memory: the sources' current
     chunks plus one batch — bounded by the number of sources times the chunk size, not by the
     record count (a run of copies of a single identity longer than a chunk is held whole).
+    A source out of order raises :class:`~recordkeeper.errors.InvalidIndex`.
     With ``sort=False`` a tag's identities are its sources' runs one after the other, unsorted
     (enough for counting; a set digest needs them sorted).
     """
-    live = [_Source(tag, iter(chunks)) for tag, chunks in sources]
     split = re.compile(b"(?s).{%d}" % width).findall  # fixed-width pieces, split in C
+    live = [_Source(tag, iter(chunks), split) for tag, chunks in sources]
     while True:
         for s in live:
             s.fill(width)

@@ -216,7 +216,10 @@ def lookup_candidates(
         )
     prefix = identity[:PREFIX]
     bucket = _top(prefix, header.bits)
-    lo, hi = struct.unpack("<QQ", read(header.fanout_at + 8 * bucket, 16))
+    starts = read(header.fanout_at + 8 * bucket, 16)
+    if len(starts) != 16:  # the header claims more entries than the file holds
+        raise InvalidIndex("the record lookup is truncated")
+    lo, hi = struct.unpack("<QQ", starts)
     if not lo <= hi <= header.entries:
         raise InvalidIndex("the record lookup's fan-out table is damaged")
     if hi == lo:

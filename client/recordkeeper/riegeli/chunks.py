@@ -78,6 +78,17 @@ def _decompressor(compression: int) -> Callable[[bytes | memoryview, int], bytes
                 if decompressor is None:
                     decompressor = local.decompressor = zstandard.ZstdDecompressor()
                 try:
+                    # the decompressor allocates the size a frame header declares, whatever
+                    # max_output_size says: more than the prefix is refused before that
+                    declared = zstandard.get_frame_parameters(data).content_size
+                except zstandard.ZstdError:
+                    declared = zstandard.CONTENTSIZE_UNKNOWN  # decompress() says what is wrong
+                if declared != zstandard.CONTENTSIZE_UNKNOWN and declared > size:
+                    raise ChunkDataError(
+                        "bad_compression",
+                        f"zstd: the frame header says {declared} bytes, the prefix {size}",
+                    )
+                try:
                     return decompressor.decompress(data, max_output_size=size)
                 except zstandard.ZstdError as exc:
                     raise ChunkDataError("bad_compression", f"zstd: {exc}") from None
@@ -87,7 +98,9 @@ def _decompressor(compression: int) -> Callable[[bytes | memoryview, int], bytes
 
         def brotli(data: bytes | memoryview, size: int) -> bytes:
             try:
-                return bytes(cramjam.brotli.decompress(data, output_len=size))
+                # not output_len=size: cramjam pads a shorter stream's output with zeros up
+                # to it (a wrong record accepted) and aborts when it cannot allocate it
+                return bytes(cramjam.brotli.decompress(data))
             except cramjam.DecompressionError as exc:
                 raise ChunkDataError("bad_compression", f"brotli: {exc}") from None
 
@@ -111,16 +124,38 @@ def _decompressor(compression: int) -> Callable[[bytes | memoryview, int], bytes
 _DECOMPRESSORS: dict[int, Callable[[bytes | memoryview, int], bytes]] = {}
 
 
-def _decompress(buf: bytes | memoryview, compression: int, what: str) -> bytes | memoryview:
+#: The most bytes one compressed byte can stand for: a zstd RLE block is 4 bytes (3 of header)
+#: for up to 128 KiB.  A size prefix beyond it for the stream's length is a lie.
+_ZSTD_MOST_PER_BYTE = 1 << 15
+
+
+def _decompress(
+    buf: bytes | memoryview, compression: int, what: str, most: int
+) -> bytes | memoryview:
+    """A buffer of a simple chunk decompressed: its size prefix, then the stream.  ``most``:
+    the size the chunk header allows (the decompressor allocates what the prefix says, so a
+    prefix beyond it, or beyond what the stream can hold, is refused before decompressing)."""
     if compression == NONE:
         return buf
     size, pos = read_varint(buf, 0, f"{what} (decompressed size)")
+    name = COMPRESSION_NAMES[compression]
+    if size > most:
+        raise ChunkDataError(
+            "bad_compression",
+            f"{what}: the {name} stream's prefix says {size} bytes, the chunk header allows "
+            f"at most {most}",
+        )
+    if compression == ZSTD and size > (len(buf) - pos) * _ZSTD_MOST_PER_BYTE:
+        raise ChunkDataError(
+            "bad_compression",
+            f"{what}: the zstd stream of {len(buf) - pos} bytes cannot hold the {size} bytes "
+            "its prefix says",
+        )
     decompress = _DECOMPRESSORS.get(compression)
     if decompress is None:
         decompress = _DECOMPRESSORS[compression] = _decompressor(compression)
     out = decompress(buf[pos:], size)
     if len(out) != size:
-        name = COMPRESSION_NAMES[compression]
         raise ChunkDataError(
             "bad_compression",
             f"{what}: the {name} stream decompresses to {len(out)} bytes, its prefix says {size}",
@@ -171,12 +206,16 @@ def decode_simple_chunk(
             "truncated",
             f"the record sizes claim {sizes_size} bytes, the chunk data has {len(data) - pos} left",
         )
-    sizes_buf = _decompress(data[pos : pos + sizes_size], compression, "record sizes")
+    sizes_buf = _decompress(
+        data[pos : pos + sizes_size], compression, "record sizes", 10 * num_records
+    )
     speedups = _native.speedups
     split = None if speedups is None else getattr(speedups, "riegeli_records", None)
     if split is not None:  # sizes decoded and records cut in C; on any error the code below
         try:  # finds it again and says what it is, in the same order
-            values = _decompress(data[pos + sizes_size :], compression, "record values")
+            values = _decompress(
+                data[pos + sizes_size :], compression, "record values", decoded_data_size
+            )
         except ChunkDataError:
             pass
         else:
@@ -194,7 +233,7 @@ def decode_simple_chunk(
             f"{exc.message} (the chunk header announces {num_records} records, "
             f"the sizes buffer has {len(sizes_buf)} bytes)",
         ) from None
-    values = _decompress(data[pos + sizes_size :], compression, "record values")
+    values = _decompress(data[pos + sizes_size :], compression, "record values", decoded_data_size)
     total = sum(sizes)
     if total != decoded_data_size or len(values) != total:
         raise ChunkDataError(

@@ -81,6 +81,7 @@ REASONS = (
 USE_LIBZSTD = True
 _READ_SIZE = 8 << 20
 _WALK_OUTPUT = 8 << 20  # at least this many bytes of framed records per C walk
+_MOST_READ = 64 << 20  # the most one read asks for
 _HEADER = struct.Struct("<5Q")  # a chunk header
 _BATCH_RECORDS = 4096  # batches() joins the records of small chunks up to this many ...
 _BATCH_BYTES = 1 << 20  # ... or this many bytes
@@ -138,7 +139,9 @@ class _Source:
     def ensure(self, end: int) -> bool:
         """Whether bytes up to ``end`` are there, reading more as needed."""
         while self.end < end and not self.eof:
-            piece = self._file.read(max(self.read_size, end - self.end))
+            # in pieces of at most _MOST_READ: `end` may come from a chunk header that claims
+            # far more than the file holds (read(n) allocates n bytes first)
+            piece = self._file.read(max(self.read_size, min(end - self.end, _MOST_READ)))
             if not piece:
                 self.eof = True
                 break
