@@ -82,6 +82,8 @@ class Database:
         )
         #: rows this process inserted into each analyzed table since it last analyzed it
         self._changed: dict[str, int] = {}
+        #: ... and how many of them make it worth asking PostgreSQL again
+        self._next_check: dict[str, int] = {}
         self._changes_lock = threading.Lock()
         self._write_sessions = sessionmaker(
             bind=self.engine.execution_options(rk_write=True),
@@ -164,8 +166,10 @@ class Database:
         reach :data:`ANALYZE_GROWTH` of it — ~0.4 s at 300,000 rows, at most once per 10 % of
         growth.  Changed rows are PostgreSQL's count or, when larger, this process's own
         (PostgreSQL's counters reach other sessions up to a second late, so a registration in
-        batches would otherwise never see its own rows).  SQLite's planner takes an index
-        without statistics: nothing to do there.
+        batches would otherwise never see its own rows).  PostgreSQL is asked only once this
+        process has inserted :data:`ANALYZE_MIN_ROWS` rows, and after a "not yet" only once its
+        own rows could make the difference: small registrations pay no round trip.  SQLite's
+        planner takes an index without statistics: nothing to do there.
         """
         if self.is_sqlite or inserted <= 0:
             return False
@@ -173,6 +177,8 @@ class Database:
             raise ValueError(f"{table!r} is not a table whose statistics the service keeps")
         with self._changes_lock:
             self._changed[table] = mine = self._changed.get(table, 0) + inserted
+            if mine < self._next_check.get(table, ANALYZE_MIN_ROWS):
+                return False  # no round trip on the registration's path until rows add up
         with self.engine.connect() as conn:
             row = conn.execute(
                 text(
@@ -187,14 +193,18 @@ class Database:
                 return False
             reltuples, counted, never = row
             changed = max(counted or 0, mine)
-            if changed < ANALYZE_MIN_ROWS:
-                return False
-            if not never and reltuples >= 0 and changed < ANALYZE_GROWTH * reltuples:
+            due = ANALYZE_MIN_ROWS if never or reltuples < 0 else ANALYZE_GROWTH * reltuples
+            if changed < max(due, ANALYZE_MIN_ROWS):
+                with self._changes_lock:  # asked again once this process's rows could tip it
+                    self._next_check[table] = mine + max(
+                        int(max(due, ANALYZE_MIN_ROWS) - changed), ANALYZE_MIN_ROWS
+                    )
                 return False
             conn.execute(text(f"ANALYZE {table}"))
             conn.commit()
         with self._changes_lock:
             self._changed[table] = max(self._changed.get(table, 0) - mine, 0)
+            self._next_check.pop(table, None)
         log.info("analyzed %s after %d new rows (planner statistics)", table, inserted)
         return True
 

@@ -105,3 +105,19 @@ def test_sqlite_and_unknown_tables() -> None:
         assert database.analyzed("shards", 10**6) is False  # SQLite plans by its indexes
     finally:
         database.dispose()
+
+
+def test_small_registrations_ask_postgresql_nothing(
+    fresh: tuple[Database, TestClient],
+) -> None:
+    """The check stays off the registration's path until this process's rows add up."""
+    from sqlalchemy import event
+
+    database, _client = fresh
+    sent: list[str] = []
+    event.listen(database.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    for _ in range(9):
+        assert database.analyzed("shards", ANALYZE_MIN_ROWS // 10) is False
+    assert sent == []
+    assert database.analyzed("shards", ANALYZE_MIN_ROWS // 10) is True  # 1,000 rows: asked
+    assert sent and sent[-1].startswith("ANALYZE")
