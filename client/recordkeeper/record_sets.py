@@ -325,13 +325,6 @@ def record_sets(http: HttpCore, ref: str) -> list[dict[str, Any]]:
     return data
 
 
-def has_record_identity(
-    http: HttpCore, ref: str, kind: IdentityKind = "bytes", width: int = DEFAULT_WIDTH
-) -> bool:
-    """Whether the version ``ref`` names has its ``kind``/``width`` record identity registered."""
-    return any((e["kind"], e["width"]) == (kind, width) for e in record_sets(http, ref))
-
-
 def is_registered(
     http: HttpCore,
     version: DatasetVersion,
@@ -342,7 +335,7 @@ def is_registered(
     """Whether ``version``'s record identity (``kind``/``width``) is registered and its record
     lookup stored: a deep verify that found every shard index matching its records then has
     nothing to register again (the digests and the lookup were built from those indexes)."""
-    if not has_record_identity(http, version.name, kind, width):
+    if not any((e["kind"], e["width"]) == (kind, width) for e in record_sets(http, version.name)):
         return False
     options = dict(version.storage_options if storage_options is None else storage_options)
     try:
@@ -352,11 +345,10 @@ def is_registered(
     return True
 
 
-def _require_indexed(
-    http: HttpCore, version: DatasetVersion, kind: IdentityKind, width: int
-) -> None:
-    if has_record_identity(http, version.name, kind, width):
-        return
+def _require_indexed(http: HttpCore, version: DatasetVersion, kind: str, width: int) -> None:
+    for entry in record_sets(http, version.name):
+        if (entry["kind"], entry["width"]) == (kind, width):
+            return
     raise InvalidRequest(
         f"{version.name} has no {kind}/{width} record identity yet: run "
         f"`recordkeeper index {version.name}` first"
