@@ -20,11 +20,11 @@ from __future__ import annotations
 import re
 from typing import Literal, NamedTuple
 
-__all__ = ["Direction", "MetricDirection", "metric_direction", "parse_direction"]
+__all__ = ["DIRECTIONS", "Direction", "MetricDirection", "metric_direction", "parse_direction"]
 
 Direction = Literal["min", "max"]
-#: how a direction may be spelled, and what it means
-_SPELLINGS: dict[str, Direction] = {"min": "min", "lower": "min", "max": "max", "higher": "max"}
+#: the two directions, as ``compare`` and the CLI spell them
+DIRECTIONS: tuple[str, ...] = ("min", "max")
 
 _LOWER_IS_BETTER = frozenset(
     {
@@ -65,6 +65,7 @@ def metric_direction(name: str) -> MetricDirection:
 
 def parse_direction(value: object) -> Direction:
     """``"min"`` or ``"max"`` (also ``lower``/``higher``); raises ``ValueError`` otherwise."""
-    if isinstance(value, str) and value.lower() in _SPELLINGS:
-        return _SPELLINGS[value.lower()]
+    spelled = {"min": "min", "lower": "min", "max": "max", "higher": "max"}
+    if isinstance(value, str) and value.lower() in spelled:
+        return "min" if spelled[value.lower()] == "min" else "max"
     raise ValueError(f"a metric direction is 'min' (lower is better) or 'max', not {value!r}")
