@@ -75,7 +75,6 @@ def test_a_records_reference_resolves_to_the_newest_version_with_those_records(
     client: TestClient, database_url: str
 ) -> None:
     names = [publish(client, "coco", content=str(i))["name"] for i in range(3)]
-    near = "sha256:" + "0" * 63 + "1"  # shares its first 63 digits with ZERO
     for name, digest in zip(names, (ZERO, ONE, ZERO), strict=True):
         counts = _counts(client, name)
         put = client.put(f"{API}/versions/{name}/record-sets", json=_body(counts, digest))
@@ -112,7 +111,9 @@ def test_a_records_reference_resolves_to_the_newest_version_with_those_records(
     try:
         with engine.begin() as conn:
             conn.execute(
-                text("UPDATE version_record_sets SET records_digest = :d WHERE records_digest = :o"),
+                text(
+                    "UPDATE version_record_sets SET records_digest = :d WHERE records_digest = :o"
+                ),
                 {"d": forged, "o": records[names[1]]},
             )
     finally:

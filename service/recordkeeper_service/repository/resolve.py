@@ -28,8 +28,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Integer, Select, String, bindparam, exists, func, select
-from sqlalchemy.orm import aliased
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from recordkeeper.core.digests import DIGEST_PREFIX
 from recordkeeper.core.errors import InvalidReference, VersionNotFound
@@ -242,9 +241,7 @@ def check_visible(row: _VersionLike, ref: Reference, published_only: bool) -> No
     )
 
 
-def explain_missing(
-    db: Session | Connection, ref: Reference
-) -> VersionNotFound | InvalidReference:
+def explain_missing(db: Session | Connection, ref: Reference) -> VersionNotFound | InvalidReference:
     """The error for a reference that matched nothing, saying what does exist."""
     dataset_id = db.scalar(select(m.Dataset.id).where(m.Dataset.name == ref.dataset))
     if dataset_id is None:
