@@ -13,6 +13,7 @@ import recordkeeper as rk
 from recordkeeper.cli import app
 from recordkeeper.core.record_identity import record_hash
 from recordkeeper.core.record_sample import record_row
+from recordkeeper.record_sets import lookup_uri
 from tests.client._records import example_bytes, sample_examples
 from tests.integration._record_identity import _options
 from tests.integration.conftest import LiveService
@@ -115,11 +116,20 @@ def scenario(service: LiveService, root: str, opts: dict[str, Any]) -> None:
     assert client.resolve(ref).name == v1b.name
     assert client.diff(ref, v2.name, records=True).splits["train"].added == 1
     assert client.diff(f"samp@v{v1.number}", ref, records=True).identical
-    r = runner.invoke(app, [*base, "show", ref, "--json", *o])
+    r = runner.invoke(app, [*base, "show", ref, "--json"])
     assert r.exit_code == 0 and json.loads(r.stdout)["name"] == v1b.name, r.output
-    r = runner.invoke(app, [*base, "show", "samp@records:sha256:" + "0" * 64, "--json", *o])
+    r = runner.invoke(app, [*base, "show", "samp@records:sha256:" + "0" * 64, "--json"])
     assert r.exit_code != 0 and "version_not_found" in r.output, r.output
     assert "Traceback" not in r.output
+
+    # Without the versions' record lookups each shard index of the split is searched instead.
+    for v in (v1, v2):
+        fs, path = fsspec.core.url_to_fs(lookup_uri(v), **opts)
+        fs.rm(path)
+    counter = _Counter()
+    again = client.diff(v1.name, v2.name, records=True, progress=counter).splits["train"]
+    assert (again.decoded_added, again.decoded_removed) == ([added], [removed])
+    assert 0 < counter.bytes <= held[added["shard"]] + held[removed["shard"]]
 
     # A sample whose shard is gone says so; the rest of the diff is still answered.
     fs, path = fsspec.core.url_to_fs(removed["shard"], **opts)
