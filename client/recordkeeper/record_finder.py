@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from recordkeeper.core.errors import InvalidIndex, RecordkeeperError
+from recordkeeper.core.errors import RecordkeeperError
 from recordkeeper.core.record_diff import LeakPair, RecordDiff
 from recordkeeper.core.record_identity import DEFAULT_WIDTH, IdentityKind, record_hasher
 from recordkeeper.core.record_lookup import HEADER_SIZE as LOOKUP_HEADER_SIZE
@@ -97,42 +97,30 @@ def _locate(
     width: int,
     options: Mapping[str, Any],
 ) -> tuple[dict[bytes, Shard], dict[bytes, str]]:
-    """The shard holding each identity, confirmed in that shard's index; the reason for each
-    identity no index confirmed."""
+    """The shard holding each identity, confirmed in that shard's index (each index opened
+    once, closed before the next); the reason for each identity no index confirmed."""
     candidates = _via_lookup(version, shards, wanted, kind, width, options)
+    asked: dict[str, tuple[Shard, list[bytes]]] = {}  # shard URI → identities, in shard order
+    for shard in shards:
+        ids = [h for h in sorted(wanted) if candidates is None or shard in candidates[h]]
+        if ids:
+            asked.setdefault(shard.uri, (shard, []))[1].extend(ids)
     found: dict[bytes, Shard] = {}
     problems: list[str] = []
-    order = (
-        [(h, s) for h in sorted(wanted) for s in candidates[h]]
-        if candidates is not None
-        else [(h, s) for s in shards for h in sorted(wanted)]
-    )
-    handles: dict[str, Callable[[int, int], bytes] | None] = {}
-    opened: list[Any] = []
-    try:
-        for h, shard in order:
-            if h in found:
-                continue
-            if shard.uri not in handles:
-                try:
-                    fh = open_read(index_uri(shard.uri), dict(options))
-                    opened.append(fh)
-                    handles[shard.uri] = _read_range(fh)
-                except _READ_ERRORS as exc:
-                    handles[shard.uri] = None
-                    problems.append(f"no readable index for {shard.uri} ({exc})")
-            read = handles[shard.uri]
-            if read is None:
-                continue
-            try:
-                if count_in_index(read, h):
-                    found[h] = shard
-            except (InvalidIndex, *_READ_ERRORS) as exc:
-                handles[shard.uri] = None
-                problems.append(f"the index of {shard.uri} cannot be read ({exc})")
-    finally:
-        for fh in opened:
-            fh.close()
+    for shard, ids in asked.values():
+        todo = [h for h in ids if h not in found]
+        if not todo:
+            continue
+        try:
+            with open_read(index_uri(shard.uri), dict(options)) as fh:
+                read = _read_range(fh)
+                for h in todo:
+                    if count_in_index(read, h):
+                        found[h] = shard
+        except _READ_ERRORS as exc:
+            problems.append(f"the index of {shard.uri} cannot be read ({exc})")
+        if len(found) == len(wanted):
+            break
     why = "; ".join(problems[:2]) or "no shard index of the split holds it"
     return found, {h: why for h in wanted if h not in found}
 

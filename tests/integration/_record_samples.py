@@ -138,6 +138,9 @@ def scenario(service: LiveService, root: str, opts: dict[str, Any]) -> None:
     assert "error" in gone.decoded_removed[0] and "features" not in gone.decoded_removed[0]
     assert gone.decoded_removed[0]["record"] == removed["record"]
     assert gone.decoded_added == [added]
+    r = runner.invoke(app, [*base, "diff", v1.name, v2.name, "--records", *o])
+    assert r.exit_code == 0, r.output
+    assert f"- {removed['record']}  (not read: " in r.stdout and 'image: ["changed"]' in r.stdout
 
     # Identity of kind example (its index replaces the bytes one beside each shard): the same
     # records found by their canonical Example identity.
