@@ -4,6 +4,7 @@ cannot be read gets a reason instead of failing the whole answer."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,3 +113,16 @@ def test_what_cannot_be_read_says_why(client: rk.Client) -> None:
     assert rows[h39]["error"].startswith("the index of ") and counter.bytes == 0
     # a split the version does not have
     assert "no split 'nope'" in find_records(version, "nope", [h39])[h39]["error"]
+
+
+def test_a_version_whose_data_was_deleted_answers_a_reason_per_sample(client: rk.Client) -> None:
+    records = [example_bytes({"label": [i]}) for i in range(3)]
+    version = _write(client, {"train": records})
+    # as the service answers a version after retention deleted its data
+    gone = dataclasses.replace(
+        version, data_state="deleted", data_deleted_reason="retention", data_deleted_at=None
+    )
+    ids = [record_hash(r).hex() for r in records[:2]]
+    rows = find_records(gone, "train", ids)
+    assert [rows[h]["record"] for h in ids] == ids
+    assert all("cannot be read" in rows[h]["error"] for h in ids)
