@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
-from recordkeeper import record_lineage, record_sets
+from recordkeeper import record_diffs, record_lineage, record_sets
 from recordkeeper.core.digests import parse_digest
 from recordkeeper.core.errors import (
     InvalidReference,
@@ -418,6 +418,7 @@ class Registry:
         width: int = DEFAULT_WIDTH,
         sample: int = DEFAULT_SAMPLE,
         emit: Emit | None = None,
+        save: bool = True,
     ) -> RecordDiff: ...
     def diff(
         self,
@@ -429,21 +430,39 @@ class Registry:
         width: int = DEFAULT_WIDTH,
         sample: int = DEFAULT_SAMPLE,
         emit: Emit | None = None,
+        save: bool = True,
     ) -> VersionDiff | RecordDiff:
         """What changed from version ``a`` to version ``b`` (shards, record counts, schema).
 
         With ``records=True``, record by record from both versions' record indexes
         (:func:`recordkeeper.record_sets.record_diff`: per split added, removed, common,
         duplicates; moves between splits; ``emit(category, split, identity)`` streams the full
-        lists).  Both versions must have been indexed (:meth:`index`).
+        lists).  Both versions must have been indexed (:meth:`index`).  With ``save`` (the
+        default) its summary is then stored in the registry for the UI's compare page
+        (:func:`recordkeeper.record_diffs.save_record_diff`: best effort; with a read-only
+        token nothing is stored and the diff is returned all the same).
         """
         va = a if isinstance(a, DatasetVersion) else self.resolve(a)
         vb = b if isinstance(b, DatasetVersion) else self.resolve(b)
         if records:
-            return record_sets.record_diff(
+            result = record_sets.record_diff(
                 self.http, va, vb, kind=kind, width=width, sample=sample, emit=emit
             )
+            if save:
+                record_diffs.save_record_diff(self.http, va.name, vb.name, result, kind, width)
+            return result
         return diff_versions(va, vb)
+
+    def record_diffs(
+        self, a: str | DatasetVersion, b: str | DatasetVersion
+    ) -> list[dict[str, Any]]:
+        """The record diffs stored in the registry for ``a`` → ``b`` (one per identity kind and
+        width; empty: none was computed with a token allowed to write): ``a``, ``b``, ``kind``,
+        ``width``, ``identical``, ``new``, ``gone``, per split ``splits`` (records on each side,
+        added, removed, common, moved in and out, duplicates, sample identities as hex),
+        ``recorded_at``, ``recorded_by``."""
+        names = [v.name if isinstance(v, DatasetVersion) else v for v in (a, b)]
+        return record_diffs.record_diffs(self.http, names[0], names[1])
 
     def index(
         self,
