@@ -48,8 +48,8 @@ def _to_json(row: VersionRecordDiff, a: m.Version, b: m.Version) -> dict[str, An
     }
 
 
-def _published(session: Session, ref_text: str) -> m.Version:
-    version = find_version(session, parse_reference(ref_text))
+def _published(session: Session, ref_text: str, *, for_update: bool = False) -> m.Version:
+    version = find_version(session, parse_reference(ref_text), for_update=for_update)
     if version.state not in PUBLISHED_STATES:
         raise VersionNotFound(
             f"{version.name} is {version.state}: only committed versions have record diffs"
@@ -117,7 +117,9 @@ class RecordDiffRepository:
         checked = validate_record_diff(document)
         kind, width = checked["kind"], checked["width"]
         with self._db.transaction() as session:
-            a, b = _published(session, a_ref), _published(session, b_ref)
+            # A's row locked: two clients storing the same pair at once replace, never collide
+            a = _published(session, a_ref, for_update=True)
+            b = _published(session, b_ref)
             _check_against(
                 checked,
                 (split_record_counts(session, a.id), split_record_counts(session, b.id)),
