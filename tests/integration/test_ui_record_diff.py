@@ -139,7 +139,9 @@ def test_compare_page_shows_the_records_and_the_stored_diff(
         expect(rows.nth(i)).to_contain_text(split)
         expect(rows.nth(i)).to_contain_text("same records, resharded")
     expect(rows.nth(1)).to_contain_text("indexed · 50 records")
-    expect(page.get_by_test_id("record-diff-meta")).to_contain_text("No record added or removed.")
+    expect(page.get_by_test_id("record-diff-meta")).to_contain_text(
+        "No record added or removed: the same records in every split."
+    )
     page.get_by_test_id("records-splits").scroll_into_view_if_needed()
     shot(page, "compare-records-resharded")
 

@@ -156,12 +156,15 @@ export function recordDiffSection(diff, records) {
     h(
       "p",
       { "data-testid": "record-diff-meta" },
-      stored.identical ? h("span", { class: "ok" }, "No record added or removed. ") : null,
-      `${count(stored.new)} new to `,
-      h("code", {}, stored.b),
-      `, ${count(stored.gone)} gone from `,
-      h("code", {}, stored.a),
-      " (distinct identities, in no split of the other version).",
+      stored.identical
+        ? h("span", { class: "ok" }, "No record added or removed: the same records in every split.")
+        : [
+            `${count(stored.new)} new to `,
+            h("code", {}, stored.b),
+            `, ${count(stored.gone)} gone from `,
+            h("code", {}, stored.a),
+            " (distinct identities, in no split of the other version).",
+          ],
     ),
     h(
       "p",
