@@ -157,6 +157,7 @@ class Client:
     # record identity (recordkeeper.record_sets)
     index = _on_registry(Registry.index)
     record_sets = _on_registry(Registry.record_sets)
+    record_diffs = _on_registry(Registry.record_diffs)
     versions_with_records = _on_registry(Registry.versions_with_records)
     check_leakage = _on_registry(Registry.check_leakage)
     record_lineage = _on_registry(Registry.record_lineage)

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
-from recordkeeper import record_finder, record_lineage, record_sets
+from recordkeeper import record_diffs, record_finder, record_lineage, record_sets
 from recordkeeper.core.digests import parse_digest
 from recordkeeper.core.errors import (
     InvalidReference,
@@ -420,6 +420,7 @@ class Registry:
         emit: Emit | None = None,
         decode: bool = True,
         progress: bool | ProgressLike | None = None,
+        save: bool = True,
     ) -> RecordDiff: ...
     def diff(
         self,
@@ -433,6 +434,7 @@ class Registry:
         emit: Emit | None = None,
         decode: bool = True,
         progress: bool | ProgressLike | None = None,
+        save: bool = True,
     ) -> VersionDiff | RecordDiff:
         """What changed from version ``a`` to version ``b`` (shards, record counts, schema).
 
@@ -444,7 +446,10 @@ class Registry:
         from the shards holding them and decodes them like ``recordkeeper head``
         (:func:`recordkeeper.record_finder.decode_diff`: ``decoded_added``,
         ``decoded_removed``); ``decode=False`` reads no shard.  ``progress``: a bar on stderr
-        while shards are read (None: when stderr is a terminal).
+        while shards are read (None: when stderr is a terminal).  With ``save`` (the default)
+        its summary is then stored in the registry for the UI's compare page
+        (:func:`recordkeeper.record_diffs.save_record_diff`: best effort; with a read-only
+        token nothing is stored and the diff is returned all the same).
         """
         va = a if isinstance(a, DatasetVersion) else self.resolve(a)
         vb = b if isinstance(b, DatasetVersion) else self.resolve(b)
@@ -452,10 +457,23 @@ class Registry:
             result = record_sets.record_diff(
                 self.http, va, vb, kind=kind, width=width, sample=sample, emit=emit
             )
+            if save:
+                record_diffs.save_record_diff(self.http, va.name, vb.name, result, kind, width)
             if decode:
                 record_finder.decode_diff(result, va, vb, kind=kind, width=width, progress=progress)
             return result
         return diff_versions(va, vb)
+
+    def record_diffs(
+        self, a: str | DatasetVersion, b: str | DatasetVersion
+    ) -> list[dict[str, Any]]:
+        """The record diffs stored in the registry for ``a`` → ``b`` (one per identity kind and
+        width; empty: none was computed with a token allowed to write): ``a``, ``b``, ``kind``,
+        ``width``, ``identical``, ``new``, ``gone``, per split ``splits`` (records on each side,
+        added, removed, common, moved in and out, duplicates, sample identities as hex),
+        ``recorded_at``, ``recorded_by``."""
+        names = [v.name if isinstance(v, DatasetVersion) else v for v in (a, b)]
+        return record_diffs.record_diffs(self.http, names[0], names[1])
 
     def index(
         self,

@@ -218,6 +218,16 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
     call("GET", f"{API}/versions/{{ref}}/record-sets", ref=name)
     found = call("GET", f"{API}/record-sets/{{digest}}", digest=registered["records_digest"])
     assert found["count"] == 1
+    zero = dict.fromkeys(("added", "removed", "moved_in", "moved_out", "duplicates_a"), 0)
+    splits = [
+        {"split": s, "records_a": n, "records_b": n, "common": n, "duplicates_b": 0, **zero,
+         "sample_added": [], "sample_removed": []}
+        for s, n in counts.items()
+    ]  # fmt: skip
+    record_diff = {"kind": "bytes", "width": 16, "new": 0, "gone": 0, "splits": splits}
+    url = f"{API}/versions/{{ref}}/record-diffs/{{other}}"
+    call("PUT", url, json=record_diff, ref=name, other=name)
+    assert call("GET", url, ref=name, other=name)["data"][0]["identical"]
     records = [
         {"index": 0, "size": 12, "kind": "example", "features": {"label": [3], "t": ["a cat"]}},
         {"index": 1, "size": 3, "kind": "bytes", "features": "<3 bytes: 0a0b0c>"},

@@ -103,6 +103,8 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("PUT", f"{API}/versions/{{ref}}/record-sets"): "write",
     ("GET", f"{API}/versions/{{ref}}/record-sets"): "read",
     ("GET", f"{API}/record-sets/{{digest}}"): "read",
+    ("PUT", f"{API}/versions/{{ref}}/record-diffs/{{other}}"): "write",
+    ("GET", f"{API}/versions/{{ref}}/record-diffs/{{other}}"): "read",
     ("PUT", f"{API}/versions/{{ref}}/sample"): "write",
     ("GET", f"{API}/versions/{{ref}}/sample"): "read",
 }

@@ -25,6 +25,8 @@ Exception tree::
     │   ├── InvalidRecord (TypeError)             invalid_record (client side)
     │   ├── UnsupportedFormat                     unsupported_format (client side)
     │   ├── InvalidIndex                          invalid_record_index (client side)
+    │   ├── InvalidSample                         invalid_sample
+    │   ├── InvalidRecordDiff                     invalid_record_diff
     │   └── PayloadTooLarge                       payload_too_large
     ├── NotFound (LookupError)                    404
     │   ├── DatasetNotFound                       dataset_not_found
@@ -103,6 +105,7 @@ __all__ = [
     "InvalidParams",
     "InvalidProvenance",
     "InvalidRecord",
+    "InvalidRecordDiff",
     "InvalidReference",
     "InvalidRequest",
     "InvalidResponse",
@@ -284,6 +287,15 @@ class InvalidSample(InvalidInput):
     (:mod:`recordkeeper.core.record_sample`)."""
 
     code = "invalid_sample"
+    status = 422
+
+
+class InvalidRecordDiff(InvalidInput):
+    """A stored record diff summary of the wrong shape, with counts that do not add up or do
+    not agree with the versions, or identities that are not hex of its width
+    (:mod:`recordkeeper.core.record_diff_summary`)."""
+
+    code = "invalid_record_diff"
     status = 422
 
 
