@@ -26,6 +26,7 @@ module             resource
 ``verifications``  failed verifications reported by clients (audit event, metrics)
 ``record_sets``    record identity of versions (split set digests, records digest look-up)
 ``samples``        sample records of versions (decoded by the publishing client)
+``leakage``        leakage policies of datasets, check results of versions, the policy at commit
 ``lineage``        models, runs, checkpoints, upstream/downstream, graph, and the
                    ``version_in_use`` guard (a package: queries, assembly, records)
 =================  ===========================================================
@@ -50,6 +51,7 @@ from recordkeeper_service.repository.events import EventRepository
 from recordkeeper_service.repository.fastpath import AsyncPostgresReader
 from recordkeeper_service.repository.gc import GcRepository
 from recordkeeper_service.repository.history import ProvenanceRepository
+from recordkeeper_service.repository.leakage import LeakageRepository
 from recordkeeper_service.repository.lineage import LineageRepository
 from recordkeeper_service.repository.record_sets import RecordSetRepository
 from recordkeeper_service.repository.retention import RetentionRepository
@@ -104,6 +106,7 @@ class Repository:
         self.verifications = VerificationRepository(db, metrics=metrics)
         self.record_sets = RecordSetRepository(db)
         self.samples = SampleRepository(db)
+        self.leakage = LeakageRepository(db)
 
     def migration_status(self) -> migrate.MigrationStatus:
         """Where the database stands against this release's migrations (``/readyz``)."""

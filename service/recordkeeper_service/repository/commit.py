@@ -60,6 +60,7 @@ from recordkeeper_service.repository.common import (
 )
 from recordkeeper_service.repository.deletion import slipped_into
 from recordkeeper_service.repository.derive import added_uris, materialize
+from recordkeeper_service.repository.leakage import enforce_at_commit, record_warning
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.shards import store_schemas
 from recordkeeper_service.repository.versions import allocate, parse_version_ref
@@ -84,12 +85,15 @@ class CommitRepository:
         on_duplicate: str = "error",
         actor: str,
         changes: Mapping[str, Any] | None = None,
+        leakage: Mapping[str, Any] | None = None,
     ) -> VersionRecord:
         """Commit a staged version (idempotent), honouring ``on_duplicate``.
 
         A derived version (staged with ``base``) is first given its base's kept shards per
         ``changes`` (:mod:`recordkeeper.core.derive`), in the same transaction
-        (:func:`.derive.materialize`); other versions take no ``changes``.
+        (:func:`.derive.materialize`); other versions take no ``changes``.  ``leakage``: the
+        client's leakage check of the staged splits, judged by the dataset's leakage policy
+        (:func:`.leakage.enforce_at_commit`; a ``warn`` answers ``leakage_warning``).
         """
         if on_duplicate not in ON_DUPLICATE:
             raise InvalidRequest(
@@ -125,7 +129,14 @@ class CommitRepository:
                     "changes apply to derived versions only"
                 )
             record = _commit_staged(
-                session, version, ref.dataset, on_duplicate, actor, derived=derived, added=added
+                session,
+                version,
+                ref.dataset,
+                on_duplicate,
+                actor,
+                derived=derived,
+                added=added,
+                leakage=leakage,
             )
             committed_now = version.state == "committed"
             copied = version.shard_count - len(added or ()) if derived is not None else 0
@@ -172,6 +183,7 @@ def _commit_staged(
     *,
     derived: dict[str, Any] | None = None,
     added: list[str] | None = None,
+    leakage: Mapping[str, Any] | None = None,
 ) -> VersionRecord:
     splits = _split_totals(session, version.id)
     if not _complete(splits):  # the rows name what is missing (the rare, failing case)
@@ -215,6 +227,14 @@ def _commit_staged(
         session.flush()
         return _existing_answer(session, duplicate.id, dataset)
 
+    warning = enforce_at_commit(
+        session,
+        version,
+        dataset,
+        {t.split: int(t.records) for t in splits},
+        leakage,
+        actor,
+    )
     schema_digest = None
     if schema is not None:
         schema_digest = schema.digest()
@@ -246,8 +266,13 @@ def _commit_staged(
         session, actor, "version.committed", dataset=dataset, version=version.name, **detail
     )
     session.flush()
-    return convert.version_record(
+    record = convert.version_record(
         version, dataset=dataset, provenance=load_provenance(session, version.id)
+    )
+    if warning is None:
+        return record
+    return replace(
+        record, leakage_warning=record_warning(session, actor, dataset, version.name, warning)
     )
 
 

@@ -45,6 +45,7 @@ from recordkeeper_service.routes import (
     gc,
     health,
     info,
+    leakage,
     lineage,
     provenance,
     record_sets,
@@ -82,6 +83,7 @@ for module in (
     retention,
     record_sets,
     samples,
+    leakage,
     verifications,
 ):
     api_router.include_router(module.router)
