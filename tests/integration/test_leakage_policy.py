@@ -135,3 +135,44 @@ def test_publish_in_place_under_refuse_and_warn(live_service: LiveService, data_
     stored = {p["other_ref"]: p for p in client.version_leakage(source.name)}
     assert stored[published.name]["source"] == "check"
     assert (stored[published.name]["leaked"], stored[source.name]["leaked"]) == (8, 8)
+
+
+def test_distributed_write_checks_from_the_stored_indexes(live_service: LiveService) -> None:
+    from recordkeeper import distributed
+
+    client = live_service.client()
+    client.set_leakage_policy("dist", "refuse")
+
+    plan = distributed.plan_write(client, "dist", shard_size="4KB")
+    written = [
+        *plan.write_shard("train", 0, TRAIN[:200]),
+        *plan.write_shard("train", 1, TRAIN[200:]),
+        *plan.write_shard("test", 0, LEAKY_TEST),
+    ]
+    with pytest.raises(rk.SplitOverlap) as refused:
+        plan.commit(client, written)
+    assert _overlap(refused.value.extra["pairs"]) == ("test", "train", 48, 8, 7)
+    assert client.versions("dist", state="staged")[0].name == plan.staged  # still staged
+    client.set_leakage_policy("dist", "warn")
+    with pytest.warns(rk.LeakageWarning, match="8/48"):
+        version = plan.commit(client, written)
+    assert _overlap(client.version_leakage(version.name)) == ("test", "train", 48, 8, 7)
+
+
+def test_derive_checks_the_derived_splits(live_service: LiveService) -> None:
+    client = live_service.client()
+    base = _write(client, "derived", TEST)  # policy off: train and a clean test split
+    client.set_leakage_policy("derived", "refuse")
+    # a new split `holdout` of training records (an evaluation split: not train…)
+    with pytest.raises(rk.SplitOverlap) as refused, client.derive(base.name) as d:
+        for record in LEAKED:
+            d.write(record, split="holdout")
+    pairs = {(p["split"], p["other_split"]): p for p in refused.value.extra["pairs"]}
+    assert set(pairs) == {("holdout", "train")}
+    assert (pairs["holdout", "train"]["records"], pairs["holdout", "train"]["leaked"]) == (7, 7)
+    # the base's test split renamed `valid` and records added to it that are clean: committed
+    with client.derive(base.name) as d:
+        d.rename_split("test", "valid")
+        d.write(sample_examples(1, start=1000)[0], split="valid")
+    stored = {(p["split"], p["other_split"]): p for p in client.version_leakage(d.version.name)}
+    assert stored["valid", "train"]["records"] == 41 and stored["valid", "train"]["leaked"] == 0
