@@ -262,3 +262,17 @@ def test_a_retried_commit_answers_the_committed_version(client: TestClient) -> N
     # the commit went through; a retry (even without its check) answers it
     again = commit(client, name)
     assert again.status_code == 200 and again.json()["name"] == first.json()["name"]
+
+
+def test_refuse_judges_a_duplicate_of_a_committed_version_too(client: TestClient) -> None:
+    """The policy judges the content committed, before the duplicate check: content that
+    equals a version committed before the policy is refused, not answered as that version."""
+    first = _staged(client)["name"]
+    assert _commit(client, first).status_code == 200  # policy off
+    assert _policy(client, "coco", "refuse").status_code == 200
+    again = _staged(client)["name"]  # the same content
+    body = {"on_duplicate": "use_existing", "leakage": _check(again, leaked=1)}
+    error(client.post(f"{API}/versions/{again}/commit", json=body), 409, "split_overlap")
+    body["leakage"] = _check(again)
+    answer = client.post(f"{API}/versions/{again}/commit", json=body)
+    assert answer.status_code == 200 and answer.json()["duplicate_of"] is not None

@@ -60,7 +60,7 @@ from recordkeeper_service.repository.common import (
 )
 from recordkeeper_service.repository.deletion import slipped_into
 from recordkeeper_service.repository.derive import added_uris, materialize
-from recordkeeper_service.repository.leakage import enforce_at_commit, record_warning
+from recordkeeper_service.repository.leakage import enforce_at_commit, record_commit
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.shards import store_schemas
 from recordkeeper_service.repository.versions import allocate, parse_version_ref
@@ -189,6 +189,10 @@ def _commit_staged(
     if not _complete(splits):  # the rows name what is missing (the rare, failing case)
         _check_complete(version.name, _position_rows(session, version.id))
     _check_not_released(session, version, added)
+    # the dataset's leakage policy judges the content, whatever becomes of it below
+    warning = enforce_at_commit(
+        session, version, dataset, {t.split: int(t.records) for t in splits}, leakage
+    )
     digest = digest_of_splits(_manifest_body(session, version.id))
     schema = _merge_schemas(session, version.id)
 
@@ -227,14 +231,6 @@ def _commit_staged(
         session.flush()
         return _existing_answer(session, duplicate.id, dataset)
 
-    warning = enforce_at_commit(
-        session,
-        version,
-        dataset,
-        {t.split: int(t.records) for t in splits},
-        leakage,
-        actor,
-    )
     schema_digest = None
     if schema is not None:
         schema_digest = schema.digest()
@@ -269,11 +265,8 @@ def _commit_staged(
     record = convert.version_record(
         version, dataset=dataset, provenance=load_provenance(session, version.id)
     )
-    if warning is None:
-        return record
-    return replace(
-        record, leakage_warning=record_warning(session, actor, dataset, version.name, warning)
-    )
+    warning = record_commit(session, actor, dataset, version, leakage, warning)
+    return record if warning is None else replace(record, leakage_warning=warning)
 
 
 class _SplitTotals(NamedTuple):

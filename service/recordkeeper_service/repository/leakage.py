@@ -35,7 +35,7 @@ from recordkeeper_service.repository.common import record_event
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.tables.leakage import LeakagePolicyRow, VersionLeakage
 
-__all__ = ["LeakageRepository", "enforce_at_commit", "policy_of", "record_warning"]
+__all__ = ["LeakageRepository", "enforce_at_commit", "policy_of", "record_commit"]
 
 #: pairs one result may hold (a version of many splits checked against several others)
 MAX_PAIRS = 10_000
@@ -159,15 +159,15 @@ def enforce_at_commit(
     dataset: str,
     split_records: Mapping[str, int],
     result: Mapping[str, Any] | None,
-    actor: str,
 ) -> dict[str, Any] | None:
     """Apply ``dataset``'s leakage policy to the commit of staged ``version`` (its splits'
-    record counts ``split_records``; ``result``: the check the client sent, or None).
+    record counts ``split_records``; ``result``: the check the client sent, or None), before
+    anything else is decided about it (a duplicate of a committed version included).
 
     Raises :class:`SplitOverlap` / :class:`LeakageCheckMissing` under ``refuse``; answers the
-    warning (``{"mode", "max_rate", "pairs"}`` or ``{"mode", "missing": True}``) under ``warn``,
-    else None.  A result is checked against the rule's pairs and the record counts first, and
-    stored as the version's (``source`` ``commit``)."""
+    warning (``{"mode", "max_rate", "missing", "pairs"}``) under ``warn``, else None.  A result
+    is checked against the rule's pairs and the record counts first.  :func:`record_commit`
+    stores it once the version is committed."""
     policy = policy_of(session, dataset)
     names = {n for n in (version.name, version.staged_name) if n is not None}
     pairs: list[dict[str, Any]] | None = None
@@ -215,9 +215,6 @@ def enforce_at_commit(
             "default for the writer and publish), or set the policy to warn/off",
             version=version.name,
         )
-    if pairs is not None:
-        own = dict.fromkeys(names, version.id)
-        _store(session, version, result or {}, own, source="commit", actor=actor)
     if verdict == "warn":
         return {"mode": policy.mode, "max_rate": policy.max_rate, "missing": False, "pairs": shown}
     if verdict == "missing_warn":
@@ -225,15 +222,28 @@ def enforce_at_commit(
     return None
 
 
-def record_warning(
-    session: Session, actor: str, dataset: str, version: str, warning: dict[str, Any]
-) -> dict[str, Any]:
-    """The ``version.leakage_warning`` event of a commit under ``warn`` (after the version
-    took its committed name); the warning with its pairs naming that version."""
+def record_commit(
+    session: Session,
+    actor: str,
+    dataset: str,
+    version: m.Version,
+    result: Mapping[str, Any] | None,
+    warning: dict[str, Any] | None,
+) -> dict[str, Any] | None:
+    """Once ``version`` is committed (under its committed name): store the commit's leakage
+    result as the version's (``source`` ``commit``) and record a ``warn`` policy's
+    ``version.leakage_warning`` event; the warning, its pairs naming the committed version."""
+    if result is not None:
+        names = {n for n in (version.name, version.staged_name) if n is not None}
+        _store(
+            session, version, result, dict.fromkeys(names, version.id), source="commit", actor=actor
+        )
+    if warning is None:
+        return None
     for pair in warning["pairs"]:
-        pair["other_ref"] = version
+        pair["other_ref"] = version.name
     record_event(
-        session, actor, "version.leakage_warning", dataset=dataset, version=version, **warning
+        session, actor, "version.leakage_warning", dataset=dataset, version=version.name, **warning
     )
     return warning
 
