@@ -201,8 +201,8 @@ def enforce_at_commit(
     if verdict == "refuse":
         raise SplitOverlap(
             f"{version.name} was not committed: the leakage policy of {dataset} refuses "
-            f"splits that overlap above {policy.max_rate:.2%} ({listed}); the version stays "
-            "staged: remove the shared records and write it again, or change the policy",
+            f"splits that overlap above {policy.max_rate:.2%} ({listed}): remove the shared "
+            "records and write it again, or change the policy",
             version=version.name,
             max_rate=policy.max_rate,
             pairs=shown,
