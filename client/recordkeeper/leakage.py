@@ -17,18 +17,17 @@ that sends a false result.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from recordkeeper.core.errors import NotFound, PermissionDenied, RecordkeeperError
-from recordkeeper.core.leakage_policy import LeakagePolicy
+from recordkeeper.core.leakage_policy import LEAKAGE_MODES, LeakagePolicy
 from recordkeeper.core.naming import validate_dataset_name
 from recordkeeper.core.record_diff import LeakPair
 from recordkeeper.core.record_identity import DEFAULT_WIDTH
 from recordkeeper.core.record_index import HEADER_SIZE, TRAILER_SIZE
-from recordkeeper.http import HttpCore, quote_segment
-from recordkeeper.record_sets import staged_leakage
+from recordkeeper.http import HttpCore, quote_segment, reading_answer
+from recordkeeper.record_sets import chunk_records, staged_leakage
 
 __all__ = [
     "commit_check",
@@ -72,8 +71,11 @@ def version_leakage(http: HttpCore, ref: str) -> list[dict[str, Any]]:
     ``other_ref``, ``other_split``, ``records``, ``leaked``, ``distinct``, ``rate``,
     ``source``, ``computed_at``, ``computed_by``); empty when none was stored."""
     answer = http.api("GET", f"/versions/{quote_segment(ref)}/leakage")
-    data: list[dict[str, Any]] = answer["data"]
-    return data
+    with reading_answer("a version's leakage results"):
+        data = answer["data"]
+        if not isinstance(data, list):
+            raise TypeError("data is not a list")
+        return data
 
 
 def _result(pairs: Sequence[LeakPair], kind: str, width: int) -> dict[str, Any]:
@@ -118,21 +120,34 @@ def save_leakage(
     return True
 
 
-def memory_sources(indexes: Mapping[str, Sequence[bytes]]) -> list[tuple[str, Iterator[bytes]]]:
+def memory_sources(
+    indexes: Mapping[str, Sequence[bytes]], width: int = DEFAULT_WIDTH
+) -> list[tuple[str, Iterator[bytes]]]:
     """``(split, chunks)`` sources of the record indexes held in memory (``{split: [index
-    bytes of each shard]}``, as :meth:`recordkeeper.record_ids.RecordIds.finish` gives them)."""
-    return [
-        (split, iter((bytes(data[HEADER_SIZE : len(data) - TRAILER_SIZE]),)))
-        for split, found in indexes.items()
-        for data in found
-    ]
+    bytes of each shard]}``, as :meth:`recordkeeper.record_ids.RecordIds.finish` gives them),
+    each body cut into the merge's chunks as it asks (no copy of a whole index)."""
+    count = sum(len(found) for found in indexes.values())
+    per = chunk_records(count, width) * width
+    return [(split, _chunked(data, per)) for split, found in indexes.items() for data in found]
+
+
+def _chunked(data: bytes, per: int) -> Iterator[bytes]:
+    body = memoryview(data)[HEADER_SIZE : len(data) - TRAILER_SIZE]
+    for start in range(0, len(body), per):
+        yield bytes(body[start : start + per])
 
 
 def _mode(http: HttpCore, dataset: str) -> str:
     """The dataset's policy mode; ``off`` for a service that keeps none (an older one)."""
-    with contextlib.suppress(NotFound):
-        return str(leakage_policy(http, dataset)["mode"])
-    return "off"
+    try:
+        answer = leakage_policy(http, dataset)
+    except NotFound:
+        return "off"
+    with reading_answer("a leakage policy"):
+        mode = answer["mode"]
+        if mode not in LEAKAGE_MODES:
+            raise ValueError(f"unknown leakage policy mode {mode!r}")
+        return str(mode)
 
 
 def commit_check(
