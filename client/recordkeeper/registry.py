@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
-from recordkeeper import record_lineage, record_sets
+from recordkeeper import record_finder, record_lineage, record_sets
 from recordkeeper.core.digests import parse_digest
 from recordkeeper.core.errors import (
     InvalidReference,
@@ -421,6 +421,8 @@ class Registry:
         width: int = DEFAULT_WIDTH,
         sample: int = DEFAULT_SAMPLE,
         emit: Emit | None = None,
+        decode: bool = True,
+        progress: bool | ProgressLike | None = None,
     ) -> RecordDiff: ...
     def diff(
         self,
@@ -432,20 +434,30 @@ class Registry:
         width: int = DEFAULT_WIDTH,
         sample: int = DEFAULT_SAMPLE,
         emit: Emit | None = None,
+        decode: bool = True,
+        progress: bool | ProgressLike | None = None,
     ) -> VersionDiff | RecordDiff:
         """What changed from version ``a`` to version ``b`` (shards, record counts, schema).
 
         With ``records=True``, record by record from both versions' record indexes
         (:func:`recordkeeper.record_sets.record_diff`: per split added, removed, common,
         duplicates; moves between splits; ``emit(category, split, identity)`` streams the full
-        lists).  Both versions must have been indexed (:meth:`index`).
+        lists, as identities).  Both versions must have been indexed (:meth:`index`).
+        ``decode`` (default) also reads the ``sample`` records added and removed per split
+        from the shards holding them and decodes them like ``recordkeeper head``
+        (:func:`recordkeeper.record_finder.decode_diff`: ``decoded_added``,
+        ``decoded_removed``); ``decode=False`` reads no shard.  ``progress``: a bar on stderr
+        while shards are read (None: when stderr is a terminal).
         """
         va = a if isinstance(a, DatasetVersion) else self.resolve(a)
         vb = b if isinstance(b, DatasetVersion) else self.resolve(b)
         if records:
-            return record_sets.record_diff(
+            result = record_sets.record_diff(
                 self.http, va, vb, kind=kind, width=width, sample=sample, emit=emit
             )
+            if decode:
+                record_finder.decode_diff(result, va, vb, kind=kind, width=width, progress=progress)
+            return result
         return diff_versions(va, vb)
 
     def index(
@@ -505,18 +517,27 @@ class Registry:
         kind: IdentityKind = "bytes",
         width: int = DEFAULT_WIDTH,
         sample: int = DEFAULT_SAMPLE,
+        decode: bool = True,
+        progress: bool | ProgressLike | None = None,
         save: bool = True,
     ) -> list[LeakPair]:
         """Records of a version's evaluation splits that also occur in its other splits or in
         the training splits of the ``against`` versions, from their record indexes
-        (:func:`recordkeeper.record_sets.check_leakage`).  ``save``: the result is stored as
-        the version's (``GET /versions/{ref}/leakage``), best effort (a read-only token or an
-        older service stores nothing)."""
+        (:func:`recordkeeper.record_sets.check_leakage`).  ``decode`` (default) reads each
+        pair's ``sample`` leaked records from the evaluation split's shards and decodes them
+        (``LeakPair.decoded``, :func:`recordkeeper.record_finder.decode_leakage`);
+        ``decode=False`` reads no shard.  ``save``: the result is stored as the version's
+        (``GET /versions/{ref}/leakage``), best effort (a read-only token or an older service
+        stores nothing)."""
         version = ref if isinstance(ref, DatasetVersion) else self.resolve(ref)
         others = [v if isinstance(v, DatasetVersion) else self.resolve(v) for v in against]
         pairs = record_sets.check_leakage(
             self.http, version, others, kind=kind, width=width, sample=sample
         )
+        if decode:
+            record_finder.decode_leakage(
+                pairs, {version.name: version}, kind=kind, width=width, progress=progress
+            )
         if save:
             save_leakage(self.http, version.name, pairs, kind=kind, width=width)
         return pairs

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import io
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -276,6 +278,49 @@ def test_sizes_beyond_what_the_chunk_header_or_stream_allows_are_corrupt(
     data, decoded = _hostile_values(case)
     chunk = Chunk(ChunkType.SIMPLE, data, 1, decoded)
     file = build([simple([b"ok"]), chunk, simple([b"after"])]).data
+    assert _reason(_agree(file, monkeypatch)) == "bad_compression"
+
+
+@pytest.mark.parametrize("compression", ["brotli", "snappy"])
+def test_a_stream_that_decompresses_to_far_more_than_it_says_stops_at_the_claim(
+    compression: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1.6 KB of brotli can stand for 256 MiB: a chunk whose stream says 5 bytes but holds
+    that was decompressed whole (twice the 256 MiB at its peak) before the length check
+    refused it.  Now the stream is decompressed into the 5 bytes announced (+1) and stops
+    there: the scan's peak memory grows by far less than the stream would fill."""
+    bomb = bytes(256 * 2**20)
+    stream = (
+        bytes(cramjam.brotli.compress(bomb, level=5))
+        if compression == "brotli"
+        else bytes(cramjam.snappy.compress_raw(bomb))
+    )
+    del bomb
+    code = {"brotli": 0x62, "snappy": 0x73}[compression]
+    sizes = compress(varint(5), compression)
+    data = bytes([code]) + varint(len(sizes)) + sizes + varint(5) + stream
+    file = build([simple([b"ok"]), Chunk(ChunkType.SIMPLE, data, 1, 5)]).data
+    path = tmp_path / "bomb.riegeli"
+    path.write_bytes(file)
+    probe = (
+        "import resource, sys\n"
+        "from recordkeeper.core.errors import CorruptShard\n"
+        "from recordkeeper.riegeli import scan_riegeli\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "try:\n"
+        "    with open(sys.argv[1], 'rb') as fh:\n"
+        "        scan_riegeli(fh, hash_in_background=False)\n"
+        "except CorruptShard as exc:\n"
+        "    print(exc.extra['reason'])\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    reason, grown_mib = done.stdout.split()
+    assert reason == "bad_compression"
+    assert int(grown_mib) < 64, f"the scan grew by {grown_mib} MiB"
     assert _reason(_agree(file, monkeypatch)) == "bad_compression"
 
 

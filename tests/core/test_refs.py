@@ -20,6 +20,11 @@ from recordkeeper.core.refs import RefKind, parse_reference, validate_alias_name
         ("mr_brain@golden-set", RefKind.ALIAS, "mr_brain@golden-set"),
         ("coco@sha256:9f2c4e1a7b3d", RefKind.DIGEST, "coco@sha256:9f2c4e1a7b3d"),
         ("  coco@v3 ", RefKind.NUMBER, "coco@v3"),
+        (
+            "coco@records:sha256:5e0c41d2a9b7",
+            RefKind.RECORDS,
+            "coco@records:sha256:5e0c41d2a9b7",
+        ),
         ("coco_20231015_staged4_add_person", RefKind.STAGED, "coco_20231015_staged4_add_person"),
         ("coco_20231015_staged4", RefKind.STAGED, "coco_20231015_staged4"),
     ],
@@ -38,6 +43,10 @@ def test_fields() -> None:
     assert parse_reference("coco@sha256:" + "a" * 64).digest_prefix == "a" * 64
     assert parse_reference("coco@prod").is_pinned is False
     assert parse_reference("coco@v3").is_pinned is True
+    records = parse_reference("coco@records:sha256:" + "b" * 64)
+    assert records.records_prefix == "b" * 64 and records.digest_prefix is None
+    # the same records may be resharded into a later version: not pinned content
+    assert records.is_pinned is False
 
 
 @pytest.mark.parametrize(
@@ -56,6 +65,10 @@ def test_fields() -> None:
         ("coco@sha256:" + "a" * 65, "12 to 64 hex digits, got 65"),
         ("coco@sha256:9F2C4E1A7B3D", "lowercase hex"),
         ("coco@sha256:xyzxyzxyzxyz", "lowercase hex"),
+        ("coco@records:sha256:9f2c", "12 to 64 hex digits, got 4"),
+        ("coco@records:sha256:9F2C4E1A7B3D", "lowercase hex"),
+        ("coco@records:9f2c4e1a7b3d", "records:sha256:<hex>"),
+        ("coco@records:", "records:sha256:<hex>"),
         ("coco@Prod", "alias 'Prod' is invalid"),
         ("coco@p/rod", "alias"),
         ("coco@v3@v4", "alias"),

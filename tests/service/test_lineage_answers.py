@@ -339,3 +339,36 @@ def test_every_writer_of_a_shown_state_bumps_the_epoch() -> None:
     }
     missing = [(f, n) for f, n, bumps in writers if not bumps and (f, n) not in _UNSHOWN_WRITERS]
     assert missing == []
+
+
+def test_a_first_answer_walks_the_chain_once_and_reads_split_sizes_once(
+    client: TestClient,
+) -> None:
+    """The answer's consumption (epochs per version) is built from the walk and the version
+    names the answer already read: one recursive walk per first answer, no second look-up of
+    names, and each version's records per split read once per process (a committed version's
+    shards never change), so a second checkpoint over the same versions reads none."""
+    from sqlalchemy import event
+
+    _history(client)
+    repository = client.app.state.repository  # type: ignore[attr-defined]
+    sent: list[str] = []
+    engine = repository.lineage._db.engine
+
+    def record(*args: Any) -> None:
+        sent.append(" ".join(str(args[2]).split()))
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        ok(lineage(client, "det/ckpt-3"))
+        walks = [s for s in sent if s.startswith("WITH RECURSIVE")]
+        sums = [s for s in sent if "sum(shards.record_count)" in s]
+        assert len(walks) == 1, walks
+        assert len(sums) == 1, sums
+        assert not [s for s in sent if s.startswith("SELECT versions.id, versions.name FROM")]
+        del sent[:]
+        ok(lineage(client, "det/ckpt-2"))  # the same versions: their split sizes are held
+        assert len([s for s in sent if s.startswith("WITH RECURSIVE")]) == 1
+        assert not [s for s in sent if "sum(shards.record_count)" in s]
+    finally:
+        event.remove(engine, "before_cursor_execute", record)

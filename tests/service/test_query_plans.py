@@ -196,8 +196,14 @@ def lineage(big_database: Database) -> LineageRepository:
 
 def test_resolve_every_reference_form(big_database: Database, versions: VersionRepository) -> None:
     def work() -> None:
-        for ref in ("ds42@latest", "ds42@v7", "ds42_20231015_v7", "ds42@sha256:" + "0" * 12):
-            # the digest prefix matches nothing: the explanation's queries are checked too
+        for ref in (
+            "ds42@latest",
+            "ds42@v7",
+            "ds42_20231015_v7",
+            "ds42@sha256:" + "0" * 12,
+            "ds42@records:sha256:" + "0" * 12,
+        ):
+            # the digest prefixes match nothing: the explanation's queries are checked too
             with pytest.raises(VersionNotFound) if "sha256" in ref else contextlib.nullcontext():
                 versions.resolve(ref)
 

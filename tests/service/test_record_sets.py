@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
 
 from recordkeeper.core.record_index import version_records_digest
 from tests.service._helpers import API, error, publish, stage
@@ -68,3 +69,55 @@ def test_bad_bodies_and_staged_versions_are_refused(client: TestClient) -> None:
     )
     error(client.get(f"{API}/record-sets/nothex"), 422, "invalid_request")
     assert client.get(f"{API}/record-sets/{ZERO}").json()["count"] == 0
+
+
+def test_a_records_reference_resolves_to_the_newest_version_with_those_records(
+    client: TestClient, database_url: str
+) -> None:
+    names = [publish(client, "coco", content=str(i))["name"] for i in range(3)]
+    for name, digest in zip(names, (ZERO, ONE, ZERO), strict=True):
+        counts = _counts(client, name)
+        put = client.put(f"{API}/versions/{name}/record-sets", json=_body(counts, digest))
+        assert put.status_code == 200, put.text
+    records = {
+        name: client.get(f"{API}/versions/{name}/record-sets").json()["data"][0]["records_digest"]
+        for name in names
+    }
+    assert records[names[0]] == records[names[2]] != records[names[1]]
+    same = records[names[0]].removeprefix("sha256:")
+    for ref, expected in (
+        (f"coco@records:sha256:{same}", names[2]),  # two versions: the newest
+        (f"coco@records:sha256:{same[:12]}", names[2]),  # a prefix of 12 digits
+        (f"coco@records:{records[names[1]]}", names[1]),
+    ):
+        got = client.get(f"{API}/versions/{ref}")
+        assert got.status_code == 200, got.text
+        assert got.json()["name"] == expected
+        # every route that takes a reference resolves it the same way
+        assert client.get(f"{API}/versions/{ref}/record-sets").json()["data"][0]["version"] == (
+            expected
+        )
+    error(client.get(f"{API}/versions/coco@records:sha256:{'f' * 12}"), 404, "version_not_found")
+    error(client.get(f"{API}/versions/other@records:sha256:{same}"), 404, "dataset_not_found")
+    error(client.get(f"{API}/versions/coco@records:{same}"), 400, "invalid_reference")
+    error(client.get(f"{API}/versions/coco@records:sha256:{same[:11]}"), 400, "invalid_reference")
+    # a deprecated version is never picked by its records
+    client.post(f"{API}/versions/{names[2]}/deprecate", json={"reason": "bad labels"})
+    got = client.get(f"{API}/versions/coco@records:sha256:{same}").json()
+    assert got["name"] == names[0]
+    # two different records digests sharing the prefix: ambiguous, never a guess
+    forged = f"sha256:{same[:12]}{'f' * 52}"
+    engine = create_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "UPDATE version_record_sets SET records_digest = :d WHERE records_digest = :o"
+                ),
+                {"d": forged, "o": records[names[1]]},
+            )
+    finally:
+        engine.dispose()
+    error(client.get(f"{API}/versions/coco@records:sha256:{same[:12]}"), 400, "invalid_reference")
+    assert client.get(f"{API}/versions/coco@records:sha256:{same}").json()["name"] == names[0]
+    assert client.get(f"{API}/versions/coco@records:{forged}").json()["name"] == names[1]

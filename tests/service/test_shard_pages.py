@@ -126,6 +126,26 @@ def test_packed_pages_unpack_to_the_compact_columns(client: TestClient) -> None:
     assert ShardColumns(ShardRecord, "", unpack_columns(whole, 23))[2].storage_identity is None
 
 
+def test_published_pages_are_rendered_once_in_every_form(client: TestClient) -> None:
+    """A published version's pages never change: the second request of a page, in any form,
+    is answered from the rendered-page cache without reading the rows again (a cold client
+    resolve of a 10,000-shard version asks for the packed form)."""
+    name, _ = _two_splits(client)
+    pages = client.app.state.repository.versions.rendered_pages  # type: ignore[attr-defined]
+    lookups: list[bool] = []
+    metrics = pages.on_lookup
+    pages.on_lookup = lambda hit: (lookups.append(hit), metrics and metrics(hit))
+    try:
+        for form in ("full", "compact", "packed"):
+            first = _pages(client, name, form=form, limit=4)
+            del lookups[:]
+            again = _pages(client, name, form=form, limit=4)
+            assert again == first
+            assert lookups == [True] * len(first), form
+    finally:
+        pages.on_lookup = metrics
+
+
 def test_staged_versions_page_without_etag(client: TestClient) -> None:
     version = stage(client, "coco")
     register(client, version["name"], shards(version["storage_prefix"], 2))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Annotated, Any
 
@@ -22,12 +23,27 @@ from recordkeeper.core.display import counted
 from recordkeeper.core.record_diff import RecordDiff
 from recordkeeper.core.record_identity import DEFAULT_WIDTH, IdentityKind
 
-__all__ = ["print_record_diff", "register", "write_jsonl"]
+__all__ = [
+    "DecodeOpt",
+    "print_features",
+    "print_record_diff",
+    "print_sampled",
+    "register",
+    "write_jsonl",
+]
 
 KindOpt = Annotated[
     str, typer.Option("--kind", help="Record identity: bytes, or example (canonical Example).")
 ]
 WidthOpt = Annotated[int, typer.Option("--width", help="Bytes per record identity (16 to 32).")]
+DecodeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--decode/--no-decode",
+        help="Read the sampled records from the shards holding them and show them decoded "
+        "(--no-decode: identities only, no shard read).",
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -62,7 +78,7 @@ def head(
     """Show a version's first records with their features decoded (tf.train.Example and
     SequenceExample; other records as a hex prefix).  With --record-sample, also store the
     first -n records of every split (at most 10) as the version's sample records."""
-    from recordkeeper.core.record_sample import MAX_SAMPLE_RECORDS, MAX_SAMPLE_VALUES, record_row
+    from recordkeeper.core.record_sample import MAX_SAMPLE_RECORDS, record_row
 
     client = connect(parse_storage_options(storage_option))
     version = client.resolve(ref)
@@ -98,17 +114,50 @@ def head(
     out.print(f"[bold]{version.name}[/] {chosen}: first {len(rows)} of {total:,} records")
     for row in rows:
         out.print(f"[bold]#{row['index']}[/] ({row['size']} bytes)")
-        if row["kind"] == "bytes":
-            out.print(f"  {row['features']}", markup=False, highlight=False)
+        print_features(row, "  ")
+
+
+def print_features(row: Mapping[str, Any], indent: str) -> None:
+    """A decoded record's features as ``head`` shows them, one line per feature (a bytes
+    record: its hex prefix on one line)."""
+    from recordkeeper.core.record_sample import MAX_SAMPLE_VALUES
+
+    out = console()
+    if row["kind"] == "bytes":
+        out.print(f"{indent}{row['features']}", markup=False, highlight=False)
+        return
+    for name, values in row["features"].items():
+        text = json.dumps(values, ensure_ascii=False)
+        if isinstance(values, list) and len(values) > MAX_SAMPLE_VALUES:
+            # 784 pixels per record filled the terminal; the UI's sample cuts there too
+            cut = json.dumps(values[:MAX_SAMPLE_VALUES], ensure_ascii=False)
+            text = f"{cut[:-1]}, …] ({len(values):,} values; --json shows all)"
+        # one line per feature, however long: in a pipe rich broke it at 240 columns
+        out.print(f"{indent}{name}: {text}", markup=False, highlight=False, soft_wrap=True)
+
+
+def print_sampled(
+    mark: str, identities: Sequence[str], decoded: Sequence[Mapping[str, Any]]
+) -> None:
+    """Sampled records of a record diff or leakage pair: each identity, and when decoded the
+    shard and place it was read from and its features (or why it could not be read)."""
+    out = console()
+    if not decoded:
+        for h in identities:
+            out.print(f"{mark}{h}", markup=False, highlight=False)
+        return
+    for row in decoded:
+        if "error" in row:
+            out.print(
+                f"{mark}{row['record']}  (not read: {row['error']})", markup=False, highlight=False
+            )
             continue
-        for name, values in row["features"].items():
-            text = json.dumps(values, ensure_ascii=False)
-            if isinstance(values, list) and len(values) > MAX_SAMPLE_VALUES:
-                # 784 pixels per record filled the terminal; the UI's sample cuts there too
-                cut = json.dumps(values[:MAX_SAMPLE_VALUES], ensure_ascii=False)
-                text = f"{cut[:-1]}, …] ({len(values):,} values; --json shows all)"
-            # one line per feature, however long: in a pipe rich broke it at 240 columns
-            out.print(f"  {name}: {text}", markup=False, highlight=False, soft_wrap=True)
+        out.print(
+            f"{mark}{row['record']}  {row['shard']} #{row['position']} ({row['size']} bytes)",
+            markup=False,
+            highlight=False,
+        )
+        print_features(row, " " * (len(mark) + 2))
 
 
 def index(
@@ -148,13 +197,15 @@ def check_leakage(
     ] = 0.0,
     kind: KindOpt = "bytes",
     width: WidthOpt = DEFAULT_WIDTH,
+    decode: DecodeOpt = True,
     storage_option: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Records of a version's evaluation splits found in its other splits or in the training
-    splits of other versions.  Exits 4 when a pair leaks more than --max-rate (for CI)."""
+    splits of other versions, a sample of them decoded.  Exits 4 when a pair leaks more than
+    --max-rate (for CI)."""
     client = connect(parse_storage_options(storage_option))
-    pairs = client.check_leakage(ref, against or [], kind=_kind(kind), width=width)
+    pairs = client.check_leakage(ref, against or [], kind=_kind(kind), width=width, decode=decode)
     failed = [p for p in pairs if p.leaked and p.rate > max_rate]
     if as_json:
         print_json({"ok": not failed, "pairs": [p.to_dict() for p in pairs]})
@@ -172,8 +223,7 @@ def check_leakage(
                 f"{mark} {p.ref}:{p.split} in {p.other_ref}:{p.other_split}: "
                 f"{p.leaked}/{p.records} records ({p.rate:.2%}), {p.distinct} distinct"
             )
-            for h in p.sample:
-                out.print(f"       {h}")
+            print_sampled("       ", p.sample, p.decoded)
     if failed:
         raise typer.Exit(int(ExitCode.VERIFICATION_FAILED))
 
@@ -293,10 +343,8 @@ def print_record_diff(a: str, b: str, result: RecordDiff) -> None:
             f"  {name:<12} {s.records_a} → {s.records_b}: +{s.added} -{s.removed} "
             f"={s.common}; duplicates {s.duplicates_a} → {s.duplicates_b}"
         )
-        for h in s.sample_added:
-            out.print(f"      + {h}")
-        for h in s.sample_removed:
-            out.print(f"      - {h}")
+        print_sampled("      + ", s.sample_added, s.decoded_added)
+        print_sampled("      - ", s.sample_removed, s.decoded_removed)
     for (x, y), n in sorted(result.moved.items()):
         out.print(f"  moved {x} → {y}: {n}")
     out.print(f"  new to {b}: {result.new}; gone from {a}: {result.gone}")

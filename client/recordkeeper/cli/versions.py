@@ -539,14 +539,25 @@ def diff(
     ] = False,
     jsonl: Annotated[
         str | None,
-        typer.Option("--jsonl", help="With --records: write every change as JSON lines here."),
+        typer.Option(
+            "--jsonl",
+            help="With --records: write every change as JSON lines here (identities).",
+        ),
     ] = None,
+    decode: Annotated[
+        bool,
+        typer.Option(
+            "--decode/--no-decode",
+            help="With --records: read the sampled records added and removed and show them "
+            "decoded (--no-decode: identities only, no shard read).",
+        ),
+    ] = True,
     storage_option: StorageOpt = None,
 ) -> None:
     """Show what changed between two versions: shards, record counts, schema (with --records:
-    records added, removed, common, moved and duplicated, per split)."""
+    records added, removed, common, moved and duplicated, per split, a sample decoded)."""
     if records:
-        _record_diff(a, b, as_json, jsonl, parse_storage_options(storage_option))
+        _record_diff(a, b, as_json, jsonl, decode, parse_storage_options(storage_option))
         return
     result = connect().diff(a, b)
     if as_json:
@@ -641,15 +652,18 @@ def export_tfds(
     out.print(f"  read with    tfds.load({export.load_name!r}, data_dir={export.data_dir!r})")
 
 
-def _record_diff(a: str, b: str, as_json: bool, jsonl: str | None, options: dict[str, Any]) -> None:
+def _record_diff(
+    a: str, b: str, as_json: bool, jsonl: str | None, decode: bool, options: dict[str, Any]
+) -> None:
     from recordkeeper.cli.records import print_record_diff, write_jsonl
 
     client = connect(options)
     if jsonl is None:
-        result = client.registry.diff(a, b, records=True)
+        result = client.registry.diff(a, b, records=True, decode=decode)
     else:
         with open(jsonl, "w", encoding="utf-8") as stream:
-            result = client.registry.diff(a, b, records=True, emit=write_jsonl(stream))
+            emit = write_jsonl(stream)
+            result = client.registry.diff(a, b, records=True, emit=emit, decode=decode)
     if as_json:
         print_json(result.to_dict())
     else:

@@ -107,6 +107,11 @@ class SplitRecordDiff:
     duplicates_b: int = 0
     sample_added: list[str] = field(default_factory=list)
     sample_removed: list[str] = field(default_factory=list)
+    #: The sampled records decoded, in sample order (filled by the client when it reads them:
+    #: ``{"record": hex, "shard", "position", "size", "kind", "features"}`` or
+    #: ``{"record": hex, "error": why}``); empty when not decoded.
+    decoded_added: list[dict[str, Any]] = field(default_factory=list)
+    decoded_removed: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -124,6 +129,8 @@ class SplitRecordDiff:
             "duplicates_b": self.duplicates_b,
             "sample_added": list(self.sample_added),
             "sample_removed": list(self.sample_removed),
+            "decoded_added": list(self.decoded_added),
+            "decoded_removed": list(self.decoded_removed),
         }
 
 
@@ -272,6 +279,9 @@ class LeakPair:
     leaked: int = 0  # ... whose identity occurs in the other split (copies counted)
     distinct: int = 0  # distinct identities shared
     sample: list[str] = field(default_factory=list)
+    #: The sampled records decoded from the evaluation split, in sample order (as
+    #: :attr:`SplitRecordDiff.decoded_added`); empty when not decoded.
+    decoded: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
@@ -288,6 +298,7 @@ class LeakPair:
             "distinct": self.distinct,
             "rate": self.rate,
             "sample": list(self.sample),
+            "decoded": list(self.decoded),
         }
 
 

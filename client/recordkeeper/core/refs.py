@@ -8,6 +8,9 @@ reference                                       means
 ``coco@v3``, ``coco@3``                         version 3 of coco
 ``coco@latest``, ``coco@prod``                  an alias, resolved when asked
 ``coco@sha256:9f2c4e1a7b3d``                    by content digest (12 to 64 hex digits)
+``coco@records:sha256:5e0c41d2a9b7``            the newest committed version with exactly
+                                                these records (records digest, 12 to 64 hex
+                                                digits; docs/record-identity.md)
 ``coco_20231015_staged4_add_person``            a version by its staged name (any state)
 ==============================================  =====================================
 """
@@ -39,6 +42,7 @@ __all__ = [
     "LATEST",
     "MIN_DIGEST_PREFIX",
     "PUBLISHED_STATES",
+    "RECORDS_PREFIX",
     "RefKind",
     "Reference",
     "parse_reference",
@@ -46,6 +50,8 @@ __all__ = [
 ]
 
 LATEST = "latest"
+#: The selector of a reference by records digest: ``coco@records:sha256:<hex>``.
+RECORDS_PREFIX = "records:"
 _ALIAS_RE = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 _NUMBER_RE = re.compile(r"v?([0-9]+)")
 
@@ -56,6 +62,7 @@ class RefKind(enum.StrEnum):
     ALIAS = "alias"
     DIGEST = "digest"
     STAGED = "staged"
+    RECORDS = "records"
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,8 @@ class Reference:
     digest_prefix: str | None = None
     name: VersionName | None = None
     staged: StagedName | None = None
+    #: Hex digits (12 to 64) of the records digest a ``RECORDS`` reference names.
+    records_prefix: str | None = None
 
     def __str__(self) -> str:
         if self.kind is RefKind.NAME:
@@ -79,12 +88,15 @@ class Reference:
             return f"{self.dataset}@v{self.number}"
         if self.kind is RefKind.ALIAS:
             return f"{self.dataset}@{self.alias}"
+        if self.kind is RefKind.RECORDS:
+            return f"{self.dataset}@{RECORDS_PREFIX}{DIGEST_PREFIX}{self.records_prefix}"
         return f"{self.dataset}@{DIGEST_PREFIX}{self.digest_prefix}"
 
     @property
     def is_pinned(self) -> bool:
-        """True when the reference can never point at different content (not an alias)."""
-        return self.kind is not RefKind.ALIAS
+        """True when the reference can never point at different content: not an alias, and
+        not a records digest (a later version with the same records, resharded, is picked)."""
+        return self.kind is not RefKind.ALIAS and self.kind is not RefKind.RECORDS
 
 
 def validate_alias_name(alias: str) -> str:
@@ -115,6 +127,20 @@ def _not_a_version_name(text: str, error: InvalidVersionName) -> str:
         f"{quoted(text)} is neither a version name nor a reference; to name its newest version "
         f"use {quoted(text + '@' + LATEST)} (or {text}@vN, {text}@<alias>)"
     )
+
+
+def _digest_hex(text: str, digest: str) -> str:
+    """The hex digits of a digest selector (12 to 64, lowercase), else the reason."""
+    if not is_hex(digest):
+        raise InvalidReference(
+            f"reference {quoted(text)}: digest must be lowercase hex, got {quoted(digest)}"
+        )
+    if not MIN_DIGEST_PREFIX <= len(digest) <= 64:
+        raise InvalidReference(
+            f"reference {quoted(text)}: a digest needs {MIN_DIGEST_PREFIX} to 64 hex digits, "
+            f"got {len(digest)}"
+        )
+    return digest
 
 
 def parse_reference(text: str) -> Reference:
@@ -148,19 +174,19 @@ def parse_reference(text: str) -> Reference:
     if not selector:
         raise InvalidReference(
             f"reference {quoted(text)} has nothing after '@'; "
-            "use vN, latest, an alias or sha256:<hex>"
+            "use vN, latest, an alias, sha256:<hex> or records:sha256:<hex>"
         )
+    if selector.startswith(RECORDS_PREFIX):
+        digest = selector.removeprefix(RECORDS_PREFIX)
+        if not digest.startswith(DIGEST_PREFIX):
+            raise InvalidReference(
+                f"reference {quoted(text)}: a records digest is written "
+                f"{RECORDS_PREFIX}{DIGEST_PREFIX}<hex> (as `recordkeeper index` prints it)"
+            )
+        hexes = _digest_hex(text, digest.removeprefix(DIGEST_PREFIX))
+        return Reference(dataset=dataset, kind=RefKind.RECORDS, records_prefix=hexes)
     if selector.startswith(DIGEST_PREFIX):
-        digest = selector.removeprefix(DIGEST_PREFIX)
-        if not is_hex(digest):
-            raise InvalidReference(
-                f"reference {quoted(text)}: digest must be lowercase hex, got {quoted(digest)}"
-            )
-        if not MIN_DIGEST_PREFIX <= len(digest) <= 64:
-            raise InvalidReference(
-                f"reference {quoted(text)}: a digest needs {MIN_DIGEST_PREFIX} to 64 hex digits, "
-                f"got {len(digest)}"
-            )
+        digest = _digest_hex(text, selector.removeprefix(DIGEST_PREFIX))
         return Reference(dataset=dataset, kind=RefKind.DIGEST, digest_prefix=digest)
     number = _NUMBER_RE.fullmatch(selector)
     if number:

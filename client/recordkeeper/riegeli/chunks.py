@@ -96,19 +96,26 @@ def _decompressor(compression: int) -> Callable[[bytes | memoryview, int], bytes
             return zstd
         import cramjam
 
+        # Into a buffer one byte longer than the prefix says, never more: a stream that
+        # decompresses to more (a few hundred bytes of brotli can stand for gigabytes) stops
+        # at the buffer's end with an error instead of growing without bound, and one that
+        # fills the extra byte or falls short is caught by the length check.  Not
+        # output_len=size: cramjam pads a shorter stream's output with zeros up to it.
         def brotli(data: bytes | memoryview, size: int) -> bytes:
+            out = bytearray(size + 1)
             try:
-                # not output_len=size: cramjam pads a shorter stream's output with zeros up
-                # to it (a wrong record accepted) and aborts when it cannot allocate it
-                return bytes(cramjam.brotli.decompress(data))
+                written = cramjam.brotli.decompress_into(data, out)
             except cramjam.DecompressionError as exc:
                 raise ChunkDataError("bad_compression", f"brotli: {exc}") from None
+            return _filled(out, written, size, "brotli")
 
         def snappy(data: bytes | memoryview, size: int) -> bytes:
+            out = bytearray(size + 1)
             try:
-                return bytes(cramjam.snappy.decompress_raw(data))
+                written = cramjam.snappy.decompress_raw_into(data, out)
             except cramjam.DecompressionError as exc:
                 raise ChunkDataError("bad_compression", f"snappy: {exc}") from None
+            return _filled(out, written, size, "snappy")
 
         return brotli if compression == BROTLI else snappy
     except ImportError:
@@ -121,12 +128,27 @@ def _decompressor(compression: int) -> Callable[[bytes | memoryview, int], bytes
         ) from None
 
 
+def _filled(out: bytearray, written: int, size: int, name: str) -> bytes:
+    """The ``written`` bytes of ``out`` when they are exactly the ``size`` announced."""
+    if written != size:
+        more = "more than" if written > size else str(written)
+        raise ChunkDataError(
+            "bad_compression",
+            f"{name}: the stream decompresses to {more} bytes, its prefix says {size}",
+        )
+    del out[size:]
+    return bytes(out)
+
+
 _DECOMPRESSORS: dict[int, Callable[[bytes | memoryview, int], bytes]] = {}
 
 
-#: The most bytes one compressed byte can stand for: a zstd RLE block is 4 bytes (3 of header)
-#: for up to 128 KiB.  A size prefix beyond it for the stream's length is a lie.
-_ZSTD_MOST_PER_BYTE = 1 << 15
+#: The most bytes one compressed byte can stand for, by compression: a zstd RLE block is 4
+#: bytes (3 of header) for up to 128 KiB; a snappy copy is at least 3 bytes for at most 64
+#: (21.3 measured on zeros); brotli's meta-blocks reach ~620,000 (16 MiB of zeros in 27 bytes),
+#: so its bound is 2^21.  A size prefix beyond it for the stream's length is a lie, refused
+#: before the buffer it would need is allocated.
+_MOST_PER_BYTE = {ZSTD: 1 << 15, SNAPPY: 32, BROTLI: 1 << 21}
 
 
 def _decompress(
@@ -145,10 +167,10 @@ def _decompress(
             f"{what}: the {name} stream's prefix says {size} bytes, the chunk header allows "
             f"at most {most}",
         )
-    if compression == ZSTD and size > (len(buf) - pos) * _ZSTD_MOST_PER_BYTE:
+    if size > (len(buf) - pos) * _MOST_PER_BYTE[compression]:
         raise ChunkDataError(
             "bad_compression",
-            f"{what}: the zstd stream of {len(buf) - pos} bytes cannot hold the {size} bytes "
+            f"{what}: the {name} stream of {len(buf) - pos} bytes cannot hold the {size} bytes "
             "its prefix says",
         )
     decompress = _DECOMPRESSORS.get(compression)

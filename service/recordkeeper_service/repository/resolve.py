@@ -11,6 +11,9 @@ staged name             the version staged under that name, in any state
 ``ds@<alias>``          the alias target (committed, or deprecated since it was set)
 ``ds@sha256:<prefix>``  committed versions whose content digest starts with the prefix;
                         several different digests → ambiguous; same digest → lowest N
+``ds@records:sha256:``  the committed version with the highest N among those whose
+``<prefix>``            registered records digest (any kind/width) starts with the prefix;
+                        several different records digests → ambiguous
 ======================  ==========================================================
 
 :func:`resolution_statement` builds the one query for a reference on top of any ``SELECT``
@@ -24,14 +27,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Connection, Integer, Select, String, bindparam, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, Integer, Select, String, bindparam, exists, func, select
+from sqlalchemy.orm import Session, aliased
 
 from recordkeeper.core.digests import DIGEST_PREFIX
 from recordkeeper.core.errors import InvalidReference, VersionNotFound
 from recordkeeper.core.refs import LATEST, Reference, RefKind
 from recordkeeper_service import tables as m
 from recordkeeper_service.repository.common import PUBLISHED_STATES, missing_dataset
+from recordkeeper_service.tables.record_sets import VersionRecordSet
 
 __all__ = [
     "AnySelect",
@@ -75,17 +79,20 @@ _NUMBER = bindparam("rk_number", type_=Integer)
 _ALIAS = bindparam("rk_alias", type_=String)
 _DIGEST_LIKE = bindparam("rk_digest_like", type_=String)
 _STAGED = bindparam("rk_staged", type_=String)
+_RECORDS_LIKE = bindparam("rk_records_like", type_=String)
 
 
 def reference_shape(ref: Reference) -> str:
     """The form of query ``ref`` needs: ``number``, ``staged``, ``latest``, ``alias`` or
-    ``digest`` (statements are built and cached per shape)."""
+    ``digest`` or ``records`` (statements are built and cached per shape)."""
     if ref.kind is RefKind.NAME or ref.kind is RefKind.NUMBER:
         return "number"
     if ref.kind is RefKind.STAGED:
         return "staged"
     if ref.kind is RefKind.ALIAS:
         return "latest" if ref.alias == LATEST else "alias"
+    if ref.kind is RefKind.RECORDS:
+        return "records"
     return "digest"
 
 
@@ -104,6 +111,8 @@ def resolution_params(ref: Reference) -> dict[str, Any]:
     elif shape == "digest":
         # the prefix is validated lowercase hex, so it needs no LIKE escaping
         params["rk_digest_like"] = f"{DIGEST_PREFIX}{ref.digest_prefix}%"
+    elif shape == "records":
+        params["rk_records_like"] = f"{DIGEST_PREFIX}{ref.records_prefix}%"
     return params
 
 
@@ -127,10 +136,41 @@ def resolution_statement(base: S, ref: Reference) -> S:
         return stmt.join(m.Alias, m.Alias.version_id == m.Version.id).where(
             m.Alias.name == _ALIAS, m.Alias.dataset_id == m.Dataset.id
         )
+    if shape == "records":
+        return _records_statement(stmt)
     return (
         stmt.where(m.Version.state == "committed")
         .where(m.Version.content_digest.like(_DIGEST_LIKE))
         .order_by(m.Version.number)
+    )
+
+
+def _matching_records(dataset_id: Any) -> Any:
+    """Record identity rows of committed versions of ``dataset_id`` whose records digest
+    starts with the reference's prefix (a fresh alias of the tables each call)."""
+    rs, v = aliased(VersionRecordSet), aliased(m.Version)
+    match = (
+        select(rs.records_digest)
+        .join(v, v.id == rs.version_id)
+        .where(v.dataset_id == dataset_id, v.state == "committed")
+        .where(rs.records_digest.like(_RECORDS_LIKE))
+    )
+    return rs, match
+
+
+def _records_statement(stmt: S) -> S:
+    """The newest committed version with a records digest starting with the prefix, when
+    the prefix names one records digest of the dataset (else nothing: :func:`explain_missing`
+    says it is ambiguous)."""
+    rs, match = _matching_records(m.Version.dataset_id)
+    ambiguous = exists(match.where(rs.records_digest != VersionRecordSet.records_digest))
+    return (
+        stmt.join(VersionRecordSet, VersionRecordSet.version_id == m.Version.id)
+        .where(m.Version.state == "committed")
+        .where(VersionRecordSet.records_digest.like(_RECORDS_LIKE))
+        .where(~ambiguous)
+        .order_by(m.Version.number.desc())
+        .limit(1)
     )
 
 
@@ -201,7 +241,7 @@ def check_visible(row: _VersionLike, ref: Reference, published_only: bool) -> No
     )
 
 
-def explain_missing(db: Session | Connection, ref: Reference) -> VersionNotFound:
+def explain_missing(db: Session | Connection, ref: Reference) -> VersionNotFound | InvalidReference:
     """The error for a reference that matched nothing, saying what does exist."""
     dataset_id = db.scalar(select(m.Dataset.id).where(m.Dataset.name == ref.dataset))
     if dataset_id is None:
@@ -220,7 +260,31 @@ def explain_missing(db: Session | Connection, ref: Reference) -> VersionNotFound
         return VersionNotFound(f"{ref.dataset} has no committed version yet")
     if ref.kind is RefKind.ALIAS:
         return VersionNotFound(f"{ref.dataset} has no alias {ref.alias!r}")
+    if ref.kind is RefKind.RECORDS:
+        return _records_missing(db, ref, dataset_id)
     return VersionNotFound(
         f"no committed version of {ref.dataset} has a content digest starting with "
         f"{DIGEST_PREFIX}{ref.digest_prefix}"
+    )
+
+
+def _records_missing(
+    db: Session | Connection, ref: Reference, dataset_id: int
+) -> VersionNotFound | InvalidReference:
+    """Why ``ds@records:sha256:<prefix>`` found nothing: several records digests start with
+    the prefix (ambiguous), or no committed version has one that does."""
+    _, match = _matching_records(dataset_id)
+    params = {"rk_records_like": resolution_params(ref)["rk_records_like"]}
+    digests = sorted(set(db.scalars(match.distinct().limit(6), params)))
+    if len(digests) > 1:
+        shown = ", ".join(digests[:5])
+        return InvalidReference(
+            f"{ref} is ambiguous: {len(digests)}{'+' if len(digests) > 5 else ''} different "
+            f"records digests of {ref.dataset} start with that prefix ({shown}); give more hex "
+            "digits"
+        )
+    return VersionNotFound(
+        f"no committed version of {ref.dataset} has a records digest starting with "
+        f"{DIGEST_PREFIX}{ref.records_prefix} (run `recordkeeper index` on a version to give it "
+        "one; GET /record-sets/{digest} finds the versions of any dataset with a digest)"
     )

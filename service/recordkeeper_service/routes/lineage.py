@@ -689,8 +689,9 @@ def checkpoint_lineage(
     key = (*head.key, form)
     rendered = lineage.rendered.get(key)
     if rendered is None:
-        body = lineage.lineage_from(head).to_json(compact=form == "compact")
-        body["consumed"] = lineage.consumption(head)  # fixed at registration, like the chain
+        answer, consumed = lineage.answer_from(head)
+        body = answer.to_json(compact=form == "compact")
+        body["consumed"] = consumed  # fixed at registration, like the chain
         rendered = render_lineage(body)
         lineage.rendered.put(key, rendered)
     return Response(

@@ -18,7 +18,9 @@ from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.shard_columns import COLUMNS
 from recordkeeper.core.shards import INPUT_FIELDS, wire_fields
 from recordkeeper_service.deps import Reader, RepositoryDep, Writer
+from recordkeeper_service.domain import VersionRecord
 from recordkeeper_service.limits import GatedRoute, counted_list, large_body
+from recordkeeper_service.repository import Repository
 from recordkeeper_service.routes.common import (
     AUTHENTICATED,
     NOT_MODIFIED,
@@ -188,17 +190,25 @@ def list_shards(
             return not_modified(etag)
     key = (record.id, record.content_digest, after, limit, form)
     data = repository.versions.rendered_pages.get(key) if record.published else None
-    if data is None and form != "full":  # the rows as columns, serialised once
-        data = repository.versions.compact_page(
-            record, after=after, limit=limit, packed=form == "packed"
-        )
-    elif data is None:
-        page = repository.versions.shard_page(record, after=after, limit=limit)
-        data = _PAGE.dump_json(_PAGE.validate_python(page.to_json()))
-        if record.published:
+    if data is None:
+        data = _render_page(repository, record, after=after, limit=limit, form=form)
+        if record.published:  # every form: a published version's pages never change
             repository.versions.rendered_pages.put(key, data)
     headers = {"ETag": etag, "Cache-Control": "no-cache"} if etag is not None else None
     return Response(data, media_type="application/json", headers=headers)
+
+
+def _render_page(
+    repository: Repository, record: VersionRecord, *, after: str | None, limit: int, form: str
+) -> bytes:
+    """The page's JSON in ``form``: the compact and packed forms straight from the rows as
+    columns, the full form through the response model."""
+    if form != "full":
+        return repository.versions.compact_page(
+            record, after=after, limit=limit, packed=form == "packed"
+        )
+    page = repository.versions.shard_page(record, after=after, limit=limit)
+    return _PAGE.dump_json(_PAGE.validate_python(page.to_json()))
 
 
 class RegisterOut(OutModel):

@@ -66,7 +66,12 @@ from recordkeeper_service.repository.lineage.assemble import (
     lineage_record,
     refs_of,
 )
-from recordkeeper_service.repository.lineage.consumption import consumption, record_consumption
+from recordkeeper_service.repository.lineage.consumption import (
+    SplitRecordsCache,
+    consumption,
+    record_consumption,
+    split_records,
+)
 from recordkeeper_service.repository.lineage.data import (
     HistoryCache,
     derived_versions,
@@ -368,6 +373,8 @@ class LineageRepository:
         self.versions_shown = VersionsShownCache()
         #: What each version recorded of where it came from (immutable once committed)
         self.histories = HistoryCache()
+        #: Each version's records per split, for the answers' epochs (fixed once committed)
+        self.split_records = SplitRecordsCache()
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -600,7 +607,7 @@ class LineageRepository:
     def lineage(self, ref: str | CheckpointRef) -> LineageRecord:
         """Which data trained ``ref``: the union along its complete parent chain."""
         parsed = parse_checkpoint_ref(ref)
-        return self._db.read(lambda conn: self._upstream(conn, self._head(conn, parsed)))
+        return self._db.read(lambda conn: self._upstream(conn, self._head(conn, parsed))[0])
 
     def lineage_head(self, ref: str | CheckpointRef) -> LineageHead:
         """Resolve ``ref`` (the rules of :meth:`get`) and read the lineage epoch, in one
@@ -611,7 +618,12 @@ class LineageRepository:
     def lineage_from(self, head: LineageHead) -> LineageRecord:
         """The upstream answer of ``head``'s checkpoint, computed now: at least as new as
         ``head.epoch`` (a state change committed since shows; its key is then merely older)."""
-        return self._db.read(lambda conn: self._upstream(conn, head))
+        return self._db.read(lambda conn: self._upstream(conn, head)[0])
+
+    def answer_from(self, head: LineageHead) -> tuple[LineageRecord, list[dict[str, Any]]]:
+        """:meth:`lineage_from` and :meth:`consumption` of ``head`` in one read: the
+        consumption reuses the answer's walk and version names."""
+        return self._db.read(lambda conn: self._answer(conn, head))
 
     @staticmethod
     def _head(conn: Connection, ref: CheckpointRef) -> LineageHead:
@@ -620,10 +632,13 @@ class LineageRepository:
         assert epoch is not None  # read with the row
         return LineageHead(row, epoch)
 
-    def _upstream(self, conn: Connection, head: LineageHead) -> LineageRecord:
-        """The walk is one statement (one snapshot); what the answer shows of versions comes
-        from :attr:`versions_shown` (states read after ``head.epoch`` was), so no transaction
-        spans the reads."""
+    def _upstream(
+        self, conn: Connection, head: LineageHead
+    ) -> tuple[LineageRecord, queries.Upstream, Mapping[int, queries.VersionFacts]]:
+        """The answer, with the walk and the facts of its versions it was built from.  The
+        walk is one statement (one snapshot); what the answer shows of versions comes from
+        :attr:`versions_shown` (states read after ``head.epoch`` was), so no transaction spans
+        the reads."""
         upstream = queries.upstream_rows(conn, head.row.id)
         trained = {edge[1] for edge in upstream.edges}
 
@@ -635,12 +650,27 @@ class LineageRepository:
         facts, states = shown(trained)
         # the walk said which versions recorded provenance: the history starts from those
         history = self.histories.history(conn, upstream.recorded, lambda ids: shown(ids)[1])
-        return lineage_record(head.row, upstream, facts, states, history)
+        return lineage_record(head.row, upstream, facts, states, history), upstream, facts
+
+    def _answer(
+        self, conn: Connection, head: LineageHead
+    ) -> tuple[LineageRecord, list[dict[str, Any]]]:
+        record, upstream, facts = self._upstream(conn, head)
+        trained = {edge[1] for edge in upstream.edges}
+        names = {vid: facts[vid].version for vid in trained if vid in facts}
+        used = consumption(
+            conn,
+            head.row.id,
+            upstream,
+            names,
+            lambda ids: self.split_records.lookup(ids, lambda miss: split_records(conn, miss)),
+        )
+        return record, used
 
     def consumption(self, head: LineageHead) -> list[dict[str, Any]]:
         """How much of each version the chain of ``head``'s checkpoint read
         (:func:`.consumption.consumption`)."""
-        return self._db.read(lambda conn: consumption(conn, head.row.id))
+        return self.answer_from(head)[1]
 
     def consumers(self, version_ref: str, *, transitive: bool = True) -> ConsumersRecord:
         """Checkpoints trained on the version ``version_ref`` (an alias is resolved now)."""

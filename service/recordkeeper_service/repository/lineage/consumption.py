@@ -16,7 +16,8 @@ Counts never change after registration, so the answer can be kept with the linea
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, func, select
@@ -32,7 +33,7 @@ from recordkeeper_service.repository.lineage import queries
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.tables.consumption import CheckpointConsumption
 
-__all__ = ["consumption", "record_consumption"]
+__all__ = ["SplitRecordsCache", "consumption", "record_consumption", "split_records"]
 
 
 def record_consumption(session: Session, checkpoint_id: int, entries: Sequence[Any]) -> None:
@@ -64,7 +65,48 @@ def record_consumption(session: Session, checkpoint_id: int, entries: Sequence[A
         )
 
 
-def _split_records(conn: Connection | Session, version_ids: Iterable[int]) -> dict[Any, int]:
+#: Versions whose split sizes :class:`SplitRecordsCache` keeps (a few hundred bytes each).
+DEFAULT_MAX_VERSIONS = 50_000
+
+#: ``load(ids)``: each version's records per split, read from its shards (a query)
+SplitLoader = Callable[[set[int]], dict[int, dict[str, int]]]
+
+
+class SplitRecordsCache:
+    """``version id → {split: records}``, per process; safe across threads.
+
+    Only committed versions train checkpoints, and a committed version's shards never change
+    (rows are kept when retention deletes the data), so what is read is kept with no
+    invalidation.  Bounded by a number of versions: when full it starts again empty.
+    """
+
+    def __init__(self, max_versions: int = DEFAULT_MAX_VERSIONS) -> None:
+        self._max = max(0, max_versions)
+        self._kept: dict[int, dict[str, int]] = {}
+        self._lock = threading.Lock()
+
+    def lookup(self, ids: Collection[int], load: SplitLoader) -> Mapping[int, Mapping[str, int]]:
+        """The split sizes of ``ids``: those kept, and ``load(the others)``, kept in turn."""
+        kept = self._kept
+        missing = {vid for vid in ids if vid not in kept}
+        if not missing:
+            return kept
+        found = {vid: kept[vid] for vid in ids if vid not in missing}
+        loaded = load(missing)
+        for vid in missing:  # a version without shards has no splits: kept as that
+            found[vid] = loaded.get(vid, {})
+        if len(missing) <= self._max:
+            with self._lock:
+                if len(self._kept) + len(missing) > self._max:
+                    self._kept = {}
+                self._kept.update((vid, found[vid]) for vid in missing)
+        return found
+
+
+def split_records(
+    conn: Connection | Session, version_ids: Iterable[int]
+) -> dict[int, dict[str, int]]:
+    """Each version's records per split, summed over its shards."""
     ids = sorted(set(version_ids))
     if not ids:
         return {}
@@ -73,13 +115,25 @@ def _split_records(conn: Connection | Session, version_ids: Iterable[int]) -> di
         .where(m.Shard.version_id.in_(ids))
         .group_by(m.Shard.version_id, m.Shard.split)
     )
-    return {(v, s): int(n or 0) for v, s, n in conn.execute(stmt)}
+    out: dict[int, dict[str, int]] = {}
+    for v, s, n in conn.execute(stmt):
+        out.setdefault(v, {})[s] = int(n or 0)
+    return out
 
 
-def consumption(conn: Connection, checkpoint_id: int) -> list[dict[str, Any]]:
+def consumption(
+    conn: Connection,
+    checkpoint_id: int,
+    upstream: queries.Upstream,
+    names: Mapping[int, str],
+    split_sizes: Callable[[set[int]], Mapping[int, Mapping[str, int]]],
+) -> list[dict[str, Any]]:
     """Per (version, role) along the chain of ``checkpoint_id``: records, epochs, segments
-    (see the module docstring), in the order the versions were first used (oldest first)."""
-    upstream = queries.upstream_rows(conn, checkpoint_id)
+    (see the module docstring), in the order the versions were first used (oldest first).
+
+    ``upstream``: the chain's walk, as the lineage answer read it; ``names``: the names of its
+    versions; ``split_sizes(ids)``: their records per split (:class:`SplitRecordsCache`).
+    Only the chain's counts are read here."""
     chain = {c.checkpoint_id: c for c in upstream.checkpoints}
     if not chain:
         return []
@@ -97,19 +151,13 @@ def consumption(conn: Connection, checkpoint_id: int) -> list[dict[str, Any]]:
     splits: dict[tuple[int, int, str], list[str]] = {}
     for c, v, s, r in upstream.edges:
         splits.setdefault((c, v, r), []).append(s)
-    sizes = _split_records(conn, {v for _, v, _ in splits})
-    version_ids = sorted({v for _, v, _ in splits})
-    names: dict[int, str] = {
-        vid: name
-        for vid, name in conn.execute(
-            select(m.Version.id, m.Version.name).where(m.Version.id.in_(version_ids))
-        )
-    }
+    sizes = split_sizes({v for _, v, _ in splits})
     depth = {cid: i for i, cid in enumerate(_chain_order(chain, checkpoint_id))}
+    labels = {cid: str(CheckpointRef(c.model, c.checkpoint, c.run)) for cid, c in chain.items()}
     out: dict[tuple[int, str], dict[str, Any]] = {}
     for (c, v, r), used in sorted(splits.items(), key=lambda kv: -depth.get(kv[0][0], 0)):
-        link = chain[c]
-        size = sum(sizes.get((v, s), 0) for s in used)
+        of_version = sizes.get(v, {})
+        size = sum(of_version.get(s, 0) for s in used)
         records = counted.get((c, v, r))
         total = out.setdefault(
             (v, r),
@@ -126,8 +174,8 @@ def consumption(conn: Connection, checkpoint_id: int) -> list[dict[str, Any]]:
         epochs = records / size if records is not None and size else None
         total["segments"].append(
             {
-                "checkpoint": str(CheckpointRef(link.model, link.checkpoint, link.run)),
-                "step": link.step,
+                "checkpoint": labels[c],
+                "step": chain[c].step,
                 "splits": sorted(used),
                 "split_records": size,
                 "records": records,
