@@ -276,3 +276,18 @@ def test_refuse_judges_a_duplicate_of_a_committed_version_too(client: TestClient
     body["leakage"] = _check(again)
     answer = client.post(f"{API}/versions/{again}/commit", json=body)
     assert answer.status_code == 200 and answer.json()["duplicate_of"] is not None
+
+
+def test_warn_on_a_duplicate_kept_as_the_existing_version(client: TestClient) -> None:
+    first = _staged(client)["name"]
+    assert _commit(client, first).status_code == 200  # policy off
+    assert _policy(client, "coco", "warn").status_code == 200
+    again = _staged(client)["name"]  # the same content
+    body = {"on_duplicate": "use_existing", "leakage": _check(again, leaked=2)}
+    answer = client.post(f"{API}/versions/{again}/commit", json=body)
+    assert answer.status_code == 200, answer.text
+    kept = answer.json()["duplicate_of"]
+    warning = answer.json()["leakage_warning"]
+    assert warning["pairs"][0]["leaked"] == 2 and warning["pairs"][0]["other_ref"] == kept
+    events = client.get(f"{API}/events", params={"action": "version.leakage_warning"}).json()
+    assert [e["version"] for e in events["data"]] == [kept]

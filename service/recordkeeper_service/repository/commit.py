@@ -229,7 +229,10 @@ def _commit_staged(
             duplicate_of=duplicate.name,
         )
         session.flush()
-        return _existing_answer(session, duplicate.id, dataset)
+        existing = _existing_answer(session, duplicate.id, dataset)
+        # the content kept overlaps as the commit's check found: the warning names that version
+        warned = record_commit(session, actor, dataset, duplicate, None, warning)
+        return existing if warned is None else replace(existing, leakage_warning=warned)
 
     schema_digest = None
     if schema is not None:
