@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from recordkeeper.core.errors import (
@@ -41,16 +41,19 @@ __all__ = ["LeakageRepository", "enforce_at_commit", "policy_of", "record_commit
 MAX_PAIRS = 10_000
 
 
-def policy_of(session: Session, dataset: str) -> LeakagePolicy:
-    """The leakage policy of ``dataset`` (``off`` when none was set)."""
-    row = session.get(LeakagePolicyRow, dataset)
+def _policy(row: LeakagePolicyRow | None) -> LeakagePolicy:
     if row is None:
         return LeakagePolicy()
     return LeakagePolicy(row.mode, row.max_rate)  # type: ignore[arg-type]
 
 
+def policy_of(session: Session, dataset: str) -> LeakagePolicy:
+    """The leakage policy of ``dataset`` (``off`` when none was set)."""
+    return _policy(session.get(LeakagePolicyRow, dataset))
+
+
 def _policy_json(dataset: str, row: LeakagePolicyRow | None) -> dict[str, Any]:
-    policy = LeakagePolicy() if row is None else LeakagePolicy(row.mode, row.max_rate)  # type: ignore[arg-type]
+    policy = _policy(row)
     return {
         "dataset": dataset,
         **policy.to_dict(),
@@ -123,8 +126,6 @@ def _store(
 
 
 def _split_records(session: Session, version_id: int) -> dict[str, int]:
-    from sqlalchemy import func
-
     return {
         split: int(n or 0)
         for split, n in session.execute(
@@ -210,9 +211,11 @@ def enforce_at_commit(
     if verdict == "missing_refuse":
         raise LeakageCheckMissing(
             f"{version.name} was not committed: the leakage policy of {dataset} is refuse and "
-            "the commit carries no leakage check; commit with a client that checks splits "
-            "(recordkeeper ≥ this release) and record identity on (record_index=True, the "
-            "default for the writer and publish), or set the policy to warn/off",
+            "the commit carries no leakage check. Write or publish it with record identity on "
+            "(record_index=True, the default of client.writer, publish, derive and plan_write; "
+            "not --no-record-index) with a client that checks splits before committing — a "
+            "derivation needs a base with record identity: `recordkeeper index BASE` first — "
+            "or set the dataset's policy to warn or off (recordkeeper leakage-policy)",
             version=version.name,
         )
     if verdict == "warn":
