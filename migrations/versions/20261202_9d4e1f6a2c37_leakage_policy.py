@@ -46,7 +46,7 @@ def upgrade() -> None:
         sa.Column("other_split", sa.String(length=64), nullable=False),
         sa.Column("records", sa.BigInteger(), nullable=False),
         sa.Column("leaked", sa.BigInteger(), nullable=False),
-        sa.Column("distinct", sa.BigInteger(), nullable=False),
+        sa.Column("distinct_ids", sa.BigInteger(), nullable=False),
         sa.Column("kind", sa.String(length=16), nullable=False),
         sa.Column("width", sa.Integer(), nullable=False),
         sa.Column("source", sa.String(length=16), nullable=False),

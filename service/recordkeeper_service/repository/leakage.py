@@ -78,7 +78,7 @@ def _pair_rows(session: Session, version_id: int) -> list[dict[str, Any]]:
             "other_split": r.other_split,
             "records": r.records,
             "leaked": r.leaked,
-            "distinct": r.distinct,
+            "distinct": r.distinct_ids,
             "rate": r.leaked / r.records if r.records else 0.0,
             "kind": r.kind,
             "width": r.width,
@@ -119,7 +119,7 @@ def _store(
             )
             session.add(row)
             existing[key] = row
-        row.records, row.leaked, row.distinct = p["records"], p["leaked"], p["distinct"]
+        row.records, row.leaked, row.distinct_ids = p["records"], p["leaked"], p["distinct"]
         row.kind, row.width = result["kind"], result["width"]
         row.source, row.computed_at, row.computed_by = source, now, actor
     session.flush()
