@@ -830,9 +830,11 @@ class Registry:
         data: dict[str, Any] = self.http.api(
             "POST", f"/versions/{quote_segment(name)}/commit", json=body, idempotent=True
         )
-        warning = data.pop("leakage_warning", None)
-        if warning:
-            warnings.warn(LeakageWarning(leakage_warning_text(data, warning)), stacklevel=4)
+        warning = data.pop("leakage_warning", None) if isinstance(data, dict) else None
+        if warning is not None:
+            with reading_answer("a commit's leakage warning"):
+                text = leakage_warning_text(data, warning)
+            warnings.warn(LeakageWarning(text), stacklevel=4)
         return data
 
     def abandon(self, version: str | DatasetVersion) -> DatasetVersion:
