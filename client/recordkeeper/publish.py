@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import io
 import os
 import warnings
@@ -46,6 +47,7 @@ from recordkeeper.core.roots import AllowedRoots
 from recordkeeper.core.shards import Compression, ShardRecord
 from recordkeeper.dataset import Dataset, ShardFile
 from recordkeeper.file_kinds import describe_bytes
+from recordkeeper.leakage import Sources, commit_check, memory_sources
 from recordkeeper.object_batches import (
     can_write_small_many,
     listing_or_nothing,
@@ -756,7 +758,14 @@ def publish(
                 reason="changed",
             )
         registry.register_shards(staged, registrations)
-        version = registry.finish(staged, force_new=force_new)
+        identities: Callable[[], Sources] | None = None
+        if indexes and len(indexes) == len(registrations):  # record identity of every shard
+            by_split: dict[str, list[bytes]] = {}
+            for r in registrations:
+                by_split.setdefault(str(r["split"]), []).append(indexes[str(r["uri"])])
+            identities = functools.partial(memory_sources, by_split)
+        check = commit_check(registry.http, staged.dataset, staged.name, identities)
+        version = registry.finish(staged, force_new=force_new, leakage=check)
     except BaseException:
         with contextlib.suppress(Exception):
             registry.abandon(staged)

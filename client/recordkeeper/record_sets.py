@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from recordkeeper.core.digests import format_digest
 from recordkeeper.core.errors import InvalidIndex, InvalidRequest, StorageError
+from recordkeeper.core.leakage_policy import leakage_pairs
 from recordkeeper.core.record_diff import (
     DEFAULT_SAMPLE,
     Emit,
@@ -66,6 +67,7 @@ __all__ = [
     "LOOKUP_NAME",
     "build_version_lookup",
     "check_leakage",
+    "index_streams",
     "index_uri",
     "index_version",
     "is_registered",
@@ -74,6 +76,7 @@ __all__ = [
     "record_sets",
     "register_record_set",
     "split_digests",
+    "staged_leakage",
     "write_index",
 ]
 
@@ -194,8 +197,20 @@ def _streams(
 ) -> list[tuple[str, Iterator[bytes]]]:
     wanted = None if splits is None else set(splits)
     shards = [s for s in version.shards if wanted is None or s.split in wanted]
+    return index_streams(shards, kind, width, version.storage_options, shard_count)
+
+
+def index_streams(
+    shards: Sequence[Shard],
+    kind: str,
+    width: int,
+    storage_options: Mapping[str, Any] | None,
+    shard_count: int | None = None,
+) -> list[tuple[str, Iterator[bytes]]]:
+    """``(split, chunks)`` of each shard's stored index, streamed (opened as a merge asks;
+    :class:`InvalidIndex` when one is not the ``kind``/``width`` index of its shard)."""
     per = chunk_records(shard_count or len(shards), width)
-    options = dict(version.storage_options)
+    options = dict(storage_options or {})
     streams = [
         (s.split, _lazy(lambda s=s: _chunks(s, kind, width, per, options)))  # type: ignore[misc]
         for s in shards
@@ -398,12 +413,12 @@ def check_leakage(
     ``training(name)`` is true (default: ``train`` and ``train…``)."""
     for v in (version, *against):
         _require_indexed(http, v, kind, width)
-    evals = [s for s in version.splits if not training(s)]
-    pairs: list[tuple[tuple[str, str], tuple[str, str]]] = []
-    for e in evals:
-        pairs += [((version.name, e), (version.name, s)) for s in version.splits if s != e]
-        for other in against:
-            pairs += [((version.name, e), (other.name, s)) for s in other.splits if training(s)]
+    pairs = leakage_pairs(
+        version.name,
+        version.splits,
+        [(other.name, other.splits) for other in against],
+        training=training,
+    )
     needed: dict[str, set[str]] = {}
     for (r1, s1), (r2, s2) in pairs:
         needed.setdefault(r1, set()).add(s1)
@@ -418,3 +433,24 @@ def check_leakage(
 
     fast = getattr(_native.speedups, "record_leakage_stream", None)
     return leakage(sources, pairs, width, sample=sample, native=fast)
+
+
+def staged_leakage(
+    name: str,
+    sources: Sequence[tuple[str, Iterator[bytes]]],
+    width: int = DEFAULT_WIDTH,
+    *,
+    training: Callable[[str], bool] = is_training_split,
+    sample: int = DEFAULT_SAMPLE,
+) -> list[LeakPair]:
+    """The leakage check of one version's own splits (each evaluation split against each
+    other split, the pairs :func:`check_leakage` checks) from ``(split, chunks)`` sources of
+    sorted identities: the indexes a writer or publish holds in memory, or the stored indexes
+    (:func:`index_streams`) before a commit — no shard read."""
+    splits = list(dict.fromkeys(split for split, _ in sources))
+    pairs = leakage_pairs(name, splits, training=training)
+    from recordkeeper import _native
+
+    fast = getattr(_native.speedups, "record_leakage_stream", None)
+    tagged = [((name, split), chunks) for split, chunks in sources]
+    return leakage(tagged, pairs, width, sample=sample, native=fast)

@@ -235,6 +235,14 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
     sample = {"splits": [{"split": "train", "records": records}], "source": "publish"}
     call("PUT", f"{API}/versions/{{ref}}/sample", json=sample, ref=name)
     assert call("GET", f"{API}/versions/{{ref}}/sample", ref=name)["source"] == "publish"
+    policy_path = f"{API}/datasets/{{name}}/leakage-policy"
+    call("PUT", policy_path, json={"mode": "warn", "max_rate": 0.1}, name="elsewhere")
+    assert call("GET", policy_path, name="elsewhere")["mode"] == "warn"
+    split, n = next(iter(counts.items()))
+    pair = {"split": split, "other_ref": name, "other_split": split, "records": n}
+    result = {"pairs": [{**pair, "leaked": 0, "distinct": 0}]}
+    call("PUT", f"{API}/versions/{{ref}}/leakage", json=result, ref=name)
+    assert call("GET", f"{API}/versions/{{ref}}/leakage", ref=name)["count"] == 1
 
     other = publish(client, "coco", content="b")["name"]
     derived = stage(client, "coco", provenance={"parents": [{"ref": name, "role": "base"}]})

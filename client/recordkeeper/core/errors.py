@@ -58,7 +58,9 @@ Exception tree::
     │   ├── StaleLock                             stale_lock (client side: pinned data)
     │   ├── CheckpointConflict                    checkpoint_conflict
     │   ├── AmbiguousCheckpoint                   ambiguous_checkpoint
-    │   └── StorageReleased                       storage_released
+    │   ├── StorageReleased                       storage_released
+    │   ├── SplitOverlap                          split_overlap (commit: leakage policy refuse)
+    │   └── LeakageCheckMissing                   leakage_check_missing (commit: no check sent)
     ├── DigestMismatch                            digest_mismatch (409)
     ├── StorageRootNotAllowed (PermissionError)   storage_root_not_allowed (403)
     ├── AuthenticationRequired (PermissionError)  unauthorized (401)
@@ -112,6 +114,8 @@ __all__ = [
     "InvalidSample",
     "InvalidShard",
     "InvalidVersionName",
+    "LeakageCheckMissing",
+    "LeakageWarning",
     "ModelNotFound",
     "NotFound",
     "ParentNotCommitted",
@@ -133,6 +137,7 @@ __all__ = [
     "ShardNotFound",
     "SplitExists",
     "SplitNotFound",
+    "SplitOverlap",
     "StaleLock",
     "StorageCredentialsMissing",
     "StorageError",
@@ -480,6 +485,22 @@ class StorageReleased(Conflict):
     code = "storage_released"
 
 
+class SplitOverlap(Conflict):
+    """A commit refused by its dataset's leakage policy (``refuse``): an evaluation split shares
+    records with another split above the tolerated rate (``pairs``: each overlapping pair's
+    ``split``, ``other_ref``, ``other_split``, ``records``, ``leaked``, ``distinct``,
+    ``rate``; ``max_rate``).  The version stays staged."""
+
+    code = "split_overlap"
+
+
+class LeakageCheckMissing(Conflict):
+    """A commit without a leakage check result under a ``refuse`` leakage policy (an older
+    client, or a version written without record identity).  The version stays staged."""
+
+    code = "leakage_check_missing"
+
+
 class DigestMismatch(RecordkeeperError):
     code = "digest_mismatch"
     status = 409
@@ -611,3 +632,10 @@ class DeprecatedVersionWarning(UserWarning):
     """A deprecated version is used — resolved, read by ``tf_dataset``, or registered as the
     data of a checkpoint — where a lock or ``load_pinned`` would refuse it (the message gives
     the deprecation reason).  Importable from :mod:`recordkeeper` and ``recordkeeper.values``."""
+
+
+class LeakageWarning(UserWarning):
+    """A version was committed under a ``warn`` leakage policy although an evaluation split
+    shares records with another split above the tolerated rate, or without a leakage check
+    (the message names the pairs; the service recorded a ``version.leakage_warning`` event).
+    Importable from :mod:`recordkeeper`."""

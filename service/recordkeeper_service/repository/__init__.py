@@ -27,6 +27,7 @@ module             resource
 ``record_sets``    record identity of versions (split set digests, records digest look-up)
 ``record_diffs``   stored record diffs of version pairs (computed by clients from indexes)
 ``samples``        sample records of versions (decoded by the publishing client)
+``leakage``        leakage policies of datasets, check results of versions, the policy at commit
 ``lineage``        models, runs, checkpoints, upstream/downstream, graph, and the
                    ``version_in_use`` guard (a package: queries, assembly, records)
 =================  ===========================================================
@@ -51,6 +52,7 @@ from recordkeeper_service.repository.events import EventRepository
 from recordkeeper_service.repository.fastpath import AsyncPostgresReader
 from recordkeeper_service.repository.gc import GcRepository
 from recordkeeper_service.repository.history import ProvenanceRepository
+from recordkeeper_service.repository.leakage import LeakageRepository
 from recordkeeper_service.repository.lineage import LineageRepository
 from recordkeeper_service.repository.record_diffs import RecordDiffRepository
 from recordkeeper_service.repository.record_sets import RecordSetRepository
@@ -107,6 +109,7 @@ class Repository:
         self.record_sets = RecordSetRepository(db)
         self.record_diffs = RecordDiffRepository(db)
         self.samples = SampleRepository(db)
+        self.leakage = LeakageRepository(db)
 
     def migration_status(self) -> migrate.MigrationStatus:
         """Where the database stands against this release's migrations (``/readyz``)."""

@@ -46,6 +46,7 @@ from recordkeeper_service.routes import (
     gc,
     health,
     info,
+    leakage,
     lineage,
     provenance,
     record_diffs,
@@ -85,6 +86,7 @@ for module in (
     record_sets,
     record_diffs,
     samples,
+    leakage,
     verifications,
 ):
     api_router.include_router(module.router)
