@@ -40,6 +40,7 @@ from recordkeeper.core.record_diff import (
     diff_records,
     is_training_split,
     leakage,
+    validate_sample,
 )
 from recordkeeper.core.record_identity import DEFAULT_WIDTH, IdentityKind, validate_identity
 from recordkeeper.core.record_index import (
@@ -366,6 +367,7 @@ def record_diff(
     emit: Emit | None = None,
 ) -> RecordDiff:
     """The record-level diff of ``a`` → ``b`` from their indexes (both must be indexed)."""
+    validate_sample(sample)  # before any index is opened
     for v in (a, b):
         _require_indexed(http, v, kind, width)
     from recordkeeper import _native
@@ -396,6 +398,7 @@ def check_leakage(
     training splits of each version of ``against`` (see
     :func:`recordkeeper.core.record_diff.leakage`).  Splits are training splits when
     ``training(name)`` is true (default: ``train`` and ``train…``)."""
+    validate_sample(sample)  # before any index is opened
     for v in (version, *against):
         _require_indexed(http, v, kind, width)
     evals = [s for s in version.splits if not training(s)]

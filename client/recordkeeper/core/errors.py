@@ -114,6 +114,7 @@ __all__ = [
     "InvalidVersionName",
     "ModelNotFound",
     "NotFound",
+    "NotStoredWarning",
     "ParentNotCommitted",
     "ParentNotFound",
     "PayloadTooLarge",
@@ -611,3 +612,10 @@ class DeprecatedVersionWarning(UserWarning):
     """A deprecated version is used — resolved, read by ``tf_dataset``, or registered as the
     data of a checkpoint — where a lock or ``load_pinned`` would refuse it (the message gives
     the deprecation reason).  Importable from :mod:`recordkeeper` and ``recordkeeper.values``."""
+
+
+class NotStoredWarning(RuntimeWarning):
+    """Work that was done but whose best-effort record in the registry was refused: a record
+    diff computed but its summary not stored, a version committed but its sample records not
+    stored (the message says why).  A ``RuntimeWarning``; the CLI shows it as a ``warning:``
+    line.  Importable from :mod:`recordkeeper`."""

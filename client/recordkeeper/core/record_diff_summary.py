@@ -156,7 +156,11 @@ def validate_record_diff(document: object) -> dict[str, Any]:
         raise InvalidRecordDiff(str(exc)) from None
     entries = document["splits"]
     if not isinstance(entries, list) or len(entries) > MAX_DIFF_SPLITS:
-        raise InvalidRecordDiff(f"splits must be a list of at most {MAX_DIFF_SPLITS} splits")
+        given = f" (this one has {len(entries)})" if isinstance(entries, list) else ""
+        raise InvalidRecordDiff(
+            f"splits must be a list of at most {MAX_DIFF_SPLITS} splits{given}: a record diff "
+            f"of versions with more splits between them is not stored"
+        )
     splits = [_split(e, width, i) for i, e in enumerate(entries)]
     names = [s["split"] for s in splits]
     if len(set(names)) != len(names):
