@@ -26,12 +26,19 @@ The per-record hook for writers, publish and deep verify is
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from recordkeeper.core.digests import format_digest
-from recordkeeper.core.errors import InvalidIndex, InvalidRequest, StorageError
+from recordkeeper.core.errors import (
+    InvalidIndex,
+    InvalidRequest,
+    NotStoredWarning,
+    RecordkeeperError,
+    StorageError,
+)
 from recordkeeper.core.record_diff import (
     DEFAULT_SAMPLE,
     Emit,
@@ -73,6 +80,7 @@ __all__ = [
     "lookup_uri",
     "record_diff",
     "record_sets",
+    "register_committed",
     "register_record_set",
     "split_digests",
     "write_index",
@@ -317,6 +325,28 @@ def register_record_set(
     path = f"/versions/{quote_segment(version.name)}/record-sets"
     answer: dict[str, Any] = http.api("PUT", path, json=body)
     return answer
+
+
+def register_committed(
+    http: HttpCore,
+    version: DatasetVersion,
+    digests: Mapping[str, SetDigest],
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """:func:`register_record_set` right after a commit that has succeeded (the writer,
+    ``derive``, ``publish``, a distributed commit): best effort, as the sample records are.  A
+    refusal warns (:class:`~recordkeeper.core.errors.NotStoredWarning`) and answers None, so
+    the committed version is still returned; ``recordkeeper index`` registers it later."""
+    try:
+        return register_record_set(http, version, digests, storage_options=storage_options)
+    except RecordkeeperError as exc:
+        warnings.warn(
+            f"{version.name} is committed, but its record identity was not registered: {exc}",
+            NotStoredWarning,
+            stacklevel=3,
+        )
+        return None
 
 
 def record_sets(http: HttpCore, ref: str) -> list[dict[str, Any]]:

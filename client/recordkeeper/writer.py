@@ -65,7 +65,7 @@ from recordkeeper.core.splits import validate_split_name
 from recordkeeper.progress import ProgressLike, byte_progress
 from recordkeeper.provenance import build_provenance
 from recordkeeper.record_ids import RecordIds, split_digest
-from recordkeeper.record_sets import index_uri, register_record_set, write_index
+from recordkeeper.record_sets import index_uri, register_committed, write_index
 from recordkeeper.samples import SampleCollector, sample_committed
 from recordkeeper.shard_names import final_shard_uri, shard_suffix, split_counts
 from recordkeeper.storage import (
@@ -759,14 +759,14 @@ class VersionWriter:
         self._remove_temp_dir()
         return registrations
 
-    def _register_record_set(self, version: DatasetVersion) -> dict[str, Any]:
+    def _register_record_set(self, version: DatasetVersion) -> dict[str, Any] | None:
         """The split set digests from the indexes built while writing, registered."""
         by_split: dict[str, list[bytes]] = {}
         for shard in self._done:
             if shard.record_index is not None:
                 by_split.setdefault(shard.split, []).append(shard.record_index)
         digests = {split: split_digest(indexes) for split, indexes in by_split.items()}
-        return register_record_set(
+        return register_committed(
             self._registry.http, version, digests, storage_options=self.storage_options or None
         )
 

@@ -1,7 +1,8 @@
 """Record diffs and leakage checks given arguments or versions at their limits, over a live
 service: a bad ``sample`` is a plain ``InvalidInput`` (not the C merge's ``ValueError`` or an
 ``OverflowError``, and the pure-Python merge refuses it alike), and a diff of more splits than
-the registry keeps is printed, with one ``warning:`` line saying why it was not stored."""
+the registry keeps is printed, with one ``warning:`` line saying why it was not stored; a
+version whose record identity registration is refused after its commit is still returned."""
 
 from __future__ import annotations
 
@@ -75,3 +76,20 @@ def test_a_diff_of_more_splits_than_stored_prints_and_warns_once(
     assert len(lines) == 1 and lines[0].startswith("warning: the record diff "), r.stderr
     assert f"at most {n} splits (this one has {n + 1})" in lines[0]
     assert "RuntimeWarning" not in r.stderr and "NotStoredWarning" not in r.stderr
+
+
+def test_a_committed_version_whose_record_identity_is_refused_is_still_returned(
+    live_service: LiveService,
+) -> None:
+    # More splits than a record identity registration takes: the writer indexed every shard
+    # and committed, then the registration was refused.  The with-block raised that refusal,
+    # the version committed but unusable through the writer (w.version: RuntimeError).
+    client = live_service.client()
+    records = sample_examples(1001)
+    w = client.writer("wide", root=f"{live_service.storage_root}/datasets")
+    with pytest.warns(rk.NotStoredWarning, match="record identity was not registered"), w:
+        for i, record in enumerate(records):
+            w.write(record, split=f"s{i:04d}")
+    assert w.version.state == "committed" and len(w.version.splits) == 1001
+    assert w.record_set is None and client.record_sets(w.version.name) == []
+    assert client.record_sample(w.version.name)  # what follows the registration still ran
