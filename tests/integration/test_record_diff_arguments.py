@@ -67,10 +67,14 @@ def test_a_diff_of_more_splits_than_stored_prints_and_warns_once(
 
     with warnings.catch_warnings():
         warnings.simplefilter("always")  # shown each time, as in a fresh process
+        refs = [f"lim@v{v1.number}", "lim@latest"]
         r = CliRunner().invoke(
-            app, ["--url", live_service.url, "diff", v1.name, v2.name, "--records", "--no-decode"]
+            app, ["--url", live_service.url, "diff", *refs, "--records", "--no-decode"]
         )
     assert r.exit_code == 0, r.output
+    # the versions compared are named, not the references given
+    assert r.stdout.startswith(f"{v1.name} → {v2.name} records\n"), r.stdout
+    assert f"new to {v2.name}: 1; gone from {v1.name}: 1" in r.stdout
     assert "train        1 → 1: +1 -1 =0" in r.stdout
     lines = [line for line in r.stderr.splitlines() if "not stored" in line]
     assert len(lines) == 1 and lines[0].startswith("warning: the record diff "), r.stderr
