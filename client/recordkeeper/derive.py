@@ -368,7 +368,7 @@ class Derivation:
         kept shard to find the first one missing — on a 100,000-shard base, 3.6 s of a
         derivation that adds 10 shards (``bench/bench_derive.py``)."""
         from recordkeeper.core.record_identity import DEFAULT_WIDTH
-        from recordkeeper.record_sets import record_sets, register_record_set, split_digests
+        from recordkeeper.record_sets import record_sets, register_committed, split_digests
 
         options = dict(self.storage_options) if self.storage_options else None
         for uri, data in self._file_indexes.items():
@@ -387,7 +387,7 @@ class Derivation:
             digests = split_digests(version, storage_options=options or {})
         except (InvalidIndex, StorageError):
             return None  # left for `recordkeeper index`, which reads only the unindexed shards
-        return register_record_set(self._registry.http, version, digests, storage_options=options)
+        return register_committed(self._registry.http, version, digests, storage_options=options)
 
     def abort(self) -> None:
         """Abandon what was staged and delete what was written (best effort)."""

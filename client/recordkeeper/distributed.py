@@ -409,13 +409,14 @@ def _place_index(temp_uri: str, final_uri: str, options: Mapping[str, Any]) -> N
 
 def register_stored_identity(
     client: Client, version: DatasetVersion, options: Mapping[str, Any] | None
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
     """Register a committed version's record identity from its shards' stored indexes
-    (:func:`recordkeeper.record_sets.split_digests`: a streaming merge, no shard read)."""
-    from recordkeeper.record_sets import register_record_set, split_digests
+    (:func:`recordkeeper.record_sets.split_digests`: a streaming merge, no shard read); best
+    effort (:func:`recordkeeper.record_sets.register_committed`)."""
+    from recordkeeper.record_sets import register_committed, split_digests
 
     digests = split_digests(version, storage_options=dict(options or {}))
-    return register_record_set(client.http, version, digests, storage_options=options)
+    return register_committed(client.http, version, digests, storage_options=options)
 
 
 def _one_per_part(written: Iterable[WrittenShard]) -> list[WrittenShard]:

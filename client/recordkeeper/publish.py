@@ -58,7 +58,7 @@ from recordkeeper.object_batches import (
 from recordkeeper.progress import ProgressLike, ProgressReader, byte_progress
 from recordkeeper.provenance import build_provenance
 from recordkeeper.record_ids import RecordIds, split_digest
-from recordkeeper.record_sets import register_record_set, write_index
+from recordkeeper.record_sets import register_committed, write_index
 from recordkeeper.samples import sample_committed
 from recordkeeper.shard_names import final_shard_uri
 from recordkeeper.storage import (
@@ -322,7 +322,7 @@ def _store_record_identity(
         write_index(uri, data, options)
         by_split.setdefault(splits[uri], []).append(data)
     digests = {split: split_digest(found) for split, found in by_split.items()}
-    register_record_set(registry.http, version, digests, storage_options=options)
+    register_committed(registry.http, version, digests, storage_options=options)
 
 
 def check_allowed(uris: list[str], allowed_roots: list[str]) -> None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from recordkeeper.core.errors import PermissionDenied, RecordkeeperError
+from recordkeeper.core.errors import NotStoredWarning, PermissionDenied, RecordkeeperError
 from recordkeeper.core.record_diff import RecordDiff
-from recordkeeper.core.record_diff_summary import diff_summary
+from recordkeeper.core.record_diff_summary import diff_summary, validate_record_diff
 from recordkeeper.http import HttpCore, quote_segment
 
 __all__ = ["record_diffs", "save_record_diff"]
@@ -33,13 +33,16 @@ def save_record_diff(
     identities); the stored diff, or None when it was not stored (a read-only token: quietly;
     any other refusal: with a warning)."""
     try:
-        answer: dict[str, Any] = http.api("PUT", _path(a, b), json=diff_summary(diff, kind, width))
+        # the service's own rule first: a summary it would refuse (more splits than it keeps)
+        # is not sent, and the warning says why in its words, not a request validator's
+        summary = validate_record_diff(diff_summary(diff, kind, width))
+        answer: dict[str, Any] = http.api("PUT", _path(a, b), json=summary)
     except PermissionDenied:
         return None
     except RecordkeeperError as exc:
         warnings.warn(
             f"the record diff {a} → {b} was computed but not stored in the registry: {exc}",
-            RuntimeWarning,
+            NotStoredWarning,
             stacklevel=3,
         )
         return None

@@ -26,12 +26,19 @@ The per-record hook for writers, publish and deep verify is
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from recordkeeper.core.digests import format_digest
-from recordkeeper.core.errors import InvalidIndex, InvalidRequest, StorageError
+from recordkeeper.core.errors import (
+    InvalidIndex,
+    InvalidRequest,
+    NotStoredWarning,
+    RecordkeeperError,
+    StorageError,
+)
 from recordkeeper.core.leakage_policy import leakage_pairs
 from recordkeeper.core.record_diff import (
     DEFAULT_SAMPLE,
@@ -41,6 +48,7 @@ from recordkeeper.core.record_diff import (
     diff_records,
     is_training_split,
     leakage,
+    validate_sample,
 )
 from recordkeeper.core.record_identity import DEFAULT_WIDTH, IdentityKind, validate_identity
 from recordkeeper.core.record_index import (
@@ -74,6 +82,7 @@ __all__ = [
     "lookup_uri",
     "record_diff",
     "record_sets",
+    "register_committed",
     "register_record_set",
     "split_digests",
     "staged_leakage",
@@ -333,6 +342,28 @@ def register_record_set(
     return answer
 
 
+def register_committed(
+    http: HttpCore,
+    version: DatasetVersion,
+    digests: Mapping[str, SetDigest],
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """:func:`register_record_set` right after a commit that has succeeded (the writer,
+    ``derive``, ``publish``, a distributed commit): best effort, as the sample records are.  A
+    refusal warns (:class:`~recordkeeper.core.errors.NotStoredWarning`) and answers None, so
+    the committed version is still returned; ``recordkeeper index`` registers it later."""
+    try:
+        return register_record_set(http, version, digests, storage_options=storage_options)
+    except RecordkeeperError as exc:
+        warnings.warn(
+            f"{version.name} is committed, but its record identity was not registered: {exc}",
+            NotStoredWarning,
+            stacklevel=3,
+        )
+        return None
+
+
 def record_sets(http: HttpCore, ref: str) -> list[dict[str, Any]]:
     """The record identities registered for a version (empty: not indexed yet)."""
     answer = http.api("GET", f"/versions/{quote_segment(ref)}/record-sets")
@@ -381,6 +412,7 @@ def record_diff(
     emit: Emit | None = None,
 ) -> RecordDiff:
     """The record-level diff of ``a`` → ``b`` from their indexes (both must be indexed)."""
+    validate_sample(sample)  # before any index is opened
     for v in (a, b):
         _require_indexed(http, v, kind, width)
     from recordkeeper import _native
@@ -411,6 +443,7 @@ def check_leakage(
     training splits of each version of ``against`` (see
     :func:`recordkeeper.core.record_diff.leakage`).  Splits are training splits when
     ``training(name)`` is true (default: ``train`` and ``train…``)."""
+    validate_sample(sample)  # before any index is opened
     for v in (version, *against):
         _require_indexed(http, v, kind, width)
     pairs = leakage_pairs(

@@ -66,7 +66,7 @@ from recordkeeper.leakage import Sources, commit_check, memory_sources
 from recordkeeper.progress import ProgressLike, byte_progress
 from recordkeeper.provenance import build_provenance
 from recordkeeper.record_ids import RecordIds, split_digest
-from recordkeeper.record_sets import index_uri, register_record_set, write_index
+from recordkeeper.record_sets import index_uri, register_committed, write_index
 from recordkeeper.samples import SampleCollector, sample_committed
 from recordkeeper.shard_names import final_shard_uri, shard_suffix, split_counts
 from recordkeeper.storage import (
@@ -778,11 +778,12 @@ class VersionWriter:
             return None
         return lambda: memory_sources(self._indexes_by_split())
 
-    def _register_record_set(self, version: DatasetVersion) -> dict[str, Any]:
-        """The split set digests from the indexes built while writing, registered."""
+    def _register_record_set(self, version: DatasetVersion) -> dict[str, Any] | None:
+        """The split set digests from the indexes built while writing, registered (None: the
+        registry refused them, with a warning)."""
         by_split = self._indexes_by_split()
         digests = {split: split_digest(indexes) for split, indexes in by_split.items()}
-        return register_record_set(
+        return register_committed(
             self._registry.http, version, digests, storage_options=self.storage_options or None
         )
 

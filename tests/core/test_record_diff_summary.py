@@ -78,6 +78,11 @@ def test_moves_and_samples_come_from_the_diffs_fields() -> None:
         lambda d: d["splits"][0].update(split="Not A Split"),
         lambda d: d["splits"][0].update(common=0),
         lambda d: d["splits"][0].update(moved_in=0),
+        # moves that add up, but out of a split that removed nothing and into one that added
+        # nothing (test: +3 -0, train: +0 -1)
+        lambda d: (d["splits"][0].update(moved_out=1), d["splits"][1].update(moved_in=1)),
+        # more moves than the records removed times the other splits
+        lambda d: (d["splits"][0].update(moved_in=2), d["splits"][1].update(moved_out=2)),
         lambda d: d["splits"][0].update(duplicates_b=4),
         lambda d: d["splits"][0].update(sample_added=["00" * 16, "00" * 16]),
         lambda d: d["splits"][0].update(sample_added=["0" * 31]),

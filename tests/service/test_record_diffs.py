@@ -127,6 +127,8 @@ def test_diffs_that_do_not_agree_with_the_versions_are_refused(client: TestClien
         changed(lambda d: d["splits"][0].update(sample_added=[H, H])),  # twice
         changed(lambda d: d["splits"][1].update(sample_added=[H])),  # more than added
         changed(lambda d: d["splits"][0].update(moved_in=0)),  # moves do not add up
+        # moves that add up, but one out of train, which removed nothing
+        changed(lambda d: (d["splits"][0].update(moved_in=2), d["splits"][1].update(moved_out=1))),
         changed(lambda d: d.update(new=22)),  # more new than added
         changed(lambda d: d["splits"][1].update(duplicates_a=20)),
         changed(lambda d: d["splits"].append(copy.deepcopy(d["splits"][1]))),  # twice

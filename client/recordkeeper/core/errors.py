@@ -118,6 +118,7 @@ __all__ = [
     "LeakageWarning",
     "ModelNotFound",
     "NotFound",
+    "NotStoredWarning",
     "ParentNotCommitted",
     "ParentNotFound",
     "PayloadTooLarge",
@@ -639,3 +640,10 @@ class LeakageWarning(UserWarning):
     shares records with another split above the tolerated rate, or without a leakage check
     (the message names the pairs; the service recorded a ``version.leakage_warning`` event).
     Importable from :mod:`recordkeeper`."""
+
+
+class NotStoredWarning(RuntimeWarning):
+    """Work that was done but whose best-effort record in the registry was refused: a record
+    diff computed but its summary not stored, a version committed but its sample records not
+    stored (the message says why).  A ``RuntimeWarning``; the CLI shows it as a ``warning:``
+    line.  Importable from :mod:`recordkeeper`."""

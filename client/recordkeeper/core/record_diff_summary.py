@@ -15,7 +15,8 @@ two versions.  The document::
 Per split (multiset counts, copies counted, as in the diff): ``records_a``/``records_b`` in each
 version, ``added``, ``removed``, ``common``, ``duplicates_a``/``duplicates_b`` (extra copies
 within the split); ``moved_in``/``moved_out``: distinct identities added to this split that
-another split of A held and lost / removed from it and added to another split of B; samples:
+another split of A held and lost / removed from it and added to another split of B (an identity
+counted once per other split, so at most ``added`` / ``removed`` times the other splits); samples:
 at most :data:`MAX_DIFF_SAMPLE` identities each, as ``2 * width`` lowercase hex digits.
 Whole document: ``new``/``gone`` (distinct identities in one version and no split of the
 other).  Anything that does not add up is :class:`InvalidRecordDiff`.
@@ -156,7 +157,11 @@ def validate_record_diff(document: object) -> dict[str, Any]:
         raise InvalidRecordDiff(str(exc)) from None
     entries = document["splits"]
     if not isinstance(entries, list) or len(entries) > MAX_DIFF_SPLITS:
-        raise InvalidRecordDiff(f"splits must be a list of at most {MAX_DIFF_SPLITS} splits")
+        given = f" (this one has {len(entries)})" if isinstance(entries, list) else ""
+        raise InvalidRecordDiff(
+            f"splits must be a list of at most {MAX_DIFF_SPLITS} splits{given}: a record diff "
+            f"of versions with more splits between them is not stored"
+        )
     splits = [_split(e, width, i) for i, e in enumerate(entries)]
     names = [s["split"] for s in splits]
     if len(set(names)) != len(names):
@@ -164,6 +169,14 @@ def validate_record_diff(document: object) -> dict[str, Any]:
     new, gone = _count(document["new"], "new"), _count(document["gone"], "gone")
     if sum(s["moved_in"] for s in splits) != sum(s["moved_out"] for s in splits):
         raise InvalidRecordDiff("the moves into splits do not add up to the moves out of them")
+    others = len(splits) - 1  # a record moves from or to each of the other splits at most
+    for s in splits:
+        for moved, changed in (("moved_in", "added"), ("moved_out", "removed")):
+            if s[moved] > s[changed] * others:
+                raise InvalidRecordDiff(
+                    f"{s['split']}: {moved} is {s[moved]}, but {s[changed]} records were "
+                    f"{changed} there ({others} other split(s) to move from or to)"
+                )
     if new > sum(s["added"] for s in splits) or gone > sum(s["removed"] for s in splits):
         raise InvalidRecordDiff("new must be at most the records added, gone the records removed")
     splits.sort(key=lambda s: s["split"])
