@@ -3,11 +3,14 @@
 The app is built with ``create_app(Settings(...))`` on a fresh, migrated database (SQLite in a
 temp dir; ``live_service_factory(database_url=...)`` takes a PostgreSQL URL too) and served by
 ``uvicorn.Server`` in a background thread, so clients talk to it over a real socket exactly as
-users do.  ``allowed_roots`` name the tmp dirs and test buckets shards may live in.
+users do.  ``allowed_roots`` name the tmp dirs and test buckets shards may live in.  A SQLite
+registry is a copy of one migrated once per session (the migrations are the same for every
+service; ``start_live_service`` still runs the upgrade, which finds it at the head).
 """
 
 from __future__ import annotations
 
+import shutil
 import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -99,9 +102,24 @@ def start_live_service(
     )
 
 
+@pytest.fixture(scope="session")
+def _migrated_sqlite_registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty SQLite registry at the migrations' head, migrated once for the session."""
+    from recordkeeper_service import migrate
+    from recordkeeper_service.db import Database
+
+    path = tmp_path_factory.mktemp("sqlite-registry") / "registry.db"
+    database = Database(f"sqlite:///{path}")
+    try:
+        migrate.upgrade(database)
+    finally:
+        database.dispose()
+    return path
+
+
 @pytest.fixture
 def live_service_factory(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, _migrated_sqlite_registry: Path
 ) -> Iterator[Callable[..., LiveService]]:
     """``start(storage_root=..., allowed_roots=[...], database_url=None)`` → LiveService."""
     started: list[LiveService] = []
@@ -119,6 +137,8 @@ def live_service_factory(
         roots = list(allowed_roots or [root])
         if root not in roots:
             roots.append(root)
+        if database_url is None:
+            shutil.copyfile(_migrated_sqlite_registry, base / "registry.db")
         url = database_url or f"sqlite:///{base / 'registry.db'}"
         service = start_live_service(storage_root=root, allowed_roots=roots, database_url=url)
         started.append(service)

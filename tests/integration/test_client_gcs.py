@@ -16,6 +16,7 @@ import pytest
 import recordkeeper as rk
 from tests.integration import _scenarios as sc
 from tests.integration.conftest import LiveService
+from tests.servers.retry_waits import scale_gcsfs_waits
 
 pytestmark = pytest.mark.gcs
 
@@ -67,8 +68,11 @@ def test_tf_dataset_over_gcs(
 
 
 def test_wrong_endpoint_and_missing_bucket(
-    gcs_service: LiveService, gcs_bucket: str, opts: dict
+    gcs_service: LiveService, gcs_bucket: str, opts: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # gcsfs tries the refused endpoint six times, 1 s to 16 s apart (its "retries" option does
+    # not change that): the same six attempts, a tenth of the ~33 s asleep
+    scale_gcsfs_waits(monkeypatch, 0.1)
     client = gcs_service.client(storage_options=opts)
     with client.writer("coco") as w:
         w.write(sc.sample_examples(1)[0])

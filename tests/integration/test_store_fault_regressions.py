@@ -25,6 +25,7 @@ import recordkeeper as rk
 from tests.integration import _scenarios as sc
 from tests.integration.conftest import LiveService
 from tests.servers.faults import FaultProxy
+from tests.servers.retry_waits import scale_s3_waits
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -135,7 +136,9 @@ def test_a_store_that_stays_throttled_fails_with_a_typed_reason(
     opts: dict[str, Any],
     faulty: dict[str, Any],
     s3_proxy: FaultProxy,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    scale_s3_waits(monkeypatch, 0.1)  # the same retries and give-up, 1 s asleep instead of 10 s
     version = _publish(s3_service, s3_bucket, opts)
     rule = s3_proxy.inject("503", method="HEAD", path=r"/raw/", times=None)
     with pytest.raises(rk.StorageError) as err:
@@ -148,9 +151,16 @@ def test_a_store_that_stays_throttled_fails_with_a_typed_reason(
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("fault", ["reset", "truncate"])
 def test_a_cut_answer_is_a_transport_error_not_an_unreachable_endpoint(
-    s3_bucket: str, opts: dict[str, Any], faulty: dict[str, Any], s3_proxy: FaultProxy, fault: str
+    s3_bucket: str,
+    opts: dict[str, Any],
+    faulty: dict[str, Any],
+    s3_proxy: FaultProxy,
+    fault: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from recordkeeper.storage import list_files
+
+    scale_s3_waits(monkeypatch, 0.1)  # the same retries and give-up, 1 s asleep instead of 10 s
 
     sc.put_bytes(f"{s3_bucket}/raw/a", b"x", opts)
     rule = s3_proxy.inject(fault, method="GET", path=r"list-type=2", times=None)
@@ -172,10 +182,12 @@ def test_a_store_that_stays_down_is_not_asked_for_every_shard(
     opts: dict[str, Any],
     faulty: dict[str, Any],
     s3_proxy: FaultProxy,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Deep verify with 2 workers and 3 shards, every read refused: the error comes after the
     two reads in flight, without a third shard started meanwhile (which doubled the time to
     the error: one more retry budget, ~35 s on GCS)."""
+    scale_s3_waits(monkeypatch, 0.1)  # the same retries and give-up, 1 s asleep instead of 10 s
     version = _publish(s3_service, s3_bucket, opts)
     assert len(version.shards) == 3
     s3_proxy.inject("503", method="GET", path=r"/raw/", times=None)

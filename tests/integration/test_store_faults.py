@@ -30,6 +30,7 @@ from tests.client._records import sample_examples
 from tests.integration import _scenarios as sc
 from tests.integration.conftest import LiveService
 from tests.servers.faults import FaultProxy
+from tests.servers.retry_waits import scale_gcsfs_waits, scale_s3_waits
 from tests.service.test_gc import age
 
 FAULTS = ("503", "reset", "slow", "truncate")
@@ -115,6 +116,9 @@ def store(
         bucket = request.getfixturevalue("gcs_bucket")
         clean = dict(server.storage_options)
         proxy = request.getfixturevalue("gcs_proxy")
+        # gcsfs sleeps 1 s, 2 s, ... 16 s between its six attempts: a tenth of that, the same
+        # six attempts (most GCS cells spent seconds asleep, a store that stays down ~34 s)
+        scale_gcsfs_waits(monkeypatch, 0.1)
     service = live_service_factory(storage_root=f"{bucket}/datasets", allowed_roots=[bucket])
     proxy.clear()
     yield Store(request.param, bucket, clean, proxy, service)
@@ -266,7 +270,8 @@ def test_fault_matrix(
     assert fired, f"no {fault} fault reached the store during {operation}"
 
 
-#: gcsfs retries 6 times, 1 s to 16 s apart (fixed in gcsfs): ~35 s per cell, so two cells only.
+#: gcsfs retries 6 times, 1 s to 16 s apart (fixed in gcsfs): ~35 s per cell (3.5 s with the
+#: waits scaled down, the same six attempts), so two cells only.
 STORE_DOWN = [
     *[("s3", op) for op in ("writer", "publish", "deep_verify", "gc_delete")],
     *[("gcs", op) for op in ("writer", "gc_delete")],
@@ -275,8 +280,13 @@ STORE_DOWN = [
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(("store", "operation"), STORE_DOWN, indirect=["store"])
-def test_store_down(store: Store, operation: str, request: pytest.FixtureRequest) -> None:
+def test_store_down(
+    store: Store, operation: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every matching request answers 503: a typed error within the retry budget, nothing kept."""
+    # The S3 policy's waits and its 10 s budget a tenth as long: the same retries, the same
+    # give-up, 1 s instead of 10 s asleep per request.
+    scale_s3_waits(monkeypatch, 0.1)
     outcome = _run(store, operation, "503-always", lambda: request.getfixturevalue("tensorflow"))
     print(f"\nOUTCOME {store.kind} {operation} 503-always: {outcome}")
     assert outcome != "ok"
@@ -288,8 +298,10 @@ def test_failed_multipart_upload_is_aborted(
     s3_bucket: str,
     s3_proxy: FaultProxy,
     live_service_factory: Callable[..., LiveService],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A shard large enough for a multipart upload, its second part refused for good."""
+    scale_s3_waits(monkeypatch, 0.1)  # the refused part given up after 1 s, not 10 s
     service = live_service_factory(storage_root=f"{s3_bucket}/datasets", allowed_roots=[s3_bucket])
     store = Store("s3", s3_bucket, dict(s3_server.storage_options), s3_proxy, service)
     s3_proxy.clear()

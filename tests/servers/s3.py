@@ -49,7 +49,8 @@ DEFAULT_SECRET = "recordkeeper-test-secret"
 REGION = "us-east-1"
 #: one volume per bucket (see master.toml below) -> about this many buckets per session
 MAX_VOLUMES = 1000
-#: seconds between SIGTERM and SIGKILL when stopping SeaweedFS
+#: seconds between SIGTERM and SIGKILL when stopping SeaweedFS (the environment may say otherwise)
+STOP_GRACE = "1"
 STOP_GRACE_ENV = "RECORDKEEPER_TEST_SEAWEEDFS_STOP_GRACE"
 
 
@@ -159,11 +160,13 @@ class S3Server:
             client.delete_bucket(Bucket=name)
 
     def stop(self) -> None:
-        """Stop the server (terminate, then kill after ~10 s) and delete its data directory."""
+        """Stop the server (terminate, then kill after :data:`STOP_GRACE` s) and delete its data
+        directory."""
         if self.process is not None:
-            # weed ignores SIGTERM for ~25 s (15 s gRPC graceful-stop timeout); data is
-            # throw-away, so after the grace period it is killed.
-            self.process.stop(grace=float(os.environ.get(STOP_GRACE_ENV, "10")))
+            # weed ignores SIGTERM for ~25 s (15 s gRPC graceful-stop timeout): a longer grace
+            # only waits (10 s did, at the end of every test run); data is throw-away, so after
+            # a short grace it is killed.
+            self.process.stop(grace=float(os.environ.get(STOP_GRACE_ENV, STOP_GRACE)))
         if self._stopper is not None:
             self._stopper()
             self._stopper = None
