@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from typing import IO, Any, ClassVar
 
@@ -14,7 +15,7 @@ __all__ = ["LocalProfile", "stat_file"]
 def stat_file(uri: str, path: str) -> ObjectStat:
     """A local file's size and identity (raises ``OSError`` when it is missing or a directory)."""
     st = os.stat(path)
-    if not os.path.isfile(path):
+    if not stat.S_ISREG(st.st_mode):  # what os.path.isfile asks, from the same stat
         raise FileNotFoundError(f"{path} is not a file")
     return ObjectStat(
         uri,

@@ -376,8 +376,10 @@ def validate_shard(
         )
     try:
         uri = values["uri"]
-        uri = roots.check(uri, uri_what) if roots is not None else normalize_uri(uri)
-        check_object_uri(uri, roots.roots if roots is not None else (), "a shard file")
+        if roots is not None:
+            uri = roots.check_object(uri, uri_what, "a shard file")
+        else:
+            uri = check_object_uri(normalize_uri(uri), (), "a shard file")
     except UriError as exc:
         raise InvalidShard(f"uri: {exc}") from None
     values["uri"] = uri
