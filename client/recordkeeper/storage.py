@@ -357,6 +357,6 @@ def list_files(uri: str, storage_options: Mapping[str, Any] | None = None) -> li
             if fs.isfile(path, **_bounded(fs)):
                 return [uri]
             raise FileNotFoundError(f"{uri} does not exist")
-        found = fs.find(path, **_bounded(fs))
-    profile = profile_of(uri)
+        profile = profile_of(uri)
+        found = profile.find(fs, path, **_bounded(fs))
     return sorted(profile.uri_of(fs, p, uri, path) for p in found)

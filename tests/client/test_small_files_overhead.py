@@ -206,3 +206,57 @@ def test_the_riegeli_sniff_answers_as_the_byte_loop() -> None:
             assert looks_like_riegeli(bytes(head[:cut])) == by_bytes(bytes(head[:cut]))
         other = rng.randbytes(rng.randrange(0, 80))
         assert looks_like_riegeli(other) == by_bytes(other)
+
+
+def _tree(root: Path) -> Path:
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "empty").mkdir()
+    (root / "x.tfrecord").write_bytes(b"1")
+    (root / "a" / "y.tfrecord").write_bytes(b"2")
+    (root / "a" / "b" / ".hidden").write_bytes(b"3")
+    (root / "a" / "b" / "z").write_bytes(b"4")
+    os.symlink(root / "x.tfrecord", root / "link-to-file")
+    os.symlink(root / "a", root / "link-to-dir")  # an entry, never walked into
+    os.symlink(root / "missing", root / "a" / "broken")
+    os.mkfifo(root / "a" / "fifo")
+    return root
+
+
+def test_local_listing_finds_what_fsspec_finds_without_an_info_per_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fsspec.implementations.local import LocalFileSystem
+
+    from recordkeeper.backends.local import find_files
+
+    root = _tree(tmp_path / "t")
+    fs = LocalFileSystem()
+    assert find_files(str(root)) == fs.find(str(root))
+    assert find_files(str(root / "a")) == fs.find(str(root / "a"))
+    assert find_files(str(root / "link-to-dir")) == fs.find(str(root / "link-to-dir"))
+    assert find_files(str(root / "x.tfrecord")) == fs.find(str(root / "x.tfrecord"))
+    assert find_files(str(root / "nothing")) == fs.find(str(root / "nothing")) == []
+    before = storage.list_files(root.as_uri())
+    infos: list[Any] = []
+    real_info = LocalFileSystem.info
+
+    def counting_info(self: Any, path: Any, **kwargs: Any) -> Any:
+        infos.append(path)
+        return real_info(self, path, **kwargs)
+
+    monkeypatch.setattr(LocalFileSystem, "info", counting_info)
+    assert storage.list_files(root.as_uri()) == before
+    assert len(infos) <= 2  # the isdir check of the root; none per entry (was one each)
+    assert before == sorted(
+        "file://" + p
+        for p in (
+            f"{root}/x.tfrecord",
+            f"{root}/link-to-file",
+            f"{root}/link-to-dir",
+            f"{root}/a/y.tfrecord",
+            f"{root}/a/broken",
+            f"{root}/a/fifo",
+            f"{root}/a/b/.hidden",
+            f"{root}/a/b/z",
+        )
+    )
