@@ -20,6 +20,7 @@ import pytest
 import recordkeeper as rk
 from recordkeeper import _native, storage
 from recordkeeper.core import roots as roots_module
+from recordkeeper.core.errors import InvalidShard
 from recordkeeper.core.roots import AllowedRoots
 from recordkeeper.core.shards import validate_shard
 from recordkeeper.formats.riegeli import FILE_SIGNATURE, looks_like_riegeli
@@ -260,3 +261,41 @@ def test_local_listing_finds_what_fsspec_finds_without_an_info_per_entry(
             f"{root}/a/b/z",
         )
     )
+
+
+def test_validation_reads_the_field_definitions_once_per_record_type(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    from recordkeeper.core import shards as shards_module
+
+    allowed = AllowedRoots.of([tmp_path.as_uri()])
+    raw = {
+        "split": "train",
+        "index": 0,
+        "count": 2,
+        "uri": (tmp_path / "a.tfrecord").as_uri(),
+        "compression": "none",
+        "size": 10,
+        "sha256": "0" * 64,
+        "crc32c": "0" * 8,
+        "records_sha256": "0" * 64,
+        "record_count": 1,
+    }
+    first = validate_shard(raw, allowed)
+    calls: list[Any] = []
+    real = dataclasses.fields
+
+    def counting(obj: Any) -> Any:
+        calls.append(obj)
+        return real(obj)
+
+    monkeypatch.setattr(shards_module.dataclasses, "fields", counting)
+    for index in range(2):
+        assert validate_shard({**raw, "index": index}, allowed) == dataclasses.replace(
+            first, index=index
+        )
+    assert calls == []  # was one call per shard
+    with pytest.raises(InvalidShard, match="sha256 is missing"):
+        validate_shard({k: v for k, v in raw.items() if k != "sha256"}, allowed)
