@@ -13,8 +13,10 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 import recordkeeper_service.tables.consumption  # checkpoint consumption on the same Base
+import recordkeeper_service.tables.leakage  # leakage policies and results on the same Base
 import recordkeeper_service.tables.lineage  # lineage tables on the same Base
 import recordkeeper_service.tables.provenance  # provenance tables on the same Base
+import recordkeeper_service.tables.record_diffs  # stored record diffs on the same Base
 import recordkeeper_service.tables.record_sets  # record identity tables on the same Base
 import recordkeeper_service.tables.retention  # retention tables on the same Base
 import recordkeeper_service.tables.samples  # noqa: F401  (sample records on the same Base)

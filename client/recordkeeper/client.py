@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import recordkeeper.checkpoint_lineage as lineage_calls
-from recordkeeper import checkpoint_check, gc, retention, samples
+from recordkeeper import checkpoint_check, gc, leakage, retention, samples
 from recordkeeper.compare import compare
 from recordkeeper.core.errors import InvalidInput
 from recordkeeper.derive import Derivation
@@ -157,8 +157,14 @@ class Client:
     # record identity (recordkeeper.record_sets)
     index = _on_registry(Registry.index)
     record_sets = _on_registry(Registry.record_sets)
+    record_diffs = _on_registry(Registry.record_diffs)
     versions_with_records = _on_registry(Registry.versions_with_records)
     check_leakage = _on_registry(Registry.check_leakage)
+
+    # leakage policies of datasets, leakage results of versions (recordkeeper.leakage)
+    leakage_policy = _on_http(leakage.leakage_policy)
+    set_leakage_policy = _on_http(leakage.set_leakage_policy)
+    version_leakage = _on_http(leakage.version_leakage)
     record_lineage = _on_registry(Registry.record_lineage)
 
     # sample records of a version (recordkeeper.samples)

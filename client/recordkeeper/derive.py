@@ -43,7 +43,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -57,16 +57,19 @@ from recordkeeper.core.errors import (
     StorageError,
     VersionNotFound,
 )
+from recordkeeper.core.record_identity import DEFAULT_WIDTH
 from recordkeeper.core.record_sample import SAMPLE_RECORDS
 from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference
 from recordkeeper.core.splits import validate_split_name
 from recordkeeper.dataset import ShardFile
 from recordkeeper.http import quote_segment, reading_answer
+from recordkeeper.leakage import Sources, commit_check, memory_sources
 from recordkeeper.provenance import build_provenance
 from recordkeeper.publish import scan_file
 from recordkeeper.record_ids import RecordIds, write_index
+from recordkeeper.record_sets import index_streams
 from recordkeeper.samples import sample_committed
-from recordkeeper.values import DatasetVersion
+from recordkeeper.values import DatasetVersion, Shard
 from recordkeeper.writer import RECORD_INDEX_DEFAULT, VersionWriter
 
 if TYPE_CHECKING:
@@ -302,8 +305,14 @@ class Derivation:
             )
             if registrations:
                 self._registry.register_shards(staged, registrations)
+            check = commit_check(
+                self._registry.http,
+                self.dataset,
+                staged.name,
+                self._leakage_sources(registrations, changes),
+            )
             version = self._registry.finish(
-                staged, force_new=self.force_new, changes=changes.to_json()
+                staged, force_new=self.force_new, changes=changes.to_json(), leakage=check
             )
         except BaseException:
             self.abort()
@@ -322,6 +331,33 @@ class Derivation:
         self._version = version.with_storage_options(self.storage_options or None)
         return self._version
 
+    def _leakage_sources(
+        self, registrations: Sequence[Mapping[str, Any]], changes: Changes
+    ) -> Callable[[], Sources] | None:
+        """What the leakage check before commit reads (only when the dataset's policy asks):
+        the kept base shards' stored indexes, under their split's new name, and the added
+        shards' indexes held in memory; None without record identity."""
+        if not self.record_index:
+            return None
+        held = {s.final_uri: s.record_index for s in self._writer._done if s.final_uri}
+        added: dict[str, list[bytes]] = {}
+        for r in registrations:
+            index = held.get(str(r["uri"])) or self._file_indexes.get(str(r["uri"]))
+            if index is None:
+                return None
+            added.setdefault(str(r["split"]), []).append(index)
+
+        def sources() -> Sources:
+            kept = kept_base_shards(self._registry.resolve(self.base), changes)
+            options = dict(self.storage_options or {})
+            stored = index_streams([s for _, s in kept], "bytes", DEFAULT_WIDTH, options)
+            renamed = [
+                (split, chunks) for (split, _), (_, chunks) in zip(kept, stored, strict=True)
+            ]
+            return renamed + memory_sources(added)
+
+        return sources
+
     def _register_record_set(self, version: DatasetVersion) -> dict[str, Any] | None:
         """Store the added files' indexes beside them, then register the version's record
         identity from every shard's stored index (the base's and the added ones'); None when
@@ -332,7 +368,7 @@ class Derivation:
         kept shard to find the first one missing — on a 100,000-shard base, 3.6 s of a
         derivation that adds 10 shards (``bench/bench_derive.py``)."""
         from recordkeeper.core.record_identity import DEFAULT_WIDTH
-        from recordkeeper.record_sets import record_sets, register_record_set, split_digests
+        from recordkeeper.record_sets import record_sets, register_committed, split_digests
 
         options = dict(self.storage_options) if self.storage_options else None
         for uri, data in self._file_indexes.items():
@@ -351,7 +387,7 @@ class Derivation:
             digests = split_digests(version, storage_options=options or {})
         except (InvalidIndex, StorageError):
             return None  # left for `recordkeeper index`, which reads only the unindexed shards
-        return register_record_set(self._registry.http, version, digests, storage_options=options)
+        return register_committed(self._registry.http, version, digests, storage_options=options)
 
     def abort(self) -> None:
         """Abandon what was staged and delete what was written (best effort)."""
@@ -376,3 +412,21 @@ class Derivation:
 
     def __repr__(self) -> str:
         return f"Derivation(base={self.base!r}, changes={self.changes.to_json()!r})"
+
+
+def kept_base_shards(base: DatasetVersion, changes: Changes) -> list[tuple[str, Shard]]:
+    """The base's shards a derived version keeps under ``changes``, each with the name of
+    its split in the derived version (what the service's commit materialises)."""
+    removed_uris = {t for t in changes.remove_shards if parse_shard_position(t) is None}
+    positions = {p for t in changes.remove_shards if (p := parse_shard_position(t)) is not None}
+    kept: list[tuple[str, Shard]] = []
+    for split, part in base.splits.items():
+        if split in changes.remove_splits:
+            continue
+        name = changes.rename_splits.get(split, split)
+        kept += [
+            (name, shard)
+            for shard in part.shards
+            if shard.uri not in removed_uris and (split, shard.index) not in positions
+        ]
+    return kept

@@ -76,11 +76,14 @@ from recordkeeper.core.errors import (
     VersionImmutable,
     VersionNotStaged,
 )
+from recordkeeper.core.record_identity import DEFAULT_WIDTH
 from recordkeeper.core.roots import storage_root_of
 from recordkeeper.core.splits import validate_split_name
 from recordkeeper.dataset import Dataset, ShardFile
+from recordkeeper.leakage import commit_check
 from recordkeeper.publish import copy_target, detect_file_compression, scan_file
 from recordkeeper.record_ids import INDEX_DIR, RecordIds, index_uri, write_index
+from recordkeeper.record_sets import index_streams
 from recordkeeper.shard_names import final_shard_uri, number_within_splits
 from recordkeeper.storage import join_uri, list_files, open_read, profile_of, remove
 from recordkeeper.streaming import record_bytes
@@ -279,8 +282,22 @@ class WritePlan:
             if done is None:
                 raise
             return done
+        stored = [Shard.from_dict(r) for r in registrations]
+        check = commit_check(
+            client.http,
+            self.dataset,
+            self.staged,
+            (lambda: index_streams(stored, "bytes", DEFAULT_WIDTH, options))
+            if all(shard.record_index for shard, *_ in places)
+            else None,
+        )
         version = commit_registrations(
-            client, self.staged, registrations, force_new=force_new, storage_options=options
+            client,
+            self.staged,
+            registrations,
+            force_new=force_new,
+            storage_options=options,
+            leakage=check,
         )
         self._remove_leftovers(options)
         if not version.was_staged_as(self.staged):  # identical content was kept: orphans
@@ -392,13 +409,14 @@ def _place_index(temp_uri: str, final_uri: str, options: Mapping[str, Any]) -> N
 
 def register_stored_identity(
     client: Client, version: DatasetVersion, options: Mapping[str, Any] | None
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
     """Register a committed version's record identity from its shards' stored indexes
-    (:func:`recordkeeper.record_sets.split_digests`: a streaming merge, no shard read)."""
-    from recordkeeper.record_sets import register_record_set, split_digests
+    (:func:`recordkeeper.record_sets.split_digests`: a streaming merge, no shard read); best
+    effort (:func:`recordkeeper.record_sets.register_committed`)."""
+    from recordkeeper.record_sets import register_committed, split_digests
 
     digests = split_digests(version, storage_options=dict(options or {}))
-    return register_record_set(client.http, version, digests, storage_options=options)
+    return register_committed(client.http, version, digests, storage_options=options)
 
 
 def _one_per_part(written: Iterable[WrittenShard]) -> list[WrittenShard]:
@@ -615,9 +633,11 @@ def commit_registrations(
     force_new: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     check: bool = True,
+    leakage: Mapping[str, Any] | None = None,
 ) -> DatasetVersion:
     """Register ``registrations`` on ``staged`` and commit it, idempotently; the committed
-    version (with its shards).
+    version (with its shards).  ``leakage``: the check of the staged splits the dataset's
+    leakage policy judges (:func:`recordkeeper.leakage.commit_check`).
 
     ``check`` first fast-verifies them against the store (:func:`check_stored`).  A version
     an earlier attempt committed refuses new shards (``version_not_staged``) and answers the
@@ -630,7 +650,9 @@ def commit_registrations(
     # VersionNotStaged: an earlier attempt committed already; the commit answers it
     with contextlib.suppress(VersionNotStaged, VersionImmutable):
         client.register_shards(staged, list(registrations))
-    committed = client.commit(staged, on_duplicate="commit" if force_new else "use_existing")
+    committed = client.commit(
+        staged, on_duplicate="commit" if force_new else "use_existing", leakage=leakage
+    )
     if not committed.splits:
         committed = client.resolve(committed.name)
     return committed

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import io
 import os
 import warnings
@@ -46,6 +47,7 @@ from recordkeeper.core.roots import AllowedRoots
 from recordkeeper.core.shards import Compression, ShardRecord
 from recordkeeper.dataset import Dataset, ShardFile
 from recordkeeper.file_kinds import describe_bytes
+from recordkeeper.leakage import Sources, commit_check, memory_sources
 from recordkeeper.object_batches import (
     can_write_small_many,
     listing_or_nothing,
@@ -56,7 +58,7 @@ from recordkeeper.object_batches import (
 from recordkeeper.progress import ProgressLike, ProgressReader, byte_progress
 from recordkeeper.provenance import build_provenance
 from recordkeeper.record_ids import RecordIds, split_digest, write_indexes
-from recordkeeper.record_sets import register_record_set
+from recordkeeper.record_sets import register_committed
 from recordkeeper.samples import sample_committed
 from recordkeeper.shard_names import final_shard_uri
 from recordkeeper.storage import (
@@ -321,7 +323,7 @@ def _store_record_identity(
         by_split.setdefault(splits[uri], []).append(data)
     digests = {split: split_digest(found) for split, found in by_split.items()}
     # the lookup is built from the indexes held here, not read back one file each
-    register_record_set(registry.http, version, digests, storage_options=options, indexes=indexes)
+    register_committed(registry.http, version, digests, storage_options=options, indexes=indexes)
 
 
 def check_allowed(uris: list[str], allowed_roots: list[str]) -> None:
@@ -757,7 +759,14 @@ def publish(
                 reason="changed",
             )
         registry.register_shards(staged, registrations)
-        version = registry.finish(staged, force_new=force_new)
+        identities: Callable[[], Sources] | None = None
+        if indexes and len(indexes) == len(registrations):  # record identity of every shard
+            by_split: dict[str, list[bytes]] = {}
+            for r in registrations:
+                by_split.setdefault(str(r["split"]), []).append(indexes[str(r["uri"])])
+            identities = functools.partial(memory_sources, by_split)
+        check = commit_check(registry.http, staged.dataset, staged.name, identities)
+        version = registry.finish(staged, force_new=force_new, leakage=check)
     except BaseException:
         with contextlib.suppress(Exception):
             registry.abandon(staged)

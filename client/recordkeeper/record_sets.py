@@ -27,12 +27,20 @@ from __future__ import annotations
 
 import io
 import itertools
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from recordkeeper.core.digests import format_digest
-from recordkeeper.core.errors import InvalidIndex, InvalidRequest, StorageError
+from recordkeeper.core.errors import (
+    InvalidIndex,
+    InvalidRequest,
+    NotStoredWarning,
+    RecordkeeperError,
+    StorageError,
+)
+from recordkeeper.core.leakage_policy import leakage_pairs
 from recordkeeper.core.record_diff import (
     DEFAULT_SAMPLE,
     Emit,
@@ -41,6 +49,7 @@ from recordkeeper.core.record_diff import (
     diff_records,
     is_training_split,
     leakage,
+    validate_sample,
 )
 from recordkeeper.core.record_identity import DEFAULT_WIDTH, IdentityKind, validate_identity
 from recordkeeper.core.record_index import (
@@ -67,14 +76,17 @@ __all__ = [
     "LOOKUP_NAME",
     "build_version_lookup",
     "check_leakage",
+    "index_streams",
     "index_uri",
     "index_version",
     "is_registered",
     "lookup_uri",
     "record_diff",
     "record_sets",
+    "register_committed",
     "register_record_set",
     "split_digests",
+    "staged_leakage",
     "write_index",
 ]
 
@@ -204,8 +216,20 @@ def _streams(
 ) -> list[tuple[str, Iterator[bytes]]]:
     wanted = None if splits is None else set(splits)
     shards = [s for s in version.shards if wanted is None or s.split in wanted]
+    return index_streams(shards, kind, width, version.storage_options, shard_count)
+
+
+def index_streams(
+    shards: Sequence[Shard],
+    kind: str,
+    width: int,
+    storage_options: Mapping[str, Any] | None,
+    shard_count: int | None = None,
+) -> list[tuple[str, Iterator[bytes]]]:
+    """``(split, chunks)`` of each shard's stored index, streamed (opened as a merge asks;
+    :class:`InvalidIndex` when one is not the ``kind``/``width`` index of its shard)."""
     per = chunk_records(shard_count or len(shards), width)
-    options = dict(version.storage_options)
+    options = dict(storage_options or {})
     streams = [
         (s.split, _lazy(lambda s=s: _chunks(s, kind, width, per, options)))  # type: ignore[misc]
         for s in shards
@@ -330,6 +354,32 @@ def register_record_set(
     return answer
 
 
+def register_committed(
+    http: HttpCore,
+    version: DatasetVersion,
+    digests: Mapping[str, SetDigest],
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    indexes: Mapping[str, bytes] | None = None,
+) -> dict[str, Any] | None:
+    """:func:`register_record_set` right after a commit that has succeeded (the writer,
+    ``derive``, ``publish``, a distributed commit): best effort, as the sample records are.  A
+    refusal warns (:class:`~recordkeeper.core.errors.NotStoredWarning`) and answers None, so
+    the committed version is still returned; ``recordkeeper index`` registers it later.
+    ``indexes``: as :func:`register_record_set` takes them."""
+    try:
+        return register_record_set(
+            http, version, digests, storage_options=storage_options, indexes=indexes
+        )
+    except RecordkeeperError as exc:
+        warnings.warn(
+            f"{version.name} is committed, but its record identity was not registered: {exc}",
+            NotStoredWarning,
+            stacklevel=3,
+        )
+        return None
+
+
 def record_sets(http: HttpCore, ref: str) -> list[dict[str, Any]]:
     """The record identities registered for a version (empty: not indexed yet)."""
     answer = http.api("GET", f"/versions/{quote_segment(ref)}/record-sets")
@@ -378,6 +428,7 @@ def record_diff(
     emit: Emit | None = None,
 ) -> RecordDiff:
     """The record-level diff of ``a`` → ``b`` from their indexes (both must be indexed)."""
+    validate_sample(sample)  # before any index is opened
     for v in (a, b):
         _require_indexed(http, v, kind, width)
     from recordkeeper import _native
@@ -408,14 +459,15 @@ def check_leakage(
     training splits of each version of ``against`` (see
     :func:`recordkeeper.core.record_diff.leakage`).  Splits are training splits when
     ``training(name)`` is true (default: ``train`` and ``train…``)."""
+    validate_sample(sample)  # before any index is opened
     for v in (version, *against):
         _require_indexed(http, v, kind, width)
-    evals = [s for s in version.splits if not training(s)]
-    pairs: list[tuple[tuple[str, str], tuple[str, str]]] = []
-    for e in evals:
-        pairs += [((version.name, e), (version.name, s)) for s in version.splits if s != e]
-        for other in against:
-            pairs += [((version.name, e), (other.name, s)) for s in other.splits if training(s)]
+    pairs = leakage_pairs(
+        version.name,
+        version.splits,
+        [(other.name, other.splits) for other in against],
+        training=training,
+    )
     needed: dict[str, set[str]] = {}
     for (r1, s1), (r2, s2) in pairs:
         needed.setdefault(r1, set()).add(s1)
@@ -430,3 +482,24 @@ def check_leakage(
 
     fast = getattr(_native.speedups, "record_leakage_stream", None)
     return leakage(sources, pairs, width, sample=sample, native=fast)
+
+
+def staged_leakage(
+    name: str,
+    sources: Sequence[tuple[str, Iterator[bytes]]],
+    width: int = DEFAULT_WIDTH,
+    *,
+    training: Callable[[str], bool] = is_training_split,
+    sample: int = DEFAULT_SAMPLE,
+) -> list[LeakPair]:
+    """The leakage check of one version's own splits (each evaluation split against each
+    other split, the pairs :func:`check_leakage` checks) from ``(split, chunks)`` sources of
+    sorted identities: the indexes a writer or publish holds in memory, or the stored indexes
+    (:func:`index_streams`) before a commit — no shard read."""
+    splits = list(dict.fromkeys(split for split, _ in sources))
+    pairs = leakage_pairs(name, splits, training=training)
+    from recordkeeper import _native
+
+    fast = getattr(_native.speedups, "record_leakage_stream", None)
+    tagged = [((name, split), chunks) for split, chunks in sources]
+    return leakage(tagged, pairs, width, sample=sample, native=fast)

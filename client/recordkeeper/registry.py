@@ -18,15 +18,17 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
-from recordkeeper import record_finder, record_lineage, record_sets
+from recordkeeper import record_diffs, record_finder, record_lineage, record_sets
 from recordkeeper.core.digests import parse_digest
 from recordkeeper.core.errors import (
     InvalidReference,
     InvalidRequest,
     InvalidResponse,
+    LeakageWarning,
     RecordkeeperError,
     StorageRootNotAllowed,
 )
+from recordkeeper.core.leakage_policy import leakage_warning_text
 from recordkeeper.core.limits import MAX_SHARDS_PER_REQUEST
 from recordkeeper.core.naming import format_date, validate_dataset_name
 from recordkeeper.core.provenance import validate_provenance
@@ -38,6 +40,7 @@ from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns, unpack_columns
 from recordkeeper.diff import VersionDiff, diff_versions
 from recordkeeper.http import MAX_LIST_ITEMS, HttpCore, quote_segment, reading_answer
+from recordkeeper.leakage import save_leakage
 from recordkeeper.listing import Listing
 from recordkeeper.provenance import Provenance
 from recordkeeper.record_lineage import RecordLineage
@@ -420,6 +423,7 @@ class Registry:
         emit: Emit | None = None,
         decode: bool = True,
         progress: bool | ProgressLike | None = None,
+        save: bool = True,
     ) -> RecordDiff: ...
     def diff(
         self,
@@ -433,6 +437,7 @@ class Registry:
         emit: Emit | None = None,
         decode: bool = True,
         progress: bool | ProgressLike | None = None,
+        save: bool = True,
     ) -> VersionDiff | RecordDiff:
         """What changed from version ``a`` to version ``b`` (shards, record counts, schema).
 
@@ -444,7 +449,10 @@ class Registry:
         from the shards holding them and decodes them like ``recordkeeper head``
         (:func:`recordkeeper.record_finder.decode_diff`: ``decoded_added``,
         ``decoded_removed``); ``decode=False`` reads no shard.  ``progress``: a bar on stderr
-        while shards are read (None: when stderr is a terminal).
+        while shards are read (None: when stderr is a terminal).  With ``save`` (the default)
+        its summary is then stored in the registry for the UI's compare page
+        (:func:`recordkeeper.record_diffs.save_record_diff`: best effort; with a read-only
+        token nothing is stored and the diff is returned all the same).
         """
         va = a if isinstance(a, DatasetVersion) else self.resolve(a)
         vb = b if isinstance(b, DatasetVersion) else self.resolve(b)
@@ -452,10 +460,23 @@ class Registry:
             result = record_sets.record_diff(
                 self.http, va, vb, kind=kind, width=width, sample=sample, emit=emit
             )
+            if save:
+                record_diffs.save_record_diff(self.http, va.name, vb.name, result, kind, width)
             if decode:
                 record_finder.decode_diff(result, va, vb, kind=kind, width=width, progress=progress)
             return result
         return diff_versions(va, vb)
+
+    def record_diffs(
+        self, a: str | DatasetVersion, b: str | DatasetVersion
+    ) -> list[dict[str, Any]]:
+        """The record diffs stored in the registry for ``a`` → ``b`` (one per identity kind and
+        width; empty: none was computed with a token allowed to write): ``a``, ``b``, ``kind``,
+        ``width``, ``identical``, ``new``, ``gone``, per split ``splits`` (records on each side,
+        added, removed, common, moved in and out, duplicates, sample identities as hex),
+        ``recorded_at``, ``recorded_by``."""
+        names = [v.name if isinstance(v, DatasetVersion) else v for v in (a, b)]
+        return record_diffs.record_diffs(self.http, names[0], names[1])
 
     def index(
         self,
@@ -516,13 +537,16 @@ class Registry:
         sample: int = DEFAULT_SAMPLE,
         decode: bool = True,
         progress: bool | ProgressLike | None = None,
+        save: bool = True,
     ) -> list[LeakPair]:
         """Records of a version's evaluation splits that also occur in its other splits or in
         the training splits of the ``against`` versions, from their record indexes
         (:func:`recordkeeper.record_sets.check_leakage`).  ``decode`` (default) reads each
         pair's ``sample`` leaked records from the evaluation split's shards and decodes them
         (``LeakPair.decoded``, :func:`recordkeeper.record_finder.decode_leakage`);
-        ``decode=False`` reads no shard."""
+        ``decode=False`` reads no shard.  ``save``: the result is stored as the version's
+        (``GET /versions/{ref}/leakage``), best effort (a read-only token or an older service
+        stores nothing)."""
         version = ref if isinstance(ref, DatasetVersion) else self.resolve(ref)
         others = [v if isinstance(v, DatasetVersion) else self.resolve(v) for v in against]
         pairs = record_sets.check_leakage(
@@ -532,6 +556,8 @@ class Registry:
             record_finder.decode_leakage(
                 pairs, {version.name: version}, kind=kind, width=width, progress=progress
             )
+        if save:
+            save_leakage(self.http, version.name, pairs, kind=kind, width=width)
         return pairs
 
     # -- what versions ask of the registry that made them (models.VersionServices) -----------
@@ -790,6 +816,7 @@ class Registry:
         *,
         on_duplicate: OnDuplicate = "error",
         changes: Mapping[str, Any] | None = None,
+        leakage: Mapping[str, Any] | None = None,
     ) -> DatasetVersion:
         """Commit a staged version (idempotent).
 
@@ -797,23 +824,35 @@ class Registry:
         committed version has the same content, ``use_existing`` answers that version (and
         abandons the staged one), ``commit`` commits anyway.  ``changes`` (a derived version
         only, :mod:`recordkeeper.core.derive`): ``remove_splits``, ``rename_splits``,
-        ``remove_shards`` of its base.
+        ``remove_shards`` of its base.  ``leakage``: the leakage check of the staged splits
+        (:func:`recordkeeper.leakage.commit_check`) the dataset's leakage policy judges:
+        :class:`~recordkeeper.errors.SplitOverlap` / ``LeakageCheckMissing`` under
+        ``refuse`` (the version stays staged), :class:`~recordkeeper.errors.LeakageWarning`
+        under ``warn``.
         """
-        return self.version(self._commit(version, on_duplicate, changes))
+        return self.version(self._commit(version, on_duplicate, changes, leakage))
 
     def _commit(
         self,
         version: str | DatasetVersion,
         on_duplicate: OnDuplicate,
         changes: Mapping[str, Any] | None = None,
+        leakage: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         name = version.name if isinstance(version, DatasetVersion) else version
         body: dict[str, Any] = {"on_duplicate": on_duplicate}
         if changes is not None:
             body["changes"] = dict(changes)
+        if leakage is not None:
+            body["leakage"] = dict(leakage)
         data: dict[str, Any] = self.http.api(
             "POST", f"/versions/{quote_segment(name)}/commit", json=body, idempotent=True
         )
+        warning = data.pop("leakage_warning", None) if isinstance(data, dict) else None
+        if warning is not None:
+            with reading_answer("a commit's leakage warning"):
+                text = leakage_warning_text(data, warning)
+            warnings.warn(LeakageWarning(text), stacklevel=4)
         return data
 
     def abandon(self, version: str | DatasetVersion) -> DatasetVersion:
@@ -846,16 +885,18 @@ class Registry:
         *,
         force_new: bool,
         changes: Mapping[str, Any] | None = None,
+        leakage: Mapping[str, Any] | None = None,
     ) -> DatasetVersion:
         """Commit a staged version, keeping an identical existing one unless ``force_new``
-        (``changes``: a derived version's, see :meth:`commit`).
+        (``changes``: a derived version's; ``leakage``: its leakage check; see :meth:`commit`).
 
         Warns :class:`DuplicateWarning` when the content already existed and that version was
         kept.
         """
         lineage_run = _openlineage_run(self, version)
         try:
-            data = self._commit(version, "commit" if force_new else "use_existing", changes)
+            on_duplicate: OnDuplicate = "commit" if force_new else "use_existing"
+            data = self._commit(version, on_duplicate, changes, leakage)
         except BaseException:
             if lineage_run is not None:
                 lineage_run.fail()

@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from recordkeeper.core.errors import RecordkeeperError, SampleNotFound
+from recordkeeper.core.errors import NotStoredWarning, RecordkeeperError, SampleNotFound
 from recordkeeper.core.record_sample import SAMPLE_RECORDS, SAMPLE_WIDTH, build_sample
 from recordkeeper.http import quote_segment
 
@@ -76,7 +76,7 @@ def send_sample(
             raise
         warnings.warn(
             f"{version} is committed, but its sample records were not stored: {exc}",
-            RuntimeWarning,
+            NotStoredWarning,
             stacklevel=3,
         )
         return None
@@ -128,7 +128,7 @@ def sample_committed(
     except RecordkeeperError as exc:
         warnings.warn(
             f"{version.name} is committed, but its sample records could not be read: {exc}",
-            RuntimeWarning,
+            NotStoredWarning,
             stacklevel=3,
         )
         return None

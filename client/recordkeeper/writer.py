@@ -52,7 +52,7 @@ import os
 import queue
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -62,10 +62,11 @@ from recordkeeper.core.record_sample import SAMPLE_RECORDS
 from recordkeeper.core.roots import storage_root_of
 from recordkeeper.core.shards import ShardRecord
 from recordkeeper.core.splits import validate_split_name
+from recordkeeper.leakage import Sources, commit_check, memory_sources
 from recordkeeper.progress import ProgressLike, byte_progress
 from recordkeeper.provenance import build_provenance
 from recordkeeper.record_ids import RecordIds, split_digest
-from recordkeeper.record_sets import index_uri, register_record_set, write_index
+from recordkeeper.record_sets import index_uri, register_committed, write_index
 from recordkeeper.samples import SampleCollector, sample_committed
 from recordkeeper.shard_names import final_shard_uri, shard_suffix, split_counts
 from recordkeeper.storage import (
@@ -631,7 +632,10 @@ class VersionWriter:
                 )
             staged = self._stage()
             self._registry.register_shards(staged, registrations)
-            version = self._registry.finish(staged, force_new=self.force_new)
+            check = commit_check(
+                self._registry.http, self.dataset, staged.name, self._leakage_sources()
+            )
+            version = self._registry.finish(staged, force_new=self.force_new, leakage=check)
         except BaseException:
             self.abort()
             raise
@@ -759,14 +763,27 @@ class VersionWriter:
         self._remove_temp_dir()
         return registrations
 
-    def _register_record_set(self, version: DatasetVersion) -> dict[str, Any]:
-        """The split set digests from the indexes built while writing, registered."""
+    def _indexes_by_split(self) -> dict[str, list[bytes]]:
+        """The record index of each shard written, by split (built while writing)."""
         by_split: dict[str, list[bytes]] = {}
         for shard in self._done:
             if shard.record_index is not None:
                 by_split.setdefault(shard.split, []).append(shard.record_index)
+        return by_split
+
+    def _leakage_sources(self) -> Callable[[], Sources] | None:
+        """What the leakage check before commit reads (:func:`recordkeeper.leakage.
+        commit_check`): the indexes held in memory; None without record identity."""
+        if not self.record_index or any(s.record_index is None for s in self._done):
+            return None
+        return lambda: memory_sources(self._indexes_by_split())
+
+    def _register_record_set(self, version: DatasetVersion) -> dict[str, Any] | None:
+        """The split set digests from the indexes built while writing, registered (None: the
+        registry refused them, with a warning)."""
+        by_split = self._indexes_by_split()
         digests = {split: split_digest(indexes) for split, indexes in by_split.items()}
-        return register_record_set(
+        return register_committed(
             self._registry.http, version, digests, storage_options=self.storage_options or None
         )
 

@@ -155,6 +155,9 @@ class VersionRecord:
     #: The stored provenance document (parents, sources, producer, params...); None when the
     #: version recorded none.  Immutable once committed, so cached with the version.
     provenance: dict[str, Any] | None = None
+    #: The commit's leakage warning (a ``warn`` leakage policy): only on the record a
+    #: commit answers, never stored or cached (see :mod:`.repository.leakage`).
+    leakage_warning: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     #: ``splits`` rendered once (see :meth:`with_rendered_splits`); never compared.
     rendered_splits: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 

@@ -177,6 +177,8 @@ class RoutePolicy:
 
     scope: str | None
     max_bytes: int
+    #: the large limit (shard registration, whose shards can be sent in several requests)
+    large: bool = False
 
 
 def _declared_scope(route: RouteContext) -> str | None:
@@ -223,7 +225,7 @@ class RequestGate:
                 endpoint = getattr(route, "endpoint", None)
                 large = bool(getattr(endpoint, "large_body", False))
                 limit = self.max_body_bytes if large else self.max_small_body_bytes
-                table.append((route, RoutePolicy(_declared_scope(route), limit)))
+                table.append((route, RoutePolicy(_declared_scope(route), limit, large)))
             self._table = table
         return self._table
 
@@ -235,16 +237,16 @@ class RequestGate:
         # No route (404), wrong method (405), redirect: the app answers without reading the body.
         return RoutePolicy(None, self.max_small_body_bytes)
 
-    def _too_large(self, limit: int) -> PayloadTooLarge:
-        setting = (
-            "RECORDKEEPER_MAX_BODY_BYTES"
-            if limit == self.max_body_bytes
-            else "RECORDKEEPER_MAX_SMALL_BODY_BYTES"
-        )
+    def _too_large(self, policy: RoutePolicy) -> PayloadTooLarge:
+        # only shard registration takes the large limit, and only its body can be split up
+        # (the advice to send shards in several requests misled every other route's callers)
+        if policy.large:
+            how = "RECORDKEEPER_MAX_BODY_BYTES); send shards in several requests"
+        else:
+            how = "RECORDKEEPER_MAX_SMALL_BODY_BYTES, the limit of every route but shards)"
         return PayloadTooLarge(
-            f"the request body is larger than {limit} bytes ({setting}); "
-            "send shards in several requests",
-            max_bytes=limit,
+            f"the request body is larger than {policy.max_bytes} bytes ({how}",
+            max_bytes=policy.max_bytes,
         )
 
     # ------------------------------------------------------------------ ASGI
@@ -276,13 +278,15 @@ class RequestGate:
                 await _refuse(exc, scope, receive, send, close=close)
                 return
             scope[PRINCIPAL_KEY] = principal
-        limit = policy.max_bytes
-        if declared is not None and declared > limit:
-            await _refuse(self._too_large(limit), scope, receive, send, close=True)
+        if declared is not None and declared > policy.max_bytes:
+            await _refuse(self._too_large(policy), scope, receive, send, close=True)
             return
-        await self._bounded(scope, receive, send, limit)
+        await self._bounded(scope, receive, send, policy)
 
-    async def _bounded(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+    async def _bounded(
+        self, scope: Scope, receive: Receive, send: Send, policy: RoutePolicy
+    ) -> None:
+        limit = policy.max_bytes
         received = 0
         exceeded = False
         replaced = False
@@ -294,7 +298,7 @@ class RequestGate:
                 received += len(message.get("body", b""))
                 if received > limit:
                     exceeded = True
-                    raise self._too_large(limit)
+                    raise self._too_large(policy)
             return message
 
         async def guarded_send(message: Message) -> None:
@@ -304,14 +308,14 @@ class RequestGate:
                 return
             if not replaced:  # swap the app's answer (whatever it made of the error) for ours
                 replaced = True
-                await _refuse(self._too_large(limit), scope, receive, send, close=True)
+                await _refuse(self._too_large(policy), scope, receive, send, close=True)
 
         try:
             await self.app(scope, counting_receive, guarded_send)
         except PayloadTooLarge:
             if not replaced:
                 replaced = True
-                await _refuse(self._too_large(limit), scope, receive, send, close=True)
+                await _refuse(self._too_large(policy), scope, receive, send, close=True)
 
 
 #: Query parameters follow the body's text policy (routes/common.py): no NUL, which SQLite would

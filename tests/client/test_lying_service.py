@@ -465,3 +465,37 @@ def test_lineage_answers_of_the_wrong_shape(fake: FakeService, answer: Any) -> N
     result = cli(fake, "lineage", "coco_detection/ckpt-1")
     assert result.returncode == 1, result.stderr
     assert "[invalid_response]" in result.stderr
+
+
+# -- leakage answers of the wrong shape ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "warning", [[], "overlap", {"pairs": [{"split": "test"}]}, {"pairs": "x", "max_rate": "a"}]
+)
+def test_a_commits_leakage_warning_of_the_wrong_shape(fake: FakeService, warning: Any) -> None:
+    fake.route(
+        "POST",
+        f"/versions/{STAGED}/commit",
+        Reply(body={**version(NAME), "leakage_warning": warning}),
+    )
+    with pytest.raises(rk.InvalidResponse, match="leakage warning"):
+        client_for(fake).commit(STAGED)
+
+
+@pytest.mark.parametrize("body", [[], {"mode": "sometimes"}, {"max_rate": 0}])
+def test_a_leakage_policy_of_the_wrong_shape(fake: FakeService, body: Any) -> None:
+    from recordkeeper.leakage import commit_check
+
+    fake.route("GET", "/datasets/coco/leakage-policy", Reply(body=body))
+    with pytest.raises(rk.InvalidResponse, match="leakage policy"):
+        commit_check(client_for(fake).http, "coco", STAGED, lambda: [])
+
+
+def test_an_older_service_without_policies_is_not_checked(fake: FakeService) -> None:
+    from recordkeeper.leakage import commit_check
+
+    def never() -> list[Any]:
+        raise AssertionError("no policy, no check")
+
+    assert commit_check(client_for(fake).http, "coco", STAGED, never) is None  # 404 not_found

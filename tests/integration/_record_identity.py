@@ -120,6 +120,10 @@ def scenario(service: LiveService, root: str, opts: dict[str, Any]) -> None:
     assert t.sample_added == [record_hash(changed).hex()]
     assert t.sample_removed == [record_hash(train[100]).hex()]
     assert not d.splits["test"].changed and (d.new, d.gone) == (1, 1)
+    # ... and stored its summary in the registry (the UI's compare page shows it)
+    (stored,) = client.record_diffs(v1.name, v3.name)
+    train_stored = next(s for s in stored["splits"] if s["split"] == "train")
+    assert (train_stored["added"], train_stored["sample_added"]) == (1, t.sample_added)
 
     # An injected overlap: 7 training records copied into the test split, one of them twice.
     leaked = [train[5], train[50], train[150], train[200], train[250], train[300], train[359]]

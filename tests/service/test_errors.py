@@ -60,7 +60,21 @@ def test_oversized_body_by_content_length(make_client: Callable[..., TestClient]
         client.post(f"{API}/versions/{version['name']}/shards", json=big), 413, "payload_too_large"
     )
     assert body["max_bytes"] == 4096
+    assert "send shards in several requests" in body["detail"]  # what the caller can do
     assert client.get(f"{API}/versions/{version['name']}").json()["shard_count"] == 0
+
+
+def test_an_oversized_body_elsewhere_is_not_told_to_send_shards(
+    make_client: Callable[..., TestClient],
+) -> None:
+    # a record diff, metadata, a token: their bodies cannot be split into several requests
+    client = make_client(max_body_bytes=4096)
+    version = stage(client)
+    big = {"kind": "bytes", "width": 16, "new": 0, "gone": 0, "splits": [], "x": "x" * 5000}
+    url = f"{API}/versions/{version['name']}/record-diffs/{version['name']}"
+    body = error(client.put(url, json=big), 413, "payload_too_large")
+    assert "RECORDKEEPER_MAX_SMALL_BODY_BYTES" in body["detail"], body
+    assert "several requests" not in body["detail"]
 
 
 def test_oversized_body_streamed_without_length(make_client: Callable[..., TestClient]) -> None:

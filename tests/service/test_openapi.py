@@ -218,6 +218,16 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
     call("GET", f"{API}/versions/{{ref}}/record-sets", ref=name)
     found = call("GET", f"{API}/record-sets/{{digest}}", digest=registered["records_digest"])
     assert found["count"] == 1
+    zero = dict.fromkeys(("added", "removed", "moved_in", "moved_out", "duplicates_a"), 0)
+    splits = [
+        {"split": s, "records_a": n, "records_b": n, "common": n, "duplicates_b": 0, **zero,
+         "sample_added": [], "sample_removed": []}
+        for s, n in counts.items()
+    ]  # fmt: skip
+    record_diff = {"kind": "bytes", "width": 16, "new": 0, "gone": 0, "splits": splits}
+    url = f"{API}/versions/{{ref}}/record-diffs/{{other}}"
+    call("PUT", url, json=record_diff, ref=name, other=name)
+    assert call("GET", url, ref=name, other=name)["data"][0]["identical"]
     records = [
         {"index": 0, "size": 12, "kind": "example", "features": {"label": [3], "t": ["a cat"]}},
         {"index": 1, "size": 3, "kind": "bytes", "features": "<3 bytes: 0a0b0c>"},
@@ -225,6 +235,14 @@ def test_every_answer_validates_against_its_declared_model(client: TestClient) -
     sample = {"splits": [{"split": "train", "records": records}], "source": "publish"}
     call("PUT", f"{API}/versions/{{ref}}/sample", json=sample, ref=name)
     assert call("GET", f"{API}/versions/{{ref}}/sample", ref=name)["source"] == "publish"
+    policy_path = f"{API}/datasets/{{name}}/leakage-policy"
+    call("PUT", policy_path, json={"mode": "warn", "max_rate": 0.1}, name="elsewhere")
+    assert call("GET", policy_path, name="elsewhere")["mode"] == "warn"
+    split, n = next(iter(counts.items()))
+    pair = {"split": split, "other_ref": name, "other_split": split, "records": n}
+    result = {"pairs": [{**pair, "leaked": 0, "distinct": 0}]}
+    call("PUT", f"{API}/versions/{{ref}}/leakage", json=result, ref=name)
+    assert call("GET", f"{API}/versions/{{ref}}/leakage", ref=name)["count"] == 1
 
     other = publish(client, "coco", content="b")["name"]
     derived = stage(client, "coco", provenance={"parents": [{"ref": name, "role": "base"}]})

@@ -121,3 +121,14 @@ def test_a_records_reference_resolves_to_the_newest_version_with_those_records(
     error(client.get(f"{API}/versions/coco@records:sha256:{same[:12]}"), 400, "invalid_reference")
     assert client.get(f"{API}/versions/coco@records:sha256:{same}").json()["name"] == names[0]
     assert client.get(f"{API}/versions/coco@records:{forged}").json()["name"] == names[1]
+
+
+def test_a_records_reference_to_deprecated_records_names_the_version(client: TestClient) -> None:
+    name = publish(client, "coco")["name"]
+    put = client.put(f"{API}/versions/{name}/record-sets", json=_body(_counts(client, name), ZERO))
+    digest = put.json()["records_digest"]
+    client.post(f"{API}/versions/{name}/deprecate", json={"reason": "bad labels"})
+    body = error(client.get(f"{API}/versions/coco@records:{digest}"), 404, "version_not_found")
+    # not "run `recordkeeper index`": the records are registered, in a version never picked
+    assert f"{name} (deprecated) has it" in body["detail"], body
+    assert "recordkeeper index" not in body["detail"]

@@ -101,8 +101,14 @@ ROUTE_SCOPES: dict[tuple[str, str], str | None] = {
     ("POST", f"{API}/versions/{{version_name}}/retention-done"): "admin",
     ("POST", f"{API}/versions/{{ref}}/verifications"): "read",  # readers verify data
     ("PUT", f"{API}/versions/{{ref}}/record-sets"): "write",
+    ("PUT", f"{API}/datasets/{{name}}/leakage-policy"): "write",
+    ("GET", f"{API}/datasets/{{name}}/leakage-policy"): "read",
+    ("GET", f"{API}/versions/{{ref}}/leakage"): "read",
+    ("PUT", f"{API}/versions/{{ref}}/leakage"): "write",
     ("GET", f"{API}/versions/{{ref}}/record-sets"): "read",
     ("GET", f"{API}/record-sets/{{digest}}"): "read",
+    ("PUT", f"{API}/versions/{{ref}}/record-diffs/{{other}}"): "write",
+    ("GET", f"{API}/versions/{{ref}}/record-diffs/{{other}}"): "read",
     ("PUT", f"{API}/versions/{{ref}}/sample"): "write",
     ("GET", f"{API}/versions/{{ref}}/sample"): "read",
 }

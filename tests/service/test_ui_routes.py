@@ -45,6 +45,7 @@ def test_every_module_the_page_imports_exists(client: TestClient) -> None:
     for name in (
         "app.js",
         "api.js",
+        "compare-records.js",
         "dom.js",
         "graph.js",
         "graph-edges.js",

@@ -23,7 +23,7 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any, NoReturn, TextIO, TypeVar
 
 import typer
@@ -35,6 +35,7 @@ from recordkeeper.core.errors import (
     Conflict,
     CorruptShard,
     DigestMismatch,
+    LeakageWarning,
     NotFound,
     PermissionDenied,
     RecordkeeperError,
@@ -62,6 +63,7 @@ __all__ = [
     "fail",
     "handle_errors",
     "json_errors",
+    "leakage_warnings",
     "parse_storage_options",
     "print_json",
     "print_library_warnings",
@@ -348,6 +350,15 @@ def report_error(
         if request_id:
             suffix += f" (request id {request_id})"
         sys.stderr.write(f"error: {message}{suffix}\n")
+
+
+def leakage_warnings(caught: Iterable[warnings.WarningMessage]) -> list[str]:
+    """The :class:`~recordkeeper.errors.LeakageWarning` messages among ``caught`` (a commit
+    under a ``warn`` leakage policy), each also shown as a ``warning:`` line on stderr."""
+    found = [str(w.message) for w in caught if issubclass(w.category, LeakageWarning)]
+    for message in found:
+        sys.stderr.write(f"warning: {message}\n")
+    return found
 
 
 def print_library_warnings() -> None:

@@ -14,6 +14,7 @@ from recordkeeper.cli.common import (
     StorageOpt,
     connect,
     console,
+    leakage_warnings,
     parse_storage_options,
     print_json,
     size,
@@ -122,8 +123,12 @@ def derive(
         warnings.simplefilter("always")
         version = d.commit()
     duplicate = any("identical" in str(w.message) for w in caught)
+    leaks = leakage_warnings(caught)  # a warn leakage policy: shown on stderr
     if as_json:
-        print_json({**version.to_dict(), "existing": duplicate})
+        print_json(
+            {**version.to_dict(), "existing": duplicate}
+            | ({"leakage_warnings": leaks} if leaks else {})
+        )
         return
     out = console()
     if duplicate:

@@ -50,6 +50,7 @@ def register(app: typer.Typer) -> None:
     """Add the record identity commands to the main app."""
     app.command()(index)
     app.command("check-leakage")(check_leakage)
+    app.command("leakage-policy")(leakage_policy)
     app.command("which-checkpoints")(which_checkpoints)
     app.command()(head)
 
@@ -225,6 +226,41 @@ def check_leakage(
             print_sampled("       ", p.sample, p.decoded)
     if failed:
         raise typer.Exit(int(ExitCode.VERIFICATION_FAILED))
+
+
+def leakage_policy(
+    dataset: Annotated[str, typer.Argument(help="Dataset name.")],
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--set",
+            help="off, warn (commit, with a warning) or refuse (refuse the commit) when a "
+            "version's evaluation split shares records with another split.",
+        ),
+    ] = None,
+    max_rate: Annotated[
+        float | None,
+        typer.Option("--max-rate", help="Leak rate tolerated per split pair (0: none)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a dataset's leakage policy, or set it (--set, a write token): checked when its
+    versions are committed."""
+    client = connect()
+    if mode is None and max_rate is not None:
+        mode = str(client.leakage_policy(dataset)["mode"])
+    if mode is None:
+        policy = client.leakage_policy(dataset)
+    else:
+        policy = client.set_leakage_policy(
+            dataset, mode, max_rate=0.0 if max_rate is None else max_rate
+        )
+    if as_json:
+        print_json(policy)
+        return
+    rate = f", max rate {policy['max_rate']:.2%}" if policy["mode"] != "off" else ""
+    origin = "" if policy["source"] == "dataset" else " (none set)"
+    console().print(f"{dataset}: leakage policy {policy['mode']}{rate}{origin}")
 
 
 def which_checkpoints(

@@ -18,6 +18,7 @@ from recordkeeper.cli.common import (
     StorageOpt,
     connect,
     console,
+    leakage_warnings,
     parse_storage_options,
     print_json,
     size,
@@ -141,8 +142,12 @@ def publish(
             record_index=record_index,
         )
     duplicate = any("identical" in str(w.message) for w in caught)
+    leaks = leakage_warnings(caught)  # a warn leakage policy: shown on stderr
     if as_json:
-        print_json({**version.to_dict(), "existing": duplicate})
+        print_json(
+            {**version.to_dict(), "existing": duplicate}
+            | ({"leakage_warnings": leaks} if leaks else {})
+        )
         return
     out = console()
     if duplicate:
@@ -653,13 +658,16 @@ def _record_diff(
     from recordkeeper.cli.records import print_record_diff, write_jsonl
 
     client = connect(options)
+    # resolved once: the output names the versions compared (as `diff` without --records
+    # does), not `coco@latest` or `coco@records:sha256:…`
+    va, vb = client.registry.resolve(a), client.registry.resolve(b)
     if jsonl is None:
-        result = client.registry.diff(a, b, records=True, decode=decode)
+        result = client.registry.diff(va, vb, records=True, decode=decode)
     else:
         with open(jsonl, "w", encoding="utf-8") as stream:
             emit = write_jsonl(stream)
-            result = client.registry.diff(a, b, records=True, emit=emit, decode=decode)
+            result = client.registry.diff(va, vb, records=True, emit=emit, decode=decode)
     if as_json:
         print_json(result.to_dict())
     else:
-        print_record_diff(a, b, result)
+        print_record_diff(va.name, vb.name, result)

@@ -25,6 +25,8 @@ Exception tree::
     │   ├── InvalidRecord (TypeError)             invalid_record (client side)
     │   ├── UnsupportedFormat                     unsupported_format (client side)
     │   ├── InvalidIndex                          invalid_record_index (client side)
+    │   ├── InvalidSample                         invalid_sample
+    │   ├── InvalidRecordDiff                     invalid_record_diff
     │   └── PayloadTooLarge                       payload_too_large
     ├── NotFound (LookupError)                    404
     │   ├── DatasetNotFound                       dataset_not_found
@@ -56,7 +58,9 @@ Exception tree::
     │   ├── StaleLock                             stale_lock (client side: pinned data)
     │   ├── CheckpointConflict                    checkpoint_conflict
     │   ├── AmbiguousCheckpoint                   ambiguous_checkpoint
-    │   └── StorageReleased                       storage_released
+    │   ├── StorageReleased                       storage_released
+    │   ├── SplitOverlap                          split_overlap (commit: leakage policy refuse)
+    │   └── LeakageCheckMissing                   leakage_check_missing (commit: no check sent)
     ├── DigestMismatch                            digest_mismatch (409)
     ├── StorageRootNotAllowed (PermissionError)   storage_root_not_allowed (403)
     ├── AuthenticationRequired (PermissionError)  unauthorized (401)
@@ -103,14 +107,18 @@ __all__ = [
     "InvalidParams",
     "InvalidProvenance",
     "InvalidRecord",
+    "InvalidRecordDiff",
     "InvalidReference",
     "InvalidRequest",
     "InvalidResponse",
     "InvalidSample",
     "InvalidShard",
     "InvalidVersionName",
+    "LeakageCheckMissing",
+    "LeakageWarning",
     "ModelNotFound",
     "NotFound",
+    "NotStoredWarning",
     "ParentNotCommitted",
     "ParentNotFound",
     "PayloadTooLarge",
@@ -130,6 +138,7 @@ __all__ = [
     "ShardNotFound",
     "SplitExists",
     "SplitNotFound",
+    "SplitOverlap",
     "StaleLock",
     "StorageCredentialsMissing",
     "StorageError",
@@ -284,6 +293,15 @@ class InvalidSample(InvalidInput):
     (:mod:`recordkeeper.core.record_sample`)."""
 
     code = "invalid_sample"
+    status = 422
+
+
+class InvalidRecordDiff(InvalidInput):
+    """A stored record diff summary of the wrong shape, with counts that do not add up or do
+    not agree with the versions, or identities that are not hex of its width
+    (:mod:`recordkeeper.core.record_diff_summary`)."""
+
+    code = "invalid_record_diff"
     status = 422
 
 
@@ -468,6 +486,22 @@ class StorageReleased(Conflict):
     code = "storage_released"
 
 
+class SplitOverlap(Conflict):
+    """A commit refused by its dataset's leakage policy (``refuse``): an evaluation split shares
+    records with another split above the tolerated rate (``pairs``: each overlapping pair's
+    ``split``, ``other_ref``, ``other_split``, ``records``, ``leaked``, ``distinct``,
+    ``rate``; ``max_rate``).  The version stays staged."""
+
+    code = "split_overlap"
+
+
+class LeakageCheckMissing(Conflict):
+    """A commit without a leakage check result under a ``refuse`` leakage policy (an older
+    client, or a version written without record identity).  The version stays staged."""
+
+    code = "leakage_check_missing"
+
+
 class DigestMismatch(RecordkeeperError):
     code = "digest_mismatch"
     status = 409
@@ -599,3 +633,17 @@ class DeprecatedVersionWarning(UserWarning):
     """A deprecated version is used — resolved, read by ``tf_dataset``, or registered as the
     data of a checkpoint — where a lock or ``load_pinned`` would refuse it (the message gives
     the deprecation reason).  Importable from :mod:`recordkeeper` and ``recordkeeper.values``."""
+
+
+class LeakageWarning(UserWarning):
+    """A version was committed under a ``warn`` leakage policy although an evaluation split
+    shares records with another split above the tolerated rate, or without a leakage check
+    (the message names the pairs; the service recorded a ``version.leakage_warning`` event).
+    Importable from :mod:`recordkeeper`."""
+
+
+class NotStoredWarning(RuntimeWarning):
+    """Work that was done but whose best-effort record in the registry was refused: a record
+    diff computed but its summary not stored, a version committed but its sample records not
+    stored (the message says why).  A ``RuntimeWarning``; the CLI shows it as a ``warning:``
+    line.  Importable from :mod:`recordkeeper`."""

@@ -23,25 +23,42 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from recordkeeper.core.errors import InvalidInput
 from recordkeeper.core.record_index import merge_sorted
 
 __all__ = [
     "DEFAULT_SAMPLE",
+    "MAX_SAMPLE",
     "LeakPair",
     "RecordDiff",
     "SplitRecordDiff",
     "diff_records",
     "is_training_split",
     "leakage",
+    "validate_sample",
 ]
 
 DEFAULT_SAMPLE: Final = 5
+#: The most identities sampled per split and direction (or per leakage pair): each is read back
+#: and decoded; every change is what ``emit`` (``--jsonl``) is for.
+MAX_SAMPLE: Final = 10_000
 
 #: ``emit(category, split, identity)``: the full lists, streamed (category: ``added``,
 #: ``removed``, ``duplicate_a``, ``duplicate_b``; split as ``"X->Y"`` for ``moved``).
 Emit = Callable[[str, str, bytes], None]
 
 Chunks = Iterator[bytes]
+
+
+def validate_sample(sample: object) -> int:
+    """``sample`` (identities kept per split and direction, or per leakage pair) checked: an
+    integer from 0 to :data:`MAX_SAMPLE`; :class:`InvalidInput` otherwise."""
+    if isinstance(sample, bool) or not isinstance(sample, int) or not 0 <= sample <= MAX_SAMPLE:
+        raise InvalidInput(
+            f"sample must be an integer from 0 to {MAX_SAMPLE} (identities kept per split and "
+            f"direction; emit= or --jsonl lists every change): {sample!r}"
+        )
+    return sample
 
 
 def is_training_split(name: str) -> bool:
@@ -176,6 +193,7 @@ def diff_records(
     answer, merged and counted in C; without ``emit`` only (the full lists are streamed by the
     Python code).
     """
+    sample = validate_sample(sample)
     sources: list[tuple[tuple[int, str], Chunks]] = [((0, s), c) for s, c in a]
     sources += [((1, s), c) for s, c in b]
     names = sorted({tag[1] for tag, _ in sources})
@@ -328,6 +346,7 @@ def leakage(
     ``native``: a compiled merge with the contract of
     ``recordkeeper._speedups.record_leakage_stream`` (the client passes it when built): the
     same answer, merged and counted in C."""
+    sample = validate_sample(sample)
     wanted = list(dict.fromkeys(pairs))
     out = {p: LeakPair(p[0][0], p[0][1], p[1][0], p[1][1]) for p in wanted}
     if native is not None:

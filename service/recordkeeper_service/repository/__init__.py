@@ -25,7 +25,9 @@ module             resource
 ``history``        a dataset's log; the children of a version, the versions from a source
 ``verifications``  failed verifications reported by clients (audit event, metrics)
 ``record_sets``    record identity of versions (split set digests, records digest look-up)
+``record_diffs``   stored record diffs of version pairs (computed by clients from indexes)
 ``samples``        sample records of versions (decoded by the publishing client)
+``leakage``        leakage policies of datasets, check results of versions, the policy at commit
 ``lineage``        models, runs, checkpoints, upstream/downstream, graph, and the
                    ``version_in_use`` guard (a package: queries, assembly, records)
 =================  ===========================================================
@@ -50,7 +52,9 @@ from recordkeeper_service.repository.events import EventRepository
 from recordkeeper_service.repository.fastpath import AsyncPostgresReader
 from recordkeeper_service.repository.gc import GcRepository
 from recordkeeper_service.repository.history import ProvenanceRepository
+from recordkeeper_service.repository.leakage import LeakageRepository
 from recordkeeper_service.repository.lineage import LineageRepository
+from recordkeeper_service.repository.record_diffs import RecordDiffRepository
 from recordkeeper_service.repository.record_sets import RecordSetRepository
 from recordkeeper_service.repository.retention import RetentionRepository
 from recordkeeper_service.repository.samples import SampleRepository
@@ -103,7 +107,9 @@ class Repository:
         self.lineage = LineageRepository(db, cache_bytes=lineage_cache_bytes)
         self.verifications = VerificationRepository(db, metrics=metrics)
         self.record_sets = RecordSetRepository(db)
+        self.record_diffs = RecordDiffRepository(db)
         self.samples = SampleRepository(db)
+        self.leakage = LeakageRepository(db)
 
     def migration_status(self) -> migrate.MigrationStatus:
         """Where the database stands against this release's migrations (``/readyz``)."""

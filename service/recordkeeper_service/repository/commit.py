@@ -60,6 +60,7 @@ from recordkeeper_service.repository.common import (
 )
 from recordkeeper_service.repository.deletion import slipped_into
 from recordkeeper_service.repository.derive import added_uris, materialize
+from recordkeeper_service.repository.leakage import enforce_at_commit, record_commit
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.shards import store_schemas
 from recordkeeper_service.repository.versions import allocate, parse_version_ref
@@ -84,12 +85,15 @@ class CommitRepository:
         on_duplicate: str = "error",
         actor: str,
         changes: Mapping[str, Any] | None = None,
+        leakage: Mapping[str, Any] | None = None,
     ) -> VersionRecord:
         """Commit a staged version (idempotent), honouring ``on_duplicate``.
 
         A derived version (staged with ``base``) is first given its base's kept shards per
         ``changes`` (:mod:`recordkeeper.core.derive`), in the same transaction
-        (:func:`.derive.materialize`); other versions take no ``changes``.
+        (:func:`.derive.materialize`); other versions take no ``changes``.  ``leakage``: the
+        client's leakage check of the staged splits, judged by the dataset's leakage policy
+        (:func:`.leakage.enforce_at_commit`; a ``warn`` answers ``leakage_warning``).
         """
         if on_duplicate not in ON_DUPLICATE:
             raise InvalidRequest(
@@ -125,7 +129,14 @@ class CommitRepository:
                     "changes apply to derived versions only"
                 )
             record = _commit_staged(
-                session, version, ref.dataset, on_duplicate, actor, derived=derived, added=added
+                session,
+                version,
+                ref.dataset,
+                on_duplicate,
+                actor,
+                derived=derived,
+                added=added,
+                leakage=leakage,
             )
             committed_now = version.state == "committed"
             copied = version.shard_count - len(added or ()) if derived is not None else 0
@@ -172,11 +183,16 @@ def _commit_staged(
     *,
     derived: dict[str, Any] | None = None,
     added: list[str] | None = None,
+    leakage: Mapping[str, Any] | None = None,
 ) -> VersionRecord:
     splits = _split_totals(session, version.id)
     if not _complete(splits):  # the rows name what is missing (the rare, failing case)
         _check_complete(version.name, _position_rows(session, version.id))
     _check_not_released(session, version, added)
+    # the dataset's leakage policy judges the content, whatever becomes of it below
+    warning = enforce_at_commit(
+        session, version, dataset, {t.split: int(t.records) for t in splits}, leakage
+    )
     digest = digest_of_splits(_manifest_body(session, version.id))
     schema = _merge_schemas(session, version.id)
 
@@ -213,7 +229,10 @@ def _commit_staged(
             duplicate_of=duplicate.name,
         )
         session.flush()
-        return _existing_answer(session, duplicate.id, dataset)
+        existing = _existing_answer(session, duplicate.id, dataset)
+        # the content kept overlaps as the commit's check found: the warning names that version
+        warned = record_commit(session, actor, dataset, duplicate, None, warning)
+        return existing if warned is None else replace(existing, leakage_warning=warned)
 
     schema_digest = None
     if schema is not None:
@@ -246,9 +265,11 @@ def _commit_staged(
         session, actor, "version.committed", dataset=dataset, version=version.name, **detail
     )
     session.flush()
-    return convert.version_record(
+    record = convert.version_record(
         version, dataset=dataset, provenance=load_provenance(session, version.id)
     )
+    warning = record_commit(session, actor, dataset, version, leakage, warning)
+    return record if warning is None else replace(record, leakage_warning=warning)
 
 
 class _SplitTotals(NamedTuple):

@@ -27,7 +27,17 @@ from recordkeeper_service.repository.common import record_event
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.tables.record_sets import VersionRecordSet
 
-__all__ = ["RecordSetRepository"]
+__all__ = ["RecordSetRepository", "split_record_counts"]
+
+
+def split_record_counts(session: Session, version_id: int) -> dict[str, int]:
+    """Records per split of a version, from its registered shards."""
+    stmt = (
+        select(m.Shard.split, func.coalesce(func.sum(m.Shard.record_count), 0))
+        .where(m.Shard.version_id == version_id)
+        .group_by(m.Shard.split)
+    )
+    return {split: int(n) for split, n in session.execute(stmt)}
 
 
 def _to_json(row: VersionRecordSet, version: m.Version) -> dict[str, Any]:
@@ -76,7 +86,7 @@ class RecordSetRepository:
                     f"{version.name} is {version.state}: only committed versions get record "
                     "identity"
                 )
-            counts = self._split_counts(session, version.id)
+            counts = split_record_counts(session, version.id)
             given = {s: n for s, (n, _) in digests.items()}
             if given != counts:
                 raise InvalidRequest(
@@ -115,15 +125,6 @@ class RecordSetRepository:
                 previous=previous,
             )
             return _to_json(row, version)
-
-    @staticmethod
-    def _split_counts(session: Session, version_id: int) -> dict[str, int]:
-        stmt = (
-            select(m.Shard.split, func.coalesce(func.sum(m.Shard.record_count), 0))
-            .where(m.Shard.version_id == version_id)
-            .group_by(m.Shard.split)
-        )
-        return {split: int(n) for split, n in session.execute(stmt)}
 
     def of_version(self, ref_text: str) -> list[dict[str, Any]]:
         """The record identities registered for a version (none: it has none yet)."""

@@ -283,8 +283,26 @@ def _records_missing(
             f"records digests of {ref.dataset} start with that prefix ({shown}); give more hex "
             "digits"
         )
+    wanted = f"{DIGEST_PREFIX}{ref.records_prefix}"
+    rs, v = aliased(VersionRecordSet), aliased(m.Version)
+    others = db.execute(
+        select(v.name, v.state)
+        .join(rs, rs.version_id == v.id)
+        .where(v.dataset_id == dataset_id, rs.records_digest.like(_RECORDS_LIKE))
+        .distinct()
+        .order_by(v.name)
+        .limit(3),
+        params,
+    ).all()
+    if others:  # the records exist, in versions a records reference never picks
+        named = ", ".join(f"{name} ({state})" for name, state in others)
+        return VersionNotFound(
+            f"no committed version of {ref.dataset} has a records digest starting with "
+            f"{wanted}: {named} has it, and a records reference picks committed versions only "
+            "(name that version, or its number, instead)"
+        )
     return VersionNotFound(
         f"no committed version of {ref.dataset} has a records digest starting with "
-        f"{DIGEST_PREFIX}{ref.records_prefix} (run `recordkeeper index` on a version to give it "
-        "one; GET /record-sets/{digest} finds the versions of any dataset with a digest)"
+        f"{wanted} (run `recordkeeper index` on a version to give it one; "
+        "GET /record-sets/{digest} finds the versions of any dataset with a digest)"
     )

@@ -23,6 +23,7 @@ module             resource
 ``retention``      retention policies, pins, plan, claims, ``deletable``, ``retention-done``
 ``verifications``  failed verifications reported by clients
 ``record_sets``    record identity of versions: split set digests, look-up by records digest
+``record_diffs``   stored record diffs of version pairs (computed by clients)
 ``samples``        a version's sample records (decoded by the publishing client)
 ``info``           ``/info``
 ``whoami``         ``/whoami``: the caller's name and scope
@@ -45,8 +46,10 @@ from recordkeeper_service.routes import (
     gc,
     health,
     info,
+    leakage,
     lineage,
     provenance,
+    record_diffs,
     record_sets,
     retention,
     samples,
@@ -81,7 +84,9 @@ for module in (
     gc,
     retention,
     record_sets,
+    record_diffs,
     samples,
+    leakage,
     verifications,
 ):
     api_router.include_router(module.router)

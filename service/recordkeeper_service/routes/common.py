@@ -230,10 +230,18 @@ class ErrorOut(BaseModel):
     actual: str | None = _extra("`digest_mismatch`", "the version's content digest")
     version: str | None = _extra(
         "`digest_mismatch`, `version_data_deleted`, `storage_released` (gc-done), "
-        "`version_deprecated`, `sample_not_found`",
+        "`version_deprecated`, `sample_not_found`, `split_overlap`, `leakage_check_missing`",
         "the version the reference resolved to (`digest_mismatch`, `version_deprecated`, "
-        "`sample_not_found`), whose data was deleted (`version_data_deleted`), or whose gc-done "
-        "found a shard in released storage",
+        "`sample_not_found`), whose data was deleted (`version_data_deleted`), whose gc-done "
+        "found a shard in released storage, or whose commit the leakage policy refused",
+    )
+    max_rate: float | None = _extra(
+        "`split_overlap`", "the leak rate the dataset's leakage policy tolerates per pair"
+    )
+    pairs: list[dict[str, Any]] | None = _extra(
+        "`split_overlap`",
+        "each split pair over `max_rate`: `split`, `other_ref`, `other_split`, `records`, "
+        "`leaked`, `distinct`, `rate`",
     )
     deleted_at: str | None = _extra(
         "`version_data_deleted`", "when the version's data was deleted (null while deleting)"

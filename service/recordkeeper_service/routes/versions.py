@@ -32,6 +32,7 @@ from recordkeeper_service.routes.common import (
     etag_matches,
     not_modified,
 )
+from recordkeeper_service.routes.leakage import LeakageResultIn, LeakageWarningOut
 from recordkeeper_service.routes.provenance import ProvenanceIn, ProvenanceOut
 from recordkeeper_service.routes.shards import ShardOut
 
@@ -110,6 +111,13 @@ class CommitIn(InModel):
         default=None,
         description="a derived version only: what changes of its base besides the shards "
         "registered on it (appended to their split; a removed split's name makes it new)",
+    )
+    leakage: LeakageResultIn | None = Field(
+        default=None,
+        description="the client's leakage check of the staged splits (each evaluation split "
+        "against each other split, other_ref the version's own name), judged by the dataset's "
+        "leakage policy: 409 split_overlap under refuse, leakage_warning under warn; without "
+        "it a policy that is not off refuses (409 leakage_check_missing) or warns",
     )
 
 
@@ -451,9 +459,17 @@ def list_versions(
     return page.to_json()
 
 
+class CommitOut(VersionOut):
+    leakage_warning: LeakageWarningOut | None = Field(
+        default=None,
+        description="only when the dataset's leakage policy is warn and the splits overlap "
+        "above its max_rate (pairs), or the commit carried no leakage check (missing)",
+    )
+
+
 @router.post(
     "/versions/{version_name}/commit",
-    response_model=VersionOut,
+    response_model=CommitOut,
     responses=errors(400, 404, 409, 413),
 )
 def commit_version(
@@ -465,10 +481,14 @@ def commit_version(
     """Check completeness, compute digests, merge schemas and make the version visible."""
     on_duplicate = body.on_duplicate if body is not None else "error"
     changes = body.changes.model_dump() if body is not None and body.changes else None
+    leakage = body.leakage.model_dump() if body is not None and body.leakage else None
     record = repository.commits.commit(
-        version_name, on_duplicate=on_duplicate, actor=who.name, changes=changes
+        version_name, on_duplicate=on_duplicate, actor=who.name, changes=changes, leakage=leakage
     )
-    return record.to_json()
+    answer = record.to_json()
+    if record.leakage_warning is not None:
+        answer["leakage_warning"] = record.leakage_warning
+    return answer
 
 
 @router.post(

@@ -3,6 +3,7 @@ import { api, seg } from "./api.js";
 import { badge, bytes, clear, count, counted, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
 import { checkpointHref } from "./graph.js";
 import { fullTable, loadingList } from "./lists.js";
+import { fetchRecords, recordDiffSection, recordsSection } from "./compare-records.js";
 import { fetchSample, sampleSection } from "./sample.js";
 
 const PAGE = 50;
@@ -540,7 +541,7 @@ export async function comparePage(main, _args, query) {
   );
   clear(main, h("h1", {}, "Compare two versions"), form);
   if (!oldRef || !newRef) return;
-  const diff = await api(`/versions/${seg(oldRef)}/diff/${seg(newRef)}`);
+  const [diff, records] = await Promise.all([api(`/versions/${seg(oldRef)}/diff/${seg(newRef)}`), fetchRecords(oldRef, newRef)]);
   const changes = [...diff.shards.added, ...diff.shards.removed, ...diff.shards.changed].sort((a, b) =>
     a.split === b.split ? a.index - b.index : a.split < b.split ? -1 : 1,
   );
@@ -565,6 +566,10 @@ export async function comparePage(main, _args, query) {
       Object.entries(diff.splits),
       { testid: "diff-splits" },
     ),
+    h("h3", {}, "Records"),
+    recordsSection(diff, records, changes),
+    h("h3", {}, "Record diff"),
+    recordDiffSection(diff, records),
     h("h3", {}, "Shards"),
     changes.length
       ? table(
