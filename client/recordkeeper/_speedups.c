@@ -1984,9 +1984,15 @@ static void idkey_sort(idkey_t *a, idkey_t *t, Py_ssize_t n, const unsigned char
     memcpy(a, t, (size_t)n * sizeof(idkey_t));
 }
 
+/* Below this many items sort_ids merge-sorts them whole: the radix passes' 65,536 buckets
+ * (a 512 KiB table cleared and summed twice) cost more than sorting a few thousand keys, and
+ * most shards published small hold a handful of records. */
+#define SORT_IDS_RADIX_MIN 2048
+
 /* sort_ids(ids, width) -> bytes: the `width`-byte items of `ids` in ascending bytes order.
  * Keys are radix-sorted on their top 32 bits (two passes of 16 bits), then each run sharing
- * those bits is merge-sorted on the rest (identities are uniform: runs are short). */
+ * those bits is merge-sorted on the rest (identities are uniform: runs are short); fewer than
+ * SORT_IDS_RADIX_MIN items are merge-sorted at once (no bucket table). */
 static PyObject *py_sort_ids(PyObject *self, PyObject *args) {
     Py_buffer view;
     int width;
@@ -2000,8 +2006,9 @@ static PyObject *py_sort_ids(PyObject *self, PyObject *args) {
     PyObject *out = PyBytes_FromStringAndSize(NULL, view.len);
     idkey_t *keys = PyMem_RawMalloc((n ? n : 1) * sizeof(idkey_t));
     idkey_t *tmp = PyMem_RawMalloc((n ? n : 1) * sizeof(idkey_t));
-    size_t *counts = PyMem_RawCalloc(65536, sizeof(size_t));
-    if (out == NULL || keys == NULL || tmp == NULL || counts == NULL) {
+    int radix = n >= SORT_IDS_RADIX_MIN;
+    size_t *counts = radix ? PyMem_RawCalloc(65536, sizeof(size_t)) : NULL;
+    if (out == NULL || keys == NULL || tmp == NULL || (radix && counts == NULL)) {
         Py_XDECREF(out);
         PyMem_RawFree(keys);
         PyMem_RawFree(tmp);
@@ -2018,7 +2025,7 @@ static PyObject *py_sort_ids(PyObject *self, PyObject *args) {
         for (int b = 0; b < 8; b++) k = (k << 8) | p[b];
         keys[i].key = k, keys[i].at = i * width;
     }
-    for (int pass = 0; pass < 2; pass++) { /* LSD: bits 32-47, then 48-63 */
+    for (int pass = 0; radix && pass < 2; pass++) { /* LSD: bits 32-47, then 48-63 */
         int shift = pass == 0 ? 32 : 48;
         memset(counts, 0, 65536 * sizeof(size_t));
         for (Py_ssize_t i = 0; i < n; i++) counts[(keys[i].key >> shift) & 0xffff]++;
@@ -2034,12 +2041,13 @@ static PyObject *py_sort_ids(PyObject *self, PyObject *args) {
     /* runs of equal top 32 bits are short for uniform identities; duplicates (or any
      * input) make longer ones, merge-sorted: O(n log n) whatever the records */
     Py_ssize_t i = 0;
-    while (i < n) {
+    while (radix && i < n) {
         Py_ssize_t j = i + 1;
         while (j < n && (keys[j].key >> 32) == (keys[i].key >> 32)) j++;
         if (j - i > 1) idkey_sort(keys + i, tmp, j - i, src, (size_t)width);
         i = j;
     }
+    if (!radix) idkey_sort(keys, tmp, n, src, (size_t)width);
     for (Py_ssize_t k = 0; k < n; k++) memcpy(dst + k * width, src + keys[k].at, (size_t)width);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(keys);

@@ -57,8 +57,8 @@ from recordkeeper.object_batches import (
 )
 from recordkeeper.progress import ProgressLike, ProgressReader, byte_progress
 from recordkeeper.provenance import build_provenance
-from recordkeeper.record_ids import RecordIds, split_digest
-from recordkeeper.record_sets import register_committed, write_index
+from recordkeeper.record_ids import RecordIds, split_digest, write_indexes
+from recordkeeper.record_sets import register_committed
 from recordkeeper.samples import sample_committed
 from recordkeeper.shard_names import final_shard_uri
 from recordkeeper.storage import (
@@ -317,12 +317,13 @@ def _store_record_identity(
 ) -> None:
     """After commit: each shard's index (``indexes`` by shard URI) beside it, then the split
     set digests registered (``splits``: shard URI -> split) as ``recordkeeper index`` does."""
+    write_indexes(indexes, options)
     by_split: dict[str, list[bytes]] = {}
     for uri, data in indexes.items():
-        write_index(uri, data, options)
         by_split.setdefault(splits[uri], []).append(data)
     digests = {split: split_digest(found) for split, found in by_split.items()}
-    register_committed(registry.http, version, digests, storage_options=options)
+    # the lookup is built from the indexes held here, not read back one file each
+    register_committed(registry.http, version, digests, storage_options=options, indexes=indexes)
 
 
 def check_allowed(uris: list[str], allowed_roots: list[str]) -> None:

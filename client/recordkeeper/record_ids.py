@@ -28,7 +28,7 @@ from typing import Any
 from recordkeeper import _native
 from recordkeeper.core.record_identity import DEFAULT_WIDTH, validate_identity
 from recordkeeper.core.record_index import HEADER_SIZE, TRAILER_SIZE, SetDigest, encode_index
-from recordkeeper.storage import open_write
+from recordkeeper.storage import write_objects
 from recordkeeper.streaming import Worker
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "sort_identities",
     "split_digest",
     "write_index",
+    "write_indexes",
 ]
 
 INDEX_DIR = ".recordkeeper/index"
@@ -58,9 +59,20 @@ def write_index(
     """Store an index (:meth:`RecordIds.finish`, or the core's builder) beside its shard;
     its URI."""
     uri = index_uri(shard_uri)
-    with open_write(uri, storage_options) as sink:
-        sink.write(data)
+    write_objects([(uri, data)], storage_options)
     return uri
+
+
+def write_indexes(
+    indexes: Mapping[str, bytes], storage_options: Mapping[str, Any] | None = None
+) -> None:
+    """:func:`write_index` of many shards (``indexes``: shard URI -> index), each directory of
+    local indexes made once, and a local index already stored with the same bytes kept as it
+    is (an index is determined by its shard's records: publishing a shard again writes the
+    same one; :func:`recordkeeper.storage.write_objects`)."""
+    write_objects(
+        [(index_uri(uri), data) for uri, data in indexes.items()], storage_options, keep_equal=True
+    )
 
 
 def native_ids() -> bool:

@@ -25,6 +25,7 @@ The per-record hook for writers, publish and deep verify is
 
 from __future__ import annotations
 
+import io
 import itertools
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -106,18 +107,27 @@ def build_version_lookup(
     kind: IdentityKind,
     width: int,
     storage_options: Mapping[str, Any] | None = None,
+    *,
+    indexes: Mapping[str, bytes] | None = None,
 ) -> str:
     """Write the record lookup of an indexed version from its shard indexes; its URI
-    (``storage_options``: those of the call, else the version's own)."""
+    (``storage_options``: those of the call, else the version's own).  ``indexes`` (shard URI
+    -> index bytes): those the caller holds and has stored, read from memory instead of
+    storage (checked alike)."""
     options = dict(version.storage_options if storage_options is None else storage_options)
     shards = list(version.shards)
     per = max(256, (4 * 2**20) // max(1, len(shards) * width))
+    held = indexes or {}
 
-    def body(uri: str) -> Any:
-        with open_read(uri, options) as fh:
+    def body(shard_uri: str) -> Any:
+        data = held.get(shard_uri)
+        if data is not None:
+            yield from index_chunks(io.BytesIO(data).read, per)[1]
+            return
+        with open_read(index_uri(shard_uri), options) as fh:
             yield from index_chunks(fh.read, per)[1]
 
-    sources = [(LookupShard(s.sha256, s.records_sha256), body(index_uri(s.uri))) for s in shards]
+    sources = [(LookupShard(s.sha256, s.records_sha256), body(s.uri)) for s in shards]
     from recordkeeper import _native
 
     fast = getattr(_native.speedups, "record_lookup_stream", None)
@@ -315,11 +325,13 @@ def register_record_set(
     *,
     register: bool = True,
     storage_options: Mapping[str, Any] | None = None,
+    indexes: Mapping[str, bytes] | None = None,
 ) -> dict[str, Any]:
     """Register a version's split set digests (``PUT /versions/{ref}/record-sets``) once each
     of its shards has its index stored beside it: what ``recordkeeper index`` does last, and
     the writer, publish and deep verify do after indexing inline.  With ``register=False``
-    the body only."""
+    the body only.  ``indexes``: the stored indexes the caller still holds (shard URI ->
+    bytes), which the version's lookup is built from without reading them back."""
     first = next(iter(digests.values()), None)
     kind, width = (first.kind, first.width) if first else ("bytes", DEFAULT_WIDTH)
     splits = [
@@ -327,7 +339,7 @@ def register_record_set(
         for s, d in sorted(digests.items())
     ]
     # record → shards (which-checkpoints)
-    build_version_lookup(version, kind, width, storage_options)
+    build_version_lookup(version, kind, width, storage_options, indexes=indexes)
     body = {
         "kind": kind,
         "width": width,
@@ -348,13 +360,17 @@ def register_committed(
     digests: Mapping[str, SetDigest],
     *,
     storage_options: Mapping[str, Any] | None = None,
+    indexes: Mapping[str, bytes] | None = None,
 ) -> dict[str, Any] | None:
     """:func:`register_record_set` right after a commit that has succeeded (the writer,
     ``derive``, ``publish``, a distributed commit): best effort, as the sample records are.  A
     refusal warns (:class:`~recordkeeper.core.errors.NotStoredWarning`) and answers None, so
-    the committed version is still returned; ``recordkeeper index`` registers it later."""
+    the committed version is still returned; ``recordkeeper index`` registers it later.
+    ``indexes``: as :func:`register_record_set` takes them."""
     try:
-        return register_record_set(http, version, digests, storage_options=storage_options)
+        return register_record_set(
+            http, version, digests, storage_options=storage_options, indexes=indexes
+        )
     except RecordkeeperError as exc:
         warnings.warn(
             f"{version.name} is committed, but its record identity was not registered: {exc}",

@@ -247,6 +247,11 @@ class StorageProfile:
         """Move ``src`` to ``dst`` on the same store."""
         fs.mv(src, dst)
 
+    def find(self, fs: Any, path: str, **bounded: Any) -> list[str]:
+        """Every file under the directory ``path``, recursively, as the filesystem's paths
+        (``fs.find``; ``bounded``: its ``timeout`` on an async filesystem)."""
+        return list(fs.find(path, **bounded))
+
     def uri_of(self, fs: Any, listed: str, base_uri: str, base_path: str) -> str:
         """The URI of ``listed`` (a path ``fs.find`` gave under ``base_path``, the path of
         ``base_uri``): the listed URI written like the one asked for."""

@@ -3,24 +3,72 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from typing import IO, Any, ClassVar
 
 from recordkeeper.backends.base import Mismatch, ObjectStat, StorageProfile
 
-__all__ = ["LocalProfile", "stat_file"]
+__all__ = ["LocalProfile", "find_files", "stat_file"]
 
 
 def stat_file(uri: str, path: str) -> ObjectStat:
     """A local file's size and identity (raises ``OSError`` when it is missing or a directory)."""
     st = os.stat(path)
-    if not os.path.isfile(path):
+    if not stat.S_ISREG(st.st_mode):  # what os.path.isfile asks, from the same stat
         raise FileNotFoundError(f"{path} is not a file")
     return ObjectStat(
         uri,
         st.st_size,
         {"backend": "file", "mtime_ns": st.st_mtime_ns, "size": st.st_size, "ino": st.st_ino},
     )
+
+
+def find_files(path: str) -> list[str]:
+    """fsspec's ``LocalFileSystem.find(path)`` (version 2026.9) without its ``info()``
+    dictionary per entry: the same paths, sorted — every entry under ``path`` that is not a
+    directory (links are entries, never followed below ``path``), a directory that cannot be
+    listed left out, an entry gone before its ``lstat`` (or its link's ``readlink``) skipped.
+    ``tests/client/test_small_files_overhead.py`` compares both on a tree with links."""
+    found: list[str] = []
+    pending = [path]
+    while pending:
+        listed = _list_directory(pending.pop())
+        if listed is not None:
+            found += listed[0]
+            pending += listed[1]
+    if not found and os.path.isfile(path):
+        found = [path]
+    return sorted(set(found))
+
+
+def _list_directory(directory: str) -> tuple[list[str], list[str]] | None:
+    """``(files, subdirectories)`` of one directory as fsspec's ``walk`` sees them; None when
+    its listing fails (``walk`` leaves such a directory out)."""
+    try:
+        st = os.stat(directory, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            st = os.stat(directory)
+        if not stat.S_ISDIR(st.st_mode):
+            return [directory], []  # no longer a directory: the path itself, as a file
+        files: list[str] = []
+        directories: list[str] = []
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                try:
+                    entry.stat(follow_symlinks=False)
+                    if entry.is_symlink():
+                        os.readlink(entry.path)  # fsspec's info() reads the link's target
+                except FileNotFoundError:
+                    continue
+                name = entry.path.rstrip("/")
+                if entry.is_dir(follow_symlinks=False):
+                    directories.append(name)
+                else:
+                    files.append(name)
+    except OSError:
+        return None
+    return files, directories
 
 
 class LocalProfile(StorageProfile):
@@ -70,6 +118,11 @@ class LocalProfile(StorageProfile):
             "these files were registered without a modification time: fast verify compares "
             "sizes only, so a same-size rewrite is found by deep verify alone"
         )
+
+    def find(self, fs: Any, path: str, **bounded: Any) -> list[str]:
+        if os.sep != "/" or not path.startswith("/"):
+            return super().find(fs, path, **bounded)
+        return find_files(path)
 
     def open_write(self, fs: Any, path: str) -> IO[bytes]:
         os.makedirs(os.path.dirname(path), exist_ok=True)

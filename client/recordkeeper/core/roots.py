@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from urllib.parse import unquote
 
 from recordkeeper.core.errors import StorageRootNotAllowed
@@ -148,11 +149,17 @@ def check_object_uri(uri: str, containers: Iterable[str] = (), what: str = "an o
     itself one of ``containers`` (storage roots, a version's prefix, compared as roots).
     """
     normalized = normalize_uri(uri)
+    _refuse_directory(uri, normalized, {as_root(c) for c in containers}, what)
+    return normalized
+
+
+def _refuse_directory(uri: str, normalized: str, roots: Container[str], what: str) -> None:
+    """The rule of :func:`check_object_uri` on an already normalised URI, ``roots`` being the
+    containers as roots (:func:`as_root`)."""
     if normalized.endswith("/"):
         raise UriError(f"{_shown(uri)} ends with '/': it names a directory, not {what}")
-    if normalized + "/" in {as_root(c) for c in containers}:
+    if normalized + "/" in roots:
         raise UriError(f"{_shown(uri)} is a directory (a storage root or prefix), not {what}")
-    return normalized
 
 
 def enclosing_prefixes(uri: str) -> tuple[str, ...]:
@@ -267,7 +274,12 @@ class AllowedRoots:
             target = normalize_uri(uri)
         except UriError:
             return False
-        target_dir = target if target.endswith("/") else target + "/"
+        return self._contains(target)
+
+    def _contains(self, normalized: str) -> bool:
+        """:meth:`allows` of a URI :func:`normalize_uri` has answered (it answers itself for
+        its answer: normalising is idempotent)."""
+        target_dir = normalized if normalized.endswith("/") else normalized + "/"
         return any(target_dir.startswith(root) for root in self.roots)
 
     def check_objects(self, prefix: str, names: Iterable[str], what: str) -> None:
@@ -317,10 +329,22 @@ class AllowedRoots:
                 f"{what}: {exc}; it could escape the allowed storage roots",
                 allowed_roots=list(self.roots),
             ) from None
-        if not self.allows(normalized):
+        if not self._contains(normalized):
             raise StorageRootNotAllowed(
                 f"{what} {_shown(uri)} is outside the allowed storage roots "
                 f"({', '.join(self.roots)}); see RECORDKEEPER_ALLOWED_ROOTS",
                 allowed_roots=list(self.roots),
             )
         return normalized
+
+    def check_object(self, uri: str, what: str, kind: str = "an object") -> str:
+        """``check_object_uri(self.check(uri, what), self.roots, kind)``, normalising ``uri``
+        once (a shard registration: one URI of thousands); the same answers and errors."""
+        normalized = self.check(uri, what)
+        _refuse_directory(normalized, normalized, self._as_roots, kind)
+        return normalized
+
+    @cached_property
+    def _as_roots(self) -> frozenset[str]:
+        """The roots as :func:`check_object_uri` compares containers (computed once)."""
+        return frozenset(as_root(r) for r in self.roots)
