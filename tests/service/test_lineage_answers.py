@@ -260,7 +260,7 @@ def test_kept_answer_is_the_response_model_rendering(client: TestClient, form: s
         model_name, checkpoint = ref.split("/")
         served = client.get(LINEAGE.format(model=model_name, checkpoint=checkpoint), params=params)
         body = repository.lineage(ref).to_json(compact=form == "compact")
-        body["consumed"] = repository.consumption(repository.lineage_head(ref))
+        body["consumed"] = repository.answer_from(repository.lineage_head(ref))[1]
         assert served.content == model.dump_json(model.validate_python(body), exclude_unset=True)
         assert b'"retention"' in served.content, ref  # v1's data deleted: on every chain
         assert "created" not in ok(served)["checkpoint"]  # only in the answer to a PUT

@@ -24,10 +24,9 @@ from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import iso_timestamp
 from recordkeeper_service.repository.common import record_event
-from recordkeeper_service.repository.record_sets import split_record_counts
+from recordkeeper_service.repository.record_sets import record_set_of, split_record_counts
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.tables.record_diffs import VersionRecordDiff
-from recordkeeper_service.tables.record_sets import VersionRecordSet
 
 __all__ = ["RecordDiffRepository"]
 
@@ -58,13 +57,7 @@ def _published(session: Session, ref_text: str, *, for_update: bool = False) -> 
 
 
 def _split_digests(session: Session, version: m.Version, kind: str, width: int) -> dict[str, str]:
-    row = session.scalars(
-        select(VersionRecordSet).where(
-            VersionRecordSet.version_id == version.id,
-            VersionRecordSet.kind == kind,
-            VersionRecordSet.width == width,
-        )
-    ).one_or_none()
+    row = record_set_of(session, version.id, kind, width)
     if row is None:
         raise InvalidRecordDiff(
             f"{version.name} has no {kind}/{width} record identity: a record diff is computed "

@@ -27,7 +27,7 @@ from recordkeeper_service.repository.common import record_event
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.tables.record_sets import VersionRecordSet
 
-__all__ = ["RecordSetRepository", "split_record_counts"]
+__all__ = ["RecordSetRepository", "record_set_of", "split_record_counts"]
 
 
 def split_record_counts(session: Session, version_id: int) -> dict[str, int]:
@@ -38,6 +38,19 @@ def split_record_counts(session: Session, version_id: int) -> dict[str, int]:
         .group_by(m.Shard.split)
     )
     return {split: int(n) for split, n in session.execute(stmt)}
+
+
+def record_set_of(
+    session: Session, version_id: int, kind: str, width: int
+) -> VersionRecordSet | None:
+    """The record identity of kind ``kind`` and width ``width`` registered for a version."""
+    return session.scalars(
+        select(VersionRecordSet).where(
+            VersionRecordSet.version_id == version_id,
+            VersionRecordSet.kind == kind,
+            VersionRecordSet.width == width,
+        )
+    ).one_or_none()
 
 
 def _to_json(row: VersionRecordSet, version: m.Version) -> dict[str, Any]:
@@ -95,13 +108,7 @@ class RecordSetRepository:
                 )
             hexes = {s: (n, d[len("sha256:") :]) for s, (n, d) in digests.items()}
             records_digest = format_digest(version_records_digest(hexes, checked_kind, width))
-            row = session.scalars(
-                select(VersionRecordSet).where(
-                    VersionRecordSet.version_id == version.id,
-                    VersionRecordSet.kind == checked_kind,
-                    VersionRecordSet.width == width,
-                )
-            ).one_or_none()
+            row = record_set_of(session, version.id, checked_kind, width)
             previous = row.records_digest if row is not None else None
             if row is None:
                 row = VersionRecordSet(version_id=version.id, kind=checked_kind, width=width)

@@ -73,7 +73,9 @@ class LeakageResultIn(InModel):
     pairs: list[LeakagePairIn] = Field(max_length=MAX_PAIRS)
 
 
-class LeakagePairOut(OutModel):
+class WarningPairOut(OutModel):
+    """One split pair's leakage counts (a commit's warning lists those above max_rate)."""
+
     split: str
     other_ref: str
     other_split: str
@@ -81,6 +83,11 @@ class LeakagePairOut(OutModel):
     leaked: int
     distinct: int
     rate: float = Field(description="leaked / records")
+
+
+class LeakagePairOut(WarningPairOut):
+    """A stored pair: its counts, the identity they were counted with, and who sent them."""
+
     kind: str
     width: int
     source: str = Field(description="commit (checked at commit) or check (check-leakage)")
@@ -92,16 +99,6 @@ class LeakageOut(OutModel):
     version: str
     data: list[LeakagePairOut]
     count: int
-
-
-class WarningPairOut(OutModel):
-    split: str
-    other_ref: str
-    other_split: str
-    records: int
-    leaked: int
-    distinct: int
-    rate: float
 
 
 class LeakageWarningOut(OutModel):

@@ -621,8 +621,9 @@ class LineageRepository:
         return self._db.read(lambda conn: self._upstream(conn, head)[0])
 
     def answer_from(self, head: LineageHead) -> tuple[LineageRecord, list[dict[str, Any]]]:
-        """:meth:`lineage_from` and :meth:`consumption` of ``head`` in one read: the
-        consumption reuses the answer's walk and version names."""
+        """:meth:`lineage_from` and how much of each version the chain of ``head``'s
+        checkpoint read (:func:`.consumption.consumption`), in one read: the consumption
+        reuses the answer's walk and version names."""
         return self._db.read(lambda conn: self._answer(conn, head))
 
     @staticmethod
@@ -666,11 +667,6 @@ class LineageRepository:
             lambda ids: self.split_records.lookup(ids, lambda miss: split_records(conn, miss)),
         )
         return record, used
-
-    def consumption(self, head: LineageHead) -> list[dict[str, Any]]:
-        """How much of each version the chain of ``head``'s checkpoint read
-        (:func:`.consumption.consumption`)."""
-        return self.answer_from(head)[1]
 
     def consumers(self, version_ref: str, *, transitive: bool = True) -> ConsumersRecord:
         """Checkpoints trained on the version ``version_ref`` (an alias is resolved now)."""
