@@ -25,20 +25,26 @@ from recordkeeper.core.roots import AllowedRoots
 from recordkeeper.core.shards import validate_shard
 from recordkeeper.formats.riegeli import FILE_SIGNATURE, looks_like_riegeli
 from recordkeeper.record_ids import index_uri, sort_identities
-from tests.client._records import frame
 from tests.client.test_client_app import client, roots  # noqa: F401 (fixtures)
-from tests.client.test_format_digests_pinned import fixed_records
+from tests.client.test_publish_small_shards import _small_files
 
 pytest.importorskip("fastapi")
 
 
-def _small_files(directory: Path, n: int) -> list[Path]:
-    paths = []
-    for i in range(n):
-        path = directory / f"train-{i:05d}-of-{n:05d}.tfrecord"
-        path.write_bytes(frame(fixed_records(4, salt=i)))
-        paths.append(path)
-    return paths
+def _shard_body(tmp_path: Path, *, count: int) -> dict[str, Any]:
+    """A shard registration's body for ``tmp_path/a.tfrecord`` (shard 0 of ``count``)."""
+    return {
+        "split": "train",
+        "index": 0,
+        "count": count,
+        "uri": (tmp_path / "a.tfrecord").as_uri(),
+        "compression": "none",
+        "size": 10,
+        "sha256": "0" * 64,
+        "crc32c": "0" * 8,
+        "records_sha256": "0" * 64,
+        "record_count": 1,
+    }
 
 
 def _index_path(shard: Path) -> Path:
@@ -116,18 +122,7 @@ def test_a_shard_uri_is_normalised_once_when_validated(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     allowed = AllowedRoots.of([tmp_path.as_uri(), "s3://bucket/data"])
-    raw = {
-        "split": "train",
-        "index": 0,
-        "count": 1,
-        "uri": (tmp_path / "a.tfrecord").as_uri(),
-        "compression": "none",
-        "size": 10,
-        "sha256": "0" * 64,
-        "crc32c": "0" * 8,
-        "records_sha256": "0" * 64,
-        "record_count": 1,
-    }
+    raw = _shard_body(tmp_path, count=1)
     expected = validate_shard(raw, allowed)
     calls: list[str] = []
     real = roots_module.normalize_uri
@@ -271,18 +266,7 @@ def test_validation_reads_the_field_definitions_once_per_record_type(
     from recordkeeper.core import shards as shards_module
 
     allowed = AllowedRoots.of([tmp_path.as_uri()])
-    raw = {
-        "split": "train",
-        "index": 0,
-        "count": 2,
-        "uri": (tmp_path / "a.tfrecord").as_uri(),
-        "compression": "none",
-        "size": 10,
-        "sha256": "0" * 64,
-        "crc32c": "0" * 8,
-        "records_sha256": "0" * 64,
-        "record_count": 1,
-    }
+    raw = _shard_body(tmp_path, count=2)
     first = validate_shard(raw, allowed)
     calls: list[Any] = []
     real = dataclasses.fields

@@ -26,9 +26,14 @@ class _Counter:
 
 
 def _write(
-    client: rk.Client, root: str, opts: dict[str, Any], splits: dict[str, list[bytes]], **kw: Any
+    client: rk.Client,
+    root: str,
+    opts: dict[str, Any],
+    splits: dict[str, list[bytes]],
+    dataset: str = "ident",
+    **kw: Any,
 ) -> rk.DatasetVersion:
-    with client.writer("ident", root=f"{root}/datasets", storage_options=opts, **kw) as w:
+    with client.writer(dataset, root=f"{root}/datasets", storage_options=opts, **kw) as w:
         for split, records in splits.items():
             for record in records:
                 w.write(record, split=split)

@@ -15,26 +15,15 @@ from recordkeeper.core.record_identity import record_hash
 from recordkeeper.core.record_sample import record_row
 from recordkeeper.record_sets import lookup_uri
 from tests.client._records import example_bytes, sample_examples
-from tests.integration._record_identity import _options
+from tests.integration._record_identity import _Counter, _options
+from tests.integration._record_identity import _write as write_version
 from tests.integration.conftest import LiveService
-
-
-class _Counter:
-    def __init__(self) -> None:
-        self.bytes = 0
-
-    def advance(self, nbytes: int) -> None:
-        self.bytes += nbytes
 
 
 def _write(
     client: rk.Client, root: str, opts: dict[str, Any], splits: dict[str, list[bytes]], **kw: Any
 ) -> rk.DatasetVersion:
-    with client.writer("samp", root=f"{root}/datasets", storage_options=opts, **kw) as w:
-        for split, records in splits.items():
-            for record in records:
-                w.write(record, split=split)
-    return w.version.with_storage_options(opts)
+    return write_version(client, root, opts, splits, "samp", **kw)
 
 
 def _features(record: bytes) -> Any:
