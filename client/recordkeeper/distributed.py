@@ -37,7 +37,8 @@ The rules each step keeps, whatever the engine:
    result is kept can leave a half-written file under the kept attempt's name (the commit
    then refuses it: its size or checksum differs).
    :meth:`PublishPlan.scan` reads one existing file once (hashes, CRCs, count, schema, the
-   copy when copying) and returns its registration (a JSON-able ``dict``).
+   copy when copying; with ``record_index``, the default, each record's identity, the index
+   stored beside the shard) and returns its registration (a JSON-able ``dict``).
 3. **A barrier**: the driver gathers every worker's result.  Use the results of the attempts
    the engine kept (each key once); a key reported twice keeps one of its equal results.
 4. **Commit once, on the driver** (:meth:`WritePlan.commit`, :meth:`PublishPlan.commit`):
@@ -77,13 +78,15 @@ from recordkeeper.core.errors import (
     VersionNotStaged,
 )
 from recordkeeper.core.record_identity import DEFAULT_WIDTH
+from recordkeeper.core.record_sample import SAMPLE_RECORDS
 from recordkeeper.core.roots import storage_root_of
 from recordkeeper.core.splits import validate_split_name
 from recordkeeper.dataset import Dataset, ShardFile
 from recordkeeper.leakage import commit_check
 from recordkeeper.publish import copy_target, detect_file_compression, scan_file
-from recordkeeper.record_ids import INDEX_DIR, RecordIds, index_uri, write_index
+from recordkeeper.record_ids import INDEX_DIR, RecordIds, index_uri, write_index, write_indexes
 from recordkeeper.record_sets import index_streams
+from recordkeeper.samples import sample_committed
 from recordkeeper.shard_names import final_shard_uri, number_within_splits
 from recordkeeper.storage import join_uri, list_files, open_read, profile_of, remove
 from recordkeeper.streaming import record_bytes
@@ -113,6 +116,9 @@ __all__ = [
     "register_stored_identity",
     "remove_quietly",
 ]
+
+#: marks a scan's registration whose record index the worker stored (removed before it is sent)
+_INDEXED = "_record_index_stored"
 
 _MAX_PENDING_UPLOADS = 4  # finished parts still uploading per key (~16 MiB each), as the writer
 
@@ -153,6 +159,9 @@ class WritePlan:
     #: each record's identity hashed as it is written, the record identity registered at
     #: commit (docs/record-identity.md), as ``client.writer(record_index=True)`` does
     record_index: bool = RECORD_INDEX_DEFAULT
+    #: records of each split sent as the version's sample after commit (0: none), as
+    #: ``client.writer(sample_records=...)`` does
+    sample_records: int = SAMPLE_RECORDS
 
     def __getstate__(self) -> dict[str, Any]:
         return _without_version(self)
@@ -303,8 +312,12 @@ class WritePlan:
         if not version.was_staged_as(self.staged):  # identical content was kept: orphans
             remove_quietly([place[-1] for place in places], options)
             remove_quietly([index_uri(place[-1]) for place in places], options)
-        elif all(shard.record_index for shard, *_ in places):
-            register_stored_identity(client, version, options)
+        else:
+            if all(shard.record_index for shard, *_ in places):
+                register_stored_identity(client, version, options)
+            sample_committed(
+                client.registry, version, records=self.sample_records, storage_options=options
+            )
         return version
 
     def abandon(self, client: Client) -> DatasetVersion:
@@ -448,13 +461,15 @@ def plan_write(
     metadata: Mapping[str, Any] | None = None,
     provenance: Mapping[str, Any] | None = None,
     record_index: bool = RECORD_INDEX_DEFAULT,
+    sample_records: int = SAMPLE_RECORDS,
 ) -> WritePlan:
     """Stage a new version of ``dataset`` for workers to write (on the driver).
 
-    ``compression``, ``shard_size``, ``format``, ``format_options`` and ``record_index`` are
-    the writer's (:meth:`recordkeeper.Client.writer`); ``storage_options`` (default: the
-    client's) are what the workers use to reach the store.  ``provenance`` is a document made by
-    :func:`recordkeeper.provenance.build_provenance` (parents, sources, params, code).
+    ``compression``, ``shard_size``, ``format``, ``format_options``, ``record_index`` and
+    ``sample_records`` are the writer's (:meth:`recordkeeper.Client.writer`);
+    ``storage_options`` (default: the client's) are what the workers use to reach the store.
+    ``provenance`` is a document made by :func:`recordkeeper.provenance.build_provenance`
+    (parents, sources, params, code).
     """
     from recordkeeper import formats
 
@@ -485,6 +500,7 @@ def plan_write(
         format_options=dict(format_options) if format_options is not None else None,
         staged_version=staged,
         record_index=record_index,
+        sample_records=sample_records,
     )
 
 
@@ -502,6 +518,11 @@ class PublishPlan:
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     #: the staged version, on the driver that planned (``None`` once pickled to a worker)
     staged_version: DatasetVersion | None = field(default=None, compare=False, repr=False)
+    #: each record's identity computed by the worker's scan, its index stored beside the
+    #: shard and the record identity registered at commit, as ``client.publish`` does
+    record_index: bool = RECORD_INDEX_DEFAULT
+    #: records of each split sent as the version's sample after commit (0: none)
+    sample_records: int = SAMPLE_RECORDS
 
     def __getstate__(self) -> dict[str, Any]:
         return _without_version(self)
@@ -519,11 +540,23 @@ class PublishPlan:
 
         Hashes, record CRCs, record count and schema, with the copy to ``dest`` written in
         the same pass (a retried scan rewrites the same name).  In place, a file that changed
-        while it was read is refused.
+        while it was read is refused.  With :attr:`record_index`, the records' identities are
+        computed by the same pass and their index is stored beside the shard (the same bytes
+        for the same records: a retried scan writes it again; where it cannot be written, the
+        version is committed without record identity).
         """
         shard, dest = item
         options = dict(self.storage_options)
-        return scan_file(shard, options, dest=dest, dest_options=options)
+        ids = RecordIds() if self.record_index else None
+        registration = scan_file(shard, options, dest=dest, dest_options=options, record_ids=ids)
+        if ids is not None:
+            index = ids.finish(str(registration["records_sha256"]))
+            # best effort, as after client.publish: a file published in place may lie where
+            # nothing can be written (the commit then goes without record identity)
+            with contextlib.suppress(StorageError):
+                write_indexes({str(registration["uri"]): index}, options)
+                registration[_INDEXED] = True
+        return registration
 
     def commit(
         self,
@@ -532,11 +565,25 @@ class PublishPlan:
         *,
         force_new: bool = False,
     ) -> DatasetVersion:
-        """Register every scanned file and commit, once (on the driver); idempotent."""
+        """Register every scanned file and commit, once (on the driver); idempotent.
+
+        When every file's record index was stored by its scan, the dataset's leakage policy
+        gets its check (:func:`recordkeeper.leakage.commit_check`) and the committed version
+        its record identity; then its sample, as ``client.publish`` does.
+        """
         options = dict(self.storage_options)
         ordered = sorted(
             {(r["split"], r["index"]): dict(r) for r in registrations}.values(),
             key=lambda r: (r["split"], r["index"]),
+        )
+        marks = [bool(r.pop(_INDEXED, False)) for r in ordered]  # never sent to the service
+        indexed = bool(marks) and all(marks)
+        stored = [Shard.from_dict(r) for r in ordered] if indexed else []
+        check = commit_check(
+            client.http,
+            self.dataset,
+            self.staged,
+            (lambda: index_streams(stored, "bytes", DEFAULT_WIDTH, options)) if indexed else None,
         )
         version = commit_registrations(
             client,
@@ -545,9 +592,18 @@ class PublishPlan:
             force_new=force_new,
             storage_options=options,
             check=self.copies,
+            leakage=check,
         )
-        if self.copies and not version.was_staged_as(self.staged):  # the copies are orphans
-            remove_quietly([r["uri"] for r in ordered], options)
+        if not version.was_staged_as(self.staged):
+            if self.copies:  # the copies are orphans
+                remove_quietly([r["uri"] for r in ordered], options)
+                remove_quietly([index_uri(r["uri"]) for r in ordered], options)
+            return version
+        if indexed:
+            register_stored_identity(client, version, options)
+        sample_committed(
+            client.registry, version, records=self.sample_records, storage_options=options
+        )
         return version
 
     def abandon(self, client: Client) -> DatasetVersion:
@@ -564,6 +620,8 @@ def plan_publish(
     date: str | datetime.date | None = None,
     storage_options: Mapping[str, Any] | None = None,
     provenance: Mapping[str, Any] | None = None,
+    record_index: bool = RECORD_INDEX_DEFAULT,
+    sample_records: int = SAMPLE_RECORDS,
 ) -> PublishPlan:
     """List ``dataset``'s files, check them and stage a version for workers to scan.
 
@@ -571,6 +629,7 @@ def plan_publish(
     (:class:`~recordkeeper.errors.StorageRootNotAllowed` before anything is staged);
     ``copy_to=True`` copies under the service's storage root, a URI under that root.
     ``storage_options`` (default: the dataset's, then the client's) serve files and copies.
+    ``record_index`` and ``sample_records`` are :func:`recordkeeper.publish.publish`'s.
     """
     options = (
         storage_options
@@ -608,6 +667,8 @@ def plan_publish(
         files=tuple(files),
         storage_options=options,
         staged_version=staged,
+        record_index=record_index,
+        sample_records=sample_records,
     )
 
 

@@ -37,6 +37,7 @@ from recordkeeper.backends.local import stat_file
 from recordkeeper.core.errors import (
     CorruptShard,
     InvalidShard,
+    NotStoredWarning,
     RecordkeeperError,
     StorageError,
     StorageRootNotAllowed,
@@ -316,8 +317,21 @@ def _store_record_identity(
     options: Mapping[str, Any] | None,
 ) -> None:
     """After commit: each shard's index (``indexes`` by shard URI) beside it, then the split
-    set digests registered (``splits``: shard URI -> split) as ``recordkeeper index`` does."""
-    write_indexes(indexes, options)
+    set digests registered (``splits``: shard URI -> split) as ``recordkeeper index`` does.
+
+    Best effort, as the sample is: files published in place may lie where nothing can be
+    written; the version is committed, so that warns instead of failing the publish that
+    committed it (``recordkeeper index`` gives it record identity once they can be written)."""
+    try:
+        write_indexes(indexes, options)
+    except StorageError as exc:
+        warnings.warn(
+            f"{version.name} is committed, but its record indexes could not be stored beside "
+            f"its shards, so its record identity was not registered: {exc}",
+            NotStoredWarning,
+            stacklevel=3,
+        )
+        return
     by_split: dict[str, list[bytes]] = {}
     for uri, data in indexes.items():
         by_split.setdefault(splits[uri], []).append(data)

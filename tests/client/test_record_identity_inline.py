@@ -180,6 +180,26 @@ def test_publish_without_record_index(
     assert not _path(index_uri(v.shards[0].uri)).exists()
 
 
+def test_publish_in_place_where_no_index_can_be_written_still_commits(
+    client: rk.Client,  # noqa: F811
+    roots: tuple[Path, Path],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Files published in place may lie where nothing can be written: the version is
+    committed, and the missing record identity is a warning, not a failed publish."""
+    from recordkeeper import publish
+
+    def refuse(indexes: Any, options: Any = None) -> None:
+        raise rk.StorageError("read-only file system", uri=next(iter(indexes)))
+
+    monkeypatch.setattr(publish, "write_indexes", refuse)
+    (roots[1] / "train.tfrecord").write_bytes(frame(sample_examples(10)))
+    with pytest.warns(rk.NotStoredWarning, match="record indexes could not be stored"):
+        v = client.publish(rk.Dataset.from_directory(roots[1], name="pets"), progress=False)
+    assert v.state == "committed" and client.record_sets(v.name) == []
+    assert not _path(index_uri(v.shards[0].uri)).exists()
+
+
 def test_deep_verify_writes_checks_and_rewrites_indexes(
     client: rk.Client,  # noqa: F811
     implementation: str,

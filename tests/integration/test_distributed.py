@@ -206,3 +206,43 @@ def test_a_process_pool_publishes_existing_files(live_service: LiveService, data
         (raw / f"train-{i:05d}-of-00004.tfrecord").as_uri() for i in range(4)
     ]
     assert version.record_count == 120 and version.verify(deep=True).ok
+    # as client.publish: the workers' scans computed the record identity, the commit
+    # registered it, and the version has its sample
+    (identity,) = client.record_sets(version.name)
+    assert [(s["split"], s["records"]) for s in identity["splits"]] == [("train", 120)]
+    sample = client.sample(version.name)
+    assert sample is not None and sample["source"] == "publish", sample
+
+
+def test_a_distributed_publish_is_judged_by_the_leakage_policy(
+    live_service: LiveService, data_dir: Path
+) -> None:
+    """The dataset's leakage policy judges a distributed publish from the indexes its workers
+    stored: a test split holding training records is refused under ``refuse``."""
+    raw = data_dir / "leaky"
+    raw.mkdir()
+    train = sample_examples(40)
+    (raw / "train-00000-of-00001.tfrecord").write_bytes(frame(train))
+    (raw / "test-00000-of-00001.tfrecord").write_bytes(frame(sample_examples(10, 500) + train[:3]))
+    client = live_service.client()
+    client.set_leakage_policy("leaky", "refuse")
+
+    def publish() -> rk.DatasetVersion:
+        plan = distributed.plan_publish(client, rk.Dataset.from_directory(raw, name="leaky"))
+        with pool() as workers:
+            scans = list(workers.map(scan_task, [plan] * len(plan.files), plan.files))
+        return plan.commit(client, scans)
+
+    with pytest.raises(rk.SplitOverlap) as refused:
+        publish()
+    (pair,) = refused.value.extra["pairs"]
+    assert (pair["split"], pair["other_split"], pair["records"], pair["leaked"]) == (
+        "test",
+        "train",
+        13,
+        3,
+    )
+    client.set_leakage_policy("leaky", "warn")
+    with pytest.warns(rk.LeakageWarning, match="3/13"):
+        version = publish()
+    assert client.version_leakage(version.name)[0]["leaked"] == 3
