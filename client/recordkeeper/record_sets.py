@@ -51,7 +51,12 @@ from recordkeeper.core.record_diff import (
     leakage,
     validate_sample,
 )
-from recordkeeper.core.record_identity import DEFAULT_WIDTH, IdentityKind, validate_identity
+from recordkeeper.core.record_identity import (
+    DEFAULT_WIDTH,
+    MAX_RECORD_SET_SPLITS,
+    IdentityKind,
+    validate_identity,
+)
 from recordkeeper.core.record_index import (
     FORMAT_VERSION,
     IndexHeader,
@@ -276,6 +281,7 @@ def index_version(
     ``records_digest``), or with ``register=False`` the split digests only."""
     kind, width = validate_identity(kind, width)
     version.ensure_readable()
+    _check_split_count(version)  # before any shard is read
     options = dict(version.storage_options)
     todo = [
         s
@@ -318,6 +324,14 @@ def split_digests(
     return digests
 
 
+def _check_split_count(version: DatasetVersion) -> None:
+    if len(version.splits) > MAX_RECORD_SET_SPLITS:
+        raise InvalidRequest(
+            f"{version.name} has {len(version.splits):,} splits: record identity covers "
+            f"versions of at most {MAX_RECORD_SET_SPLITS:,} splits"
+        )
+
+
 def register_record_set(
     http: HttpCore,
     version: DatasetVersion,
@@ -332,6 +346,7 @@ def register_record_set(
     the writer, publish and deep verify do after indexing inline.  With ``register=False``
     the body only.  ``indexes``: the stored indexes the caller still holds (shard URI ->
     bytes), which the version's lookup is built from without reading them back."""
+    _check_split_count(version)  # before the lookup is built
     first = next(iter(digests.values()), None)
     kind, width = (first.kind, first.width) if first else ("bytes", DEFAULT_WIDTH)
     splits = [

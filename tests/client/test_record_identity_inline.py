@@ -328,3 +328,25 @@ def test_a_derivation_of_an_unindexed_base_opens_none_of_its_indexes(
     monkeypatch.undo()
     client.index(derived.name, progress=False)
     assert client.record_sets(derived.name)
+
+
+def test_a_version_of_more_splits_than_record_identity_covers(
+    client: rk.Client,  # noqa: F811
+) -> None:
+    """One rule (``MAX_RECORD_SET_SPLITS``) for the service's record sets and the client: the
+    writer commits and warns, ``index`` refuses before it reads a shard."""
+    from recordkeeper.core.record_identity import MAX_RECORD_SET_SPLITS
+
+    n = MAX_RECORD_SET_SPLITS + 1
+    with (
+        pytest.warns(rk.NotStoredWarning, match=f"{n:,} splits: record identity covers"),
+        client.writer("wide") as w,
+    ):
+        for i in range(n):
+            w.write(sample_examples(1, i)[0], split=f"s{i}")
+    v = w.version
+    assert v.state == "committed" and client.record_sets(v.name) == []
+    for shard in v.shards:  # nothing may be read
+        _path(shard.uri).unlink()
+    with pytest.raises(rk.InvalidRequest, match="at most 1,000 splits"):
+        client.index(v.name, progress=False)

@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_WIDTH",
     "IDENTITY_KINDS",
     "KIND_CODES",
+    "MAX_RECORD_SET_SPLITS",
     "MAX_WIDTH",
     "MIN_WIDTH",
     "IdentityKind",
@@ -56,6 +57,9 @@ KIND_CODES: Final[dict[IdentityKind, int]] = {"bytes": 1, "example": 2}
 DEFAULT_WIDTH: Final = 16
 MIN_WIDTH: Final = 16
 MAX_WIDTH: Final = 32
+#: The most splits one version's record identity covers (its record sets): a version with
+#: more publishes and reads as any other, but is not indexed.
+MAX_RECORD_SET_SPLITS: Final = 1000
 
 _CANONICAL_TAG: Final = b"\x01"
 _RAW_TAG: Final = b"\x00"

@@ -17,7 +17,13 @@ from pydantic import Field
 
 from recordkeeper.core.errors import InvalidRequest
 from recordkeeper.core.limits import MAX_INT64
-from recordkeeper.core.record_identity import DEFAULT_WIDTH, MAX_WIDTH, MIN_WIDTH, IdentityKind
+from recordkeeper.core.record_identity import (
+    DEFAULT_WIDTH,
+    MAX_RECORD_SET_SPLITS,
+    MAX_WIDTH,
+    MIN_WIDTH,
+    IdentityKind,
+)
 from recordkeeper.core.record_index import FORMAT_VERSION
 from recordkeeper_service.deps import Reader, RepositoryDep, Writer
 from recordkeeper_service.routes.common import AUTHENTICATED, InModel, OutModel, errors
@@ -37,7 +43,7 @@ class RecordSetIn(InModel):
     kind: IdentityKind = Field(default="bytes", description="`bytes` or `example`")
     width: int = Field(default=DEFAULT_WIDTH, ge=MIN_WIDTH, le=MAX_WIDTH)
     index_format: int = Field(default=FORMAT_VERSION, ge=1, le=2**15)
-    splits: list[SplitDigest] = Field(max_length=1000)
+    splits: list[SplitDigest] = Field(max_length=MAX_RECORD_SET_SPLITS)
     index_location: str = Field(
         max_length=4096, description="where the per-shard indexes are (a URI template)"
     )
