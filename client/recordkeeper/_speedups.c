@@ -3086,7 +3086,9 @@ done:
  *     with its message and offset).
  *     The last two simple chunks walked are held back (they may be an ArrayRecord footer and
  *     postscript): `framed` and `index` cover the simple chunks before them, `records` and
- *     `chunks` count those, `kinds` has bit 0 for a chunk without compression, bit 1 for zstd;
+ *     `chunks` count those, `kinds` has bit 0 for a chunk without compression, bit 1 for zstd,
+ *     bit 2 when the walk stopped only because the chunk at `stop` would not fit in `cap`
+ *     (the chunks from `resume` on are then whole and sound: the next walk may start there);
  *     the Python reader reads again from `resume` (the first held-back chunk, else `stop`).
  *     `index` holds (chunk begin, decoded_data_size, num_records) per chunk, uint64 each.
  *
@@ -3253,10 +3255,11 @@ static int rw_decompress(int compression, const unsigned char *p, size_t n, uint
     return 0;
 }
 
-/* The records of a simple chunk's data, framed onto `framed`; 0, or -1: leave it to Python. */
+/* The records of a simple chunk's data, framed onto `framed`; 0, or -1: leave it to Python
+ * (*full set when it is only that they would not fit in what is left of `framed`). */
 static int rw_simple(const unsigned char *d, size_t n, uint64_t num_records, uint64_t decoded,
                      int use_zstd, void *dctx, rw_buf_t *zs, rw_buf_t *zv, rw_buf_t *framed,
-                     int *kind, int *oom) {
+                     int *kind, int *full, int *oom) {
     if (n == 0) return -1;
     int compression = d[0];
     if (compression == 0x7A) {
@@ -3266,8 +3269,10 @@ static int rw_simple(const unsigned char *d, size_t n, uint64_t num_records, uin
     }
     /* the records must fit in what is left of `framed` (else Python reads the chunk) */
     if (decoded > framed->cap - framed->len ||
-        16 * num_records > framed->cap - framed->len - decoded)
+        16 * num_records > framed->cap - framed->len - decoded) {
+        *full = 1;
         return -1;
+    }
     size_t pos = 1;
     uint64_t sizes_size;
     if (rw_varint(d, &pos, n, &sizes_size) || sizes_size > n - pos) return -1;
@@ -3352,7 +3357,7 @@ static PyObject *py_riegeli_walk(PyObject *self, PyObject *args) {
     rw_buf_t framed = {(unsigned char *)PyBytes_AS_STRING(out), 0, (size_t)cap}, index = {NULL, 0, 0}, scratch = {NULL, 0, 0};
     rw_buf_t zs = {NULL, 0, 0}, zv = {NULL, 0, 0};
     rw_mark_t marks[3]; /* the last simple chunks walked: where their output starts */
-    int n_marks = 0, oom = 0;
+    int n_marks = 0, oom = 0, full = 0;
     uint64_t total_records = 0, chunks = 0;
     int kinds = 0;
     void *dctx = NULL;
@@ -3398,7 +3403,7 @@ static PyObject *py_riegeli_walk(PyObject *self, PyObject *args) {
             m->begin = pos, m->framed_at = framed.len, m->index_at = index.len;
             m->records = num_records;
             if (rw_simple(data, (size_t)data_size, num_records, decoded, use_zstd, dctx, &zs, &zv,
-                          &framed, &m->kind, &oom))
+                          &framed, &m->kind, &full, &oom))
                 break;
             if (rw_reserve(&index, 24) < 0) {
                 oom = 1;
@@ -3420,6 +3425,7 @@ static PyObject *py_riegeli_walk(PyObject *self, PyObject *args) {
     if (dctx != NULL) rw_zstd.free_(dctx);
     Py_END_ALLOW_THREADS
 
+    if (full) kinds |= 4; /* stopped before a chunk whose records did not fit */
     uint64_t stop = pos, resume = pos;
     size_t framed_len = framed.len, index_len = index.len;
     if (n_marks) { /* hold back the last two simple chunks (or the one) */
