@@ -21,6 +21,19 @@ own default, one record per chunk and zstd, which TFDS and Grain write):
 Contenders alternate within each repetition; medians are printed with the ratio
 ours/peer (> 1: slower than the wheel alone).
 
+``--floor`` also times, on the same files in the same run (alternating with the wheel's read,
+medians), each computation publish and deep verify must make, alone: reading the file,
+sha256 and CRC32C of its bytes, the chunk walk (HighwayHash of every block header, chunk
+header and chunk data, zstd, the records framed canonically), sha256 of the framed records
+(``records_sha256``), the record identities (a sha256 per record) and schema inference's
+structure keys; and publish's fixed cost (the same files cut to 10 records each).  The three
+digests alone (the file's sha256, ``records_sha256``, the identities) are work no reader that
+keeps their values can skip, before it decodes anything.  The sum of all the parts is the
+one-core floor (each part alone streams its data from memory; the scan does them on pieces
+still in the cache, and comes in a little under it); with two cores the file's sha256 and
+``records_sha256`` run on a second thread beside the walk and identities, so the floor is the
+larger of the two sums.
+
 ``--one {write,publish,verify,read,wheel-write} --url URL --dir DIR`` runs one side once in a
 fresh process, for timing whole processes from outside (against a service started with
 ``--serve DIR``, which prints its URL and waits).
@@ -183,7 +196,111 @@ def bench(client: rk.Client, work: Path, args: argparse.Namespace, options: str)
             f"publish {table['publish: ours'] / read:.2f}x, "
             f"deep verify {table['deep verify: ours'] / read:.2f}x"
         )
+    if args.floor:
+        floor(client, work, paths, parts, options, args.repeat)
     shutil.rmtree(data)
+
+
+def floor(
+    client: rk.Client,
+    work: Path,
+    paths: list[Path],
+    parts: list[list[bytes]],
+    options: str,
+    repeat: int,
+) -> None:
+    """Each required computation alone on the same files, the wheel's read beside it."""
+    import hashlib
+    import io
+
+    from crc32c import crc32c
+
+    from recordkeeper.record_ids import RecordIds
+    from recordkeeper.riegeli.reader import RiegeliReader
+    from recordkeeper.riegeli.scan import scan_riegeli
+
+    speedups = _native.speedups
+    assert speedups is not None, "the floor is measured with the C extension"
+    files = [p.read_bytes() for p in paths]
+    framed = [b"".join(RiegeliReader(io.BytesIO(f)).framed()) for f in files]
+    tiny = work / "tiny"
+    wheel_write(tiny, [part[:10] for part in parts], options)
+    rk_publish_named(client, tiny, "tiny")
+
+    def walk() -> None:
+        for f in files:
+            for _ in RiegeliReader(io.BytesIO(f)).framed():
+                pass
+
+    def ids() -> None:
+        for fr in framed:
+            speedups.deframe(fr, 0, False, False, bytearray(), 16)
+
+    def keys() -> None:
+        for fr in framed:
+            speedups.deframe_keys(fr, 0, False)
+
+    def scans(schema: bool) -> Callable[[], None]:
+        def run() -> None:
+            for f in files:
+                scan_riegeli(io.BytesIO(f), infer_schema=schema, record_ids=RecordIds())
+
+        return run
+
+    parts_timed: list[tuple[str, Callable[[], object]]] = [
+        ("read: wheel", lambda: wheel_read(paths)),
+        ("read the files", lambda: [p.read_bytes() for p in paths]),
+        ("sha256 of the file bytes", lambda: [hashlib.sha256(f).digest() for f in files]),
+        ("CRC32C of the file bytes", lambda: [crc32c(f) for f in files]),
+        ("chunk walk (HighwayHash, zstd, framing)", walk),
+        ("sha256 of the framed records", lambda: [hashlib.sha256(f).digest() for f in framed]),
+        ("record identities (sha256 each)", ids),
+        ("schema inference keys", keys),
+        ("scan as deep verify, file by file", scans(False)),
+        ("scan as publish, file by file", scans(True)),
+        ("publish fixed cost (10 records/file)", lambda: rk_publish_named(client, tiny, "tiny")),
+    ]
+    cpu: dict[str, list[float]] = {}
+    wall: dict[str, list[float]] = {}
+    for _ in range(max(repeat, 5)):
+        for name, fn in parts_timed:
+            w, c = timed(fn)
+            wall.setdefault(name, []).append(w)
+            cpu.setdefault(name, []).append(c)
+    med = {k: statistics.median(v) for k, v in cpu.items()}
+    medw = {k: statistics.median(v) for k, v in wall.items()}
+    read = med["read: wheel"]
+    print(f"  the floor (same files, CPU medians of {max(repeat, 5)}; ratio to the wheel's read):")
+    for name, _ in parts_timed:
+        print(
+            f"    {name:42} CPU {med[name] * 1e3:7.1f} ms ({med[name] / read:5.2f}x)"
+            f"  wall {medw[name] * 1e3:7.1f} ms"
+        )
+    digests = med["sha256 of the file bytes"] + med["sha256 of the framed records"]
+    digests += med["record identities (sha256 each)"]
+    print(
+        f"    the digests alone (file sha256, records_sha256, identities): one core "
+        f"{digests * 1e3:6.1f} ms ({digests / read:.2f}x), before any decoding"
+    )
+    reader_side = med["read the files"] + med["chunk walk (HighwayHash, zstd, framing)"]
+    reader_side += med["record identities (sha256 each)"] + med["CRC32C of the file bytes"]
+    hashing = med["sha256 of the file bytes"] + med["sha256 of the framed records"]
+    schema = med["schema inference keys"]
+    fixed = med["publish fixed cost (10 records/file)"]
+    for what, extra, fixed_part in (("deep verify", 0.0, 0.0), ("publish", schema, fixed)):
+        one_core = reader_side + extra + hashing + fixed_part
+        two_cores = max(reader_side + extra, hashing) + fixed_part
+        print(
+            f"    floor of {what:11}: one core {one_core * 1e3:6.1f} ms ({one_core / read:.2f}x), "
+            f"two cores {two_cores * 1e3:6.1f} ms ({two_cores / read:.2f}x)"
+        )
+    shutil.rmtree(tiny)
+
+
+def rk_publish_named(client: rk.Client, directory: Path, name: str) -> rk.DatasetVersion:
+    return client.publish(
+        rk.Dataset.from_directory(directory, name=f"arbench-{name}"), progress=False, force_new=True
+    )
 
 
 def one(args: argparse.Namespace) -> None:
@@ -236,6 +353,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--options", nargs="*", default=[""])
+    parser.add_argument("--floor", action="store_true", help="time each required part alone")
     parser.add_argument("--one", choices=["write", "publish", "verify", "read", "wheel-write"])
     parser.add_argument("--serve", action="store_true")
     parser.add_argument("--url")
@@ -255,7 +373,11 @@ def main() -> None:
         (work / "store").mkdir()
         svc = start_live_service(
             storage_root=(work / "store").as_uri(),
-            allowed_roots=[(work / "store").as_uri(), (work / "data").as_uri()],
+            allowed_roots=[
+                (work / "store").as_uri(),
+                (work / "data").as_uri(),
+                (work / "tiny").as_uri(),
+            ],
             database_url=f"sqlite:///{work / 'registry.db'}",
         )
         try:

@@ -100,6 +100,49 @@ def test_c_and_python_highwayhash_agree(data: bytes) -> None:
     )
 
 
+_SCALAR, _AVX2 = 1, 2  # highwayhash64's impl argument
+
+
+def _avx2() -> bool:
+    try:
+        _native.speedups.highwayhash64(b"", bytes(32), _AVX2)  # type: ignore[union-attr]
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("impl", [_SCALAR, _AVX2])
+def test_each_c_highwayhash_matches_the_published_test_vectors(impl: int) -> None:
+    if _native.speedups is None:
+        pytest.skip("recordkeeper._speedups is not built")
+    if impl == _AVX2 and not _avx2():
+        pytest.skip("no AVX2 on this CPU")
+    key = struct.pack("<4Q", *TEST_KEY)
+    for size in range(65):
+        assert _native.speedups.highwayhash64(bytes(range(size)), key, impl) == EXPECTED_64[size]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=2000), st.binary(min_size=32, max_size=32))
+def test_the_avx2_and_scalar_highwayhash_agree(data: bytes, key: bytes) -> None:
+    """The AVX2 loop (whole packets of long data) against the portable scalar code; the
+    automatic choice is one of them."""
+    if _native.speedups is None or not _avx2():
+        pytest.skip("recordkeeper._speedups is not built, or no AVX2 on this CPU")
+    hh = _native.speedups.highwayhash64
+    scalar = hh(data, key, _SCALAR)
+    assert hh(data, key, _AVX2) == scalar
+    assert hh(data, key) == scalar
+    assert hh(data * 64, key, _AVX2) == hh(data * 64, key, _SCALAR)  # and longer
+
+
+def test_an_unknown_highwayhash_implementation_is_refused() -> None:
+    if _native.speedups is None:
+        pytest.skip("recordkeeper._speedups is not built")
+    with pytest.raises(ValueError, match="implementation 7"):
+        _native.speedups.highwayhash64(b"", bytes(32), 7)
+
+
 def test_c_highwayhash_takes_any_buffer_and_refuses_a_bad_key() -> None:
     if _native.speedups is None:
         pytest.skip("recordkeeper._speedups is not built")

@@ -113,6 +113,34 @@ def test_the_walk_is_used_and_agrees_on_wheel_files(
     assert walked[5] > 100 and walked[3] > len(data) - BLOCK_SIZE
 
 
+def test_a_walk_whose_output_fills_is_followed_by_another_not_by_python(
+    wheel_files: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A walk's output is bounded (a small one is reused by malloc, a large one was mapped
+    afresh each walk); when it fills, the next walk starts at the chunks it held back, and a
+    chunk whose records need more room than that is walked with room for it: the Python
+    reader decodes only the last two chunks (the ArrayRecord footer and postscript)."""
+    decoded: list[int] = []
+    next_chunk = reader_module.RiegeliReader._next_chunk
+
+    def counted(self: reader_module.RiegeliReader, begin: int) -> Any:
+        chunk, end = next_chunk(self, begin)
+        if chunk is not None:  # a simple chunk, decoded (not padding)
+            decoded.append(begin)
+        return chunk, end
+
+    for options in ("group_size:1", "group_size:64", "zstd:1,group_size:200"):
+        data = wheel_files[options]
+        python = _scan(data, "python", monkeypatch)
+        with monkeypatch.context() as patch:
+            patch.setattr(reader_module, "_WALK_OUTPUT", 64 << 10)  # many walks per file
+            patch.setattr(reader_module.RiegeliReader, "_next_chunk", counted)
+            decoded.clear()
+            assert _scan(data, "c", monkeypatch) == python
+        assert python[1].record_count > 100
+        assert len(decoded) == 2, (options, decoded)
+
+
 def test_the_walk_agrees_on_every_corruption_of_wheel_files(
     wheel_files: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:

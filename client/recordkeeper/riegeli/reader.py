@@ -80,7 +80,12 @@ REASONS = (
 #: (loaded at run time; where it cannot be loaded, those chunks take the Python path).
 USE_LIBZSTD = True
 _READ_SIZE = 8 << 20
-_WALK_OUTPUT = 8 << 20  # at least this many bytes of framed records per C walk
+#: the framed records one C walk returns, at most (unless a single chunk's need more): an
+#: output this small is taken from malloc's heap and reused walk after walk; larger ones
+#: (they were 4x the buffer, ~30 MiB) were mapped afresh by each walk, and faulting their
+#: pages in took a quarter of the walk's time
+_WALK_OUTPUT = 4 << 20
+_WALK_FULL = 4  # bit of the walk's `kinds`: it stopped only because its output was full
 _MOST_READ = 64 << 20  # the most one read asks for
 _HEADER = struct.Struct("<5Q")  # a chunk header
 _BATCH_RECORDS = 4096  # batches() joins the records of small chunks up to this many ...
@@ -488,9 +493,12 @@ class RiegeliReader:
                 return
             begin = 0
             while source.ensure(begin + 1):
-                framed, packed, resume, stop, records, chunks, kinds = walk(
-                    source.buf, source.base, begin, zstd, _framed_cap(len(source.buf))
-                )
+                cap = _framed_cap(len(source.buf))
+                walked = walk(source.buf, source.base, begin, zstd, cap)
+                if walked[2] == begin and walked[6] & _WALK_FULL and cap == _WALK_OUTPUT:
+                    # no progress: a chunk whose records need more room than that
+                    walked = walk(source.buf, source.base, begin, zstd, _room_for(source.buf))
+                framed, packed, resume, stop, records, chunks, kinds = walked
                 if chunks:
                     while held:
                         yield emit(held.popleft())
@@ -502,6 +510,12 @@ class RiegeliReader:
                         info.compressions.add(names[0x7A])
                     index.frombytes(packed)
                     yield framed
+                if kinds & _WALK_FULL and resume > begin:
+                    # the chunks held back are whole and sound, and more follow them: not the
+                    # end of the file, so the next walk takes them again (no Python decoding)
+                    begin = resume
+                    source.release(begin)
+                    continue
                 begin = resume
                 while begin <= stop and source.ensure(begin + 1):
                     chunk, begin = self._next_chunk(begin)
@@ -630,8 +644,15 @@ class RiegeliReader:
 
 def _framed_cap(buffered: int) -> int:
     """The most bytes of framed records one C walk returns (it stops before a chunk whose
-    records would not fit; one that never fits is read by the Python code)."""
-    return max(_WALK_OUTPUT, 4 * buffered)
+    records would not fit, and the next walk starts there; a chunk larger than that is walked
+    with :func:`_room_for` the buffer, and one that never fits is read by the Python code)."""
+    return _WALK_OUTPUT
+
+
+def _room_for(buffered: bytearray) -> int:
+    """Room for the records of a large chunk in the buffer: 4x the bytes buffered (a chunk
+    whose records need more is read by the Python code)."""
+    return max(_WALK_OUTPUT, 4 * len(buffered))
 
 
 def _walker() -> Callable[..., Any] | None:
