@@ -76,6 +76,7 @@ from recordkeeper_service.repository.resolve import (
     resolution_params,
     resolution_statement,
 )
+from recordkeeper_service.repository.sqlite_hot import SqliteHotReader
 
 __all__ = [
     "MAX_REASON_LENGTH",
@@ -254,12 +255,14 @@ class VersionRepository:
         cache: VersionCache | None = None,
         fast_reader: AsyncPostgresReader | None = None,
         pages_bytes: int = DEFAULT_PAGES_BYTES,
+        sqlite_reader: SqliteHotReader | None = None,
     ) -> None:
         self._db = db
         self._roots = roots
         self._storage_root = storage_root
         self._cache = cache if cache is not None else VersionCache()
         self._fast = fast_reader
+        self._sqlite_fast = sqlite_reader
         #: Rendered shard pages of published versions, for the routes that answer them.
         self.rendered_pages = RenderedPages(pages_bytes)
 
@@ -427,13 +430,18 @@ class VersionRepository:
 
         A committed version already in the cache is answered after one query run without a
         worker thread: on PostgreSQL through asyncio psycopg (:mod:`.fastpath`), on SQLite
-        directly (an in-process read of a WAL database, which does not wait for writers).
+        directly (an in-process read of a WAL database, which does not wait for writers) on a
+        plain ``sqlite3`` connection (:mod:`.sqlite_hot`; SQLAlchemy's connection for an
+        in-memory database).
         Anything else — a cache miss, a staged version, an error to explain — runs
         :meth:`resolve` in the thread pool.
         """
         ref = parse_reference(ref_text)
         if self._fast is not None:
             row = pick(await self._fast.fetch_versions(ref), ref)
+        elif self._sqlite_fast is not None:
+            rows = self._sqlite_fast.fetch_versions(ref)
+            row = pick(rows, ref) if rows is not None else None
         elif self._db.is_sqlite:
             row = self._db.read(
                 lambda conn: pick(
@@ -454,6 +462,8 @@ class VersionRepository:
         """Release the event-loop resources (the PostgreSQL fast path's connections)."""
         if self._fast is not None:
             await self._fast.aclose()
+        if self._sqlite_fast is not None:
+            self._sqlite_fast.close()
 
     def _from_cache(self, row: Any, ref: Reference, with_shards: bool) -> VersionRecord | None:
         """The answer for a hot-query row if the cache holds what is needed, else None."""
