@@ -231,6 +231,10 @@ def _overlay(record: VersionRecord, row: Any, with_shards: bool) -> VersionRecor
     )
 
 
+#: How many answers without shards :meth:`VersionRepository._from_cache` keeps.
+_WITHOUT_SHARDS_KEPT = 1024
+
+
 def _checked(record: VersionRecord, expected: str | None, ref_text: str) -> VersionRecord:
     """``record``, or :class:`DigestMismatch` if its content is not the ``expected`` one."""
     if expected is not None and record.content_digest != expected:
@@ -263,6 +267,10 @@ class VersionRepository:
         self._cache = cache if cache is not None else VersionCache()
         self._fast = fast_reader
         self._sqlite_fast = sqlite_reader
+        #: answers without shards lately given, by version id, with the live values they show
+        #: (:meth:`_from_cache`); small (no shards, no rendered splits), at most
+        #: :data:`_WITHOUT_SHARDS_KEPT`
+        self._without_shards: dict[int, tuple[tuple[Any, ...], VersionRecord]] = {}
         #: Rendered shard pages of published versions, for the routes that answer them.
         self.rendered_pages = RenderedPages(pages_bytes)
 
@@ -473,7 +481,26 @@ class VersionRepository:
         record = self._cache.get(row.id)
         if record is None or (with_shards and record.shards is None):
             return None
-        return _overlay(record, row, with_shards)
+        if with_shards:
+            return _overlay(record, row, with_shards)
+        # Without shards (how the client resolves): the answer for these live values was
+        # most likely built for the request before; the immutable rest never changes.
+        live = (
+            row.state,
+            row.deprecated_at,
+            row.deprecated_reason,
+            row.gc_claimed_at,
+            row.collected_at,
+            row.collected_reason,
+        )
+        held = self._without_shards.get(row.id)
+        if held is not None and held[0] == live:
+            return held[1]
+        answer = replace(_overlay(record, row, False), rendered_splits=None)
+        if len(self._without_shards) >= _WITHOUT_SHARDS_KEPT:
+            self._without_shards.clear()
+        self._without_shards[row.id] = (live, answer)
+        return answer
 
     def _read_published(
         self, conn: Connection, ref: Reference, with_shards: bool
