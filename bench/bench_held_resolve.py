@@ -4,8 +4,8 @@ under 1 ms), with its floors measured in the same run.
 A *held* resolve is ``client.resolve("bigres@latest")`` when the client already holds the
 answer: one conditional ``GET /api/v1/versions/bigres@latest?shards=false`` answered ``304``.
 The service runs in its own process (``recordkeeper serve``, one worker; SQLite by default,
-``--url postgresql://…`` for PostgreSQL); the bench's process is the client alone.  Every
-round takes one sample of each, in turn, so load changes hit them alike:
+``--backend postgres`` for a scratch database on the test server); the bench's process is the
+client alone.  Every round takes one sample of each, in turn, so load changes hit them alike:
 
 * ``raw 304``: a bare ASGI app (no framework) answering ``304``, under uvicorn with the
   settings ``recordkeeper serve`` uses (TCP_NODELAY socket, loop/http auto, no server header,
@@ -20,7 +20,8 @@ Then, without any socket: the client library's own CPU per held resolve (``clien
 over an ``httpx.MockTransport`` answering the same ``304``), httpx alone on that transport,
 and the server's CPU per request of each kind (its ``/proc`` CPU over a burst of requests).
 
-Run: ``.venv/bin/python bench/bench_held_resolve.py [--samples 300] [--url postgresql://…]``
+Run: ``.venv/bin/python bench/bench_held_resolve.py [--samples 300] [--backend postgres]
+[--log-level info]``
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import httpx  # noqa: E402
-from bench_service import _migrate, serve  # noqa: E402
+from bench_service import database, serve  # noqa: E402
 
 import recordkeeper as rk  # noqa: E402
 from tests.integration._load import shard_bodies  # noqa: E402
@@ -99,7 +100,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--shards", type=int, default=10_000)
-    parser.add_argument("--url", help="database URL (default: a new SQLite file)")
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        help="the service's RECORDKEEPER_LOG_LEVEL (info: the default, a request log line each)",
+    )
     parser.add_argument("--cpu-burst", type=int, default=2000)
     parser.add_argument(
         "--profile-client", action="store_true", help="cProfile the client's held resolve"
@@ -111,10 +117,14 @@ def main() -> None:
         [sys.executable, "-c", RAW_APP, str(raw_port)], start_new_session=True, cwd=ROOT
     )
     try:
-        url = args.url or f"sqlite:///{work / 'registry.db'}"
-        _migrate(url)
-        with serve(url, 1, work, env={"RECORDKEEPER_ALLOWED_ROOTS": work.as_uri()}) as server:
+        env = {
+            "RECORDKEEPER_ALLOWED_ROOTS": work.as_uri(),
+            "RECORDKEEPER_LOG_LEVEL": args.log_level,
+        }
+        with database(args.backend, work) as url, serve(url, 1, work, env=env) as server:
             run(server.url, server.process.pid, raw.pid, f"http://127.0.0.1:{raw_port}", work, args)
+            if args.backend == "postgres":
+                database_floor(url, args.samples)
     finally:
         raw.terminate()
         raw.wait(timeout=20)
@@ -181,8 +191,8 @@ def run(
     med = statistics.median
     print(
         f"[held resolve] {args.shards}-shard version, service in its own process "
-        f"({'SQLite' if args.url is None else args.url.split(':')[0]}), medians of "
-        f"{args.samples}, load {load_before:.1f}->{load_after:.1f}:"
+        f"({args.backend}, log level {args.log_level}), medians of {args.samples}, load "
+        f"{load_before:.1f}->{load_after:.1f}:"
     )
     for kind, values in times.items():
         q = statistics.quantiles(values, n=10)
@@ -238,6 +248,42 @@ def run(
             lib()
         profile.disable()
         pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+
+
+def database_floor(url: str, samples: int) -> None:
+    """PostgreSQL alone, from this process: ``SELECT 1`` and the hot resolve query of
+    ``bigres@latest`` on one autocommit psycopg connection (the floor of the service's read)."""
+    import psycopg
+    from sqlalchemy import select
+    from sqlalchemy.dialects import postgresql
+
+    from recordkeeper.core.refs import parse_reference
+    from recordkeeper_service.db import normalize_database_url
+    from recordkeeper_service.repository.fastpath import HOT_COLUMNS
+    from recordkeeper_service.repository.resolve import resolution_params, resolution_statement
+
+    ref = parse_reference("bigres@latest")
+    compiled = resolution_statement(select(*HOT_COLUMNS), ref).compile(
+        dialect=postgresql.psycopg.dialect()  # type: ignore[no-untyped-call]
+    )
+    params = {**compiled.params, **resolution_params(ref)}
+    conninfo = (
+        normalize_database_url(url)
+        .set(drivername="postgresql")
+        .render_as_string(hide_password=False)
+    )
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        for label, sql, values in (
+            ("SELECT 1", "SELECT 1", {}),
+            ("hot query", str(compiled), params),
+        ):
+            times = []
+            for _ in range(samples):
+                start = time.perf_counter()
+                conn.execute(sql, values).fetchall()
+                times.append(time.perf_counter() - start)
+            median = statistics.median(times) * 1e3
+            print(f"  PostgreSQL {label:9s} from the bench: median {median:.3f} ms")
 
 
 if __name__ == "__main__":
