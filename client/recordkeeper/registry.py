@@ -34,7 +34,12 @@ from recordkeeper.core.naming import format_date, validate_dataset_name
 from recordkeeper.core.provenance import validate_provenance
 from recordkeeper.core.record_diff import DEFAULT_SAMPLE, Emit, LeakPair, RecordDiff
 from recordkeeper.core.record_identity import DEFAULT_WIDTH, IdentityKind
-from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference, validate_alias_name
+from recordkeeper.core.refs import (
+    PUBLISHED_STATES,
+    Reference,
+    parse_reference,
+    validate_alias_name,
+)
 from recordkeeper.core.roots import AllowedRoots, UriError, allowed_root
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns, unpack_columns
@@ -248,13 +253,13 @@ class Registry:
         version this client holds costs one small request, answered ``304`` when nothing
         changed.
         """
-        check_ref(ref)
+        parsed = check_ref(ref)
         if expect_digest is not None:
             expect_digest = parse_digest(expect_digest, "expect_digest")
         ref = ref.strip()
         path = f"/versions/{quote_segment(ref)}"
         params = {"shards": "false", "expect_digest": expect_digest}
-        offered = self.cache.offered_tags(parse_reference(ref).dataset)
+        offered = self.cache.offered_tags(parsed.dataset)
         body, etag = self.http.conditional_get(path, params=params, etags=offered)
         if body is None:  # 304: one of the offered answers is current
             body = self.cache.answer(etag) if etag is not None else None
@@ -988,11 +993,12 @@ def _check_version_answer(data: Any) -> None:
         raise TypeError("storage_prefix is not a string")
 
 
-def check_ref(ref: str) -> None:
-    """Refuse a reference that is not a string or does not parse, before any request."""
+def check_ref(ref: str) -> Reference:
+    """Refuse a reference that is not a string or does not parse, before any request; the
+    parsed reference."""
     if not isinstance(ref, str):
         raise InvalidReference(f"reference must be a string, got {type(ref).__name__}")
-    parse_reference(ref)
+    return parse_reference(ref)
 
 
 def _date_param(value: str | datetime.date | None) -> str | None:

@@ -92,6 +92,9 @@ class ServiceMetrics:
                 values.ValueClass = values.MultiProcessValue()
         self.registry = CollectorRegistry()
         registry = self.registry
+        #: the request counter's and histogram's children by (route, method, status): looked up
+        #: once (``labels()`` validates and locks on every call)
+        self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         self.requests = Counter(
             "recordkeeper_http_requests",
             "HTTP requests answered, by route template, method and status.",
@@ -163,9 +166,17 @@ class ServiceMetrics:
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         """Count one answered request and its latency."""
-        method = method if method in METHODS else "OTHER"
-        self.requests.labels(route, method, str(status)).inc()
-        self.latency.labels(route, method).observe(seconds)
+        label = method if method in METHODS else "OTHER"
+        key = (route, label, status)  # bounded: templates, known methods, status codes
+        children = self._request_children.get(key)
+        if children is None:
+            children = (
+                self.requests.labels(route, label, str(status)),
+                self.latency.labels(route, label),
+            )
+            self._request_children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def request_started(self) -> None:
         self.in_flight.inc()

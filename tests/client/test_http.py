@@ -250,3 +250,33 @@ def test_a_body_that_does_not_decode_is_an_invalid_response() -> None:
     )
     with pytest.raises(rk.InvalidResponse, match="does not decode"):
         core.request("GET", "/x")
+
+
+def test_request_urls_are_parsed_once_and_sent_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request URL (with its query) is parsed once per distinct pair and reused: the URLs sent
+    are the ones built from text each time; list values are parsed every time; the kept URLs
+    are bounded."""
+    core, seen = _core(lambda r, n: httpx.Response(200, json={}))
+    parsed: list[str] = []
+    real = core._url_type
+
+    def counting(url: str, **kw: object) -> httpx.URL:
+        parsed.append(url)
+        return real(url, **kw)
+
+    monkeypatch.setattr(core, "_url_type", counting)
+    for _ in range(3):
+        core.request("GET", "/versions/coco%40latest", params={"shards": "false", "x": None})
+    core.request("GET", "/versions/coco%40latest", params={"shards": "true"})
+    core.request("GET", "/versions", params={"state": ["committed", "deprecated"]})
+    core.request("GET", "/versions", params={"state": ["committed", "deprecated"]})
+    assert [str(r.url) for r in seen] == [
+        *["http://svc/versions/coco%40latest?shards=false"] * 3,
+        "http://svc/versions/coco%40latest?shards=true",
+        *["http://svc/versions?state=committed&state=deprecated"] * 2,
+    ]
+    assert len(parsed) == 4  # one per distinct URL and query; the list values each time
+    monkeypatch.setattr("recordkeeper.http._URL_CACHE_SIZE", 2)
+    for n in range(5):
+        core.request("GET", f"/x/{n}")
+    assert len(core._urls) <= 2

@@ -19,6 +19,7 @@ module             resource
 ``resolve``        the reference grammar → a version row (session level)
 ``cache``          committed versions by id (immutable parts), rendered answers, per process
 ``fastpath``       the resolve query on asyncio psycopg (PostgreSQL hot path)
+``sqlite_hot``     the resolve query on a plain ``sqlite3`` connection (SQLite hot path)
 ``gc``             garbage-collection candidates, marking storage collected
 ``retention``      retention policies, pins, plans, claims deleting expired versions' data
 ``provenance``     a version's parents, sources, producer, params (stored at stage)
@@ -60,6 +61,7 @@ from recordkeeper_service.repository.retention import RetentionRepository
 from recordkeeper_service.repository.samples import SampleRepository
 from recordkeeper_service.repository.schemas import SchemaRepository
 from recordkeeper_service.repository.shards import ShardRepository
+from recordkeeper_service.repository.sqlite_hot import SqliteHotReader
 from recordkeeper_service.repository.tokens import TokenRepository
 from recordkeeper_service.repository.verifications import VerificationRepository
 from recordkeeper_service.repository.versions import VersionRepository
@@ -93,6 +95,7 @@ class Repository:
             cache=VersionCache(max_bytes=version_cache_bytes),
             fast_reader=fast_reader,
             pages_bytes=shard_pages_cache_bytes,
+            sqlite_reader=SqliteHotReader.for_url(db.url),
         )
         self.shards = ShardRepository(db, allowed_roots, metrics=metrics)
         self.commits = CommitRepository(db, metrics=metrics)

@@ -76,6 +76,7 @@ from recordkeeper_service.repository.resolve import (
     resolution_params,
     resolution_statement,
 )
+from recordkeeper_service.repository.sqlite_hot import SqliteHotReader
 
 __all__ = [
     "MAX_REASON_LENGTH",
@@ -230,6 +231,10 @@ def _overlay(record: VersionRecord, row: Any, with_shards: bool) -> VersionRecor
     )
 
 
+#: How many answers without shards :meth:`VersionRepository._from_cache` keeps.
+_WITHOUT_SHARDS_KEPT = 1024
+
+
 def _checked(record: VersionRecord, expected: str | None, ref_text: str) -> VersionRecord:
     """``record``, or :class:`DigestMismatch` if its content is not the ``expected`` one."""
     if expected is not None and record.content_digest != expected:
@@ -254,12 +259,18 @@ class VersionRepository:
         cache: VersionCache | None = None,
         fast_reader: AsyncPostgresReader | None = None,
         pages_bytes: int = DEFAULT_PAGES_BYTES,
+        sqlite_reader: SqliteHotReader | None = None,
     ) -> None:
         self._db = db
         self._roots = roots
         self._storage_root = storage_root
         self._cache = cache if cache is not None else VersionCache()
         self._fast = fast_reader
+        self._sqlite_fast = sqlite_reader
+        #: answers without shards lately given, by version id, with the live values they show
+        #: (:meth:`_from_cache`); small (no shards, no rendered splits), at most
+        #: :data:`_WITHOUT_SHARDS_KEPT`
+        self._without_shards: dict[int, tuple[tuple[Any, ...], VersionRecord]] = {}
         #: Rendered shard pages of published versions, for the routes that answer them.
         self.rendered_pages = RenderedPages(pages_bytes)
 
@@ -427,13 +438,18 @@ class VersionRepository:
 
         A committed version already in the cache is answered after one query run without a
         worker thread: on PostgreSQL through asyncio psycopg (:mod:`.fastpath`), on SQLite
-        directly (an in-process read of a WAL database, which does not wait for writers).
+        directly (an in-process read of a WAL database, which does not wait for writers) on a
+        plain ``sqlite3`` connection (:mod:`.sqlite_hot`; SQLAlchemy's connection for an
+        in-memory database).
         Anything else — a cache miss, a staged version, an error to explain — runs
         :meth:`resolve` in the thread pool.
         """
         ref = parse_reference(ref_text)
         if self._fast is not None:
             row = pick(await self._fast.fetch_versions(ref), ref)
+        elif self._sqlite_fast is not None:
+            rows = self._sqlite_fast.fetch_versions(ref)
+            row = pick(rows, ref) if rows is not None else None
         elif self._db.is_sqlite:
             row = self._db.read(
                 lambda conn: pick(
@@ -454,6 +470,8 @@ class VersionRepository:
         """Release the event-loop resources (the PostgreSQL fast path's connections)."""
         if self._fast is not None:
             await self._fast.aclose()
+        if self._sqlite_fast is not None:
+            self._sqlite_fast.close()
 
     def _from_cache(self, row: Any, ref: Reference, with_shards: bool) -> VersionRecord | None:
         """The answer for a hot-query row if the cache holds what is needed, else None."""
@@ -463,7 +481,26 @@ class VersionRepository:
         record = self._cache.get(row.id)
         if record is None or (with_shards and record.shards is None):
             return None
-        return _overlay(record, row, with_shards)
+        if with_shards:
+            return _overlay(record, row, with_shards)
+        # Without shards (how the client resolves): the answer for these live values was
+        # most likely built for the request before; the immutable rest never changes.
+        live = (
+            row.state,
+            row.deprecated_at,
+            row.deprecated_reason,
+            row.gc_claimed_at,
+            row.collected_at,
+            row.collected_reason,
+        )
+        held = self._without_shards.get(row.id)
+        if held is not None and held[0] == live:
+            return held[1]
+        answer = replace(_overlay(record, row, False), rendered_splits=None)
+        if len(self._without_shards) >= _WITHOUT_SHARDS_KEPT:
+            self._without_shards.clear()
+        self._without_shards[row.id] = (live, answer)
+        return answer
 
     def _read_published(
         self, conn: Connection, ref: Reference, with_shards: bool
