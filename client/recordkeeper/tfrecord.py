@@ -37,6 +37,7 @@ from crc32c import crc32c
 
 from recordkeeper import _native
 from recordkeeper.core.errors import CorruptShard, InvalidInput
+from recordkeeper.core.schema import Schema
 from recordkeeper.core.shards import COMPRESSIONS, Compression
 from recordkeeper.record_ids import RecordIds, native_ids
 from recordkeeper.schema_inference import SchemaInferencer
@@ -923,6 +924,31 @@ def iter_records(
     return chain.from_iterable(batches)
 
 
+#: Schemas inferred from a C summary, by (record count, (structure key, records) ...): the
+#: shards of one writer mostly share one (a Schema is immutable, so they share the object).
+_SUMMARY_SCHEMAS: dict[tuple[Any, ...], Schema] = {}
+_SUMMARY_SCHEMAS_MAX = 256
+
+
+def _schema_of_summary(summary: dict[bytes, Any], slow: list[bytes], count: int) -> Schema:
+    """``SchemaInferencer`` fed ``add_summary(summary, slow, count=count)``, its result; the
+    same summary again (no records outside the fast path) answers the schema inferred
+    before: a schema is determined by its records' structure keys and their counts."""
+    key = None if slow else (count, *((k, n) for k, (_, n) in summary.items()))
+    if key is not None:
+        found = _SUMMARY_SCHEMAS.get(key)
+        if found is not None:
+            return found
+    inferencer = SchemaInferencer()
+    inferencer.add_summary(summary, slow, count=count)
+    schema = inferencer.result()
+    if key is not None:
+        if len(_SUMMARY_SCHEMAS) >= _SUMMARY_SCHEMAS_MAX:
+            _SUMMARY_SCHEMAS.clear()
+        _SUMMARY_SCHEMAS[key] = schema
+    return schema
+
+
 def scan_whole(
     data: bytes, compression: str | None = None, *, record_ids: RecordIds | None = None
 ) -> ShardStats:
@@ -949,8 +975,7 @@ def scan_whole(
         extra = () if record_ids is None else (record_ids.buffer, record_ids.width)
         summary, slow, pos, count, error = speedups.deframe_keys(data, 0, True, *extra)
         if error is None and pos == len(data):
-            inferencer = SchemaInferencer()
-            inferencer.add_summary(summary, slow, count=count)
+            schema = _schema_of_summary(summary, slow, count)
             digest = hashlib.sha256(data).hexdigest()
             return ShardStats(
                 sha256=digest,
@@ -959,7 +984,7 @@ def scan_whole(
                 record_count=count,
                 size=len(data),
                 compression="none",
-                schema=inferencer.result(),
+                schema=schema,
             )
         if record_ids is not None:
             del record_ids.buffer[start:]
