@@ -68,6 +68,7 @@ _IGNORED_EXT = {
     ".partial",
     ".rkidx",  # record indexes (recordkeeper.record_sets), never shards
 }
+_IGNORED_SUFFIXES = tuple(sorted(_IGNORED_EXT))  # one str.endswith call
 
 
 def compression_suffix(compression: str) -> str:
@@ -187,7 +188,8 @@ class Dataset:
         name = name or _name_from_path(root)
         validate_dataset_name(name)
         uris = list_files(root, storage_options)
-        candidates = [(u, u[len(root) + 1 :] if u.startswith(root + "/") else u) for u in uris]
+        below, cut = root + "/", len(root) + 1
+        candidates = [(u, u[cut:] if u.startswith(below) else u) for u in uris]
         splits, skipped = _classify(root, candidates)
         if not splits:
             shown = ", ".join(skipped[:5]) or "nothing"
@@ -352,8 +354,7 @@ def _compression_from_name(uri: str) -> str | None:
 def _ignored(base: str) -> bool:
     if base.startswith((".", "_")) or base in _IGNORED_NAMES:
         return True
-    lower = base.lower()
-    return any(lower.endswith(ext) for ext in _IGNORED_EXT)
+    return base.lower().endswith(_IGNORED_SUFFIXES)
 
 
 def _natural_key(text: str) -> list[Any]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
-import io
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from recordkeeper import formats, local_files
+from recordkeeper._collector import older_objects_frozen
 from recordkeeper._parallel import parallel_map, use_processes
 from recordkeeper.backends.local import stat_file
 from recordkeeper.core.errors import (
@@ -58,7 +58,7 @@ from recordkeeper.object_batches import (
 )
 from recordkeeper.progress import ProgressLike, ProgressReader, byte_progress
 from recordkeeper.provenance import build_provenance
-from recordkeeper.record_ids import RecordIds, split_digest, write_indexes
+from recordkeeper.record_ids import RecordIds, index_uri, split_digest, write_indexes
 from recordkeeper.record_sets import register_committed
 from recordkeeper.samples import sample_committed
 from recordkeeper.shard_names import final_shard_uri
@@ -228,9 +228,7 @@ def _scan_whole(
         fmt, detected = _format_of(shard.uri, data[:_HEAD])
         compression = compression if fmt == "tfrecord" and compression else detected
     with storage_errors(shard.uri):
-        stats = formats.get(fmt).scan(
-            io.BytesIO(data), compression, size=len(data), record_ids=record_ids
-        )
+        stats = formats.get(fmt).scan_whole(data, compression, record_ids=record_ids)
     _check_expected(shard, stats)
     return stats, compression
 
@@ -323,7 +321,7 @@ def _store_record_identity(
     written; the version is committed, so that warns instead of failing the publish that
     committed it (``recordkeeper index`` gives it record identity once they can be written)."""
     try:
-        write_indexes(indexes, options)
+        _write_indexes(indexes, options)
     except StorageError as exc:
         warnings.warn(
             f"{version.name} is committed, but its record indexes could not be stored beside "
@@ -338,6 +336,26 @@ def _store_record_identity(
     digests = {split: split_digest(found) for split, found in by_split.items()}
     # the lookup is built from the indexes held here, not read back one file each
     register_committed(registry.http, version, digests, storage_options=options, indexes=indexes)
+
+
+#: index objects written at once on an object store (the client's small-object concurrency)
+_INDEX_WRITES = 16
+
+
+def _write_indexes(indexes: Mapping[str, bytes], options: Mapping[str, Any] | None) -> None:
+    """:func:`~recordkeeper.record_ids.write_indexes`, except that indexes on a backend that
+    writes an object in one request (S3) are written concurrently on the filesystem's event
+    loop (:func:`~recordkeeper.object_batches.write_small_many`: one ``PUT`` each, 16 at a
+    time, the request an upload stream sends for a small object) instead of one upload
+    stream after another (1,000 indexes: 3.9 s of a 7.5 s publish to S3); the first failure
+    is raised once all have been tried."""
+    items = [(index_uri(uri), data) for uri, data in indexes.items()]
+    if len(items) > 1 and can_write_small_many([u for u, _ in items], options):
+        for written in write_small_many(items, options, concurrency=_INDEX_WRITES):
+            if isinstance(written, StorageError):
+                raise written
+        return
+    write_indexes(indexes, options)
 
 
 def check_allowed(uris: list[str], allowed_roots: list[str]) -> None:
@@ -573,6 +591,7 @@ def _digest_of(registrations: list[dict[str, Any]]) -> str:
     )
 
 
+@older_objects_frozen()  # thousands of small shards: collections skip the older objects
 def publish(
     registry: Registry,
     dataset: Dataset,

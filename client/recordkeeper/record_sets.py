@@ -25,7 +25,6 @@ The per-record hook for writers, publish and deep verify is
 
 from __future__ import annotations
 
-import io
 import itertools
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -62,6 +61,7 @@ from recordkeeper.core.record_index import (
     IndexHeader,
     RecordIndexBuilder,
     SetDigest,
+    held_index_chunks,
     index_chunks,
     merge_sorted,
 )
@@ -127,7 +127,7 @@ def build_version_lookup(
     def body(shard_uri: str) -> Any:
         data = held.get(shard_uri)
         if data is not None:
-            yield from index_chunks(io.BytesIO(data).read, per)[1]
+            yield from held_index_chunks(data, per)
             return
         with open_read(index_uri(shard_uri), options) as fh:
             yield from index_chunks(fh.read, per)[1]

@@ -21,6 +21,7 @@ framing and compression.  Other modules reach it through :mod:`recordkeeper.form
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
 import os
 import struct
@@ -36,6 +37,7 @@ from crc32c import crc32c
 
 from recordkeeper import _native
 from recordkeeper.core.errors import CorruptShard, InvalidInput
+from recordkeeper.core.schema import Schema
 from recordkeeper.core.shards import COMPRESSIONS, Compression
 from recordkeeper.record_ids import RecordIds, native_ids
 from recordkeeper.schema_inference import SchemaInferencer
@@ -920,6 +922,73 @@ def iter_records(
         stored_chunks(fileobj, _READ_SIZE), compression, _Deframer(verify_crc), size=size
     )
     return chain.from_iterable(batches)
+
+
+#: Schemas inferred from a C summary, by (record count, (structure key, records) ...): the
+#: shards of one writer mostly share one (a Schema is immutable, so they share the object).
+_SUMMARY_SCHEMAS: dict[tuple[Any, ...], Schema] = {}
+_SUMMARY_SCHEMAS_MAX = 256
+
+
+def _schema_of_summary(summary: dict[bytes, Any], slow: list[bytes], count: int) -> Schema:
+    """``SchemaInferencer`` fed ``add_summary(summary, slow, count=count)``, its result; the
+    same summary again (no records outside the fast path) answers the schema inferred
+    before: a schema is determined by its records' structure keys and their counts."""
+    key = None if slow else (count, *((k, n) for k, (_, n) in summary.items()))
+    if key is not None:
+        found = _SUMMARY_SCHEMAS.get(key)
+        if found is not None:
+            return found
+    inferencer = SchemaInferencer()
+    inferencer.add_summary(summary, slow, count=count)
+    schema = inferencer.result()
+    if key is not None:
+        if len(_SUMMARY_SCHEMAS) >= _SUMMARY_SCHEMAS_MAX:
+            _SUMMARY_SCHEMAS.clear()
+        _SUMMARY_SCHEMAS[key] = schema
+    return schema
+
+
+def scan_whole(
+    data: bytes, compression: str | None = None, *, record_ids: RecordIds | None = None
+) -> ShardStats:
+    """:func:`scan_shard` of a shard held whole in memory (``io.BytesIO(data)``, its size
+    known): the same stats, the same errors.
+
+    An uncompressed shard of up to one read (8 MiB) is checked, counted, summarised for the
+    schema and given its record identities by one C call (``deframe_keys``, what the
+    streaming scan calls for such a shard too), its sha256 and CRC32C taken over the bytes
+    once, without the streaming scan's reader, deframer, worker and generators (publish
+    scans 2,000 small shards one after another).  A shard that call does not pass whole (a
+    bad frame, a truncated one), a compressed one, or no C extension: :func:`scan_shard`,
+    which says why (the identities gathered so far are dropped first).
+    """
+    compression = normalize_compression(compression)
+    speedups = _native.speedups
+    if (
+        compression == "none"
+        and 0 < len(data) <= _READ_SIZE
+        and speedups is not None
+        and (record_ids is None or native_ids())
+    ):
+        start = 0 if record_ids is None else len(record_ids.buffer)
+        extra = () if record_ids is None else (record_ids.buffer, record_ids.width)
+        summary, slow, pos, count, error = speedups.deframe_keys(data, 0, True, *extra)
+        if error is None and pos == len(data):
+            schema = _schema_of_summary(summary, slow, count)
+            digest = hashlib.sha256(data).hexdigest()
+            return ShardStats(
+                sha256=digest,
+                crc32c=f"{crc32c(data):08x}",
+                records_sha256=digest,  # uncompressed: the records are the stored bytes
+                record_count=count,
+                size=len(data),
+                compression="none",
+                schema=schema,
+            )
+        if record_ids is not None:
+            del record_ids.buffer[start:]
+    return scan_shard(io.BytesIO(data), compression, size=len(data), record_ids=record_ids)
 
 
 def scan_shard(

@@ -7,7 +7,7 @@ once per distinct body, so 10,000 shards sharing a schema cost one parse.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -89,7 +89,9 @@ def _validate_one(
     digest = _schema_digest(raw.get("schema"), schemas_by_body, schemas)
     if digest is not None:
         check_shard_schema(schemas[digest], record.record_count)
-        record = replace(record, schema_digest=digest)
+        # the record was made just now and is not shared: set the derived field in place
+        # (dataclasses.replace validated and rebuilt every field again, ~3 µs a shard)
+        object.__setattr__(record, "schema_digest", digest)
     return ValidShard(position=position, record=record)
 
 

@@ -67,6 +67,7 @@ __all__ = [
     "RecordIndexBuilder",
     "SetDigest",
     "encode_index",
+    "held_index_chunks",
     "identity_in_header",
     "index_chunks",
     "index_size",
@@ -273,6 +274,31 @@ def index_chunks(
             raise InvalidIndex("the record index is damaged (its checksum does not match)")
 
     return header, chunks()
+
+
+def held_index_chunks(data: bytes, chunk_records: int = 65536) -> Iterator[bytes]:
+    """:func:`index_chunks` of an index held whole in memory, as one iterator: the same
+    chunks and the same checks and errors, in the same order (a bad header raises on the first
+    ``next``), from slices of ``data`` with one sha256 over it instead of a reader, a closure
+    and a digest update per chunk (publish holds the index of each of 2,000 small shards)."""
+    header = IndexHeader.from_bytes(data[:HEADER_SIZE])
+    if chunk_records < 1:
+        raise ValueError("chunk_records must be at least 1")
+    width = header.width
+    end = HEADER_SIZE + header.count * width
+    step = chunk_records * width
+    pos, last = HEADER_SIZE, b""
+    while pos < end:
+        chunk = data[pos : min(pos + step, end)]
+        if not chunk or len(chunk) % width:  # what a short read gives a reader
+            raise InvalidIndex("the record index is truncated")
+        if chunk[:width] < last:
+            raise InvalidIndex("the record index is not sorted")
+        last = chunk[-width:]
+        pos += len(chunk)
+        yield chunk
+    if data[end : end + TRAILER_SIZE] != hashlib.sha256(data[:end]).digest():
+        raise InvalidIndex("the record index is damaged (its checksum does not match)")
 
 
 # --------------------------------------------------------------------------- streaming merge

@@ -33,6 +33,7 @@ stays light.
 from __future__ import annotations
 
 import importlib
+import io
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
@@ -146,6 +147,13 @@ class RecordFormat:
         record_ids: RecordIds | None = None,
     ) -> ShardStats:
         raise UnsupportedFormat(f"recordkeeper cannot read {self.description} shards")
+
+    def scan_whole(
+        self, data: bytes, compression: str | None = None, *, record_ids: RecordIds | None = None
+    ) -> ShardStats:
+        """:meth:`scan` of a shard held whole in memory (a small shard read in one piece);
+        a format may do it in fewer steps, with the same stats and errors."""
+        return self.scan(io.BytesIO(data), compression, size=len(data), record_ids=record_ids)
 
     def iter_records(
         self, source: BinarySource, compression: str | None = None, *, size: int | None = None

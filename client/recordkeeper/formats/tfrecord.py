@@ -80,6 +80,11 @@ class TFRecordFormat(RecordFormat):
             record_ids=record_ids,
         )
 
+    def scan_whole(
+        self, data: bytes, compression: str | None = None, *, record_ids: RecordIds | None = None
+    ) -> ShardStats:
+        return tfrecord.scan_whole(data, compression, record_ids=record_ids)
+
     def iter_records(
         self, source: BinarySource, compression: str | None = None, *, size: int | None = None
     ) -> Iterator[bytes]:

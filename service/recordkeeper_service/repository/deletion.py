@@ -156,11 +156,29 @@ def released_prefixes_for(
             if row.released:
                 for uri in by_prefix.get(row.storage_prefix, ()):
                     released.setdefault(uri, row.name)
+    # The versions referencing any of the URIs, one row each, locked FOR SHARE (the version
+    # rows the join below locks): when none is released and no URI lies under a released
+    # prefix, nothing is released and the join's row per (URI, version) is not read —
+    # re-publishing a directory of 2,000 shards that five versions reference read 10,000.
+    if not by_prefix:
+        session.flush()  # what the session's own query above would have done (autoflush)
+    connection = session.connection()  # plain rows: no ORM result processing
+    candidates_released = False
+    for chunk in _chunks(wanted):
+        candidates = connection.execute(
+            select(m.Version.id, released_version_clause().label("released"))
+            .where(m.Version.id.in_(select(m.Shard.version_id).where(m.Shard.uri.in_(chunk))))
+            .order_by(m.Version.id)
+            .with_for_update(read=True)
+        ).all()
+        candidates_released = candidates_released or any(row.released for row in candidates)
+    if not released and not candidates_released:
+        return {}
     # An object of a released version (shards registered in place, anywhere in the roots);
     # and which objects a live version references (kept, so free to reference).
     referenced: set[str] = set()
     for chunk in _chunks(wanted):
-        rows = session.execute(
+        rows = connection.execute(
             select(m.Shard.uri, *columns)
             .join(m.Version, m.Version.id == m.Shard.version_id)
             .where(m.Shard.uri.in_(chunk))
