@@ -86,6 +86,7 @@ __all__ = [
     "ModelCheckOut",
     "ModelInputIn",
     "ModelOut",
+    "PackedLineageOut",
     "SavedModelIn",
     "SegmentOut",
     "lineage_etag",
@@ -304,6 +305,17 @@ class CompactLineageOut(OutModel):
     columns: LineageColumnsOut
 
 
+class PackedLineageOut(OutModel):
+    """The entries as packed columns (``recordkeeper.core.lineage.unpack_lineage_columns``)."""
+
+    length: int = Field(description="the number of entries: every column expands to as many")
+    columns: dict[str, Any] = Field(
+        description="the compact form's columns and `consumed` (per entry `[split_records, "
+        "records, …]`, one pair per segment of its `uses`), each a plain array, "
+        '`{"runs": [[value, repeat], …]}` or `{"lines": "a\\nb…"}`'
+    )
+
+
 class ConsumedSegmentOut(OutModel):
     checkpoint: str = Field(description="the checkpoint whose segment this is (model@run/ckpt)")
     step: int | None
@@ -375,7 +387,10 @@ class LineageOut(OutModel):
     data: list[LineageEntryOut] | None = Field(
         description="the entries (form=full); null with form=compact"
     )
-    versions: list[str]
+    versions: list[str] | None = Field(
+        description="the distinct version names, oldest use first; null with form=packed "
+        "(the distinct names of its `version` column)"
+    )
     history: list[HistoryEntryOut] = Field(
         description="the data's history: every version trained on that recorded provenance "
         "and every ancestor of one (through parents, any depth), nearest first"
@@ -386,9 +401,14 @@ class LineageOut(OutModel):
     compact: CompactLineageOut | None = Field(
         default=None, description="the entries as columns (form=compact only)"
     )
-    consumed: list[ConsumedOut] = Field(
+    packed: PackedLineageOut | None = Field(
+        default=None,
+        description="the entries and what each segment read, as packed columns (form=packed only)",
+    )
+    consumed: list[ConsumedOut] | None = Field(
         default_factory=list,
-        description="how much of each version the chain read (segments that counted records)",
+        description="how much of each version the chain read (segments that counted records), "
+        "in entry order; null with form=packed (the `consumed` column of `packed`)",
     )
 
 
@@ -667,10 +687,12 @@ def checkpoint_lineage(
     _who: Reader,
     run: RunQuery = None,
     form: Annotated[
-        Literal["full", "compact"],
+        Literal["full", "compact", "packed"],
         Query(
             description="`full`: `data` lists the entries; `compact`: `compact.columns` holds "
-            "them as one array per field, segments as `[depth, split, …]` pairs into `chain`"
+            "them as one array per field, segments as `[depth, split, …]` pairs into `chain`; "
+            "`packed`: `packed.columns`, the compact columns and what each segment read, with "
+            "runs and joined strings"
         ),
     ] = "full",
     if_none_match: IfNoneMatch = None,
@@ -689,10 +711,7 @@ def checkpoint_lineage(
     key = (*head.key, form)
     rendered = lineage.rendered.get(key)
     if rendered is None:
-        answer, consumed = lineage.answer_from(head)
-        body = answer.to_json(compact=form == "compact")
-        body["consumed"] = consumed  # fixed at registration, like the chain
-        rendered = render_lineage(body)
+        rendered = render_lineage(lineage.answer_from(head).to_json(form=form))
         lineage.rendered.put(key, rendered)
     return Response(
         rendered,

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from recordkeeper.core.lineage import CheckpointRef, Consumer
+from recordkeeper.core.lineage import CONSUMED_COLUMN, CheckpointRef, Consumer
 from recordkeeper_service.repository.lineage import queries
 from recordkeeper_service.repository.lineage.data import DataHistory
 from recordkeeper_service.repository.lineage.records import (
@@ -98,20 +98,25 @@ def lineage_record(
     facts: Mapping[int, queries.VersionFacts],
     states: Mapping[int, queries.VersionState],
     history: DataHistory | None = None,
+    sizes: Mapping[int, Mapping[str, int]] | None = None,
 ) -> LineageRecord:
     """Order the chain from ``start`` up to its root and group edges per (version, role).
 
     The entries come out as the compact form's columns (:class:`LineageRecord`), ordered by
     first use (the deepest segment first), then version name and role; each entry's segments
-    deepest first.  ``facts`` and ``states`` hold what is shown of each version.
+    deepest first.  ``facts`` and ``states`` hold what is shown of each version; with
+    ``sizes`` (each version's records per split) the columns also hold what each segment read
+    (:data:`~recordkeeper.core.lineage.CONSUMED_COLUMN`, from the walk's counts).
     """
     nodes = {r.checkpoint_id: r for r in upstream.checkpoints}
     depth_of: dict[int, int] = {}
     chain: list[ChainLinkRecord] = []
+    ids: list[int] = []  # checkpoint id by depth
     current: int | None = start.id
     while current is not None and current in nodes and current not in depth_of:
         node = nodes[current]
         depth_of[current] = len(chain)
+        ids.append(current)
         chain.append(
             ChainLinkRecord(
                 node.model,
@@ -154,6 +159,9 @@ def lineage_record(
         ordered += sorted(by_depth[depth], key=_name_and_role)
     shown = [facts[version_id] for _, _, version_id, _ in ordered]
     now = [states[version_id] for _, _, version_id, _ in ordered]
+    uses = [
+        entry[1] if len(entry[1]) == 2 else _deepest_first(entry[1]) for _, _, _, entry in ordered
+    ]
     columns: dict[str, list[Any]] = {
         "version": [f.version for f in shown],
         "dataset": [f.dataset for f in shown],
@@ -164,11 +172,10 @@ def lineage_record(
         "data_deleted_at": [s.data_deleted_at for s in now],
         "data_deleted_reason": [s.data_deleted_reason for s in now],
         "role": [role for _, role, _, _ in ordered],
-        "uses": [
-            entry[1] if len(entry[1]) == 2 else _deepest_first(entry[1])
-            for _, _, _, entry in ordered
-        ],
+        "uses": uses,
     }
+    if sizes is not None:
+        columns[CONSUMED_COLUMN] = _consumed(ordered, uses, ids, upstream.counts, sizes)
     parent = None
     if start.parent_id in nodes:
         p = nodes[start.parent_id]
@@ -181,6 +188,36 @@ def lineage_record(
         history=history.entries if history is not None else (),
         history_truncated=history.truncated if history is not None else False,
     )
+
+
+def _consumed(
+    ordered: Sequence[tuple[str, str, int, Any]],
+    uses: Sequence[list[Any]],
+    ids: Sequence[int],
+    counts: Mapping[tuple[int, int, str], int],
+    sizes: Mapping[int, Mapping[str, int]],
+) -> list[list[int | None]]:
+    """Per entry ``[split_records, records, …]``, one pair per segment of its ``uses`` (the
+    column :func:`recordkeeper.core.lineage.consumed_from_columns` expands): the records of
+    the splits the segment used, and what it counted (None: not counted)."""
+    column: list[list[int | None]] = []
+    for (_, role, version_id, _), used in zip(ordered, uses, strict=True):
+        of_version = sizes.get(version_id) or {}
+        if len(used) == 2:  # one segment, one split: most entries
+            depth = used[0]
+            records = counts.get((ids[depth], version_id, role)) if counts else None
+            column.append([of_version.get(used[1], 0), records])
+            continue
+        pairs: list[int | None] = []
+        i, n = 0, len(used)
+        while i < n:
+            depth, size = used[i], 0
+            while i < n and used[i] == depth:
+                size += of_version.get(used[i + 1], 0)
+                i += 2
+            pairs += (size, counts.get((ids[depth], version_id, role)) if counts else None)
+        column.append(pairs)
+    return column
 
 
 def _name_and_role(item: tuple[str, str, Any, Any]) -> tuple[str, str]:

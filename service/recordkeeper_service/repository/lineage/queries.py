@@ -25,7 +25,7 @@ LOCAL``, reset at commit).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
@@ -47,6 +47,7 @@ from sqlalchemy.orm import Session
 from recordkeeper_service import tables as m
 from recordkeeper_service.domain import data_state_json
 from recordkeeper_service.repository.lineage.epoch import epoch_column
+from recordkeeper_service.tables.consumption import CheckpointConsumption
 from recordkeeper_service.tables.lineage import Checkpoint, CheckpointData, Model, Run
 from recordkeeper_service.tables.provenance import VersionProvenance
 
@@ -79,6 +80,7 @@ _run = Run.__table__
 _v = m.Version.__table__
 _ds = m.Dataset.__table__
 _prov = VersionProvenance.__table__
+_cc = CheckpointConsumption.__table__
 
 
 class CheckpointRow(NamedTuple):
@@ -123,12 +125,15 @@ Edge = tuple[int, int, str, str]
 
 
 class Upstream(NamedTuple):
-    """The upstream walk from one checkpoint: the chain's checkpoints and their edges, and
-    which of the edges' versions recorded provenance (where the data history starts)."""
+    """The upstream walk from one checkpoint: the chain's checkpoints and their edges, which
+    of the edges' versions recorded provenance (where the data history starts), and the
+    records each segment counted (``checkpoint_consumption``: ``(checkpoint id, version id,
+    role) → records``; a segment that did not count has none)."""
 
     checkpoints: list[ChainRow]
     edges: list[Edge]
     recorded: frozenset[int] = frozenset()
+    counts: Mapping[tuple[int, int, str], int] = {}
 
 
 class VersionFacts(NamedTuple):
@@ -333,9 +338,11 @@ def segment_data_rows(session: Session, ids: Iterable[int]) -> list[SegmentDataR
 
 @functools.cache
 def _upstream_stmt() -> CompoundSelect[Any]:
-    """Chain rows (kind 0: the :class:`ChainRow` columns) then edge rows (kind 1: the
-    :data:`Edge` columns, the rest null) of one walk, in one statement and one round trip:
-    ~10 narrow edge rows per checkpoint instead of ~10 copies of each checkpoint's columns."""
+    """Chain rows (kind 0: the :class:`ChainRow` columns), edge rows (kind 1: the :data:`Edge`
+    columns, the rest null) and count rows (kind 2: a segment's ``checkpoint_consumption``)
+    of one walk, in one statement and one round trip: ~10 narrow edge rows per checkpoint
+    instead of ~10 copies of each checkpoint's columns, and the counts probed by the chain's
+    checkpoint ids (primary key) instead of a second statement."""
     chain = (
         select(_ck.c.id, _ck.c.parent_id)
         .where(_ck.c.id == bindparam("start"))
@@ -381,7 +388,25 @@ def _upstream_stmt() -> CompoundSelect[Any]:
         .join(_cd, _cd.c.checkpoint_id == chain.c.id)
         .outerjoin(_prov, _prov.c.version_id == _cd.c.version_id)
     )
-    return union_all(checkpoints, edges)
+    # a count row: (checkpoint id, version id, role) in the edge's places, records in the
+    # step column's place
+    counts = (
+        select(
+            literal_column("2"),
+            _cc.c.checkpoint_id,
+            _cc.c.version_id,
+            null(),
+            _cc.c.role,
+            null(),
+            _cc.c.records,
+            null(),
+            null(),
+            null(),
+        )
+        .select_from(chain)
+        .join(_cc, _cc.c.checkpoint_id == chain.c.id)
+    )
+    return union_all(checkpoints, edges, counts)
 
 
 @functools.cache
@@ -424,11 +449,22 @@ def upstream_rows(session: Reader, checkpoint_id: int) -> Upstream:
     One statement; complete (no hop limit); cycle-safe.
     """
     rows = _conn(session).execute(_upstream_stmt(), {"start": checkpoint_id}).all()
-    return Upstream(
-        [ChainRow._make(r[1:]) for r in rows if not r[0]],
-        [r[1:5] for r in rows if r[0]],
-        frozenset(r[2] for r in rows if r[0] and r[6] is not None),
-    )
+    chain: list[ChainRow] = []
+    edges: list[Edge] = []
+    recorded: set[int] = set()
+    counts: dict[tuple[int, int, str], int] = {}
+    make = ChainRow._make
+    for r in rows:
+        kind = r[0]
+        if kind == 1:
+            edges.append(r[1:5])
+            if r[6] is not None:
+                recorded.add(r[2])
+        elif kind == 0:
+            chain.append(make(r[1:]))
+        else:
+            counts[(r[1], r[2], r[4])] = int(r[6])
+    return Upstream(chain, edges, frozenset(recorded), counts)
 
 
 def _consumer_columns(c: Any) -> tuple[Any, ...]:
