@@ -352,8 +352,9 @@ def test_a_first_answer_walks_the_chain_once_and_reads_split_sizes_once(
     """The answer's consumption (epochs per version) is built from the walk, which brings the
     segments' counts, and the version names the answer already read: one recursive walk per
     first answer, no second look-up of names or counts, and each version's records per split
-    read once per process (a committed version's shards never change), so a second
-    checkpoint over the same versions sends two statements: its head and its walk."""
+    read once per process (a committed version's shards never change), with the facts of the
+    versions not seen yet (one statement), so a second checkpoint over the same versions sends
+    two statements: its head and its walk."""
     from sqlalchemy import event
 
     _history(client)
@@ -375,6 +376,8 @@ def test_a_first_answer_walks_the_chain_once_and_reads_split_sizes_once(
         assert len(sums) == 1, sums
         assert not [s for s in sent if s.startswith("SELECT versions.id, versions.name FROM")]
         assert not [s for s in sent if "FROM checkpoint_consumption" in s]  # in the walk
+        # versions not seen yet: their facts and split sizes in one statement
+        assert len(sent) == 3 and sent[2] == sums[0] and "versions.name" in sums[0], sent
         del sent[:]
         for form in ("full", "compact", "packed"):
             ok(lineage_in(client, "det/ckpt-2", form))  # the same versions: all held

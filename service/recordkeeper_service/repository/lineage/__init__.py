@@ -641,17 +641,32 @@ class LineageRepository:
         the reads."""
         upstream = queries.upstream_rows(conn, head.row.id)
         trained = {edge[1] for edge in upstream.edges}
+        # versions not seen yet usually lack both their facts and their split sizes: read
+        # together (one statement) when both are missing
+        unsized = self.split_records.missing(trained) if consumption else set()
+        read_sizes: dict[int, dict[str, int]] = {}
+
+        def load_shown(missing: set[int]) -> Any:
+            shown, sizes = queries.versions_shown_and_splits(conn, missing, unsized)
+            read_sizes.update(sizes)
+            return shown
+
+        facts, states = self.versions_shown.lookup(trained, head.epoch, load_shown)
 
         def shown(ids: set[int]) -> Any:
             return self.versions_shown.lookup(
                 ids, head.epoch, lambda missing: queries.versions_shown(conn, missing)
             )
 
-        facts, states = shown(trained)
         # the walk said which versions recorded provenance: the history starts from those
         history = self.histories.history(conn, upstream.recorded, lambda ids: shown(ids)[1])
         sizes = (
-            self.split_records.lookup(trained, lambda missing: split_records(conn, missing))
+            self.split_records.lookup(
+                trained,
+                lambda missing: (
+                    read_sizes if missing <= read_sizes.keys() else split_records(conn, missing)
+                ),
+            )
             if consumption
             else None
         )

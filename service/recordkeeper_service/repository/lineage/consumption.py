@@ -89,6 +89,11 @@ class SplitRecordsCache:
         self._kept: dict[int, dict[str, int]] = {}
         self._lock = threading.Lock()
 
+    def missing(self, ids: Collection[int]) -> set[int]:
+        """Which of ``ids`` are not kept."""
+        kept = self._kept
+        return {vid for vid in ids if vid not in kept}
+
     def lookup(self, ids: Collection[int], load: SplitLoader) -> Mapping[int, Mapping[str, int]]:
         """The split sizes of ``ids``: those kept, and ``load(the others)``, kept in turn."""
         kept = self._kept

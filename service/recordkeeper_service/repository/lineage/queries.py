@@ -29,12 +29,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    BigInteger,
     CompoundSelect,
     Connection,
     Row,
     Select,
     and_,
     bindparam,
+    cast,
+    func,
     literal_column,
     null,
     or_,
@@ -71,6 +74,7 @@ __all__ = [
     "segment_versions",
     "upstream_rows",
     "versions_shown",
+    "versions_shown_and_splits",
 ]
 
 _ck = Checkpoint.__table__
@@ -441,6 +445,54 @@ def versions_shown(
         )
         for vid, name, dataset, number, digest, state, released, collected, reason in rows
     }
+
+
+@functools.cache
+def _shown_and_splits_stmt() -> CompoundSelect[Any]:
+    """:func:`_versions_shown_stmt`'s rows (kind 0) and each version's records per split (kind
+    1: version id, split in the dataset's place, the sum in the number's place) in one
+    statement: the versions a first answer has not seen usually lack both."""
+    shown = _versions_shown_stmt().add_columns(literal_column("0").label("kind"))
+    _sh = m.Shard.__table__
+    splits = (
+        select(
+            _sh.c.version_id,
+            null(),
+            _sh.c.split,
+            cast(func.sum(_sh.c.record_count), BigInteger),
+            null(),
+            null(),
+            null(),
+            null(),
+            null(),
+            literal_column("1"),
+        )
+        .where(_sh.c.version_id.in_(bindparam("split_ids", expanding=True)))
+        .group_by(_sh.c.version_id, _sh.c.split)
+    )
+    return union_all(shown, splits)
+
+
+def versions_shown_and_splits(
+    session: Reader, ids: Iterable[int], split_ids: Iterable[int]
+) -> tuple[dict[int, tuple[VersionFacts, VersionState]], dict[int, dict[str, int]]]:
+    """:func:`versions_shown` of ``ids`` and the records per split of ``split_ids`` (what
+    ``consumption.split_records`` reads), in one statement when both are wanted."""
+    wanted, sized = sorted(set(ids)), sorted(set(split_ids))
+    if not wanted or not sized:
+        return versions_shown(session, wanted), {}
+    rows = _conn(session).execute(_shown_and_splits_stmt(), {"ids": wanted, "split_ids": sized})
+    shown: dict[int, tuple[VersionFacts, VersionState]] = {}
+    splits: dict[int, dict[str, int]] = {vid: {} for vid in sized}
+    for vid, name, dataset, number, digest, state, released, collected, reason, kind in rows:
+        if kind:
+            splits[vid][dataset] = int(number or 0)
+        else:
+            shown[vid] = (
+                VersionFacts(name, dataset, number or 0, digest),
+                VersionState.of(state, released, collected, reason),
+            )
+    return shown, splits
 
 
 def upstream_rows(session: Reader, checkpoint_id: int) -> Upstream:
