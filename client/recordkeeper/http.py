@@ -171,6 +171,9 @@ class HttpCore:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self._owns_client = http_client is None
+        #: Answer forms the service refused (``"lineage:packed"``: a service from before the
+        #: form answers 422): asked once per client, then the older form is asked for.
+        self.refused_forms: set[str] = set()
         if http_client is None:
             import httpx  # imported here: httpx pulls in rich/pygments at import time
 

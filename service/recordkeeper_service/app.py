@@ -39,6 +39,7 @@ from recordkeeper_service.routes import (
     API_PREFIX,
     api_docs,
     api_router,
+    lineage,
     probe_router,
     ui_router,
     versions,
@@ -132,6 +133,8 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     install_observability(app, settings, metrics)
     # The hot read path first: GET /api/v1/versions/{ref} in its common forms (routes/versions.py)
     app.router.routes.append(versions.hot_resolve_route(API_PREFIX))
+    # and a checkpoint's upstream answer, a version's consumers (routes/lineage.py)
+    app.router.routes.extend(lineage.hot_lineage_routes(API_PREFIX))
     app.include_router(api_router)
     app.include_router(probe_router)
     app.include_router(ui_router)

@@ -346,3 +346,47 @@ def test_queue_when_nothing_listens(tmp_path: Path) -> None:
     # other services' entries in a shared file are left alone
     other = RegistrationQueue(rk.Client("http://127.0.0.1:1", retries=0), queue.path)
     assert other.pending() == []
+
+
+def test_lineage_asks_the_packed_form_then_compact_from_an_older_service(
+    client: rk.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``client.lineage`` asks for the packed form; a service without it (422 naming ``form``)
+    is asked for the compact form from then on.  Both give the full form's lineage, and a
+    packed answer's ``consumed`` (built on first access) is the full form's."""
+    v1 = publish(client, "first")
+    for k in (1, 2):
+        client.register_checkpoint(
+            model="det",
+            checkpoint=f"ckpt-{k}",
+            step=k,
+            uri=f"file:///models/det/ckpt-{k}",
+            data=[
+                {"version": v1, "role": "train", "records": 5 * k},
+                {"version": v1, "role": "eval"},
+            ],
+            parent=f"det/ckpt-{k - 1}" if k > 1 else None,
+        )
+    full = rk.Lineage.from_dict(client.lineage_json("det/ckpt-2"))
+    assert {c["role"]: c["records"] for c in full.consumed} == {"train": 15, "eval": 0}
+    packed = client.lineage("det/ckpt-2")
+    assert "consumed" not in packed.__dict__  # not built yet
+    assert packed.versions == full.versions and "data" not in packed.__dict__
+    assert packed == full and packed.consumed == full.consumed
+    assert packed.epochs(v1.name) == full.epochs(v1.name) is not None
+
+    asked: list[str | None] = []
+    real = client.http.api
+
+    def older_service(method: str, path: str, **kwargs: Any) -> Any:
+        form = (kwargs.get("params") or {}).get("form")
+        asked.append(form)
+        if form == "packed":
+            raise rk.InvalidRequest("query.form: Input should be 'full' or 'compact'")
+        return real(method, path, **kwargs)
+
+    monkeypatch.setattr(client.http, "api", older_service)
+    monkeypatch.setattr(client.http, "refused_forms", set())
+    assert client.lineage("det/ckpt-2") == full
+    assert client.lineage("det/ckpt-1").versions == [v1.name]
+    assert asked == ["packed", "compact", "compact"]

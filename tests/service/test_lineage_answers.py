@@ -33,6 +33,12 @@ def lineage(client: TestClient, ref: str, **headers: str) -> Any:
     )
 
 
+def lineage_in(client: TestClient, ref: str, form: str) -> Any:
+    """GET the upstream answer of ``model/checkpoint`` in ``form``."""
+    model, checkpoint = ref.split("/")
+    return client.get(LINEAGE.format(model=model, checkpoint=checkpoint), params={"form": form})
+
+
 def kept(client: TestClient) -> Any:
     """The app's kept rendered lineage answers."""
     return client.app.state.repository.lineage.rendered  # type: ignore[attr-defined]
@@ -229,7 +235,7 @@ def test_errors_keep_their_codes_when_answers_are_kept(client: TestClient) -> No
     error(lineage(client, "det@a b/ckpt-1"), 400, "invalid_checkpoint")
 
 
-@pytest.mark.parametrize("form", ["full", "compact"])
+@pytest.mark.parametrize("form", ["full", "compact", "packed"])
 def test_kept_answer_is_the_response_model_rendering(client: TestClient, form: str) -> None:
     """The route renders a record's JSON without building LineageOut: the bytes must be those
     of the model's own rendering, for every kind of answer (states, runs, parents, exports,
@@ -259,8 +265,7 @@ def test_kept_answer_is_the_response_model_rendering(client: TestClient, form: s
     for ref in ("det/ckpt-1", "det/ckpt-2", "det/ckpt-5", "ft/ckpt-1"):
         model_name, checkpoint = ref.split("/")
         served = client.get(LINEAGE.format(model=model_name, checkpoint=checkpoint), params=params)
-        body = repository.lineage(ref).to_json(compact=form == "compact")
-        body["consumed"] = repository.answer_from(repository.lineage_head(ref))[1]
+        body = repository.answer_from(repository.lineage_head(ref)).to_json(form=form)
         assert served.content == model.dump_json(model.validate_python(body), exclude_unset=True)
         assert b'"retention"' in served.content, ref  # v1's data deleted: on every chain
         assert "created" not in ok(served)["checkpoint"]  # only in the answer to a PUT
@@ -344,10 +349,12 @@ def test_every_writer_of_a_shown_state_bumps_the_epoch() -> None:
 def test_a_first_answer_walks_the_chain_once_and_reads_split_sizes_once(
     client: TestClient,
 ) -> None:
-    """The answer's consumption (epochs per version) is built from the walk and the version
-    names the answer already read: one recursive walk per first answer, no second look-up of
-    names, and each version's records per split read once per process (a committed version's
-    shards never change), so a second checkpoint over the same versions reads none."""
+    """The answer's consumption (epochs per version) is built from the walk, which brings the
+    segments' counts, and the version names the answer already read: one recursive walk per
+    first answer, no second look-up of names or counts, and each version's records per split
+    read once per process (a committed version's shards never change), with the facts of the
+    versions not seen yet (one statement), so a second checkpoint over the same versions sends
+    two statements: its head and its walk."""
     from sqlalchemy import event
 
     _history(client)
@@ -356,7 +363,9 @@ def test_a_first_answer_walks_the_chain_once_and_reads_split_sizes_once(
     engine = repository.lineage._db.engine
 
     def record(*args: Any) -> None:
-        sent.append(" ".join(str(args[2]).split()))
+        statement = " ".join(str(args[2]).split())
+        if statement not in ("BEGIN", "COMMIT", "ROLLBACK"):  # SQLite's own transactions
+            sent.append(statement)
 
     event.listen(engine, "before_cursor_execute", record)
     try:
@@ -366,9 +375,18 @@ def test_a_first_answer_walks_the_chain_once_and_reads_split_sizes_once(
         assert len(walks) == 1, walks
         assert len(sums) == 1, sums
         assert not [s for s in sent if s.startswith("SELECT versions.id, versions.name FROM")]
+        assert not [s for s in sent if "FROM checkpoint_consumption" in s]  # in the walk
+        # versions not seen yet: their facts and split sizes in one statement
+        assert len(sent) == 3 and sent[2] == sums[0] and "versions.name" in sums[0], sent
         del sent[:]
-        ok(lineage(client, "det/ckpt-2"))  # the same versions: their split sizes are held
-        assert len([s for s in sent if s.startswith("WITH RECURSIVE")]) == 1
-        assert not [s for s in sent if "sum(shards.record_count)" in s]
+        for form in ("full", "compact", "packed"):
+            ok(lineage_in(client, "det/ckpt-2", form))  # the same versions: all held
+            assert len(sent) == 2, sent
+            assert sent[0].startswith("SELECT checkpoints.id"), sent  # the head and the epoch
+            assert sent[1].startswith("WITH RECURSIVE"), sent
+            del sent[:]
+            ok(lineage_in(client, "det/ckpt-2", form))  # asked again: the head only
+            assert len(sent) == 1 and sent[0].startswith("SELECT checkpoints.id"), sent
+            del sent[:]
     finally:
         event.remove(engine, "before_cursor_execute", record)

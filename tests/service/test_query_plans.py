@@ -249,6 +249,15 @@ def test_lineage_upstream(big_database: Database, lineage: LineageRepository) ->
         lambda: LineageRepository(big_database).lineage("model8/ckpt-100"),
         must_use={"pk_checkpoints", "pk_checkpoint_data", "pk_versions"},
     )
+    # the route's answer over versions the worker has seen: the head, then the walk with the
+    # segments' counts (the split sums of ~700 versions not seen yet scan shards, as they did
+    # before the counts joined the walk: a worker's first sight of them)
+    lineage.answer_from(lineage.lineage_head("model7/ckpt-100"))
+    check(
+        big_database,
+        lambda: lineage.answer_from(lineage.lineage_head("model7/ckpt-100")),
+        must_use={"pk_checkpoints", "pk_checkpoint_data"},
+    )
 
 
 def test_consumers_direct_and_transitive(

@@ -30,6 +30,7 @@ from typing import Any, Literal, NamedTuple
 from recordkeeper.core.errors import InvalidCheckpoint
 from recordkeeper.core.limits import (
     MAX_CHECKPOINT_NAME_LENGTH,
+    MAX_INT64,
     MAX_MODEL_NAME_LENGTH,
     MAX_REASON_LENGTH,
     MAX_RUN_NAME_LENGTH,
@@ -38,13 +39,17 @@ from recordkeeper.core.limits import (
     is_valid_text,
 )
 from recordkeeper.core.retention import data_status
+from recordkeeper.core.shard_columns import pack_values, unpack_values
 
 __all__ = [
     "CHECKPOINT_STATES",
+    "CONSUMED_COLUMN",
     "DEFAULT_RUN",
     "DELETED_BY_MANAGER",
     "DELETED_FILES_MISSING",
     "LINEAGE_COLUMNS",
+    "MAX_PACKED_LINEAGE_ENTRIES",
+    "PACKED_LINEAGE_COLUMNS",
     "PARENT_KINDS",
     "ROLES",
     "CheckpointRef",
@@ -55,11 +60,14 @@ __all__ = [
     "ambiguous_checkpoint_message",
     "checkpoint_directory",
     "checkpoint_parent",
+    "consumed_from_columns",
     "entries_from_columns",
+    "pack_lineage_columns",
     "parse_checkpoint_ref",
     "parse_deleted_at",
     "run_for_directory",
     "run_of",
+    "unpack_lineage_columns",
     "validate_artifact_uri",
     "validate_checkpoint_name",
     "validate_deletion_reason",
@@ -509,6 +517,105 @@ def entries_from_columns(
             )
         )
     return tuple(entries)
+
+
+#: The packed form's (``form=packed``) column of what each entry's segments read: per entry a
+#: flat list ``[split_records, records, split_records, records, …]``, one pair per segment of
+#: its ``uses`` (the distinct depths, deepest first), ``records`` null when that segment did
+#: not count (:func:`consumed_from_columns` expands it into the answer's ``consumed``).
+CONSUMED_COLUMN = "consumed"
+
+#: Entries a packed lineage answer may hold (runs never expand past its ``length``).
+MAX_PACKED_LINEAGE_ENTRIES = 10_000_000
+
+
+def consumed_from_columns(
+    chain: Sequence[tuple[str, int | None]], columns: Mapping[str, Sequence[Any]]
+) -> list[dict[str, Any]]:
+    """The ``consumed`` list of an upstream answer (docs/rest-api.md) from its entry columns:
+    ``version``, ``role``, ``uses`` and :data:`CONSUMED_COLUMN`; ``chain[d]`` is the reference
+    and step of the chain link at depth ``d``.  One item per entry, in entry order; a segment's
+    ``epochs`` is ``records / split_records``, an entry's the sum over its counted segments,
+    deepest first; ``records`` stops at 2^63-1.  Raises ``ValueError`` on a malformed form."""
+    out: list[dict[str, Any]] = []
+    for version, role, uses, counts in zip(
+        columns["version"], columns["role"], columns["uses"], columns[CONSUMED_COLUMN], strict=True
+    ):
+        segments: list[dict[str, Any]] = []
+        total, epochs_total, counted, unknown = 0, 0.0, 0, 0
+        i, n, k = 0, len(uses), 0
+        if n % 2 or len(counts) % 2:
+            raise ValueError("lineage uses or consumed counts are not pairs")
+        while i < n:
+            depth = uses[i]
+            splits = []
+            while i < n and uses[i] == depth:
+                splits.append(uses[i + 1])
+                i += 2
+            if k + 1 >= len(counts) or not 0 <= depth < len(chain):
+                raise ValueError("lineage consumed counts do not match the entry's segments")
+            size, records = counts[k], counts[k + 1]
+            k += 2
+            epochs = records / size if records is not None and size else None
+            label, step = chain[depth]
+            segments.append(
+                {
+                    "checkpoint": label,
+                    "step": step,
+                    "splits": splits,
+                    "split_records": size,
+                    "records": records,
+                    "epochs": epochs,
+                }
+            )
+            if records is None:
+                unknown += 1
+            else:
+                counted += 1
+                # each count is at most 2^63-1; a chain's sum is answered as a 64-bit integer
+                # too, so it stops there (a lower bound, like the epochs beside it)
+                total = min(total + records, MAX_INT64)
+                epochs_total += epochs or 0.0
+        if k != len(counts):
+            raise ValueError("lineage consumed counts do not match the entry's segments")
+        out.append(
+            {
+                "version": version,
+                "role": role,
+                "records": total,
+                "epochs": epochs_total,
+                "counted_segments": counted,
+                "unknown_segments": unknown,
+                "segments": segments,
+            }
+        )
+    return out
+
+
+#: The columns of the packed form (``form=packed``): :data:`LINEAGE_COLUMNS` and
+#: :data:`CONSUMED_COLUMN`.
+PACKED_LINEAGE_COLUMNS = (*LINEAGE_COLUMNS, CONSUMED_COLUMN)
+
+
+def pack_lineage_columns(columns: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
+    """The packed form of an answer's entry columns (:data:`PACKED_LINEAGE_COLUMNS`): each a
+    plain array, ``{"runs": [[value, repeat], …]}`` (a state, a role, a dataset repeated) or
+    ``{"lines": "a\nb…"}`` (names, digests) — the encodings of the shard pages' packed form
+    (:func:`recordkeeper.core.shard_columns.pack_values`)."""
+    return {name: pack_values(columns[name]) for name in PACKED_LINEAGE_COLUMNS if name in columns}
+
+
+def unpack_lineage_columns(packed: Mapping[str, Any], length: int) -> dict[str, list[Any]]:
+    """The entry columns of ``length`` entries from the packed form (:data:`CONSUMED_COLUMN`
+    only if sent); ``ValueError`` / ``TypeError`` on anything else (``KeyError`` for a missing
+    column), before a run expands past ``length``."""
+    if type(length) is not int or not 0 <= length <= MAX_PACKED_LINEAGE_ENTRIES:
+        raise ValueError(f"a packed lineage of {length!r} entries")
+    return {
+        name: unpack_values(name, packed[name], length)
+        for name in PACKED_LINEAGE_COLUMNS
+        if name in packed or name != CONSUMED_COLUMN
+    }
 
 
 class Consumer(NamedTuple):

@@ -36,8 +36,10 @@ __all__ = [
     "ShardColumns",
     "common_uri_prefix",
     "pack_columns",
+    "pack_values",
     "to_columns",
     "unpack_columns",
+    "unpack_values",
 ]
 
 #: The arrays of the compact form, in the record's field order.
@@ -112,6 +114,17 @@ def _joinable(values: Sequence[Any]) -> bool:
     return all(type(v) is str for v in values) and "\n" not in "".join(values)
 
 
+def pack_values(values: Sequence[Any]) -> Any:
+    """One packed column: ``{"runs": …}`` when ``values`` form few runs, else ``{"lines": …}``
+    when they are strings without a newline, else the plain array."""
+    runs = _runs(values)
+    if runs is not None:
+        return {"runs": runs}
+    if values and _joinable(values):
+        return {"lines": "\n".join(values)}
+    return list(values)
+
+
 def pack_columns(columns: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
     """The packed form of compact ``columns`` (:data:`COLUMNS`, equal lengths), except that
     ``storage_identity`` holds each object's JSON text (or None): what a service reads from
@@ -123,14 +136,39 @@ def pack_columns(columns: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
             joined = "\n".join(values) if _joinable(values) else None
             packed[name] = {"json_lines": joined} if joined is not None else {"json": list(values)}
             continue
-        runs = _runs(values)
-        if runs is not None:
-            packed[name] = {"runs": runs}
-        elif values and _joinable(values):
-            packed[name] = {"lines": "\n".join(values)}
-        else:
-            packed[name] = list(values)
+        packed[name] = pack_values(values)
     return packed
+
+
+def unpack_values(name: str, value: Any, length: int) -> list[Any]:
+    """The ``length`` values of one packed column (``runs``, ``lines``, ``json_lines``,
+    ``json`` or a plain array), refused (``ValueError``/``TypeError``) before a run expands
+    past ``length``."""
+    if isinstance(value, list):
+        column = value
+    elif not isinstance(value, dict) or len(value) != 1:
+        raise TypeError(f"packed column {name} is not an array or an encoding object")
+    elif "runs" in value:
+        column = []
+        for item, repeat in value["runs"]:
+            if type(repeat) is not int or not 0 <= repeat <= length - len(column):
+                raise ValueError(
+                    f"packed column {name}: a run of {repeat!r} (the page has {length} "
+                    f"values, {len(column)} given before it)"
+                )
+            column += [item] * repeat
+    elif "lines" in value or "json_lines" in value:
+        text = value.get("lines", value.get("json_lines"))
+        if not isinstance(text, str):
+            raise TypeError(f"packed column {name}: lines are not a string")
+        column = text.split("\n") if length else []
+    elif "json" in value and isinstance(value["json"], list):
+        column = value["json"]
+    else:
+        raise ValueError(f"packed column {name}: unknown encoding {sorted(value)}")
+    if len(column) != length:
+        raise ValueError(f"packed column {name} has {len(column)} values, not {length}")
+    return column
 
 
 def unpack_columns(packed: Mapping[str, Any], length: int) -> dict[str, list[Any]]:
@@ -148,35 +186,11 @@ def unpack_columns(packed: Mapping[str, Any], length: int) -> dict[str, list[Any
         )
     columns: dict[str, list[Any]] = {}
     for name in COLUMNS:
-        value = packed[name]
-        if isinstance(value, list):
-            column = value
-        elif not isinstance(value, dict) or len(value) != 1:
-            raise TypeError(f"packed column {name} is not an array or an encoding object")
-        elif "runs" in value:
-            column = []
-            for item, repeat in value["runs"]:
-                if type(repeat) is not int or not 0 <= repeat <= length - len(column):
-                    raise ValueError(
-                        f"packed column {name}: a run of {repeat!r} (the page has {length} "
-                        f"values, {len(column)} given before it)"
-                    )
-                column += [item] * repeat
-        elif "lines" in value or "json_lines" in value:
-            text = value.get("lines", value.get("json_lines"))
-            if not isinstance(text, str):
-                raise TypeError(f"packed column {name}: lines are not a string")
-            column = text.split("\n") if length else []
-        elif "json" in value and isinstance(value["json"], list):
-            column = value["json"]
-        else:
-            raise ValueError(f"packed column {name}: unknown encoding {sorted(value)}")
+        column = unpack_values(name, packed[name], length)
         if name == "storage_identity" and any(
             v is not None and not isinstance(v, str) for v in column
         ):
             raise TypeError("packed column storage_identity holds values that are not JSON text")
-        if len(column) != length:
-            raise ValueError(f"packed column {name} has {len(column)} values, not {length}")
         columns[name] = column
     return columns
 

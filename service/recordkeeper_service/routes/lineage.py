@@ -29,17 +29,30 @@ precise code (``invalid_checkpoint``, ``invalid_reference``, ...).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl
 
 import anyio.to_thread
 import orjson
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import Field
+from starlette.concurrency import run_in_threadpool
+from starlette.routing import Match, Route
+from starlette.types import Scope
 
 from recordkeeper.core.limits import MAX_INT64
 from recordkeeper.core.lineage import CHECKPOINT_STATES, PARENT_KINDS, ROLES, CheckpointRef
-from recordkeeper_service.deps import HeavyReads, Limit, Offset, Reader, RepositoryDep, Writer
+from recordkeeper_service.deps import (
+    HeavyReads,
+    Limit,
+    Offset,
+    Reader,
+    RepositoryDep,
+    Writer,
+    get_principal,
+)
 from recordkeeper_service.repository import Repository
 from recordkeeper_service.repository.lineage import (
     GRAPH_NODES,
@@ -78,6 +91,7 @@ __all__ = [
     "DeletionIn",
     "GraphOut",
     "HistoryEntryOut",
+    "HotLineageRoute",
     "ImpactOut",
     "InputProblemOut",
     "LineageEntryOut",
@@ -86,9 +100,13 @@ __all__ = [
     "ModelCheckOut",
     "ModelInputIn",
     "ModelOut",
+    "PackedLineageOut",
     "SavedModelIn",
     "SegmentOut",
+    "consumers_response",
+    "hot_lineage_routes",
     "lineage_etag",
+    "lineage_response",
     "router",
 ]
 
@@ -304,6 +322,17 @@ class CompactLineageOut(OutModel):
     columns: LineageColumnsOut
 
 
+class PackedLineageOut(OutModel):
+    """The entries as packed columns (``recordkeeper.core.lineage.unpack_lineage_columns``)."""
+
+    length: int = Field(description="the number of entries: every column expands to as many")
+    columns: dict[str, Any] = Field(
+        description="the compact form's columns and `consumed` (per entry `[split_records, "
+        "records, …]`, one pair per segment of its `uses`), each a plain array, "
+        '`{"runs": [[value, repeat], …]}` or `{"lines": "a\\nb…"}`'
+    )
+
+
 class ConsumedSegmentOut(OutModel):
     checkpoint: str = Field(description="the checkpoint whose segment this is (model@run/ckpt)")
     step: int | None
@@ -375,7 +404,10 @@ class LineageOut(OutModel):
     data: list[LineageEntryOut] | None = Field(
         description="the entries (form=full); null with form=compact"
     )
-    versions: list[str]
+    versions: list[str] | None = Field(
+        description="the distinct version names, oldest use first; null with form=packed "
+        "(the distinct names of its `version` column)"
+    )
     history: list[HistoryEntryOut] = Field(
         description="the data's history: every version trained on that recorded provenance "
         "and every ancestor of one (through parents, any depth), nearest first"
@@ -386,9 +418,14 @@ class LineageOut(OutModel):
     compact: CompactLineageOut | None = Field(
         default=None, description="the entries as columns (form=compact only)"
     )
-    consumed: list[ConsumedOut] = Field(
+    packed: PackedLineageOut | None = Field(
+        default=None,
+        description="the entries and what each segment read, as packed columns (form=packed only)",
+    )
+    consumed: list[ConsumedOut] | None = Field(
         default_factory=list,
-        description="how much of each version the chain read (segments that counted records)",
+        description="how much of each version the chain read (segments that counted records), "
+        "in entry order; null with form=packed (the `consumed` column of `packed`)",
     )
 
 
@@ -667,10 +704,12 @@ def checkpoint_lineage(
     _who: Reader,
     run: RunQuery = None,
     form: Annotated[
-        Literal["full", "compact"],
+        Literal["full", "compact", "packed"],
         Query(
             description="`full`: `data` lists the entries; `compact`: `compact.columns` holds "
-            "them as one array per field, segments as `[depth, split, …]` pairs into `chain`"
+            "them as one array per field, segments as `[depth, split, …]` pairs into `chain`; "
+            "`packed`: `packed.columns`, the compact columns and what each segment read, with "
+            "runs and joined strings"
         ),
     ] = "full",
     if_none_match: IfNoneMatch = None,
@@ -681,6 +720,19 @@ def checkpoint_lineage(
     ``304`` while the reference designates the same checkpoint and no state the answer shows
     (a checkpoint deleted, a version deprecated) has changed since.
     """
+    return lineage_response(repository, model, checkpoint, run, form, if_none_match)
+
+
+def lineage_response(
+    repository: Repository,
+    model: str,
+    checkpoint: str,
+    run: str | None,
+    form: str,
+    if_none_match: str | None,
+) -> Response:
+    """The answer to ``GET …/lineage`` (the declared route and :data:`HOT_LINEAGE_QUERY`'s hot
+    route): the head (one statement), then the kept rendering or a new one."""
     lineage = repository.lineage
     head = lineage.lineage_head(_ref(model, checkpoint, run))  # one query: the ref and the epoch
     etag = lineage_etag(head, form)
@@ -689,10 +741,7 @@ def checkpoint_lineage(
     key = (*head.key, form)
     rendered = lineage.rendered.get(key)
     if rendered is None:
-        answer, consumed = lineage.answer_from(head)
-        body = answer.to_json(compact=form == "compact")
-        body["consumed"] = consumed  # fixed at registration, like the chain
-        rendered = render_lineage(body)
+        rendered = render_lineage(lineage.answer_from(head).to_json(form=form))
         lineage.rendered.put(key, rendered)
     return Response(
         rendered,
@@ -734,10 +783,20 @@ def version_consumers(
     transitive: Transitive = True,
     limit: ConsumerLimit = 1000,
     offset: Offset = 0,
-) -> dict[str, Any]:
+) -> Response:
     """Checkpoints (and models) trained on a version; an alias is resolved now."""
+    return consumers_response(repository, ref, transitive, limit, offset)
+
+
+def consumers_response(
+    repository: Repository, ref: str, transitive: bool, limit: int, offset: int
+) -> Response:
+    """The answer to ``GET /versions/{ref}/consumers`` (the declared route and its hot route),
+    rendered by orjson: the record's JSON has :class:`ConsumersOut`'s fields in its order
+    (``tests/service/test_hot_lineage.py`` compares the bytes with the model's rendering)."""
     record = repository.lineage.consumers(ref, transitive=transitive)
-    return record.to_json(limit=limit, offset=offset)
+    body = record.to_json(limit=limit, offset=offset)
+    return Response(orjson.dumps(body), media_type="application/json")
 
 
 @router.get(
@@ -829,3 +888,135 @@ async def lineage_graph(
     # into the model on the event loop would stall every other request meanwhile.
     body = await anyio.to_thread.run_sync(lambda: orjson.dumps(graph().to_json()), limiter=heavy)
     return Response(body, media_type="application/json")
+
+
+# -- hot routes -------------------------------------------------------------------------------
+
+#: Where a matched request's parsed query waits for the hot endpoint (in the ASGI scope).
+_HOT_PARAMS = "recordkeeper.hot_lineage_query"
+
+#: ``parse(text)``: the value a query parameter stands for, or ValueError (the request then
+#: falls through to the declared route, the one source of validation errors).
+Parse = Callable[[str], Any]
+
+
+def _choice(*values: str) -> Parse:
+    def parse(text: str) -> str:
+        if text not in values:
+            raise ValueError(text)
+        return text
+
+    return parse
+
+
+def _bool(text: str) -> bool:
+    if text not in ("true", "false"):
+        raise ValueError(text)
+    return text == "true"
+
+
+def _int(low: int, high: int) -> Parse:
+    def parse(text: str) -> int:
+        if not text.isascii() or not text.isdigit() or (text[0] == "0" and text != "0"):
+            raise ValueError(text)
+        value = int(text)
+        if not low <= value <= high:
+            raise ValueError(text)
+        return value
+
+    return parse
+
+
+class HotLineageRoute(Route):
+    """A lineage read (``GET`` without a body) in its common forms, without FastAPI's routing
+    scan, dependency solving and parameter parsing (~15 % and more of a lineage request's
+    server CPU here), as :class:`~recordkeeper_service.routes.versions.HotResolveRoute` does
+    for resolves.
+
+    Matched before the API router; it takes only requests whose query holds the parameters
+    of ``query`` at most once each, each in a form its parser accepts (canonical values:
+    ``true``/``false``, digits in range, the forms by name) and nothing else.  Anything else
+    falls through to the declared route (which stays the one in the OpenAPI document).
+    Authentication, the answer and its errors are the declared route's own functions
+    (:func:`~recordkeeper_service.deps.get_principal`, :func:`lineage_response` /
+    :func:`consumers_response` run in the thread pool as FastAPI runs the declared route, the
+    app's error handlers).
+    """
+
+    def __init__(
+        self,
+        path: str,
+        query: dict[str, Parse],
+        defaults: dict[str, Any],
+        answer: Callable[[Repository, dict[str, str], dict[str, Any], str | None], Response],
+    ) -> None:
+        super().__init__(path, self._endpoint, methods=["GET"], include_in_schema=False)
+        self._query, self._defaults, self._answer = query, defaults, answer
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope.get("type") != "http" or scope.get("method") != "GET":
+            return Match.NONE, {}
+        params = self._parse(scope.get("query_string", b""))
+        if params is None:
+            return Match.NONE, {}
+        for name, value in scope.get("headers", ()):
+            if name in (b"content-length", b"transfer-encoding") and value != b"0":
+                return Match.NONE, {}
+        match, child = super().matches(scope)
+        if match is Match.FULL:
+            child[_HOT_PARAMS] = params  # the endpoint's query, parsed once
+        return match, child
+
+    def _parse(self, query: bytes) -> dict[str, Any] | None:
+        found = dict(self._defaults)
+        if not query:
+            return found
+        try:
+            pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True, strict_parsing=True)
+        except ValueError:
+            return None
+        seen: set[str] = set()
+        for name, text in pairs:
+            parse = self._query.get(name)
+            if parse is None or name in seen:
+                return None
+            seen.add(name)
+            try:
+                found[name] = parse(text)
+            except ValueError:
+                return None
+        return found
+
+    async def _endpoint(self, request: Request) -> Response:
+        principal = await get_principal(request)
+        principal.require("read")
+        return await run_in_threadpool(
+            self._answer,
+            request.app.state.repository,
+            request.path_params,
+            request.scope[_HOT_PARAMS],
+            request.headers.get("if-none-match"),
+        )
+
+
+def hot_lineage_routes(prefix: str) -> list[HotLineageRoute]:
+    """The hot routes of a checkpoint's upstream answer and of a version's consumers (install
+    them before the API router)."""
+    return [
+        HotLineageRoute(
+            f"{prefix}/models/{{model}}/checkpoints/{{checkpoint}}/lineage",
+            {"form": _choice("full", "compact", "packed")},
+            {"form": "full"},
+            lambda repository, path, params, if_none_match: lineage_response(
+                repository, path["model"], path["checkpoint"], None, params["form"], if_none_match
+            ),
+        ),
+        HotLineageRoute(
+            f"{prefix}/versions/{{ref}}/consumers",
+            {"transitive": _bool, "limit": _int(1, 10_000), "offset": _int(0, 2**63 - 1)},
+            {"transitive": True, "limit": 1000, "offset": 0},
+            lambda repository, path, params, _etag: consumers_response(
+                repository, path["ref"], params["transitive"], params["limit"], params["offset"]
+            ),
+        ),
+    ]

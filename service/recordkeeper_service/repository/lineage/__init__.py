@@ -68,7 +68,6 @@ from recordkeeper_service.repository.lineage.assemble import (
 )
 from recordkeeper_service.repository.lineage.consumption import (
     SplitRecordsCache,
-    consumption,
     record_consumption,
     split_records,
 )
@@ -607,7 +606,7 @@ class LineageRepository:
     def lineage(self, ref: str | CheckpointRef) -> LineageRecord:
         """Which data trained ``ref``: the union along its complete parent chain."""
         parsed = parse_checkpoint_ref(ref)
-        return self._db.read(lambda conn: self._upstream(conn, self._head(conn, parsed))[0])
+        return self._db.read(lambda conn: self._upstream(conn, self._head(conn, parsed)))
 
     def lineage_head(self, ref: str | CheckpointRef) -> LineageHead:
         """Resolve ``ref`` (the rules of :meth:`get`) and read the lineage epoch, in one
@@ -615,16 +614,16 @@ class LineageRepository:
         parsed = parse_checkpoint_ref(ref)
         return self._db.read(lambda conn: self._head(conn, parsed))
 
-    def lineage_from(self, head: LineageHead) -> LineageRecord:
-        """The upstream answer of ``head``'s checkpoint, computed now: at least as new as
-        ``head.epoch`` (a state change committed since shows; its key is then merely older)."""
-        return self._db.read(lambda conn: self._upstream(conn, head)[0])
+    def answer_from(self, head: LineageHead) -> LineageRecord:
+        """The upstream answer of ``head``'s checkpoint, computed now (at least as new as
+        ``head.epoch``: a state change committed since shows; its key is then merely older),
+        with how much of each version its chain read (``LineageRecord.consumed``).
 
-    def answer_from(self, head: LineageHead) -> tuple[LineageRecord, list[dict[str, Any]]]:
-        """:meth:`lineage_from` and how much of each version the chain of ``head``'s
-        checkpoint read (:func:`.consumption.consumption`), in one read: the consumption
-        reuses the answer's walk and version names."""
-        return self._db.read(lambda conn: self._answer(conn, head))
+        One statement when this process has seen the chain's versions: the walk, which also
+        brings the segments' counts (:func:`.queries.upstream_rows`); the versions' facts,
+        histories and split sizes come from the per-process caches, read (one statement each)
+        only for versions not seen yet."""
+        return self._db.read(lambda conn: self._upstream(conn, head, consumption=True))
 
     @staticmethod
     def _head(conn: Connection, ref: CheckpointRef) -> LineageHead:
@@ -634,39 +633,44 @@ class LineageRepository:
         return LineageHead(row, epoch)
 
     def _upstream(
-        self, conn: Connection, head: LineageHead
-    ) -> tuple[LineageRecord, queries.Upstream, Mapping[int, queries.VersionFacts]]:
-        """The answer, with the walk and the facts of its versions it was built from.  The
-        walk is one statement (one snapshot); what the answer shows of versions comes from
+        self, conn: Connection, head: LineageHead, *, consumption: bool = False
+    ) -> LineageRecord:
+        """The answer (with ``consumption``, what each segment read).  The walk is one
+        statement (one snapshot); what the answer shows of versions comes from
         :attr:`versions_shown` (states read after ``head.epoch`` was), so no transaction spans
         the reads."""
         upstream = queries.upstream_rows(conn, head.row.id)
         trained = {edge[1] for edge in upstream.edges}
+        # versions not seen yet usually lack both their facts and their split sizes: read
+        # together (one statement) when both are missing
+        unsized = self.split_records.missing(trained) if consumption else set()
+        read_sizes: dict[int, dict[str, int]] = {}
+
+        def load_shown(missing: set[int]) -> Any:
+            shown, sizes = queries.versions_shown_and_splits(conn, missing, unsized)
+            read_sizes.update(sizes)
+            return shown
+
+        facts, states = self.versions_shown.lookup(trained, head.epoch, load_shown)
 
         def shown(ids: set[int]) -> Any:
             return self.versions_shown.lookup(
                 ids, head.epoch, lambda missing: queries.versions_shown(conn, missing)
             )
 
-        facts, states = shown(trained)
         # the walk said which versions recorded provenance: the history starts from those
         history = self.histories.history(conn, upstream.recorded, lambda ids: shown(ids)[1])
-        return lineage_record(head.row, upstream, facts, states, history), upstream, facts
-
-    def _answer(
-        self, conn: Connection, head: LineageHead
-    ) -> tuple[LineageRecord, list[dict[str, Any]]]:
-        record, upstream, facts = self._upstream(conn, head)
-        trained = {edge[1] for edge in upstream.edges}
-        names = {vid: facts[vid].version for vid in trained if vid in facts}
-        used = consumption(
-            conn,
-            head.row.id,
-            upstream,
-            names,
-            lambda ids: self.split_records.lookup(ids, lambda miss: split_records(conn, miss)),
+        sizes = (
+            self.split_records.lookup(
+                trained,
+                lambda missing: (
+                    read_sizes if missing <= read_sizes.keys() else split_records(conn, missing)
+                ),
+            )
+            if consumption
+            else None
         )
-        return record, used
+        return lineage_record(head.row, upstream, facts, states, history, sizes)
 
     def consumers(self, version_ref: str, *, transitive: bool = True) -> ConsumersRecord:
         """Checkpoints trained on the version ``version_ref`` (an alias is resolved now)."""

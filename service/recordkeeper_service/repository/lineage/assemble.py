@@ -7,13 +7,14 @@ and builds each record once.
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from recordkeeper.core.lineage import CheckpointRef, Consumer
+from recordkeeper.core.lineage import CONSUMED_COLUMN, LINEAGE_COLUMNS, CheckpointRef, Consumer
 from recordkeeper_service.repository.lineage import queries
 from recordkeeper_service.repository.lineage.data import DataHistory
 from recordkeeper_service.repository.lineage.records import (
@@ -98,20 +99,25 @@ def lineage_record(
     facts: Mapping[int, queries.VersionFacts],
     states: Mapping[int, queries.VersionState],
     history: DataHistory | None = None,
+    sizes: Mapping[int, Mapping[str, int]] | None = None,
 ) -> LineageRecord:
     """Order the chain from ``start`` up to its root and group edges per (version, role).
 
     The entries come out as the compact form's columns (:class:`LineageRecord`), ordered by
     first use (the deepest segment first), then version name and role; each entry's segments
-    deepest first.  ``facts`` and ``states`` hold what is shown of each version.
+    deepest first.  ``facts`` and ``states`` hold what is shown of each version; with
+    ``sizes`` (each version's records per split) the columns also hold what each segment read
+    (:data:`~recordkeeper.core.lineage.CONSUMED_COLUMN`, from the walk's counts).
     """
     nodes = {r.checkpoint_id: r for r in upstream.checkpoints}
     depth_of: dict[int, int] = {}
     chain: list[ChainLinkRecord] = []
+    ids: list[int] = []  # checkpoint id by depth
     current: int | None = start.id
     while current is not None and current in nodes and current not in depth_of:
         node = nodes[current]
         depth_of[current] = len(chain)
+        ids.append(current)
         chain.append(
             ChainLinkRecord(
                 node.model,
@@ -128,47 +134,42 @@ def lineage_record(
     # (version id, role) → [deepest depth, [depth, split, depth, split, …]]: one pair per edge
     # (most versions are used once, by one split); the walk reached every edge's checkpoint
     entries: dict[tuple[int, str], list[Any]] = {}
-    own: list[queries.SegmentDataRow] = []
-    for checkpoint_id, version_id, split, role in upstream.edges:
+    found_entry = entries.get
+    own_edges: list[queries.Edge] = []
+    for edge in upstream.edges:
+        checkpoint_id, version_id, split, role = edge
         depth = depth_of[checkpoint_id]
-        found = entries.get((version_id, role))
+        found = found_entry((version_id, role))
         if found is None:
             entries[(version_id, role)] = [depth, [depth, split]]
         else:
             found[1] += (depth, split)
             if depth > found[0]:
                 found[0] = depth
-        if depth == 0:
-            f = facts[version_id]
-            own.append(
-                (start.id, f.version, f.dataset, f.content_digest, role, split, states[version_id])
-            )
+        if not depth:
+            own_edges.append(edge)
     # first use (deepest) first, then version name and role (one entry per name and role):
     # sorted by name within each depth (~10 entries a depth on a long chain)
     by_depth: dict[int, list[tuple[str, str, int, list[Any]]]] = {}
     for (version_id, role), entry in entries.items():
-        name = facts[version_id].version
-        by_depth.setdefault(entry[0], []).append((name, role, version_id, entry))
-    ordered = []
+        by_depth.setdefault(entry[0], []).append(
+            (facts[version_id].version, role, version_id, entry[1])
+        )
+    ordered: list[tuple[str, str, int, list[Any]]] = []
     for depth in sorted(by_depth, reverse=True):
-        ordered += sorted(by_depth[depth], key=_name_and_role)
-    shown = [facts[version_id] for _, _, version_id, _ in ordered]
-    now = [states[version_id] for _, _, version_id, _ in ordered]
-    columns: dict[str, list[Any]] = {
-        "version": [f.version for f in shown],
-        "dataset": [f.dataset for f in shown],
-        "number": [f.number for f in shown],
-        "content_digest": [f.content_digest for f in shown],
-        "state": [s.state for s in now],
-        "data_state": [s.data_state for s in now],
-        "data_deleted_at": [s.data_deleted_at for s in now],
-        "data_deleted_reason": [s.data_deleted_reason for s in now],
-        "role": [role for _, role, _, _ in ordered],
-        "uses": [
-            entry[1] if len(entry[1]) == 2 else _deepest_first(entry[1])
-            for _, _, _, entry in ordered
-        ],
-    }
+        group = by_depth[depth]
+        if len(group) > 1:
+            group.sort(key=_name_and_role)
+        ordered += group
+    columns = _columns(ordered, facts, states)
+    if sizes is not None:
+        columns[CONSUMED_COLUMN] = _consumed(ordered, columns["uses"], ids, upstream.counts, sizes)
+    own: list[queries.SegmentDataRow] = []
+    for _, version_id, split, role in own_edges:
+        f = facts[version_id]
+        own.append(
+            (start.id, f.version, f.dataset, f.content_digest, role, split, states[version_id])
+        )
     parent = None
     if start.parent_id in nodes:
         p = nodes[start.parent_id]
@@ -183,8 +184,69 @@ def lineage_record(
     )
 
 
-def _name_and_role(item: tuple[str, str, Any, Any]) -> tuple[str, str]:
-    return item[0], item[1]
+def _consumed(
+    ordered: Sequence[tuple[str, str, int, Any]],
+    uses: Sequence[list[Any]],
+    ids: Sequence[int],
+    counts: Mapping[tuple[int, int, str], int],
+    sizes: Mapping[int, Mapping[str, int]],
+) -> list[list[int | None]]:
+    """Per entry ``[split_records, records, …]``, one pair per segment of its ``uses`` (the
+    column :func:`recordkeeper.core.lineage.consumed_from_columns` expands): the records of
+    the splits the segment used, and what it counted (None: not counted)."""
+    column: list[list[int | None]] = []
+    for (_, role, version_id, _), used in zip(ordered, uses, strict=True):
+        of_version = sizes.get(version_id) or {}
+        if len(used) == 2:  # one segment, one split: most entries
+            depth = used[0]
+            records = counts.get((ids[depth], version_id, role)) if counts else None
+            column.append([of_version.get(used[1], 0), records])
+            continue
+        pairs: list[int | None] = []
+        i, n = 0, len(used)
+        while i < n:
+            depth, size = used[i], 0
+            while i < n and used[i] == depth:
+                size += of_version.get(used[i + 1], 0)
+                i += 2
+            pairs += (size, counts.get((ids[depth], version_id, role)) if counts else None)
+        column.append(pairs)
+    return column
+
+
+_name_and_role = operator.itemgetter(0, 1)
+
+
+def _columns(
+    ordered: Sequence[tuple[str, str, int, list[Any]]],
+    facts: Mapping[int, queries.VersionFacts],
+    states: Mapping[int, queries.VersionState],
+) -> dict[str, list[Any]]:
+    """The compact form's columns of the ``ordered`` (name, role, version id, uses) entries:
+    the facts and states transposed in C (``zip(*…)``), not read field by field."""
+    if not ordered:
+        return {name: [] for name in LINEAGE_COLUMNS}
+    names, roles, version_ids, uses = zip(*ordered, strict=True)
+    _, datasets, numbers, digests = zip(*[facts[v] for v in version_ids], strict=True)
+    now = [states[v] for v in version_ids]
+    shown: Sequence[Sequence[Any]]
+    if now.count(now[0]) == len(now):  # one state for all (every version committed, stored)
+        shown = [[value] * len(now) for value in now[0]]
+    else:
+        shown = list(zip(*now, strict=True))
+    state, data_state, deleted_at, deleted_reason = shown
+    return {
+        "version": list(names),
+        "dataset": list(datasets),
+        "number": list(numbers),
+        "content_digest": list(digests),
+        "state": list(state),
+        "data_state": list(data_state),
+        "data_deleted_at": list(deleted_at),
+        "data_deleted_reason": list(deleted_reason),
+        "role": list(roles),
+        "uses": [u if len(u) == 2 else _deepest_first(u) for u in uses],
+    }
 
 
 def _deepest_first(uses: list[Any]) -> list[Any]:

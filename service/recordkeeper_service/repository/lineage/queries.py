@@ -25,16 +25,19 @@ LOCAL``, reset at commit).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    BigInteger,
     CompoundSelect,
     Connection,
     Row,
     Select,
     and_,
     bindparam,
+    cast,
+    func,
     literal_column,
     null,
     or_,
@@ -47,6 +50,7 @@ from sqlalchemy.orm import Session
 from recordkeeper_service import tables as m
 from recordkeeper_service.domain import data_state_json
 from recordkeeper_service.repository.lineage.epoch import epoch_column
+from recordkeeper_service.tables.consumption import CheckpointConsumption
 from recordkeeper_service.tables.lineage import Checkpoint, CheckpointData, Model, Run
 from recordkeeper_service.tables.provenance import VersionProvenance
 
@@ -70,6 +74,7 @@ __all__ = [
     "segment_versions",
     "upstream_rows",
     "versions_shown",
+    "versions_shown_and_splits",
 ]
 
 _ck = Checkpoint.__table__
@@ -79,6 +84,7 @@ _run = Run.__table__
 _v = m.Version.__table__
 _ds = m.Dataset.__table__
 _prov = VersionProvenance.__table__
+_cc = CheckpointConsumption.__table__
 
 
 class CheckpointRow(NamedTuple):
@@ -123,12 +129,15 @@ Edge = tuple[int, int, str, str]
 
 
 class Upstream(NamedTuple):
-    """The upstream walk from one checkpoint: the chain's checkpoints and their edges, and
-    which of the edges' versions recorded provenance (where the data history starts)."""
+    """The upstream walk from one checkpoint: the chain's checkpoints and their edges, which
+    of the edges' versions recorded provenance (where the data history starts), and the
+    records each segment counted (``checkpoint_consumption``: ``(checkpoint id, version id,
+    role) → records``; a segment that did not count has none)."""
 
     checkpoints: list[ChainRow]
     edges: list[Edge]
     recorded: frozenset[int] = frozenset()
+    counts: Mapping[tuple[int, int, str], int] = {}
 
 
 class VersionFacts(NamedTuple):
@@ -333,9 +342,11 @@ def segment_data_rows(session: Session, ids: Iterable[int]) -> list[SegmentDataR
 
 @functools.cache
 def _upstream_stmt() -> CompoundSelect[Any]:
-    """Chain rows (kind 0: the :class:`ChainRow` columns) then edge rows (kind 1: the
-    :data:`Edge` columns, the rest null) of one walk, in one statement and one round trip:
-    ~10 narrow edge rows per checkpoint instead of ~10 copies of each checkpoint's columns."""
+    """Chain rows (kind 0: the :class:`ChainRow` columns), edge rows (kind 1: the :data:`Edge`
+    columns, the rest null) and count rows (kind 2: a segment's ``checkpoint_consumption``)
+    of one walk, in one statement and one round trip: ~10 narrow edge rows per checkpoint
+    instead of ~10 copies of each checkpoint's columns, and the counts probed by the chain's
+    checkpoint ids (primary key) instead of a second statement."""
     chain = (
         select(_ck.c.id, _ck.c.parent_id)
         .where(_ck.c.id == bindparam("start"))
@@ -381,7 +392,25 @@ def _upstream_stmt() -> CompoundSelect[Any]:
         .join(_cd, _cd.c.checkpoint_id == chain.c.id)
         .outerjoin(_prov, _prov.c.version_id == _cd.c.version_id)
     )
-    return union_all(checkpoints, edges)
+    # a count row: (checkpoint id, version id, role) in the edge's places, records in the
+    # step column's place
+    counts = (
+        select(
+            literal_column("2"),
+            _cc.c.checkpoint_id,
+            _cc.c.version_id,
+            null(),
+            _cc.c.role,
+            null(),
+            _cc.c.records,
+            null(),
+            null(),
+            null(),
+        )
+        .select_from(chain)
+        .join(_cc, _cc.c.checkpoint_id == chain.c.id)
+    )
+    return union_all(checkpoints, edges, counts)
 
 
 @functools.cache
@@ -418,17 +447,76 @@ def versions_shown(
     }
 
 
+@functools.cache
+def _shown_and_splits_stmt() -> CompoundSelect[Any]:
+    """:func:`_versions_shown_stmt`'s rows (kind 0) and each version's records per split (kind
+    1: version id, split in the dataset's place, the sum in the number's place) in one
+    statement: the versions a first answer has not seen usually lack both."""
+    shown = _versions_shown_stmt().add_columns(literal_column("0").label("kind"))
+    _sh = m.Shard.__table__
+    splits = (
+        select(
+            _sh.c.version_id,
+            null(),
+            _sh.c.split,
+            cast(func.sum(_sh.c.record_count), BigInteger),
+            null(),
+            null(),
+            null(),
+            null(),
+            null(),
+            literal_column("1"),
+        )
+        .where(_sh.c.version_id.in_(bindparam("split_ids", expanding=True)))
+        .group_by(_sh.c.version_id, _sh.c.split)
+    )
+    return union_all(shown, splits)
+
+
+def versions_shown_and_splits(
+    session: Reader, ids: Iterable[int], split_ids: Iterable[int]
+) -> tuple[dict[int, tuple[VersionFacts, VersionState]], dict[int, dict[str, int]]]:
+    """:func:`versions_shown` of ``ids`` and the records per split of ``split_ids`` (what
+    ``consumption.split_records`` reads), in one statement when both are wanted."""
+    wanted, sized = sorted(set(ids)), sorted(set(split_ids))
+    if not wanted or not sized:
+        return versions_shown(session, wanted), {}
+    rows = _conn(session).execute(_shown_and_splits_stmt(), {"ids": wanted, "split_ids": sized})
+    shown: dict[int, tuple[VersionFacts, VersionState]] = {}
+    splits: dict[int, dict[str, int]] = {vid: {} for vid in sized}
+    for vid, name, dataset, number, digest, state, released, collected, reason, kind in rows:
+        if kind:
+            splits[vid][dataset] = int(number or 0)
+        else:
+            shown[vid] = (
+                VersionFacts(name, dataset, number or 0, digest),
+                VersionState.of(state, released, collected, reason),
+            )
+    return shown, splits
+
+
 def upstream_rows(session: Reader, checkpoint_id: int) -> Upstream:
     """Every checkpoint up the parent chain of ``checkpoint_id`` and its segment's data.
 
     One statement; complete (no hop limit); cycle-safe.
     """
     rows = _conn(session).execute(_upstream_stmt(), {"start": checkpoint_id}).all()
-    return Upstream(
-        [ChainRow._make(r[1:]) for r in rows if not r[0]],
-        [r[1:5] for r in rows if r[0]],
-        frozenset(r[2] for r in rows if r[0] and r[6] is not None),
-    )
+    chain: list[ChainRow] = []
+    edges: list[Edge] = []
+    recorded: set[int] = set()
+    counts: dict[tuple[int, int, str], int] = {}
+    make = ChainRow._make
+    for r in rows:
+        kind = r[0]
+        if kind == 1:
+            edges.append(r[1:5])
+            if r[6] is not None:
+                recorded.add(r[2])
+        elif kind == 0:
+            chain.append(make(r[1:]))
+        else:
+            counts[(r[1], r[2], r[4])] = int(r[6])
+    return Upstream(chain, edges, frozenset(recorded), counts)
 
 
 def _consumer_columns(c: Any) -> tuple[Any, ...]:

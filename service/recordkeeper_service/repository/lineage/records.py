@@ -17,11 +17,15 @@ from typing import Any, NamedTuple
 
 from recordkeeper.core.data_lineage import HistoryEntry
 from recordkeeper.core.lineage import (
+    CONSUMED_COLUMN,
+    LINEAGE_COLUMNS,
     CheckpointRef,
     Consumer,
     LineageEntry,
     Segment,
+    consumed_from_columns,
     entries_from_columns,
+    pack_lineage_columns,
 )
 from recordkeeper.core.model_inputs import InputProblem, has_errors
 from recordkeeper_service.domain import iso_timestamp
@@ -181,19 +185,42 @@ class LineageRecord:
     def versions(self) -> list[str]:
         return list(dict.fromkeys(self.columns["version"]))
 
-    def to_json(self, *, compact: bool = False) -> dict[str, Any]:
-        """The answer of ``GET …/lineage``: entries in ``data``, or (``compact``) as columns."""
+    def to_json(self, *, compact: bool = False, form: str | None = None) -> dict[str, Any]:
+        """The answer of ``GET …/lineage``: entries in ``data`` (``form="full"``), as columns
+        (``"compact"``, or ``compact=True``) or as packed columns (``"packed"``, what each
+        segment read among them); ``consumed`` when the record holds it (:meth:`consumed`),
+        in ``packed`` for the packed form."""
+        form = form or ("compact" if compact else "full")
+        columns = self.columns
         body = {
             "checkpoint": self.checkpoint.to_json(),
             "chain": [link.to_json() for link in self.chain],
-            "data": None if compact else [e.to_json() for e in self.data],
-            "versions": self.versions,
+            "data": [e.to_json() for e in self.data] if form == "full" else None,
+            "versions": self.versions if form != "packed" else None,
             "history": [e.to_json() for e in self.history],
             "history_truncated": self.history_truncated,
         }
-        if compact:
-            body["compact"] = {"columns": dict(self.columns)}
+        if form == "compact":
+            body["compact"] = {"columns": {name: columns[name] for name in LINEAGE_COLUMNS}}
+        elif form == "packed":
+            body["packed"] = {
+                "length": len(columns["version"]),
+                "columns": pack_lineage_columns(columns),
+            }
+        if CONSUMED_COLUMN in columns:
+            body["consumed"] = None if form == "packed" else self.consumed()
         return body
+
+    def consumed(self) -> list[dict[str, Any]]:
+        """How much of each version (per role) the chain read, in entry order (the answer's
+        ``consumed``; empty unless the record was built with the versions' split sizes)."""
+        if CONSUMED_COLUMN not in self.columns:
+            return []
+        chain = [
+            (str(CheckpointRef(link.model, link.checkpoint, link.run)), link.step)
+            for link in self.chain
+        ]
+        return consumed_from_columns(chain, self.columns)
 
 
 @dataclass(frozen=True, slots=True)
