@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -51,14 +52,23 @@ from recordkeeper.core.derive import Changes, parse_shard_position, plan_changes
 from recordkeeper.core.errors import (
     InvalidIndex,
     InvalidShard,
+    NotStoredWarning,
     ParentNotCommitted,
     ParentNotFound,
+    RecordkeeperError,
     ShardConflict,
     StorageError,
     VersionNotFound,
 )
 from recordkeeper.core.record_identity import DEFAULT_WIDTH
-from recordkeeper.core.record_sample import SAMPLE_RECORDS
+from recordkeeper.core.record_sample import (
+    MAX_SAMPLE_BYTES,
+    MAX_SAMPLE_RECORDS,
+    MAX_SAMPLE_SPLITS,
+    SAMPLE_RECORDS,
+    build_sample,
+    sample_size,
+)
 from recordkeeper.core.refs import PUBLISHED_STATES, parse_reference
 from recordkeeper.core.splits import validate_split_name
 from recordkeeper.dataset import ShardFile
@@ -68,7 +78,7 @@ from recordkeeper.provenance import build_provenance
 from recordkeeper.publish import scan_file
 from recordkeeper.record_ids import RecordIds, write_index
 from recordkeeper.record_sets import index_streams
-from recordkeeper.samples import sample_committed
+from recordkeeper.samples import get_sample, send_sample
 from recordkeeper.values import DatasetVersion, Shard
 from recordkeeper.writer import RECORD_INDEX_DEFAULT, VersionWriter
 
@@ -85,9 +95,16 @@ class Derivation:
     abandons what was staged (:meth:`abort`).  ``writer_options`` (``compression``,
     ``shard_size``, ``format``, ...) go to the writer of the added records; provenance
     arguments are those of :meth:`Client.writer` (the base is added as parent ``base``).
-    ``sample_records``: the first records of each split of the new version (read from its
-    first shards) are sent decoded as its sample after commit (:mod:`recordkeeper.samples`;
-    0: none).
+    ``sample_records``: the first records of each split of the new version are sent decoded
+    as its sample after commit (:mod:`recordkeeper.samples`; 0: none) — for a split that
+    begins with the base's shards, the base's sample of it (no base shard is read; a base
+    without one leaves that split unsampled), for a split of added shards only, the records
+    written or the first records of its first added file.
+
+    :attr:`version` is answered without the committed version's shards: they are fetched in
+    pages the first time they are read (``v.splits``, ``v.shards``;
+    :class:`~recordkeeper.values.FetchedSplits`), so a commit that adds 10 shards to a
+    100,000-shard base does not download 100,000 shard records.
     """
 
     def __init__(
@@ -139,6 +156,7 @@ class Derivation:
             metadata=metadata,
             storage_options=storage_options,
             provenance=self.provenance,
+            sample_records=sample_records,
             **writer_options,
         )
         self._writer._base = self.base
@@ -312,7 +330,11 @@ class Derivation:
                 self._leakage_sources(registrations, changes),
             )
             version = self._registry.finish(
-                staged, force_new=self.force_new, changes=changes.to_json(), leakage=check
+                staged,
+                force_new=self.force_new,
+                changes=changes.to_json(),
+                leakage=check,
+                fetch_shards=False,  # fetched when first read (FetchedSplits)
             )
         except BaseException:
             self.abort()
@@ -322,14 +344,88 @@ class Derivation:
         else:
             if self.record_index:
                 self.record_set = self._register_record_set(version)
-            sample_committed(
-                self._registry,
-                version,
-                records=self.sample_records,
-                storage_options=self.storage_options or None,
-            )
+            self._send_sample(version, registrations, changes)
         self._version = version.with_storage_options(self.storage_options or None)
         return self._version
+
+    def _send_sample(
+        self,
+        version: DatasetVersion,
+        registrations: Sequence[Mapping[str, Any]],
+        changes: Changes,
+    ) -> None:
+        """Send the committed version's sample records, best effort, without reading any base
+        shard and without the version's shards.
+
+        A split that begins with the base's shards (its base split's first shard is kept)
+        begins with the base's records: its sample is the base's sample of that split, when
+        the base has one (one small request); without one the split is not sampled (the base
+        has none either; ``recordkeeper head REF --record-sample`` attaches one).  A split made
+        of added shards only begins with what was added: the records written (kept as they
+        streamed by), or the first records of its first added file.  Before, the first shard of
+        every split was read after the commit — for a kept split, a base shard, which a
+        derivation otherwise never reads — and that needed all the version's shards (a
+        100,000-shard version's pages) to find it."""
+        if self.sample_records <= 0:
+            return
+        records = min(self.sample_records, MAX_SAMPLE_RECORDS)
+        added: dict[str, list[Mapping[str, Any]]] = {}
+        for r in registrations:
+            added.setdefault(str(r["split"]), []).append(r)
+        by_uri = any(parse_shard_position(t) is None for t in changes.remove_shards)
+        try:
+            plans = plan_changes(self.base_splits, {k: len(v) for k, v in added.items()}, changes)
+            heads: dict[str, list[bytes]] = {}
+            from_base: dict[str, str] = {}  # derived split -> base split whose sample it starts
+            for plan in plans:
+                if plan.base_split is not None and plan.kept:
+                    if 0 not in plan.removed and not by_uri:
+                        from_base[plan.split] = plan.base_split
+                elif plan.added:
+                    heads[plan.split] = self._added_head(plan.split, added[plan.split], records)
+            rows: dict[str, list[Any]] = {}
+            if from_base:
+                stored = get_sample(self._registry, self.base)
+                entries = {e["split"]: e["records"] for e in (stored or {}).get("splits", ())}
+                for split, base_split in from_base.items():
+                    taken = list(entries.get(base_split) or ())[:records]
+                    if len(taken) == records or (
+                        taken and len(taken) == len(entries[base_split]) and not added.get(split)
+                    ):
+                        rows[split] = taken
+        except RecordkeeperError as exc:
+            warnings.warn(
+                f"{version.name} is committed, but its sample records could not be read: {exc}",
+                NotStoredWarning,
+                stacklevel=3,
+            )
+            return
+        document = _sample_document(heads, rows, records)
+        if document is not None:
+            send_sample(self._registry, version.name, document, source="publish", best_effort=True)
+
+    def _added_head(
+        self, split: str, registrations: Sequence[Mapping[str, Any]], n: int
+    ) -> list[bytes]:
+        """The first ``n`` records of an added split: those written (collected as they streamed
+        by; written shards come first), then read from its added files."""
+        head = list(self._writer._sample.records.get(split, ()))[:n]
+        written = {s.final_uri for s in self._writer._done if s.final_uri}
+        options = dict(self.storage_options) if self.storage_options else None
+        for r in registrations:
+            if len(head) >= n:
+                break
+            if r["uri"] in written or not r.get("record_count"):
+                continue
+            head += first_records(
+                str(r["uri"]),
+                str(r.get("format") or "tfrecord"),
+                str(r["compression"]),
+                int(r["size"]),
+                n - len(head),
+                options,
+            )
+        return head
 
     def _leakage_sources(
         self, registrations: Sequence[Mapping[str, Any]], changes: Changes
@@ -412,6 +508,45 @@ class Derivation:
 
     def __repr__(self) -> str:
         return f"Derivation(base={self.base!r}, changes={self.changes.to_json()!r})"
+
+
+def _sample_document(
+    heads: Mapping[str, list[bytes]], rows: Mapping[str, list[Any]], records: int
+) -> dict[str, Any] | None:
+    """The sample document of splits sampled from records (``heads``) and of splits whose
+    sample is the base's (``rows``, already decoded); None when nothing is sampled."""
+    heads = {k: v for k, v in heads.items() if v}
+    if not heads and not rows:
+        return None
+    document = build_sample(heads, per_split=records) if heads else {"splits": []}
+    entries = [*document["splits"], *({"split": k, "records": v} for k, v in rows.items())]
+    combined = {"splits": sorted(entries, key=lambda e: e["split"])[:MAX_SAMPLE_SPLITS]}
+    if rows and sample_size(combined) > MAX_SAMPLE_BYTES:
+        return document if heads else None  # the base's rows do not fit beside the new ones
+    return combined
+
+
+def first_records(
+    uri: str,
+    format: str,
+    compression: str,
+    size: int,
+    n: int,
+    storage_options: Mapping[str, Any] | None,
+) -> list[bytes]:
+    """The first ``n`` records of one record file (CRCs checked; only what they take is read)."""
+    from recordkeeper import formats
+    from recordkeeper.storage import open_read, storage_errors
+
+    out: list[bytes] = []
+    if n <= 0:
+        return out
+    with open_read(uri, storage_options, size=size) as fh, storage_errors(uri):
+        for record in formats.get(format).iter_records(fh, compression, size=size):
+            out.append(bytes(record))
+            if len(out) >= n:
+                break
+    return out
 
 
 def kept_base_shards(base: DatasetVersion, changes: Changes) -> list[tuple[str, Shard]]:

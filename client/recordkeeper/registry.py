@@ -53,6 +53,7 @@ from recordkeeper.tfds_export import export_tfds
 from recordkeeper.values import (
     DatasetInfo,
     DatasetVersion,
+    FetchedSplits,
     Shard,
     Split,
     TfDatasetOptions,
@@ -891,9 +892,14 @@ class Registry:
         force_new: bool,
         changes: Mapping[str, Any] | None = None,
         leakage: Mapping[str, Any] | None = None,
+        fetch_shards: bool = True,
     ) -> DatasetVersion:
         """Commit a staged version, keeping an identical existing one unless ``force_new``
         (``changes``: a derived version's; ``leakage``: its leakage check; see :meth:`commit`).
+
+        ``fetch_shards=False``: the version just committed gets its shards when they are first
+        read (:class:`~recordkeeper.values.FetchedSplits`), not now — a derivation's commit
+        answers a 100,000-shard version without fetching its pages.
 
         Warns :class:`DuplicateWarning` when the content already existed and that version was
         kept.
@@ -915,7 +921,11 @@ class Registry:
                 # less than resolve().
                 body = {**data, "ref": committed.name}
                 published = body.get("state") in PUBLISHED_STATES
-                committed = self.version(body, splits=self._splits(body, cacheable=published))
+                if fetch_shards:
+                    splits = self._splits(body, cacheable=published)
+                else:
+                    splits = FetchedSplits(lambda: self._splits(body, cacheable=published))
+                committed = self.version(body, splits=splits)
             else:  # another version was kept: resolved as it is now
                 committed = self.resolve(committed.name)
         if duplicate_of or not committed.was_staged_as(version.name):

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import datetime
 import os
+import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, TypedDict, Unpack
@@ -38,6 +39,7 @@ __all__ = [
     "DatasetInfo",
     "DatasetVersion",
     "DeprecatedVersionWarning",
+    "FetchedSplits",
     "Reason",
     "Shard",
     "ShardProblem",
@@ -54,6 +56,57 @@ __all__ = [
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping or {}))
+
+
+class FetchedSplits(Mapping[str, "Split"]):
+    """A version's splits, fetched the first time they are used (read-only, like the
+    ``MappingProxyType`` of a resolved version).
+
+    What :meth:`Client.derive <recordkeeper.derive.Derivation>` answers: the service has just
+    committed the version and answered its name, digest and counts; its shards (100,000 for a
+    large base) are fetched in pages only when something reads them (``v.splits``,
+    ``v.shards``, ``v.tf_dataset(...)``), once, by ``fetch``.  A failure of that fetch is raised
+    where the splits are read, and the next read asks again.
+    """
+
+    __slots__ = ("_fetch", "_lock", "_splits")
+
+    def __init__(self, fetch: Callable[[], Mapping[str, Split]]) -> None:
+        self._fetch: Callable[[], Mapping[str, Split]] | None = fetch
+        self._lock = threading.Lock()
+        self._splits: Mapping[str, Split] | None = None
+
+    @property
+    def fetched(self) -> bool:
+        """Whether the splits were fetched already."""
+        return self._splits is not None
+
+    def _held(self) -> Mapping[str, Split]:
+        splits = self._splits
+        if splits is None:
+            with self._lock:
+                if self._splits is None:
+                    assert self._fetch is not None
+                    self._splits = MappingProxyType(dict(self._fetch()))
+                    self._fetch = None
+                splits = self._splits
+        return splits
+
+    def __getitem__(self, key: str) -> Split:
+        return self._held()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._held())
+
+    def __len__(self) -> int:
+        return len(self._held())
+
+    def __repr__(self) -> str:
+        return (
+            f"FetchedSplits({dict(self._splits)!r})"
+            if self._splits is not None
+            else ("FetchedSplits(<not fetched yet>)")
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,10 +474,11 @@ class DatasetVersion:
     ) -> DatasetVersion:
         """Build from the service's ``Version`` JSON (``client``: see :class:`VersionServices`).
 
-        ``splits``, if given, are the version's splits (fetched separately, e.g. in pages) and
-        take the place of the JSON's.
+        ``splits``, if given, are the version's splits (fetched separately, e.g. in pages, or
+        when first read: :class:`FetchedSplits`) and take the place of the JSON's.
         """
-        built: dict[str, Split] = dict(splits or {})
+        fetched = splits if isinstance(splits, FetchedSplits) else None
+        built: dict[str, Split] = {} if fetched is not None else dict(splits or {})
         for split_name, split in ({} if splits is not None else data.get("splits") or {}).items():
             shards = tuple(
                 sorted((Shard.from_dict(s) for s in split.get("shards", [])), key=lambda s: s.index)
@@ -455,7 +509,7 @@ class DatasetVersion:
             record_count=int(data.get("record_count") or 0),
             shard_count=int(data.get("shard_count") or 0),
             size=int(data.get("size") or 0),
-            splits=MappingProxyType(built),
+            splits=fetched if fetched is not None else MappingProxyType(built),
             convention=data.get("convention", "rk1"),
             created_at=data.get("created_at"),
             committed_at=data.get("committed_at"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from recordkeeper.core.derive import Changes
@@ -197,3 +198,42 @@ def test_gc_of_an_abandoned_derived_staging_keeps_the_base_objects(
     assert answer.status_code == 200, answer.text
     assert answer.json()["delete"] == [add[0]["uri"]]
     assert {k["uri"] for k in answer.json()["keep"]} == set(base_uris)
+
+
+def test_the_commit_reads_the_derived_rows_once(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the copy, commit's totals, content digest and schema come from one read of the
+    version's rows (``_scan``), not three passes (two grouped queries and the manifest's)."""
+    from sqlalchemy import event
+
+    from recordkeeper_service.repository import commit
+
+    base = _base(client)
+    derived = stage(client, "coco", base=base["ref"], desc="add")
+    assert (
+        register(client, derived["name"], shards(derived["storage_prefix"], 2)).status_code == 200
+    )
+    scans: list[int] = []
+    real_scan = commit._scan
+
+    def counted_scan(session: Any, version_id: int) -> Any:
+        scans.append(version_id)
+        return real_scan(session, version_id)
+
+    monkeypatch.setattr(commit, "_scan", counted_scan)
+    sent: list[str] = []
+    engine = client.app.state.repository.db.engine  # type: ignore[attr-defined]
+    listener = lambda *a: sent.append(a[2])  # noqa: E731
+    event.listen(engine, "before_cursor_execute", listener)
+    try:
+        done = _commit(client, derived["name"])
+    finally:
+        event.remove(engine, "before_cursor_execute", listener)
+    assert done.status_code == 200, done.text
+    assert len(scans) == 1
+    copied = next(i for i, sql in enumerate(sent) if sql.startswith("INSERT INTO shards"))
+    grouped = [sql for sql in sent[copied:] if "FROM shards" in sql and "GROUP BY" in sql]
+    assert grouped == []
+    # the same digest as a from-scratch version with these shards
+    assert done.json()["content_digest"] == expected_digest(_shards_of(client, done.json()["name"]))

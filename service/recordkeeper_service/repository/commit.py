@@ -20,15 +20,15 @@ staging found to be a duplicate here is abandoned with its number left as a gap.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from itertools import groupby
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.derive import Changes
@@ -67,6 +67,8 @@ from recordkeeper_service.repository.versions import allocate, parse_version_ref
 
 __all__ = ["MAX_MISSING_LISTED", "CommitRepository", "OnDuplicate", "merge_shard_schemas"]
 
+log = logging.getLogger(__name__)
+
 #: At most this many missing indices are listed per split in a ``version_incomplete`` answer.
 MAX_MISSING_LISTED = 1000
 
@@ -86,8 +88,14 @@ class CommitRepository:
         actor: str,
         changes: Mapping[str, Any] | None = None,
         leakage: Mapping[str, Any] | None = None,
+        defer: Callable[[Callable[[], object]], object] | None = None,
     ) -> VersionRecord:
         """Commit a staged version (idempotent), honouring ``on_duplicate``.
+
+        ``defer``: runs the upkeep after the commit — PostgreSQL's ``ANALYZE`` of ``shards``
+        when a derived version's copied rows make it due (:meth:`.Database.analyzed`, ~0.2 s at
+        300,000 rows) — once the answer is sent (the route's background task) instead of before
+        it; without, it runs here.
 
         A derived version (staged with ``base``) is first given its base's kept shards per
         ``changes`` (:mod:`recordkeeper.core.derive`), in the same transaction
@@ -142,8 +150,20 @@ class CommitRepository:
             copied = version.shard_count - len(added or ()) if derived is not None else 0
         if committed_now and self._metrics is not None:  # once the transaction has committed
             self._metrics.version_committed()
-        self._db.analyzed("shards", copied)  # a derived version's kept rows were copied
+        if copied:  # a derived version's kept rows were copied
+            if defer is not None:
+                defer(lambda: self._analyze_copied(copied))
+            else:
+                self._db.analyzed("shards", copied)
         return record
+
+    def _analyze_copied(self, copied: int) -> None:
+        """:meth:`.Database.analyzed` after the answer was sent: a failure is logged (the
+        statistics are upkeep; the next bulk insert asks again)."""
+        try:
+            self._db.analyzed("shards", copied)
+        except Exception:
+            log.exception("ANALYZE shards after a derived commit failed")
 
 
 def _check_same_changes(session: Session, version: m.Version, changes: Changes) -> None:
@@ -185,7 +205,7 @@ def _commit_staged(
     added: list[str] | None = None,
     leakage: Mapping[str, Any] | None = None,
 ) -> VersionRecord:
-    splits = _split_totals(session, version.id)
+    splits, body, schemas = _scan(session, version.id)
     if not _complete(splits):  # the rows name what is missing (the rare, failing case)
         _check_complete(version.name, _position_rows(session, version.id))
     _check_not_released(session, version, added)
@@ -193,8 +213,8 @@ def _commit_staged(
     warning = enforce_at_commit(
         session, version, dataset, {t.split: int(t.records) for t in splits}, leakage
     )
-    digest = digest_of_splits(_manifest_body(session, version.id))
-    schema = _merge_schemas(session, version.id)
+    digest = digest_of_splits(body)
+    schema = _merge_schemas(session, schemas)
 
     duplicate = session.scalars(
         select(m.Version)
@@ -285,38 +305,59 @@ class _SplitTotals(NamedTuple):
     size: int
 
 
-def _split_totals(session: Session, version_id: int) -> list[_SplitTotals]:
-    """Per split: its shard rows, the ``count`` and ``index`` bounds, record and byte sums.
+def _scan(
+    session: Session, version_id: int
+) -> tuple[list[_SplitTotals], dict[str, list[list[object]]], dict[str | None, int]]:
+    """One read of a staged version's rows for everything commit computes from them: per split
+    its shard rows, the ``count`` and ``index`` bounds, record and byte sums
+    (:class:`_SplitTotals`); the manifest body ``{split: [[records_sha256, record_count], ...]}``
+    in index order, what the content digest covers; and the schema digests with their
+    multiplicity.  Read through the driver's cursor as plain tuples (no row object per shard).
 
-    Raises :class:`InvalidShard` when the version's record count or size would pass 2^63-1.
-    Registration bounds the shards registered on a version (``core.shards.check_totals``), but
-    a derived version's rows are its base's kept shards plus its added ones, which meet only
-    here: SQLite's ``SUM`` then stops with "integer overflow", PostgreSQL's ``SUM`` of
-    ``bigint`` answers a larger ``numeric`` that no ``bigint`` column takes.
+    Three queries did this before (a grouped one, the manifest's, the schemas' grouped one),
+    each a pass over the version's rows: on a 100,000-shard derived version, ~0.4 s of its
+    commit on SQLite (docs/performance.md, session 12).  The sums are Python integers: SQLite's
+    ``SUM`` stops with "integer overflow" and PostgreSQL's ``SUM`` of ``bigint`` answers a
+    ``numeric`` past 2^63-1, where a derived version's kept and added shards meet.
+
+    Raises :class:`InvalidShard` when the version's record count or size would pass 2^63-1
+    (registration bounds the shards registered on a version, ``core.shards.check_totals``, but
+    not a derived version's kept and added ones together).
     """
-    s = m.Shard
+    s = table_of(m.Shard).c
+    stmt = (
+        select(s.split, s.index, s.count, s.records_sha256, s.record_count, s.size, s.schema_digest)
+        .where(s.version_id == int(version_id))
+        .order_by(s.split, s.index)
+    )
+    connection = session.connection()
+    sql = str(stmt.compile(dialect=connection.dialect, compile_kwargs={"literal_binds": True}))
+    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
-        splits = [
-            _SplitTotals(*row)
-            for row in session.execute(
-                select(
-                    s.split,
-                    func.count(s.id),
-                    func.min(s.count),
-                    func.max(s.count),
-                    func.min(s.index),
-                    func.max(s.index),
-                    func.sum(s.record_count),
-                    func.sum(s.size),
-                )
-                .where(s.version_id == version_id)
-                .group_by(s.split)
+        cursor.execute(sql)
+        rows = cursor.fetchall()
+    finally:
+        cursor.close()
+    splits: list[_SplitTotals] = []
+    body: dict[str, list[list[object]]] = {}
+    schemas: Counter[str | None] = Counter()
+    for split, grouped in groupby(rows, key=itemgetter(0)):
+        group = list(grouped)
+        counts = [r[2] for r in group]
+        splits.append(
+            _SplitTotals(
+                split,
+                len(group),
+                min(counts),
+                max(counts),
+                group[0][1],  # ordered by index
+                group[-1][1],
+                sum(int(r[4] or 0) for r in group),
+                sum(int(r[5] or 0) for r in group),
             )
-        ]
-    except OperationalError as exc:
-        if "integer overflow" not in str(exc.orig):
-            raise
-        splits = [_python_totals(session, version_id)]
+        )
+        body[split] = [[r[3], r[4]] for r in group]
+        schemas.update(r[6] for r in group)
     for name, field in (("size", "size"), ("record_count", "records")):
         total = sum(int(getattr(t, field) or 0) for t in splits)
         if total > MAX_INT64:
@@ -325,18 +366,7 @@ def _split_totals(session: Session, version_id: int) -> list[_SplitTotals]:
                 f"(2^63-1): the {name} of a version's shards (a derived version's kept and "
                 "added ones together) must add up to at most that"
             )
-    return splits
-
-
-def _python_totals(session: Session, version_id: int) -> _SplitTotals:
-    """The version's exact record and byte sums (only their sums: an overflowing version
-    is refused by the caller), added in Python where SQLite's ``SUM`` overflowed."""
-    rows = session.execute(
-        select(m.Shard.record_count, m.Shard.size).where(m.Shard.version_id == version_id)
-    ).all()
-    records = sum(int(n or 0) for n, _ in rows)
-    size = sum(int(b or 0) for _, b in rows)
-    return _SplitTotals("", len(rows), 0, 0, 0, 0, records, size)
+    return splits, body, dict(schemas)
 
 
 def _complete(splits: Sequence[_SplitTotals]) -> bool:
@@ -357,41 +387,9 @@ def _position_rows(session: Session, version_id: int) -> Sequence[Any]:
     ).all()
 
 
-def _manifest_body(session: Session, version_id: int) -> dict[str, list[list[object]]]:
-    """``{split: [[records_sha256, record_count], ...]}`` in index order, what the content
-    digest covers: read through the driver's cursor as plain tuples (no row object per shard;
-    a 100,000-shard version's rows cost a fraction of what SQLAlchemy rows do)."""
-    s = table_of(m.Shard).c
-    stmt = (
-        select(s.split, s.records_sha256, s.record_count)
-        .where(s.version_id == int(version_id))
-        .order_by(s.split, s.index)
-    )
-    connection = session.connection()
-    sql = str(stmt.compile(dialect=connection.dialect, compile_kwargs={"literal_binds": True}))
-    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        cursor.execute(sql)
-        rows = cursor.fetchall()
-    finally:
-        cursor.close()
-    body: dict[str, list[list[object]]] = {}
-    for split, group in groupby(rows, key=itemgetter(0)):
-        body[split] = [[r[1], r[2]] for r in group]
-    return body
-
-
-def _merge_schemas(session: Session, version_id: int) -> Schema | None:
+def _merge_schemas(session: Session, counts: Mapping[str | None, int]) -> Schema | None:
     """The merged schema of a staged version's shards (None unless every shard has one), from
-    their distinct schema digests and multiplicities."""
-    counts = {
-        digest: int(n)
-        for digest, n in session.execute(
-            select(m.Shard.schema_digest, func.count(m.Shard.id))
-            .where(m.Shard.version_id == version_id)
-            .group_by(m.Shard.schema_digest)
-        )
-    }
+    their distinct schema digests and multiplicities (:func:`_scan`)."""
     if not counts or None in counts:
         return None
     return _merged(session, {digest: n for digest, n in counts.items() if digest is not None})

@@ -184,10 +184,12 @@ def _copy_kept(session: Session, version: m.Version, base_id: int, plan: SplitPl
 
 
 #: SQLite's page cache while kept rows are copied (KiB): each copied row adds an entry to
-#: three indexes of random keys (``sha256``, ``records_sha256``, ``uri``), which the default
-#: ~2 MiB cache thrashes; 32 MiB halves the copy of 100,000 rows (docs/performance.md).  Set
-#: on the commit's connection for the copy only, then put back (the pages are given back).
-SQLITE_COPY_CACHE_KIB = 32 * 1024
+#: the indexes of ``sha256`` (random keys) and ``uri``, which the default ~2 MiB cache
+#: thrashes; 32 MiB halved the copy of 100,000 rows (session 9), 256 MiB holds the pages the
+#: copy touches in a table of several 100,000-shard versions (docs/performance.md, session
+#: 12).  Set on the commit's connection for the copy only, then put back (the pages are given
+#: back); only the pages the copy reads are ever allocated.
+SQLITE_COPY_CACHE_KIB = 256 * 1024
 
 
 @contextmanager

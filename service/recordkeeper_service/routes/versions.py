@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl
 
 import orjson
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, BackgroundTasks, Query, Request, Response
 from pydantic import Field, TypeAdapter
 from starlette.routing import Match, Route
 from starlette.types import Scope
@@ -489,6 +489,7 @@ def commit_version(
     version_name: str,
     repository: RepositoryDep,
     who: Writer,
+    background: BackgroundTasks,
     body: CommitIn | None = None,
 ) -> dict[str, Any]:
     """Check completeness, compute digests, merge schemas and make the version visible."""
@@ -496,7 +497,12 @@ def commit_version(
     changes = body.changes.model_dump() if body is not None and body.changes else None
     leakage = body.leakage.model_dump() if body is not None and body.leakage else None
     record = repository.commits.commit(
-        version_name, on_duplicate=on_duplicate, actor=who.name, changes=changes, leakage=leakage
+        version_name,
+        on_duplicate=on_duplicate,
+        actor=who.name,
+        changes=changes,
+        leakage=leakage,
+        defer=background.add_task,  # PostgreSQL's ANALYZE after a derived commit: once answered
     )
     answer = record.to_json()
     if record.leakage_warning is not None:

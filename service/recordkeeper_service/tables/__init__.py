@@ -191,8 +191,11 @@ class Shard(Base):
         CheckConstraint(_in("format", RECORD_FORMATS), name="format"),
         CheckConstraint('"index" >= 0 AND "index" < count', name="index_in_range"),
         CheckConstraint("size >= 0 AND record_count >= 0", name="sizes_not_negative"),
+        # by ``sha256``: lineage of a shard by content (``shard_consumers``); by ``uri``: which
+        # versions list an object (deletion, registration, derive).  Nothing looks shards up by
+        # ``records_sha256``: its index (dropped by revision 3b8c6d0e5f14) only cost every
+        # inserted row, a derived commit's copied rows most (docs/performance.md, session 12).
         Index(None, "sha256"),
-        Index(None, "records_sha256"),
         Index(None, "uri"),
     )
 
