@@ -32,15 +32,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from typing import Annotated, Any, Literal
-from urllib.parse import parse_qsl
 
 import anyio.to_thread
 import orjson
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
-from starlette.routing import Match, Route
-from starlette.types import Scope
 
 from recordkeeper.core.limits import MAX_INT64
 from recordkeeper.core.lineage import CHECKPOINT_STATES, PARENT_KINDS, ROLES, CheckpointRef
@@ -76,6 +73,7 @@ from recordkeeper_service.routes.common import (
     etag_matches,
     not_modified,
 )
+from recordkeeper_service.routes.hot import HOT_PARAMS, HotRoute, Parse, boolean, choice, integer
 
 __all__ = [
     "ChainLinkOut",
@@ -892,42 +890,8 @@ async def lineage_graph(
 
 # -- hot routes -------------------------------------------------------------------------------
 
-#: Where a matched request's parsed query waits for the hot endpoint (in the ASGI scope).
-_HOT_PARAMS = "recordkeeper.hot_lineage_query"
 
-#: ``parse(text)``: the value a query parameter stands for, or ValueError (the request then
-#: falls through to the declared route, the one source of validation errors).
-Parse = Callable[[str], Any]
-
-
-def _choice(*values: str) -> Parse:
-    def parse(text: str) -> str:
-        if text not in values:
-            raise ValueError(text)
-        return text
-
-    return parse
-
-
-def _bool(text: str) -> bool:
-    if text not in ("true", "false"):
-        raise ValueError(text)
-    return text == "true"
-
-
-def _int(low: int, high: int) -> Parse:
-    def parse(text: str) -> int:
-        if not text.isascii() or not text.isdigit() or (text[0] == "0" and text != "0"):
-            raise ValueError(text)
-        value = int(text)
-        if not low <= value <= high:
-            raise ValueError(text)
-        return value
-
-    return parse
-
-
-class HotLineageRoute(Route):
+class HotLineageRoute(HotRoute):
     """A lineage read (``GET`` without a body) in its common forms, without FastAPI's routing
     scan, dependency solving and parameter parsing (~15 % and more of a lineage request's
     server CPU here), as :class:`~recordkeeper_service.routes.versions.HotResolveRoute` does
@@ -950,42 +914,8 @@ class HotLineageRoute(Route):
         defaults: dict[str, Any],
         answer: Callable[[Repository, dict[str, str], dict[str, Any], str | None], Response],
     ) -> None:
-        super().__init__(path, self._endpoint, methods=["GET"], include_in_schema=False)
-        self._query, self._defaults, self._answer = query, defaults, answer
-
-    def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        if scope.get("type") != "http" or scope.get("method") != "GET":
-            return Match.NONE, {}
-        params = self._parse(scope.get("query_string", b""))
-        if params is None:
-            return Match.NONE, {}
-        for name, value in scope.get("headers", ()):
-            if name in (b"content-length", b"transfer-encoding") and value != b"0":
-                return Match.NONE, {}
-        match, child = super().matches(scope)
-        if match is Match.FULL:
-            child[_HOT_PARAMS] = params  # the endpoint's query, parsed once
-        return match, child
-
-    def _parse(self, query: bytes) -> dict[str, Any] | None:
-        found = dict(self._defaults)
-        if not query:
-            return found
-        try:
-            pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True, strict_parsing=True)
-        except ValueError:
-            return None
-        seen: set[str] = set()
-        for name, text in pairs:
-            parse = self._query.get(name)
-            if parse is None or name in seen:
-                return None
-            seen.add(name)
-            try:
-                found[name] = parse(text)
-            except ValueError:
-                return None
-        return found
+        super().__init__(path, self._endpoint, query, defaults)
+        self._answer = answer
 
     async def _endpoint(self, request: Request) -> Response:
         principal = await get_principal(request)
@@ -994,7 +924,7 @@ class HotLineageRoute(Route):
             self._answer,
             request.app.state.repository,
             request.path_params,
-            request.scope[_HOT_PARAMS],
+            request.scope[HOT_PARAMS],
             request.headers.get("if-none-match"),
         )
 
@@ -1005,7 +935,7 @@ def hot_lineage_routes(prefix: str) -> list[HotLineageRoute]:
     return [
         HotLineageRoute(
             f"{prefix}/models/{{model}}/checkpoints/{{checkpoint}}/lineage",
-            {"form": _choice("full", "compact", "packed")},
+            {"form": choice("full", "compact", "packed")},
             {"form": "full"},
             lambda repository, path, params, if_none_match: lineage_response(
                 repository, path["model"], path["checkpoint"], None, params["form"], if_none_match
@@ -1013,7 +943,7 @@ def hot_lineage_routes(prefix: str) -> list[HotLineageRoute]:
         ),
         HotLineageRoute(
             f"{prefix}/versions/{{ref}}/consumers",
-            {"transitive": _bool, "limit": _int(1, 10_000), "offset": _int(0, 2**63 - 1)},
+            {"transitive": boolean, "limit": integer(1, 10_000), "offset": integer(0, 2**63 - 1)},
             {"transitive": True, "limit": 1000, "offset": 0},
             lambda repository, path, params, _etag: consumers_response(
                 repository, path["ref"], params["transitive"], params["limit"], params["offset"]

@@ -8,13 +8,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from typing import Annotated, Any, Literal
-from urllib.parse import parse_qsl
 
 import orjson
 from fastapi import APIRouter, BackgroundTasks, Query, Request, Response
 from pydantic import Field, TypeAdapter
-from starlette.routing import Match, Route
-from starlette.types import Scope
 
 from recordkeeper.core.lifecycle import VersionState
 from recordkeeper_service.deps import Limit, Offset, Reader, RepositoryDep, Writer, get_principal
@@ -32,6 +29,7 @@ from recordkeeper_service.routes.common import (
     etag_matches,
     not_modified,
 )
+from recordkeeper_service.routes.hot import HOT_PARAMS, HotRoute, boolean, text
 from recordkeeper_service.routes.leakage import LeakageResultIn, LeakageWarningOut
 from recordkeeper_service.routes.provenance import ProvenanceIn, ProvenanceOut
 from recordkeeper_service.routes.shards import ShardOut
@@ -339,13 +337,7 @@ async def resolve_response(
     )
 
 
-#: The query parameters of ``GET /versions/{ref}`` and the values the hot route takes itself.
-_HOT_QUERY = {"shards": {"true": True, "false": False}, "expect_digest": None}
-#: Where a matched request's parsed query waits for the endpoint (in the ASGI scope).
-_HOT_PARAMS = "recordkeeper.hot_query"
-
-
-class HotResolveRoute(Route):
+class HotResolveRoute(HotRoute):
     """``GET /api/v1/versions/{ref}`` in its common forms, without FastAPI's per-request
     dependency and parameter machinery (issue 12: resolving ``coco@latest`` is the request the
     service answers most, and that machinery was ~45 % of its CPU).
@@ -361,28 +353,13 @@ class HotResolveRoute(Route):
     """
 
     def __init__(self, path: str) -> None:
-        super().__init__(path, self._endpoint, methods=["GET"], include_in_schema=False)
-
-    def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        if scope.get("type") != "http" or scope.get("method") != "GET":
-            return Match.NONE, {}
-        params = _hot_query(scope.get("query_string", b""))
-        if params is None:
-            return Match.NONE, {}
-        for name, value in scope.get("headers", ()):
-            if name in (b"content-length", b"transfer-encoding") and value != b"0":
-                return Match.NONE, {}
-        match, child = super().matches(scope)
-        if match is Match.FULL:
-            child[_HOT_PARAMS] = params  # the endpoint's query, parsed once
-            child["route"] = self  # the request observer names the route without matching again
-        return match, child
+        super().__init__(path, self._endpoint, {"shards": boolean, "expect_digest": text})
 
     @staticmethod
     async def _endpoint(request: Request) -> Response:
         principal = await get_principal(request)
         principal.require("read")
-        params: dict[str, Any] = request.scope[_HOT_PARAMS]
+        params: dict[str, Any] = request.scope[HOT_PARAMS]
         return await resolve_response(
             request.app.state.repository,
             request.path_params["ref"],
@@ -390,28 +367,6 @@ class HotResolveRoute(Route):
             params.get("expect_digest"),
             request.headers.get("if-none-match"),
         )
-
-
-def _hot_query(query: bytes) -> dict[str, Any] | None:
-    """The hot route's parameters from a query string, or None when it must not take it."""
-    if not query:
-        return {}
-    try:
-        pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True, strict_parsing=True)
-    except ValueError:
-        return None
-    found: dict[str, Any] = {}
-    for name, value in pairs:
-        if name not in _HOT_QUERY or name in found:
-            return None
-        choices = _HOT_QUERY[name]
-        if choices is None:
-            found[name] = value
-        elif value in choices:
-            found[name] = choices[value]
-        else:
-            return None
-    return found
 
 
 def hot_resolve_route(prefix: str) -> HotResolveRoute:
