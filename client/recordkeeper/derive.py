@@ -79,7 +79,7 @@ from recordkeeper.publish import scan_file
 from recordkeeper.record_ids import RecordIds, write_index
 from recordkeeper.record_sets import index_streams
 from recordkeeper.samples import get_sample, send_sample
-from recordkeeper.values import DatasetVersion, Shard
+from recordkeeper.values import DatasetVersion, Shard, first_records
 from recordkeeper.writer import RECORD_INDEX_DEFAULT, VersionWriter
 
 if TYPE_CHECKING:
@@ -524,29 +524,6 @@ def _sample_document(
     if rows and sample_size(combined) > MAX_SAMPLE_BYTES:
         return document if heads else None  # the base's rows do not fit beside the new ones
     return combined
-
-
-def first_records(
-    uri: str,
-    format: str,
-    compression: str,
-    size: int,
-    n: int,
-    storage_options: Mapping[str, Any] | None,
-) -> list[bytes]:
-    """The first ``n`` records of one record file (CRCs checked; only what they take is read)."""
-    from recordkeeper import formats
-    from recordkeeper.storage import open_read, storage_errors
-
-    out: list[bytes] = []
-    if n <= 0:
-        return out
-    with open_read(uri, storage_options, size=size) as fh, storage_errors(uri):
-        for record in formats.get(format).iter_records(fh, compression, size=size):
-            out.append(bytes(record))
-            if len(out) >= n:
-                break
-    return out
 
 
 def kept_base_shards(base: DatasetVersion, changes: Changes) -> list[tuple[str, Shard]]:

@@ -51,6 +51,7 @@ __all__ = [
     "VerifyOptions",
     "VerifyReport",
     "VersionServices",
+    "first_records",
 ]
 
 
@@ -107,6 +108,30 @@ class FetchedSplits(Mapping[str, "Split"]):
             if self._splits is not None
             else ("FetchedSplits(<not fetched yet>)")
         )
+
+
+def first_records(
+    uri: str,
+    format: str,
+    compression: str,
+    size: int,
+    n: int,
+    storage_options: Mapping[str, Any] | None,
+) -> list[bytes]:
+    """The first ``n`` records of one record file (CRCs checked; only what they take is read):
+    what :meth:`DatasetVersion.head` reads of each shard, and a derivation of its added files."""
+    from recordkeeper import formats
+    from recordkeeper.storage import open_read, storage_errors
+
+    out: list[bytes] = []
+    if n <= 0:
+        return out
+    with open_read(uri, storage_options, size=size) as fh, storage_errors(uri):
+        for record in formats.get(format).iter_records(fh, compression, size=size):
+            out.append(bytes(record))
+            if len(out) >= n:
+                break
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -589,9 +614,6 @@ class DatasetVersion:
         checked; only as much of the shards as those records take is read).  Decode Examples
         with :func:`recordkeeper.core.example_decode.decode_example`; ``recordkeeper head``
         shows them."""
-        from recordkeeper import formats
-        from recordkeeper.storage import open_read, storage_errors
-
         self.ensure_readable()
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
@@ -602,13 +624,9 @@ class DatasetVersion:
                 break
             if not shard.record_count:
                 continue
-            with open_read(shard.uri, options, size=shard.size) as fh, storage_errors(shard.uri):
-                for record in formats.get(shard.format).iter_records(
-                    fh, shard.compression, size=shard.size
-                ):
-                    records.append(bytes(record))
-                    if len(records) >= n:
-                        break
+            records += first_records(
+                shard.uri, shard.format, shard.compression, shard.size, n - len(records), options
+            )
         return records
 
     def split(self, split: str) -> Split:
