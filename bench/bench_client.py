@@ -230,14 +230,14 @@ def bench_resolve(client: rk.Client, data: Path, n: int = 10_000, rounds: int = 
     cold, held, materialize, full, compact = [], [], [], [], []
     for _ in range(rounds):
         # the peer of session 9's packed pages: the same cold resolve reading compact pages
-        client.registry._packed_pages = False
+        client.http.refused_forms.add("shards:packed")
         try:
             client.registry.cache.clear()
             start = time.perf_counter()
             client.resolve("bigres@latest")
             compact.append(time.perf_counter() - start)
         finally:
-            client.registry._packed_pages = True
+            client.http.refused_forms.discard("shards:packed")
         client.registry.cache.clear()
         start = time.perf_counter()
         v = client.resolve("bigres@latest")

@@ -31,7 +31,6 @@ from recordkeeper.core.errors import (
     DeprecatedVersionWarning,
     InvalidCheckpoint,
     InvalidReference,
-    InvalidRequest,
     InvalidResponse,
     NotFound,
 )
@@ -1033,14 +1032,10 @@ def lineage(http: HttpCore, ref: str | CheckpointRef) -> Lineage:
     the compact form's bytes on a long chain, and no per-entry objects until ``data`` or
     ``consumed`` is read); from a service without it (it refuses the ``form`` value: asked
     once per client), in the compact form."""
-    if "lineage:packed" not in http.refused_forms:
-        try:
-            return Lineage.from_dict(lineage_json(http, ref, form="packed"))
-        except InvalidRequest as exc:
-            if "form" not in str(exc):
-                raise
-            http.refused_forms.add("lineage:packed")
-    return Lineage.from_dict(lineage_json(http, ref, form="compact"))
+    parsed = parse_checkpoint_ref(ref)
+    path = _checkpoint_path(parsed) + "/lineage"
+    answer = http.get_in_form(path, _run_params(parsed), "lineage", ("packed", "compact"))
+    return Lineage.from_dict(answer)
 
 
 def lineage_json(http: HttpCore, ref: str | CheckpointRef, *, form: str = "full") -> dict[str, Any]:

@@ -171,8 +171,8 @@ class HttpCore:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self._owns_client = http_client is None
-        #: Answer forms the service refused (``"lineage:packed"``: a service from before the
-        #: form answers 422): asked once per client, then the older form is asked for.
+        #: Answer forms the service refused (``"lineage:packed"``, ``"shards:packed"``: a service
+        #: from before the form answers 422): asked once per client (:meth:`get_in_form`).
         self.refused_forms: set[str] = set()
         if http_client is None:
             import httpx  # imported here: httpx pulls in rich/pygments at import time
@@ -339,6 +339,24 @@ class HttpCore:
             if 300 <= response.status_code < 400 and response.status_code != 304:
                 raise _redirected(response, method, url, self.base_url, request_id)
             return response
+
+    def get_in_form(
+        self, path: str, params: Mapping[str, Any], what: str, forms: tuple[str, str]
+    ) -> Any:
+        """``GET path`` asking for the first of ``forms``, or for the second from a service that
+        refuses the first (``invalid_request`` naming ``form``: it predates that form).  The
+        refusal is kept in :attr:`refused_forms` as ``"{what}:{form}"``, so each client asks a
+        service once."""
+        preferred, fallback = forms
+        refused = f"{what}:{preferred}"
+        if refused not in self.refused_forms:
+            try:
+                return self.api("GET", path, params={**params, "form": preferred})
+            except InvalidRequest as exc:
+                if "form" not in str(exc):
+                    raise
+                self.refused_forms.add(refused)
+        return self.api("GET", path, params={**params, "form": fallback})
 
     def _target(self, url: str, params: Mapping[str, Any]) -> httpx.URL:
         """``url`` with ``params`` as an ``httpx.URL``, parsed once per distinct pair.

@@ -108,9 +108,6 @@ class Registry:
         #: Shards per page when fetching a version's shards (None: the service's maximum).
         self.page_size: int | None = None
         self._info: dict[str, Any] | None = None
-        #: Whether shard pages are asked for in the packed form (False after a service that
-        #: does not have it refused it).
-        self._packed_pages = True
 
     @classmethod
     def from_env(cls) -> Registry:
@@ -361,14 +358,7 @@ class Registry:
         """One page in the packed form, or the compact form from a service that has no packed
         form (it refuses the ``form`` value: asked once per client)."""
         params = {"after": after, "limit": page_size}
-        if self._packed_pages:
-            try:
-                return self.http.api("GET", path, params={**params, "form": "packed"})
-            except InvalidRequest as exc:
-                if "form" not in str(exc):
-                    raise
-                self._packed_pages = False
-        return self.http.api("GET", path, params={**params, "form": "compact"})
+        return self.http.get_in_form(path, params, "shards", ("packed", "compact"))
 
     def verify(
         self,
