@@ -216,19 +216,27 @@ def _read_statement(ref: Reference) -> AnySelect:
     return stmt
 
 
+#: What can change about a committed version (its state, deprecation, data state): the
+#: record's field each hot row's column sets.
+_LIVE_FIELDS = {
+    "state": "state",
+    "deprecated_at": "deprecated_at",
+    "deprecated_reason": "deprecated_reason",
+    "released_at": "gc_claimed_at",
+    "collected_at": "collected_at",
+    "collected_reason": "collected_reason",
+}
+
+
+def _live(row: Any) -> dict[str, Any]:
+    """The live values of a hot row, by record field (:data:`_LIVE_FIELDS`)."""
+    return {field: getattr(row, column) for field, column in _LIVE_FIELDS.items()}
+
+
 def _overlay(record: VersionRecord, row: Any, with_shards: bool) -> VersionRecord:
     """The cached immutable ``record`` with the live state, deprecation and data state of
     ``row``."""
-    return replace(
-        record,
-        state=row.state,
-        deprecated_at=row.deprecated_at,
-        deprecated_reason=row.deprecated_reason,
-        released_at=row.gc_claimed_at,
-        collected_at=row.collected_at,
-        collected_reason=row.collected_reason,
-        shards=record.shards if with_shards else None,
-    )
+    return replace(record, **_live(row), shards=record.shards if with_shards else None)
 
 
 #: How many answers without shards :meth:`VersionRepository._from_cache` keeps.
@@ -270,7 +278,7 @@ class VersionRepository:
         #: answers without shards lately given, by version id, with the live values they show
         #: (:meth:`_from_cache`); small (no shards, no rendered splits), at most
         #: :data:`_WITHOUT_SHARDS_KEPT`
-        self._without_shards: dict[int, tuple[tuple[Any, ...], VersionRecord]] = {}
+        self._without_shards: dict[int, tuple[dict[str, Any], VersionRecord]] = {}
         #: Rendered shard pages of published versions, for the routes that answer them.
         self.rendered_pages = RenderedPages(pages_bytes)
 
@@ -485,18 +493,11 @@ class VersionRepository:
             return _overlay(record, row, with_shards)
         # Without shards (how the client resolves): the answer for these live values was
         # most likely built for the request before; the immutable rest never changes.
-        live = (
-            row.state,
-            row.deprecated_at,
-            row.deprecated_reason,
-            row.gc_claimed_at,
-            row.collected_at,
-            row.collected_reason,
-        )
+        live = _live(row)
         held = self._without_shards.get(row.id)
         if held is not None and held[0] == live:
             return held[1]
-        answer = replace(_overlay(record, row, False), rendered_splits=None)
+        answer = replace(record, **live, shards=None, rendered_splits=None)
         if len(self._without_shards) >= _WITHOUT_SHARDS_KEPT:
             self._without_shards.clear()
         self._without_shards[row.id] = (live, answer)
