@@ -35,6 +35,7 @@ from recordkeeper_service.settings import Settings
 
 __all__ = [
     "HEAVY_READS",
+    "MAX_OFFSET",
     "Admin",
     "HeavyReads",
     "Limit",
@@ -131,4 +132,5 @@ Admin = Annotated[Principal, Depends(require_admin)]
 HeavyReads = Annotated[anyio.CapacityLimiter, Depends(get_heavy_reads)]
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size (1-1000)")]
 #: Offsets are bound by SQL ``OFFSET`` (a signed 64-bit integer in SQLite and PostgreSQL).
-Offset = Annotated[int, Query(ge=0, le=2**63 - 1, description="items to skip")]
+MAX_OFFSET = 2**63 - 1
+Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="items to skip")]

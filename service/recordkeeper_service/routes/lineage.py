@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import anyio.to_thread
 import orjson
@@ -42,6 +42,7 @@ from starlette.concurrency import run_in_threadpool
 from recordkeeper.core.limits import MAX_INT64
 from recordkeeper.core.lineage import CHECKPOINT_STATES, PARENT_KINDS, ROLES, CheckpointRef
 from recordkeeper_service.deps import (
+    MAX_OFFSET,
     HeavyReads,
     Limit,
     Offset,
@@ -563,7 +564,13 @@ def lineage_etag(head: LineageHead, form: str = "full") -> str:
 router = APIRouter(tags=["lineage"], responses=AUTHENTICATED)
 
 #: Consumers answers may be long (every checkpoint below a version); pages go up to 10,000.
-ConsumerLimit = Annotated[int, Query(ge=1, le=10_000, description="page size (1-10000)")]
+#: The page size of the consumer listings (``limit``): the default and the largest.
+DEFAULT_CONSUMERS_PAGE, MAX_CONSUMERS_PAGE = 1000, 10_000
+ConsumerLimit = Annotated[
+    int, Query(ge=1, le=MAX_CONSUMERS_PAGE, description=f"page size (1-{MAX_CONSUMERS_PAGE})")
+]
+#: The forms of an upstream answer (``form``).
+LineageForm = Literal["full", "compact", "packed"]
 Transitive = Annotated[
     bool,
     Query(description="include checkpoints restored or initialised from a direct consumer"),
@@ -702,7 +709,7 @@ def checkpoint_lineage(
     _who: Reader,
     run: RunQuery = None,
     form: Annotated[
-        Literal["full", "compact", "packed"],
+        LineageForm,
         Query(
             description="`full`: `data` lists the entries; `compact`: `compact.columns` holds "
             "them as one array per field, segments as `[depth, split, …]` pairs into `chain`; "
@@ -729,8 +736,9 @@ def lineage_response(
     form: str,
     if_none_match: str | None,
 ) -> Response:
-    """The answer to ``GET …/lineage`` (the declared route and :data:`HOT_LINEAGE_QUERY`'s hot
-    route): the head (one statement), then the kept rendering or a new one."""
+    """The answer to ``GET …/lineage`` (the declared route and its hot route,
+    :func:`hot_lineage_routes`): the head (one statement), then the kept rendering or a new
+    one."""
     lineage = repository.lineage
     head = lineage.lineage_head(_ref(model, checkpoint, run))  # one query: the ref and the epoch
     etag = lineage_etag(head, form)
@@ -779,7 +787,7 @@ def version_consumers(
     repository: RepositoryDep,
     _who: Reader,
     transitive: Transitive = True,
-    limit: ConsumerLimit = 1000,
+    limit: ConsumerLimit = DEFAULT_CONSUMERS_PAGE,
     offset: Offset = 0,
 ) -> Response:
     """Checkpoints (and models) trained on a version; an alias is resolved now."""
@@ -809,7 +817,7 @@ def shard_consumers(
     uri: Annotated[str | None, Query(max_length=4096)] = None,
     sha256: Annotated[str | None, Query(max_length=71)] = None,
     transitive: Transitive = True,
-    limit: ConsumerLimit = 1000,
+    limit: ConsumerLimit = DEFAULT_CONSUMERS_PAGE,
     offset: Offset = 0,
 ) -> dict[str, Any]:
     """Checkpoints whose segments used the split holding a shard (by URI or sha256)."""
@@ -833,7 +841,7 @@ def lineage_impact(
         bool, Query(description="also versions whose recorded sources lie under `source`")
     ] = False,
     transitive: Transitive = True,
-    limit: ConsumerLimit = 1000,
+    limit: ConsumerLimit = DEFAULT_CONSUMERS_PAGE,
     offset: Offset = 0,
 ) -> dict[str, Any]:
     """What a version or a raw source affects: every version derived from it (through
@@ -935,7 +943,7 @@ def hot_lineage_routes(prefix: str) -> list[HotLineageRoute]:
     return [
         HotLineageRoute(
             f"{prefix}/models/{{model}}/checkpoints/{{checkpoint}}/lineage",
-            {"form": choice("full", "compact", "packed")},
+            {"form": choice(*get_args(LineageForm))},
             {"form": "full"},
             lambda repository, path, params, if_none_match: lineage_response(
                 repository, path["model"], path["checkpoint"], None, params["form"], if_none_match
@@ -943,8 +951,12 @@ def hot_lineage_routes(prefix: str) -> list[HotLineageRoute]:
         ),
         HotLineageRoute(
             f"{prefix}/versions/{{ref}}/consumers",
-            {"transitive": boolean, "limit": integer(1, 10_000), "offset": integer(0, 2**63 - 1)},
-            {"transitive": True, "limit": 1000, "offset": 0},
+            {
+                "transitive": boolean,
+                "limit": integer(1, MAX_CONSUMERS_PAGE),
+                "offset": integer(0, MAX_OFFSET),
+            },
+            {"transitive": True, "limit": DEFAULT_CONSUMERS_PAGE, "offset": 0},
             lambda repository, path, params, _etag: consumers_response(
                 repository, path["ref"], params["transitive"], params["limit"], params["offset"]
             ),
