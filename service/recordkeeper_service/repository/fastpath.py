@@ -36,12 +36,13 @@ from recordkeeper.core.refs import Reference
 from recordkeeper_service import tables as m
 from recordkeeper_service.db import refused_value
 from recordkeeper_service.repository.resolve import (
+    AnySelect,
     reference_shape,
     resolution_params,
     resolution_statement,
 )
 
-__all__ = ["HOT_COLUMNS", "AsyncPostgresReader"]
+__all__ = ["HOT_COLUMNS", "AsyncPostgresReader", "hot_statement"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,20 @@ HOT_COLUMNS = (
     m.Version.collected_at,
     m.Version.collected_reason,
 )
+
+_HOT_STATEMENTS: dict[str, AnySelect] = {}
+
+
+def hot_statement(ref: Reference) -> AnySelect:
+    """The query of :data:`HOT_COLUMNS` resolving ``ref``, built once per reference shape
+    (:func:`~.resolve.reference_shape`): what every hot read runs, each compiled for its
+    driver."""
+    key = reference_shape(ref)
+    stmt = _HOT_STATEMENTS.get(key)
+    if stmt is None:
+        stmt = _HOT_STATEMENTS[key] = resolution_statement(select(*HOT_COLUMNS), ref)
+    return stmt
+
 
 _DIALECT = postgresql.psycopg.dialect()
 
@@ -86,7 +101,7 @@ class AsyncPostgresReader:
         key = _shape_key(ref)
         found = self._compiled.get(key)
         if found is None:
-            compiled = resolution_statement(select(*HOT_COLUMNS), ref).compile(dialect=_DIALECT)
+            compiled = hot_statement(ref).compile(dialect=_DIALECT)
             found = self._compiled[key] = (str(compiled), dict(compiled.params))
         return found
 

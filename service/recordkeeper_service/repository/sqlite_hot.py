@@ -25,16 +25,14 @@ import sqlite3
 import threading
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL
 
 from recordkeeper.core.refs import Reference
-from recordkeeper_service.repository.fastpath import HOT_COLUMNS
+from recordkeeper_service.repository.fastpath import HOT_COLUMNS, hot_statement
 from recordkeeper_service.repository.resolve import (
     reference_shape,
     resolution_params,
-    resolution_statement,
 )
 
 __all__ = ["SqliteHotReader"]
@@ -80,7 +78,7 @@ class SqliteHotReader:
         key = reference_shape(ref)
         found = self._compiled.get(key)
         if found is None:
-            compiled = resolution_statement(select(*HOT_COLUMNS), ref).compile(
+            compiled = hot_statement(ref).compile(
                 dialect=_DIALECT, compile_kwargs={"render_postcompile": True}
             )
             found = (str(compiled), tuple(compiled.positiontup or ()), dict(compiled.params))

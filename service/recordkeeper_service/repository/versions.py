@@ -64,17 +64,15 @@ from recordkeeper_service.repository.common import (
 from recordkeeper_service.repository.compact_pages import compact_page
 from recordkeeper_service.repository.datasets import ensure_dataset
 from recordkeeper_service.repository.deletion import ensure_data_stored
-from recordkeeper_service.repository.fastpath import HOT_COLUMNS, AsyncPostgresReader
+from recordkeeper_service.repository.fastpath import AsyncPostgresReader, hot_statement
 from recordkeeper_service.repository.lineage.epoch import bump_epoch
 from recordkeeper_service.repository.lineage.guard import ensure_not_in_use
 from recordkeeper_service.repository.provenance import load_provenances, store_provenance
 from recordkeeper_service.repository.resolve import (
-    AnySelect,
     check_visible,
     find_version,
     pick,
     resolution_params,
-    resolution_statement,
 )
 from recordkeeper_service.repository.sqlite_hot import SqliteHotReader
 
@@ -202,18 +200,6 @@ def parse_cursor(cursor: str) -> tuple[str, int]:
     if len(index) > 10 or int(index) > 2**31 - 1:
         raise InvalidRequest(f"after: shard index {index[:20]} is out of range")
     return split, int(index)
-
-
-_READ_STATEMENTS: dict[str, AnySelect] = {}
-
-
-def _read_statement(ref: Reference) -> AnySelect:
-    """The column query resolving ``ref``, built once per reference shape."""
-    key = ref.kind.value if ref.kind is not RefKind.ALIAS else f"alias:{ref.alias == 'latest'}"
-    stmt = _READ_STATEMENTS.get(key)
-    if stmt is None:
-        stmt = _READ_STATEMENTS[key] = resolution_statement(select(*HOT_COLUMNS), ref)
-    return stmt
 
 
 #: What can change about a committed version (its state, deprecation, data state): the
@@ -461,7 +447,7 @@ class VersionRepository:
         elif self._db.is_sqlite:
             row = self._db.read(
                 lambda conn: pick(
-                    conn.execute(_read_statement(ref), resolution_params(ref)).all(), ref
+                    conn.execute(hot_statement(ref), resolution_params(ref)).all(), ref
                 )
             )
         else:  # pragma: no cover - every supported database has a fast path
@@ -511,7 +497,7 @@ class VersionRepository:
         Returns None when the transactional path must answer (nothing found, a staged or
         abandoned version), which also produces the precise error.
         """
-        rows = conn.execute(_read_statement(ref), resolution_params(ref)).all()
+        rows = conn.execute(hot_statement(ref), resolution_params(ref)).all()
         row = pick(rows, ref)
         record = self._from_cache(row, ref, with_shards)
         if record is not None or row is None or row.state not in PUBLISHED_STATES:
