@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -107,7 +108,9 @@ def profile(fn: Callable[[], object], title: str) -> None:
     pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
 
 
-def bench_local(work: Path, n: int, repeat: int, do_profile: bool) -> None:
+def local_setup(work: Path, n: int) -> tuple[list[Path], Any, Callable[[], None]]:
+    """``n`` small shards under ``work/small``, a live service on SQLite (``work/registry.db``)
+    allowed to publish them in place, and the timed publish: ``(paths, service, publish)``."""
     data = work / "small"
     paths = write_files(data, shard_bodies(n))
     store = work / "store"
@@ -117,15 +120,20 @@ def bench_local(work: Path, n: int, repeat: int, do_profile: bool) -> None:
         allowed_roots=[store.as_uri(), data.as_uri()],
         database_url=f"sqlite:///{work / 'registry.db'}",
     )
+    client = svc.client()
+
+    def publish() -> None:
+        v = client.publish(
+            rk.Dataset.from_directory(data, name="small"), progress=False, force_new=True
+        )
+        assert v.shard_count == n
+
+    return paths, svc, publish
+
+
+def bench_local(work: Path, n: int, repeat: int, do_profile: bool) -> None:
+    paths, svc, publish = local_setup(work, n)
     try:
-        client = svc.client()
-
-        def publish() -> None:
-            v = client.publish(
-                rk.Dataset.from_directory(data, name="small"), progress=False, force_new=True
-            )
-            assert v.shard_count == n
-
         publish()  # warm-up: the dataset exists, the service's caches are warm
         sha256_loop(paths)
         runs = median_runs(

@@ -46,14 +46,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import httpx  # noqa: E402
 import orjson  # noqa: E402
-from bench_small_files import sha256_loop, shard_bodies, write_files  # noqa: E402
+from bench_small_files import local_setup, median_runs, sha256_loop  # noqa: E402
 from crc32c import crc32c  # noqa: E402
 
-import recordkeeper as rk  # noqa: E402
 from recordkeeper import _native  # noqa: E402
 from recordkeeper.record_ids import RecordIds  # noqa: E402
 from recordkeeper.registry import Registry  # noqa: E402
-from tests.integration.conftest import start_live_service  # noqa: E402
 
 
 def c_scan(paths: list[Path]) -> None:
@@ -208,15 +206,7 @@ def main() -> None:
     n = args.files
     work = Path(tempfile.mkdtemp(prefix="rk-smallfloor-"))
     try:
-        data = work / "small"
-        paths = write_files(data, shard_bodies(n))
-        store = work / "store"
-        store.mkdir()
-        svc = start_live_service(
-            storage_root=store.as_uri(),
-            allowed_roots=[store.as_uri(), data.as_uri()],
-            database_url=f"sqlite:///{work / 'registry.db'}",
-        )
+        paths, svc, publish = local_setup(work, n)
         sent: list[list[dict[str, Any]]] = []
         real = Registry.register_shards
 
@@ -225,14 +215,6 @@ def main() -> None:
             return real(self, staged, registrations, *a, **k)
 
         try:
-            client = svc.client()
-
-            def publish() -> None:
-                v = client.publish(
-                    rk.Dataset.from_directory(data, name="small"), progress=False, force_new=True
-                )
-                assert v.shard_count == n
-
             Registry.register_shards = capture  # type: ignore[method-assign]
             publish()  # warm-up, and the registrations it sends
             Registry.register_shards = real  # type: ignore[method-assign]
@@ -249,12 +231,7 @@ def main() -> None:
                     (f"insert {n} shard rows (raw sqlite3)", insert),
                     (f"one HTTP request, {n} shard records", send),
                 ]
-                runs: dict[str, list[float]] = {name: [] for name, _ in contenders}
-                for _ in range(args.repeat):
-                    for name, fn in contenders:
-                        start = time.perf_counter()
-                        fn()
-                        runs[name].append(time.perf_counter() - start)
+                runs = median_runs(contenders, args.repeat)
             finally:
                 stop()
         finally:
