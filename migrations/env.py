@@ -19,7 +19,8 @@ import recordkeeper_service.tables.provenance  # provenance tables on the same B
 import recordkeeper_service.tables.record_diffs  # stored record diffs on the same Base
 import recordkeeper_service.tables.record_sets  # record identity tables on the same Base
 import recordkeeper_service.tables.retention  # retention tables on the same Base
-import recordkeeper_service.tables.samples  # noqa: F401  (sample records on the same Base)
+import recordkeeper_service.tables.samples  # sample records on the same Base
+import recordkeeper_service.tables.version_splits  # noqa: F401  (split totals, same Base)
 from recordkeeper_service.db import Database
 from recordkeeper_service.tables import Base
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 from recordkeeper.core import diff as core_diff
 from recordkeeper.core.diff import (
@@ -20,17 +21,26 @@ from recordkeeper.core.diff import (
     VersionDiff,
     diff_schemas,
 )
+from recordkeeper.core.errors import DiffNotDerived, InvalidResponse
+from recordkeeper.core.schema import Feature
 from recordkeeper.core.shard_columns import ShardColumns
+from recordkeeper.http import HttpCore, quote_segment, reading_answer
 from recordkeeper.values import DatasetVersion, Shard
 
 __all__ = [
+    "SERVICE_DIFF_PAGE",
     "FeatureChange",
     "ShardChange",
     "SplitCounts",
     "VersionDiff",
+    "derived_diff",
     "diff_schemas",
     "diff_versions",
 ]
+
+#: Shard changes asked for per request when the service computes the diff (each with its
+#: whole shard records: ~1 KB a change).
+SERVICE_DIFF_PAGE = 2000
 
 
 def _table(version: DatasetVersion) -> core_diff.ShardTable[Shard]:
@@ -83,3 +93,78 @@ def _side(version: DatasetVersion) -> core_diff.DiffSide[Shard]:
 def diff_versions(old: DatasetVersion, new: DatasetVersion) -> VersionDiff[Shard]:
     """Compare two resolved versions (schemas are fetched only when their digests differ)."""
     return core_diff.diff_versions(_side(old), _side(new))
+
+
+def derived_diff(http: HttpCore, old: str, new: str) -> VersionDiff[Shard] | None:
+    """The diff of two published versions computed by the service when one is derived from the
+    other (``GET /versions/{old}/diff/{new}?basis=derivation&form=full``): in proportion to the
+    change, without either version's shard list.  None when the service answers
+    ``diff_not_derived`` (not so related, or not both published): compare both versions'
+    shards then (:func:`diff_versions`).  The answer is the one :func:`diff_versions` gives."""
+    path = f"/versions/{quote_segment(old)}/diff/{quote_segment(new)}"
+    changes: list[ShardChange[Shard]] = []
+    offset = 0
+    while True:
+        params = {"basis": "derivation", "form": "full", "limit": SERVICE_DIFF_PAGE}
+        try:
+            body = http.api("GET", path, params={**params, "offset": offset})
+        except DiffNotDerived:
+            return None
+        if not isinstance(body, dict) or body.get("basis") != "derivation":
+            return None  # a service from before basis=derivation: it answered another form
+        with reading_answer("a diff"):
+            page = _page_changes(body["shards"])
+            changes.extend(page)
+            if not body["shards"]["more"]:
+                return _diff_of(body, changes)
+        if not page:
+            raise InvalidResponse(f"the service's diff of {old} and {new} stopped paging")
+        offset += len(page)
+
+
+def _page_changes(shards: dict[str, Any]) -> list[ShardChange[Shard]]:
+    """A page's changes in ``(split, index)`` order (the answer lists them by kind)."""
+    page = [
+        ShardChange(
+            c["split"],
+            int(c["index"]),
+            c["change"],
+            None if c["old"] is None else Shard.from_dict(c["old"]),
+            None if c["new"] is None else Shard.from_dict(c["new"]),
+        )
+        for kind in ("added", "removed", "changed")
+        for c in shards[kind]
+    ]
+    page.sort(key=lambda c: (c.split, c.index))
+    return page
+
+
+def _feature(data: dict[str, Any] | None) -> Feature | None:
+    return None if data is None else Feature.from_dict(data)
+
+
+def _diff_of(body: dict[str, Any], changes: list[ShardChange[Shard]]) -> VersionDiff[Shard]:
+    return VersionDiff(
+        old=body["old"],
+        new=body["new"],
+        same_content=bool(body["same_content"]),
+        shards=tuple(changes),
+        unchanged_shards=int(body["shards"]["unchanged"]),
+        splits=tuple(
+            SplitCounts(
+                split,
+                int(c["old_records"]),
+                int(c["new_records"]),
+                int(c["old_shards"]),
+                int(c["new_shards"]),
+            )
+            for split, c in sorted(body["splits"].items())
+        ),
+        schema=tuple(
+            FeatureChange(
+                c["name"], c["scope"], c["change"], _feature(c["old"]), _feature(c["new"])
+            )
+            for c in body["schema"]
+        ),
+        basis=body["basis"],
+    )

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 from recordkeeper import record_diffs, record_finder, record_lineage, record_sets
 from recordkeeper.core.digests import parse_digest
 from recordkeeper.core.errors import (
+    DeprecatedVersionWarning,
     InvalidReference,
     InvalidRequest,
     InvalidResponse,
@@ -43,7 +44,7 @@ from recordkeeper.core.refs import (
 from recordkeeper.core.roots import AllowedRoots, UriError, allowed_root
 from recordkeeper.core.schema import Schema
 from recordkeeper.core.shard_columns import ShardColumns, unpack_columns
-from recordkeeper.diff import VersionDiff, diff_versions
+from recordkeeper.diff import VersionDiff, derived_diff, diff_versions
 from recordkeeper.http import MAX_LIST_ITEMS, HttpCore, quote_segment, reading_answer
 from recordkeeper.leakage import save_leakage
 from recordkeeper.listing import Listing
@@ -450,6 +451,8 @@ class Registry:
         (:func:`recordkeeper.record_diffs.save_record_diff`: best effort; with a read-only
         token nothing is stored and the diff is returned all the same).
         """
+        if not records:
+            return self._shard_diff(a, b)
         va = a if isinstance(a, DatasetVersion) else self.resolve(a)
         vb = b if isinstance(b, DatasetVersion) else self.resolve(b)
         if records:
@@ -462,6 +465,37 @@ class Registry:
                 record_finder.decode_diff(result, va, vb, kind=kind, width=width, progress=progress)
             return result
         return diff_versions(va, vb)
+
+    def _shard_diff(self, a: str | DatasetVersion, b: str | DatasetVersion) -> VersionDiff:
+        """:meth:`diff` of shards: by the service from the derivation when one version is
+        derived from the other and this client does not hold both versions' shards (in
+        proportion to the change, :func:`recordkeeper.diff.derived_diff`); else on both
+        versions' shards, fetched unless held."""
+        va = a if isinstance(a, DatasetVersion) else self.resolve(a, shards=False)
+        vb = b if isinstance(b, DatasetVersion) else self.resolve(b, shards=False)
+        if not (self._holds_shards(va) and self._holds_shards(vb)):
+            found = derived_diff(self.http, va.name, vb.name)
+            if found is not None:
+                return found
+        return diff_versions(self._with_shards(va), self._with_shards(vb))
+
+    def _holds_shards(self, version: DatasetVersion) -> bool:
+        """Whether ``version``'s shards are in hand (read, or kept by this client)."""
+        splits = version.splits
+        if isinstance(splits, FetchedSplits):
+            return splits.fetched
+        if splits:
+            return True
+        digest = version.content_digest
+        return digest is not None and self.cache.splits(version.name, digest) is not None
+
+    def _with_shards(self, version: DatasetVersion) -> DatasetVersion:
+        """``version`` with its splits (resolved by name when it came without)."""
+        if isinstance(version.splits, FetchedSplits) or version.splits:
+            return version
+        with warnings.catch_warnings():  # a deprecated version was named once already
+            warnings.simplefilter("ignore", DeprecatedVersionWarning)
+            return self.resolve(version.name)
 
     def record_diffs(
         self, a: str | DatasetVersion, b: str | DatasetVersion

@@ -6,6 +6,7 @@ live version lists; bad changes are refused with a code and nothing is staged.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -118,6 +119,15 @@ def test_derive_references_the_base(setup: tuple[LiveService, str, dict[str, Any
         ("test", "removed")
     } | {("val", "added")} | {("validation", "removed")}
     assert len(diff.added) == 2 + len(v1.splits["validation"].shards)
+    assert diff.basis == "shards"  # this client holds both versions' shards: compared here
+    # a client holding neither has the service diff them from the derivation: the same answer
+    fresh = service.client(storage_options=opts)
+    derived = fresh.diff(v1.name, v2.name)
+    assert derived.basis == "derivation"
+    assert dataclasses.replace(derived, basis="shards") == diff
+    assert fresh.diff(v2.name, v1.name) == dataclasses.replace(
+        client.diff(v2, v1), basis="derivation"
+    )
 
     # retention of the base keeps every object the child lists
     client.set_retention_policy("coco", keep_last=1)

@@ -140,6 +140,16 @@ class SplitPlan:
     def count(self) -> int:
         return self.kept + self.added
 
+    @property
+    def base_prefix(self) -> int:
+        """How many leading positions of the split hold the very shards of the base's split of
+        the same name, at the same index: the kept shards before the first one removed (all
+        kept ones when none was); 0 for a split renamed or new.  A diff of the two versions
+        may count these unchanged without reading them (:mod:`recordkeeper.core.diff`)."""
+        if self.base_split != self.split:
+            return 0
+        return self.removed[0] if self.removed else self.kept
+
 
 def plan_changes(
     base_splits: Mapping[str, int],

@@ -17,7 +17,7 @@ One rule for every entry point (``client.diff``, ``recordkeeper diff``, the serv
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -53,6 +53,10 @@ def _shard_summary(shard: ShardRecord | None) -> dict[str, Any] | None:
     }
 
 
+def _shard_whole(shard: ShardRecord | None) -> dict[str, Any] | None:
+    return None if shard is None else shard.to_json()
+
+
 @dataclass(frozen=True)
 class ShardChange(Generic[S]):
     """A shard present in only one version, or with other records in each."""
@@ -63,13 +67,15 @@ class ShardChange(Generic[S]):
     old: S | None
     new: S | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, full: bool = False) -> dict[str, Any]:
+        """The change; ``full``: each side as the whole shard record, not its summary."""
+        side = _shard_whole if full else _shard_summary
         return {
             "split": self.split,
             "index": self.index,
             "change": self.change,
-            "old": _shard_summary(self.old),
-            "new": _shard_summary(self.new),
+            "old": side(self.old),
+            "new": side(self.new),
         }
 
 
@@ -136,6 +142,10 @@ class VersionDiff(Generic[S]):
     unchanged_shards: int
     splits: tuple[SplitCounts, ...]
     schema: tuple[FeatureChange, ...] = field(default_factory=tuple)
+    #: How it was computed: ``shards`` (both versions' shards compared) or ``derivation``
+    #: (one is derived from the other: only the positions after those both hold alike were
+    #: read).  The answer is the same either way.
+    basis: Literal["derivation", "shards"] = "shards"
 
     @property
     def added(self) -> list[ShardChange[S]]:
@@ -155,8 +165,11 @@ class VersionDiff(Generic[S]):
 
         return diff_html(self)
 
-    def to_dict(self, *, limit: int | None = None, offset: int = 0) -> dict[str, Any]:
-        """The answer; with ``limit``, one page of the shard changes.
+    def to_dict(
+        self, *, limit: int | None = None, offset: int = 0, full: bool = False
+    ) -> dict[str, Any]:
+        """The answer; with ``limit``, one page of the shard changes (``full``: each with its
+        whole shard records, :meth:`ShardChange.to_dict`).
 
         The changes are in ``(split, index)`` order; a page lists those at positions
         ``offset`` to ``offset + limit`` (each in its ``added``/``removed``/``changed`` list).
@@ -169,11 +182,12 @@ class VersionDiff(Generic[S]):
             counts[change.change] += 1
         listed: dict[str, list[dict[str, Any]]] = {"added": [], "removed": [], "changed": []}
         for change in page:
-            listed[change.change].append(change.to_dict())
+            listed[change.change].append(change.to_dict(full=full))
         return {
             "old": self.old,
             "new": self.new,
             "same_content": self.same_content,
+            "basis": self.basis,
             "shards": {
                 **listed,
                 "unchanged": self.unchanged_shards,
@@ -470,6 +484,9 @@ class DiffSide(Generic[S]):
     #: The same shards as columns (faster: no record is read but those in the answer); when
     #: given, ``shards`` is not read.
     table: ShardTable[S] | None = None
+    #: ``{split: (records, shards)}`` of the whole version, when ``shards``/``table`` hold only
+    #: part of it (see ``common`` of :func:`diff_versions`); None: counted from them.
+    totals: Mapping[str, tuple[int, int]] | None = None
 
     def shard_table(self) -> ShardTable[S]:
         if self.table is not None:
@@ -477,11 +494,19 @@ class DiffSide(Generic[S]):
         return ShardTable.of(self.shards)
 
 
-def diff_versions(old: DiffSide[S], new: DiffSide[S]) -> VersionDiff[S]:
-    """What changed from ``old`` to ``new`` (see the module docstring for the rules)."""
+def diff_versions(old: DiffSide[S], new: DiffSide[S], *, common: int = 0) -> VersionDiff[S]:
+    """What changed from ``old`` to ``new`` (see the module docstring for the rules).
+
+    ``common``: shards known to be at the same ``(split, index)`` with the same records in
+    both and left out of both sides' shards (a derived version's leading positions, which hold
+    its base's rows: :attr:`recordkeeper.core.derive.SplitPlan.base_prefix`).  Such shards are
+    unchanged under the rule whatever the other positions hold, and never take part in a shift,
+    so the answer is the one the whole versions give; the sides' ``totals`` then count the
+    whole versions."""
     old_table, new_table = old.shard_table(), new.shard_table()
     changes, unchanged = diff_tables(old_table, new_table)
-    old_totals, new_totals = old_table.totals(), new_table.totals()
+    old_totals = old_table.totals() if old.totals is None else old.totals
+    new_totals = new_table.totals() if new.totals is None else new.totals
     splits = tuple(
         SplitCounts(
             split=name,
@@ -501,7 +526,7 @@ def diff_versions(old: DiffSide[S], new: DiffSide[S]) -> VersionDiff[S]:
         new=new.name,
         same_content=same,
         shards=tuple(changes),
-        unchanged_shards=unchanged,
+        unchanged_shards=unchanged + common,
         splits=splits,
         schema=tuple(schema_changes),
     )

@@ -94,6 +94,7 @@ __all__ = [
     "DatasetExists",
     "DatasetNotFound",
     "DeprecatedVersionWarning",
+    "DiffNotDerived",
     "DigestMismatch",
     "DuplicateContent",
     "InvalidAlias",
@@ -484,6 +485,14 @@ class StorageReleased(Conflict):
     version may reference it (``extra["released_by"]``: the releasing version's name)."""
 
     code = "storage_released"
+
+
+class DiffNotDerived(Conflict):
+    """A diff asked for from the derivation only (``basis=derivation``) of two versions
+    neither of which is derived from the other through ``base`` links with recorded prefixes:
+    it needs both versions' shards (ask with ``basis=any``, the default)."""
+
+    code = "diff_not_derived"
 
 
 class SplitOverlap(Conflict):

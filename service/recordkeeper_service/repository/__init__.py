@@ -101,7 +101,7 @@ class Repository:
         self.commits = CommitRepository(db, metrics=metrics)
         self.aliases = AliasRepository(db)
         self.schemas = SchemaRepository(db)
-        self.diffs = DiffRepository(self.versions, self.schemas)
+        self.diffs = DiffRepository(db, self.versions, self.schemas)
         self.provenance = ProvenanceRepository(db, self.versions, self.diffs)
         self.events = EventRepository(db)
         self.tokens = TokenRepository(db)

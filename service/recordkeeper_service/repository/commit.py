@@ -28,7 +28,7 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.derive import Changes
@@ -59,11 +59,12 @@ from recordkeeper_service.repository.common import (
     version_view,
 )
 from recordkeeper_service.repository.deletion import slipped_into
-from recordkeeper_service.repository.derive import added_uris, materialize
+from recordkeeper_service.repository.derive import Derivation, added_uris, materialize
 from recordkeeper_service.repository.leakage import enforce_at_commit, record_commit
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.repository.shards import store_schemas
 from recordkeeper_service.repository.versions import allocate, parse_version_ref
+from recordkeeper_service.tables.version_splits import VersionSplit
 
 __all__ = ["MAX_MISSING_LISTED", "CommitRepository", "OnDuplicate", "merge_shard_schemas"]
 
@@ -126,7 +127,7 @@ class CommitRepository:
                     "stage a new version",
                     state=version.state,
                 )
-            derived: dict[str, Any] | None = None
+            derived: Derivation | None = None
             added: list[str] | None = None
             if version.base_version_id is not None:
                 added = added_uris(session, version.id)
@@ -201,7 +202,7 @@ def _commit_staged(
     on_duplicate: str,
     actor: str,
     *,
-    derived: dict[str, Any] | None = None,
+    derived: Derivation | None = None,
     added: list[str] | None = None,
     leakage: Mapping[str, Any] | None = None,
 ) -> VersionRecord:
@@ -278,12 +279,13 @@ def _commit_staged(
     if staged_as != version.name:
         detail["staged_as"] = staged_as
     if derived is not None:
-        detail["derived"] = derived
+        detail["derived"] = derived.detail
     if duplicate is not None:  # committed anyway (on_duplicate=commit)
         detail["same_content_as"] = duplicate.name
     record_event(
         session, actor, "version.committed", dataset=dataset, version=version.name, **detail
     )
+    _store_splits(session, version.id, splits, None if derived is None else derived.prefixes)
     session.flush()
     record = convert.version_record(
         version, dataset=dataset, provenance=load_provenance(session, version.id)
@@ -367,6 +369,31 @@ def _scan(
                 "added ones together) must add up to at most that"
             )
     return splits, body, dict(schemas)
+
+
+def _store_splits(
+    session: Session,
+    version_id: int,
+    splits: Sequence[_SplitTotals],
+    prefixes: Mapping[str, int] | None,
+) -> None:
+    """The committed version's ``version_splits`` rows: its per-split totals and, derived, each
+    split's prefix kept from the base (:attr:`~recordkeeper.core.derive.SplitPlan.base_prefix`,
+    0 for a split the plan does not name)."""
+    session.execute(
+        insert(VersionSplit),
+        [
+            {
+                "version_id": version_id,
+                "split": t.split,
+                "shard_count": t.shards,
+                "record_count": int(t.records),
+                "size": int(t.size),
+                "base_prefix": None if prefixes is None else prefixes.get(t.split, 0),
+            }
+            for t in splits
+        ],
+    )
 
 
 def _complete(splits: Sequence[_SplitTotals]) -> bool:

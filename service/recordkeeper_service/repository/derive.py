@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import delete, func, insert, literal, select
 from sqlalchemy.orm import Session
@@ -37,7 +37,7 @@ from recordkeeper_service import tables as m
 from recordkeeper_service.repository.common import PUBLISHED_STATES, table_of
 from recordkeeper_service.repository.deletion import ensure_data_stored
 
-__all__ = ["added_uris", "base_splits", "materialize"]
+__all__ = ["Derivation", "added_uris", "base_splits", "materialize"]
 
 #: Columns a kept shard's row copies from the base's row as they are.
 _COPIED = [
@@ -212,12 +212,21 @@ def added_uris(session: Session, version_id: int) -> list[str]:
     return list(session.scalars(select(m.Shard.uri).where(m.Shard.version_id == version_id)))
 
 
+class Derivation(NamedTuple):
+    """What :func:`materialize` did: the audit detail of the change, and per split of the
+    derived version its :attr:`~recordkeeper.core.derive.SplitPlan.base_prefix` (what commit
+    stores in ``version_splits``)."""
+
+    detail: dict[str, Any]
+    prefixes: dict[str, int]
+
+
 def materialize(
     session: Session, version: m.Version, changes: Changes, uris_added: list[str] | None = None
-) -> dict[str, Any]:
+) -> Derivation:
     """Make the staged derived ``version`` (locked) hold its base's kept shards and its added
-    ones, numbered per the change set; the audit detail of the change is returned.
-    ``uris_added``: :func:`added_uris` of the version, if already read."""
+    ones, numbered per the change set.  ``uris_added``: :func:`added_uris` of the version, if
+    already read."""
     assert version.base_version_id is not None
     base = _lock_base(session, version.base_version_id)
     splits = base_splits(session, base.id)
@@ -244,4 +253,4 @@ def materialize(
         detail["removed_splits"] = list(changes.remove_splits)
     if changes.rename_splits:
         detail["renamed_splits"] = dict(changes.rename_splits)
-    return detail
+    return Derivation(detail, {plan.split: plan.base_prefix for plan in plans})

@@ -17,14 +17,17 @@ raised other readers' median latency from 4 ms to 148 ms).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from recordkeeper.core import diff as core_diff
 from recordkeeper.core.schema import Schema
+from recordkeeper_service.db import Database
 from recordkeeper_service.domain import ShardRecord, VersionRecord
 from recordkeeper_service.repository.cache import RenderedPages
+from recordkeeper_service.repository.derived_diff import common_prefixes, shards_after, split_totals
 from recordkeeper_service.repository.schemas import SchemaRepository
 from recordkeeper_service.repository.versions import VersionRepository
 
@@ -42,11 +45,13 @@ class DiffRepository:
 
     def __init__(
         self,
+        db: Database,
         versions: VersionRepository,
         schemas: SchemaRepository,
         *,
         cache_bytes: int = DIFF_CACHE_BYTES,
     ) -> None:
+        self._db = db
         self._versions = versions
         self._schemas = schemas
         #: Rendered pages of diffs between published versions, by ``(key(...), page...)``.
@@ -54,7 +59,14 @@ class DiffRepository:
         self._kept: OrderedDict[Hashable, core_diff.VersionDiff[ShardRecord]] = OrderedDict()
         self._computing = threading.Lock()
 
-    def _side(self, version: VersionRecord) -> core_diff.DiffSide[ShardRecord]:
+    def _side(
+        self,
+        version: VersionRecord,
+        shards: Sequence[ShardRecord] | None = None,
+        totals: Mapping[str, tuple[int, int]] | None = None,
+    ) -> core_diff.DiffSide[ShardRecord]:
+        """The version as the rule reads it: its shards (or ``shards``, part of them, with the
+        whole version's ``totals``)."""
         digest = version.schema_digest
 
         def schema() -> Schema:
@@ -66,8 +78,9 @@ class DiffRepository:
             name=version.name,
             content_digest=version.content_digest,
             schema_digest=digest,
-            shards=version.shards or (),
+            shards=(version.shards or ()) if shards is None else shards,
             schema=schema,
+            totals=totals,
         )
 
     @staticmethod
@@ -81,12 +94,63 @@ class DiffRepository:
     def compare(self, old: VersionRecord, new: VersionRecord) -> core_diff.VersionDiff[ShardRecord]:
         """The diff between two resolved versions (with their shards), computed one at a time
         per worker; the last :data:`KEPT_DIFFS` between published versions are kept."""
+        return self._kept_or(
+            old, new, lambda: core_diff.diff_versions(self._side(old), self._side(new))
+        )
+
+    def derived(
+        self, old: VersionRecord, new: VersionRecord
+    ) -> core_diff.VersionDiff[ShardRecord] | None:
+        """The diff of two published versions (resolved without their shards) when one is
+        derived from the other: from the rows after the positions both hold alike and the
+        stored split totals (:mod:`.derived_diff`), in proportion to the change.  None when
+        they are not so related (or the derivation predates ``version_splits``)."""
+        if self.key(old, new) is None:
+            return None
+        with self._db.transaction(write=False) as session:
+            prefixes = common_prefixes(session, old.id, new.id)
+            if prefixes is None:
+                return None
+            old_totals = split_totals(session, old.id)
+            new_totals = split_totals(session, new.id)
+            if old_totals is None or new_totals is None:
+                return None
+            # positions both hold alike: within both versions' split (a chain's prefix is
+            # never longer, but the stored rows are not trusted further than that)
+            common = {
+                split: min(n, old_totals[split][1], new_totals[split][1])
+                for split, n in prefixes.items()
+                if split in old_totals and split in new_totals
+            }
+            old_rows = shards_after(session, old.id, {s: common.get(s, 0) for s in old_totals})
+            new_rows = shards_after(session, new.id, {s: common.get(s, 0) for s in new_totals})
+        return self._kept_or(
+            old,
+            new,
+            lambda: dataclasses.replace(
+                core_diff.diff_versions(
+                    self._side(old, old_rows, old_totals),
+                    self._side(new, new_rows, new_totals),
+                    common=sum(common.values()),
+                ),
+                basis="derivation",
+            ),
+        )
+
+    def _kept_or(
+        self,
+        old: VersionRecord,
+        new: VersionRecord,
+        compute: Callable[[], core_diff.VersionDiff[ShardRecord]],
+    ) -> core_diff.VersionDiff[ShardRecord]:
+        """The kept diff of the pair, or ``compute()`` (one at a time per worker), kept when
+        both are published."""
         key = self.key(old, new)
         with self._computing:
             if key is not None and key in self._kept:
                 self._kept.move_to_end(key)
                 return self._kept[key]
-            result = core_diff.diff_versions(self._side(old), self._side(new))
+            result = compute()
             if key is not None:
                 self._kept[key] = result
                 while len(self._kept) > KEPT_DIFFS:
@@ -94,7 +158,13 @@ class DiffRepository:
             return result
 
     def diff(self, old_ref: str, new_ref: str) -> core_diff.VersionDiff[ShardRecord]:
-        """What changed from the version ``old_ref`` names to the one ``new_ref`` names."""
-        old = self._versions.resolve(old_ref, shards=True)
-        new = self._versions.resolve(new_ref, shards=True)
+        """What changed from the version ``old_ref`` names to the one ``new_ref`` names (from
+        the derivation when one is derived from the other, :meth:`derived`)."""
+        old = self._versions.resolve(old_ref, shards=False)
+        new = self._versions.resolve(new_ref, shards=False)
+        found = self.derived(old, new)
+        if found is not None:
+            return found
+        old = self._versions.resolve(old.name, shards=True)
+        new = self._versions.resolve(new.name, shards=True)
         return self.compare(old, new)

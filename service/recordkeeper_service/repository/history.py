@@ -109,10 +109,8 @@ class ProvenanceRepository:
             base = next((p["name"] for p in document["parents"] if p["role"] == "base"), None)
             compared_with = base or previous.get(row.id)
             change = None
-            if compared_with is not None:
-                old = self._versions.resolve(compared_with, shards=True)
-                new = self._versions.resolve(row.name, shards=True)
-                change = _change(self._diffs.compare(old, new))
+            if compared_with is not None:  # from the derivation when derived (in proportion)
+                change = _change(self._diffs.diff(compared_with, row.name))
             producer = document["producer"] or {}
             entries.append(
                 {

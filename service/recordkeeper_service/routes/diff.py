@@ -3,22 +3,26 @@
 The rules (shards matched by split and index, content compared by ``records_sha256``; features
 by scope and name) are :mod:`recordkeeper.core.diff`, the same the client's ``diff`` applies.
 
-The shard changes come in pages (``limit``, default 1,000, at most 10,000; ``offset``), with the
-totals in ``shards.counts``.  A page of a diff between published versions never changes: it is
-rendered once per worker and answered from memory afterwards, without a worker thread when both
-versions are in the version cache (see :mod:`recordkeeper_service.repository.diff`).
+The shard changes come in pages (``limit``, default 1,000, at most 10,000; ``offset``), with
+the totals in ``shards.counts``; ``form=full`` lists each changed shard's whole records.  When
+one version is derived from the other, only the shards after the positions both hold alike are
+read (:meth:`.DiffRepository.derived`); ``basis=derivation`` asks for that way only.  A page of
+a diff between published versions never changes: it is rendered once per worker and answered
+from memory afterwards, without a worker thread when both versions are in the version cache
+(see :mod:`recordkeeper_service.repository.diff`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from typing import Annotated, Any, Literal
 
 import anyio.to_thread
 from fastapi import APIRouter, Query, Response
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
+from recordkeeper.core.errors import DiffNotDerived
 from recordkeeper_service.deps import HeavyReads, Offset, Reader, RepositoryDep
+from recordkeeper_service.domain import VersionRecord
 from recordkeeper_service.repository import Repository
 from recordkeeper_service.routes.common import AUTHENTICATED, OutModel, errors
 
@@ -30,6 +34,11 @@ MAX_DIFF_PAGE = 10_000
 
 
 class ShardSideOut(OutModel):
+    """A shard of one side: its ``uri``, ``records_sha256`` and ``record_count``; with
+    ``form=full`` every field of the shard, as a version's shard page lists it."""
+
+    model_config = ConfigDict(extra="allow")
+
     uri: str
     records_sha256: str
     record_count: int
@@ -81,6 +90,11 @@ class DiffOut(OutModel):
     old: str
     new: str
     same_content: bool
+    basis: Literal["derivation", "shards"] = Field(
+        description="how it was computed: 'derivation' (one version is derived from the other: "
+        "only the positions after those both hold alike were read) or 'shards' (both "
+        "versions' shards compared)"
+    )
     shards: ShardChangesOut
     splits: dict[str, SplitCountsOut]
     schema_: list[FeatureChangeOut] = Field(alias="schema")
@@ -95,22 +109,52 @@ DiffLimit = Annotated[
 ]
 
 
+DiffForm = Annotated[
+    Literal["summary", "full"],
+    Query(
+        description="each changed shard's sides as `uri`, `records_sha256` and "
+        "`record_count` (summary) or as whole shard records (full)"
+    ),
+]
+DiffBasis = Annotated[
+    Literal["any", "derivation"],
+    Query(
+        description="'derivation': answer only when one version is derived from the other "
+        "(else 409 diff_not_derived, without reading either version's shards); 'any': compare "
+        "both versions' shards when needed"
+    ),
+]
+
+
 def _render(
-    repository: Repository, ref: str, other: str, limit: int, offset: int
-) -> tuple[Hashable | None, bytes]:
-    """The page and its key (``None``: not immutable), computed in a worker thread."""
-    old = repository.versions.resolve(ref, shards=True)
-    new = repository.versions.resolve(other, shards=True)
-    key = repository.diffs.key(old, new)
-    page = repository.diffs.compare(old, new).to_dict(limit=limit, offset=offset)
-    body = DiffOut.model_validate(page).model_dump_json(by_alias=True).encode()
-    return (None if key is None else (key, limit, offset)), body
+    repository: Repository,
+    old: VersionRecord,
+    new: VersionRecord,
+    page: tuple[int, int, bool],
+    basis: str,
+) -> bytes:
+    """The page (``limit``, ``offset``, ``full``) of the diff, computed in a worker thread."""
+    limit, offset, full = page
+    found = repository.diffs.derived(old, new)
+    if found is None and basis == "derivation":
+        raise DiffNotDerived(
+            f"{old.name} and {new.name}: neither is a published version derived from the other "
+            "(or the derivation predates the recorded prefixes); ask with basis=any to compare "
+            "their shards"
+        )
+    if found is None:
+        found = repository.diffs.compare(
+            repository.versions.resolve(old.name, shards=True),
+            repository.versions.resolve(new.name, shards=True),
+        )
+    answer = found.to_dict(limit=limit, offset=offset, full=full)
+    return DiffOut.model_validate(answer).model_dump_json(by_alias=True).encode()
 
 
 @router.get(
     "/versions/{ref}/diff/{other}",
     response_model=DiffOut,
-    responses=errors(400, 404),
+    responses=errors(400, 404, 409),
 )
 async def diff_versions(
     ref: str,
@@ -120,23 +164,28 @@ async def diff_versions(
     heavy: HeavyReads,
     limit: DiffLimit = DIFF_PAGE,
     offset: Offset = 0,
+    form: DiffForm = "summary",
+    basis: DiffBasis = "any",
 ) -> Response:
     """Shards added, removed and changed (a page of them), record counts per split and schema
     changes from the version ``ref`` to the version ``other`` (any reference forms, aliases
-    resolved now)."""
+    resolved now).  When one is derived from the other (``client.derive``, through ``base``
+    links), only the shards after the positions both hold alike are read: the cost is in
+    proportion to the change (``basis`` says how it was computed)."""
     # Without shards first (one query each, on the event loop for a cached version): a page
     # already rendered is answered from memory.
     old = await repository.versions.resolve_async(ref, shards=False)
     new = await repository.versions.resolve_async(other, shards=False)
     key = repository.diffs.key(old, new)
-    body = None if key is None else repository.diffs.rendered.get((key, limit, offset))
+    page = (limit, offset, form == "full")
+    page_key = None if key is None else (key, *page, basis)
+    body = None if page_key is None else repository.diffs.rendered.get(page_key)
     if body is None:
         # Loading the shards of a version not in the cache costs as much as the diff itself:
         # both under the limit of expensive answers (deps.HeavyReads).
-        page_key, rendered = await anyio.to_thread.run_sync(
-            _render, repository, ref, other, limit, offset, limiter=heavy
+        body = await anyio.to_thread.run_sync(
+            _render, repository, old, new, page, basis, limiter=heavy
         )
         if page_key is not None:
-            repository.diffs.rendered.put(page_key, rendered)
-        body = rendered
+            repository.diffs.rendered.put(page_key, body)
     return Response(body, media_type="application/json")
