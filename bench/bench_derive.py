@@ -14,8 +14,11 @@ For each database (SQLite, PostgreSQL), a fresh registry and ``recordkeeper serv
    without derive — stage, register all 100,010 shard records (requests of 10,000), commit.
    A lower bound of republishing: a real republish would also read and hash every byte of the
    100,000 files again (or copy them).
-4. **diff** of the parent and the derived version through ``client.diff`` (resolves both, the
-   derived one cold), and a cold resolve of a 10,000-shard version by ``client.resolve``.
+4. **diff** of the parent and the derived version through ``client.diff`` from a fresh client
+   (the service diffs them from the derivation: the 10 added rows are read), against the peer
+   in the same run: a fresh client fetching both versions' shards and comparing them (what
+   ``client.diff`` does for versions not derived from one another; both answers are checked
+   equal); and a cold resolve of a 10,000-shard version by ``client.resolve``.
 
 Each step runs ``--repeat`` times (a new derived version each time); medians are printed with
 the ratio, and written to ``bench/out/bench_derive.json``.
@@ -29,6 +32,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -46,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_service import API, OUT, database, serve, shard_bodies
 
 import recordkeeper as rk
+from recordkeeper.diff import diff_versions
 from tests.client._records import example_bytes
 
 HEADERS = {"Content-Type": "application/json"}
@@ -77,6 +82,7 @@ def bench(backend: str, shards: int, repeat: int, workdir: Path) -> dict[str, An
     first_read_s: list[float] = []
     republish_s: list[float] = []
     diff_s: list[float] = []
+    diff_peer_s: list[float] = []
     copied: list[int] = []
     resolve_cold_ms: list[float] = []
     with (
@@ -119,6 +125,16 @@ def bench(backend: str, shards: int, repeat: int, workdir: Path) -> dict[str, An
             diff = fresh.diff(parent["name"], derived.name)
             diff_s.append(time.perf_counter() - start)
             assert len(diff.added) == 10 and not diff.removed and not diff.changed, diff
+            assert diff.basis == "derivation", diff.basis
+
+            # the peer: the same diff on both versions' shards, fetched by a fresh client (what
+            # client.diff does for two versions not derived from one another)
+            peer = rk.Client(server.url)
+            start = time.perf_counter()
+            both = diff_versions(peer.resolve(parent["name"]), peer.resolve(derived.name))
+            diff_peer_s.append(time.perf_counter() - start)
+            assert both == dataclasses.replace(diff, basis="shards")
+            peer.close()
 
             cold = rk.Client(server.url)
             start = time.perf_counter()
@@ -137,12 +153,14 @@ def bench(backend: str, shards: int, repeat: int, workdir: Path) -> dict[str, An
         "ratio": statistics.median(republish_s) / statistics.median(derive_s),
         "bytes_under_new_prefix": new_bytes,
         "diff_s": statistics.median(diff_s),
+        "diff_peer_s": statistics.median(diff_peer_s),
         "resolve_10k_cold_ms": statistics.median(resolve_cold_ms),
         "runs": {
             "derive_s": derive_s,
             "first_read_s": first_read_s,
             "republish_s": republish_s,
             "diff_s": diff_s,
+            "diff_peer_s": diff_peer_s,
             "resolve_10k_cold_ms": resolve_cold_ms,
         },
     }
@@ -168,7 +186,9 @@ def main() -> int:
                 f"republish {r['republish_s']:.2f} s  "
                 f"(republish / derive = {r['ratio']:.1f}x); bytes under the new prefix "
                 f"{r['bytes_under_new_prefix']:,}; client.diff parent/derived "
-                f"{r['diff_s']:.2f} s; cold resolve of 10,000 shards "
+                f"{r['diff_s'] * 1000:.1f} ms (peer: both versions' shards fetched and "
+                f"compared {r['diff_peer_s'] * 1000:.0f} ms, "
+                f"{r['diff_peer_s'] / r['diff_s']:.0f}x); cold resolve of 10,000 shards "
                 f"{r['resolve_10k_cold_ms']:.1f} ms  (medians of {args.repeat})"
             )
     OUT.mkdir(parents=True, exist_ok=True)
