@@ -44,13 +44,14 @@ import contextlib
 import datetime
 import os
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from recordkeeper.core.derive import Changes, parse_shard_position, plan_changes
 from recordkeeper.core.errors import (
     InvalidIndex,
+    InvalidRequest,
     InvalidShard,
     NotStoredWarning,
     ParentNotCommitted,
@@ -205,6 +206,7 @@ class Derivation:
 
     def remove_split(self, split: str) -> Derivation:
         """Leave the base's ``split`` out (``split_not_found`` if the base has none)."""
+        _check_text(split, "remove_split: the split")
         changes = Changes((*self._remove_splits, split), self._renames, tuple(self._remove_shards))
         self._check(changes)
         self._remove_splits.append(split)
@@ -212,6 +214,8 @@ class Derivation:
 
     def rename_split(self, old: str, new: str) -> Derivation:
         """Keep the base's split ``old`` under the name ``new``."""
+        _check_text(old, "rename_split: the old name")
+        _check_text(new, "rename_split: the new name")
         validate_split_name(new)
         changes = Changes(
             tuple(self._remove_splits), {**self._renames, old: new}, tuple(self._remove_shards)
@@ -220,15 +224,16 @@ class Derivation:
         self._renames[old] = new
         return self
 
-    def remove_shards(self, *shards: str) -> Derivation:
-        """Leave base shards out: ``"SPLIT:INDEX"`` (their position in the base) or URIs."""
-        for text in shards:
+    def remove_shards(self, *shards: str | Iterable[str]) -> Derivation:
+        """Leave base shards out: ``"SPLIT:INDEX"`` (their position in the base) or URIs, as
+        arguments or lists of them (``remove_shards("train:1", "train:2")`` or
+        ``remove_shards(["train:1", "train:2"])``)."""
+        texts = tuple(_shard_texts(shards))
+        for text in texts:
             parse_shard_position(text)
-        changes = Changes(
-            tuple(self._remove_splits), self._renames, (*self._remove_shards, *shards)
-        )
+        changes = Changes(tuple(self._remove_splits), self._renames, (*self._remove_shards, *texts))
         self._check(changes)
-        self._remove_shards.extend(shards)
+        self._remove_shards.extend(texts)
         return self
 
     def replace_split(self, split: str, files: Iterable[str] = ()) -> Derivation:
@@ -253,9 +258,13 @@ class Derivation:
     def add_files(self, split: str, uris: Iterable[str]) -> Derivation:
         """Add existing record files to ``split``, registered in place (each is read once, at
         commit, to hash it; nothing is copied)."""
+        _check_text(split, "add_files: the split")
         validate_split_name(split)
+        if isinstance(uris, str):
+            raise InvalidRequest(f"add_files: give a list of URIs, not one string ({uris!r})")
         listed = self._files.setdefault(split, [])
         for uri in uris:
+            _check_text(uri, "add_files: each URI")
             if uri in listed:
                 raise ShardConflict(f"{uri!r} is added to {split!r} twice", uri=uri)
             listed.append(uri)
@@ -542,3 +551,25 @@ def kept_base_shards(base: DatasetVersion, changes: Changes) -> list[tuple[str, 
             if shard.uri not in removed_uris and (split, shard.index) not in positions
         ]
     return kept
+
+
+def _check_text(value: object, what: str) -> None:
+    """Refuse a value that is not a string with ``invalid_request`` (not a TypeError)."""
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{what} must be a string, got {type(value).__name__}")
+
+
+def _shard_texts(given: Iterable[object]) -> Iterator[str]:
+    """The shard positions or URIs of ``remove_shards``' arguments, lists flattened."""
+    for item in given:
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, (list, tuple)):
+            for text in item:
+                _check_text(text, "remove_shards: each shard")
+                yield text
+        else:
+            raise InvalidRequest(
+                "remove_shards takes SPLIT:INDEX positions or shard URIs (strings, or lists of "
+                f"them), got {type(item).__name__}"
+            )

@@ -183,6 +183,19 @@ def test_bad_changes_stage_nothing(setup: tuple[LiveService, str, dict[str, Any]
     with pytest.raises(rk.RecordkeeperError) as shard:
         d.remove_shards("train:100000")
     assert shard.value.code == "shard_not_found"
+    # values of the wrong type: invalid_request, not a TypeError/AttributeError
+    for wrong in (
+        lambda: d.remove_shards(5),  # type: ignore[arg-type]
+        lambda: d.remove_shards(["train:0", 4]),  # type: ignore[list-item]
+        lambda: d.remove_split(None),  # type: ignore[arg-type]
+        lambda: d.rename_split("train", 3),  # type: ignore[arg-type]
+        lambda: d.add_files("train", "file:///one/string"),
+        lambda: d.add_files("train", [b"file:///bytes"]),  # type: ignore[list-item]
+    ):
+        with pytest.raises(rk.InvalidRequest):
+            wrong()
+    # a list of positions is as good as positions as arguments
+    assert client.derive(v1.name).remove_shards(["train:0", "train:1"]) is not None
     uri = v1.splits["train"].shards[0].uri
     with pytest.raises(rk.ShardConflict):
         client.derive(v1.name).add_files("train", [uri]).commit()  # already the base's
