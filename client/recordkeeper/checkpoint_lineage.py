@@ -940,6 +940,10 @@ def checkpoint_at(http: HttpCore, location: str) -> CheckpointInfo:
     raises :class:`~recordkeeper.errors.CheckpointNotFound`; several (the same path registered
     by two models) :class:`~recordkeeper.errors.AmbiguousCheckpoint` with the candidates.
     """
+    if not isinstance(location, str):
+        raise InvalidCheckpoint(
+            f"a checkpoint location is a path or URI (a string), got {type(location).__name__}"
+        )
     wanted = _path_forms(location)
     name = location.strip().rstrip("/").rpartition("/")[2]
     try:

@@ -242,6 +242,8 @@ class Client:
         :meth:`unpin` (``label``) releases them.  A config that is not locked (an entry
         without a digest) is refused: pin what training reads, not an alias that may move.
         """
+        if not isinstance(lock, str | Path):
+            raise InvalidInput(f"a lock file is a path, got {type(lock).__name__}")
         path = Path(lock)
         entries = parse_entries(data_section(read_config(path), data_key, str(path)), str(path))
         loose = [e.key for e in entries if not e.locked]

@@ -123,7 +123,14 @@ def reading_answer(what: str) -> Iterator[None]:
 
 
 def quote_segment(value: str) -> str:
-    """Percent-encode one path segment (``coco@latest`` → ``coco%40latest``)."""
+    """Percent-encode one path segment (``coco@latest`` → ``coco%40latest``).  Every name or
+    reference a call puts in a path comes through here: anything but a string is refused with
+    ``invalid_request`` (not a ``TypeError`` from the URL quoting)."""
+    if not isinstance(value, str):
+        raise InvalidRequest(
+            f"expected a name or reference (a string), got {type(value).__name__}: "
+            f"{str(value)[:100]!r}"
+        )
     return quote(value, safe="")
 
 
@@ -312,6 +319,12 @@ class HttpCore:
                     headers=sent,
                     **self._timeout_kwargs,
                 )
+            except (TypeError, ValueError) as exc:  # a value JSON has no form for (bytes, ...)
+                raise InvalidRequest(
+                    f"{method} {url}: a value of the request cannot be sent as JSON ({exc})",
+                    request_id=request_id,
+                ) from None
+            try:
                 response = self._read(self._client.send(request, stream=True), method, url)
             except httpx.DecodingError as exc:  # a body its Content-Encoding does not decode
                 raise InvalidResponse(

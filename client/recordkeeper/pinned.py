@@ -538,6 +538,11 @@ def resolve_pinned(
     """
     path: Path | None = None
     source: Path | None = None
+    if not isinstance(config, str | Path | Mapping):
+        raise InvalidConfig(
+            "a pinned config is a path or a mapping (the loaded config), "
+            f"got {type(config).__name__}"
+        )
     if isinstance(config, str | Path):
         path = Path(config)
         locked = lock_path(path)

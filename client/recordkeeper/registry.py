@@ -823,6 +823,10 @@ class Registry:
         Registering identical shards again is a no-op, so batches are safe to retry.
         """
         name = version.name if isinstance(version, DatasetVersion) else version
+        if isinstance(shards, str | bytes | Mapping) or not all(
+            isinstance(s, Mapping) for s in shards
+        ):
+            raise InvalidRequest("register_shards takes a list of shard records (mappings)")
         per_request = int(self.info().get("max_shards_per_request") or MAX_SHARDS_PER_REQUEST)
         per_request = max(1, min(per_request, MAX_SHARDS_PER_REQUEST))
         totals = {"registered": 0, "unchanged": 0, "shard_count": 0}
