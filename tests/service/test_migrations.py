@@ -200,3 +200,47 @@ def test_checkpoints_without_a_run_get_the_run_their_directory_derives(empty_db:
     assert derived.startswith("run1-")
     assert got == {"ckpt-1": derived, "ckpt-2": derived, "ckpt-3": DEFAULT_RUN, "ckpt-4": "sweep-7"}
     assert directory == "file:///ck/run1"
+
+
+def test_split_totals_of_versions_committed_before_are_filled(
+    make_settings: Callable[..., Settings], empty_db: Database, empty_database_url: str
+) -> None:
+    """Revision a7c3e5d9b1f2 fills ``version_splits`` for the committed versions it finds
+    (totals only: a derived version's prefixes are unknown, so a diff compares shards)."""
+    from tests.service._helpers import API, publish, register, shards, stage
+
+    migrate.upgrade(empty_db)
+    app = create_app(make_settings(database_url=empty_database_url))
+    with TestClient(app) as client:
+        base = publish(client, "coco", count=3, splits=("test", "train"))["name"]
+        derived = stage(client, "coco", base=base)
+        assert register(client, derived["name"], shards(derived["storage_prefix"], 2)).is_success
+        derived_name = client.post(f"{API}/versions/{derived['name']}/commit", json={}).json()[
+            "name"
+        ]
+        stage(client, "coco")  # staged: no totals
+    query = text(
+        "SELECT v.name, s.split, s.shard_count, s.record_count, s.size, s.base_prefix "
+        "FROM version_splits s JOIN versions v ON v.id = s.version_id ORDER BY v.name, s.split"
+    )
+    with empty_db.engine.connect() as conn:
+        written = conn.execute(query).all()
+    assert [(r[0], r[1], r[2], r[5]) for r in written] == [
+        (base, "test", 3, None),
+        (base, "train", 3, None),
+        (derived_name, "test", 3, 3),
+        (derived_name, "train", 5, 3),
+    ]
+    config = migrate.alembic_config(empty_db)
+    with empty_db.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "3b8c6d0e5f14")
+    assert "version_splits" not in inspect(empty_db.engine).get_table_names()
+    migrate.upgrade(empty_db)
+    with empty_db.engine.connect() as conn:
+        filled = conn.execute(query).all()
+    assert filled == [(*r[:5], None) for r in written]
+    with TestClient(create_app(make_settings(database_url=empty_database_url))) as client:
+        diff = client.get(f"{API}/versions/{base}/diff/{derived_name}").json()
+        assert diff["basis"] == "shards"
+        assert diff["shards"]["counts"] == {"added": 2, "removed": 0, "changed": 0}

@@ -75,6 +75,7 @@ from recordkeeper_service.repository.resolve import (
     resolution_params,
 )
 from recordkeeper_service.repository.sqlite_hot import SqliteHotReader
+from recordkeeper_service.tables.version_splits import VersionSplit
 
 __all__ = [
     "MAX_REASON_LENGTH",
@@ -597,23 +598,36 @@ class VersionRepository:
 
     def split_counts(self, ref_text: str) -> dict[str, Any]:
         """``{"name", "splits": {split: {shard_count, record_count, size}}}`` of a version,
-        without its shards (one grouped query: what a list of versions shows per row)."""
+        without its shards (what a list of versions shows per row): a committed version's
+        stored totals, a staged one's from one grouped query over its rows."""
         ref = parse_reference(ref_text)
         with self._db.transaction(write=False) as session:
             row = find_version(session, ref)
+            # a committed version's totals were stored at its commit (version_splits)
+            stored = session.execute(
+                select(
+                    VersionSplit.split,
+                    VersionSplit.shard_count,
+                    VersionSplit.record_count,
+                    VersionSplit.size,
+                )
+                .where(VersionSplit.version_id == row.id)
+                .order_by(VersionSplit.split)
+            ).all()
+            totals = stored or session.execute(
+                select(
+                    m.Shard.split,
+                    func.count(m.Shard.id),
+                    func.coalesce(func.sum(m.Shard.record_count), 0),
+                    func.coalesce(func.sum(m.Shard.size), 0),
+                )
+                .where(m.Shard.version_id == row.id)
+                .group_by(m.Shard.split)
+                .order_by(m.Shard.split)
+            )
             splits = {
                 split: {"shard_count": int(shards), "record_count": int(records), "size": int(size)}
-                for split, shards, records, size in session.execute(
-                    select(
-                        m.Shard.split,
-                        func.count(m.Shard.id),
-                        func.coalesce(func.sum(m.Shard.record_count), 0),
-                        func.coalesce(func.sum(m.Shard.size), 0),
-                    )
-                    .where(m.Shard.version_id == row.id)
-                    .group_by(m.Shard.split)
-                    .order_by(m.Shard.split)
-                )
+                for split, shards, records, size in totals
             }
             return {"name": row.name, "splits": splits}
 
