@@ -100,15 +100,18 @@ class SplitRecordsCache:
         missing = set(ids).difference(kept)
         if not missing:
             return kept
-        found = {vid: kept[vid] for vid in ids if vid not in missing}
         loaded = load(missing)
-        for vid in missing:  # a version without shards has no splits: kept as that
-            found[vid] = loaded.get(vid, {})
+        # a version without shards has no splits: kept as that
+        sized = {vid: loaded.get(vid, {}) for vid in missing}
         if len(missing) <= self._max:
             with self._lock:
                 if len(self._kept) + len(missing) > self._max:
                     self._kept = {}
-                self._kept.update((vid, found[vid]) for vid in missing)
+                self._kept.update(sized)
+                if self._kept is kept:
+                    return kept  # it now holds every id: no copy
+        found = {vid: kept[vid] for vid in ids if vid not in missing}
+        found.update(sized)
         return found
 
 
