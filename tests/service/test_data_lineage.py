@@ -94,6 +94,25 @@ def test_upstream_continues_through_the_data_to_sources_and_producers(
     assert {e["version"]: e["state"] for e in later["history"]}[chain[0]["name"]] == "deprecated"
 
 
+def test_checkpoints_on_the_same_data_share_its_history_until_a_state_changes(
+    client: TestClient,
+) -> None:
+    """A history answered for some versions is kept per lineage epoch and answered again for
+    another checkpoint trained on them; a deprecation moves the epoch, so a checkpoint asked
+    for the first time afterwards shows the new state."""
+    chain = _chain(client, 2)
+    for ckpt in ("ckpt-1", "ckpt-2", "ckpt-3"):
+        _register(client, "share", ckpt, data=[{"version": "coco@v2"}])
+    first = client.get(f"{API}/models/share/checkpoints/ckpt-1/lineage").json()["history"]
+    assert [e["version"] for e in first] == [chain[1]["name"], chain[0]["name"]]
+    second = client.get(f"{API}/models/share/checkpoints/ckpt-2/lineage").json()["history"]
+    assert second == first
+    client.post(f"{API}/versions/{chain[0]['name']}/deprecate", json={"reason": "bad labels"})
+    third = client.get(f"{API}/models/share/checkpoints/ckpt-3/lineage?form=packed").json()
+    states = {e["version"]: e["state"] for e in third["history"]}
+    assert states == {chain[1]["name"]: "committed", chain[0]["name"]: "deprecated"}
+
+
 def test_a_deep_chain_is_complete(client: TestClient) -> None:
     chain = _chain(client, 30)
     _register(client, "deep", "ckpt-1", data=[{"version": "coco@v30"}])

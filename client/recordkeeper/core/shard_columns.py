@@ -110,8 +110,14 @@ def _runs(values: Sequence[Any]) -> list[list[Any]] | None:
     return runs
 
 
-def _joinable(values: Sequence[Any]) -> bool:
-    return all(type(v) is str for v in values) and "\n" not in "".join(values)
+def _lines(values: Sequence[Any]) -> str | None:
+    """``values`` joined by ``"\n"`` if they are strings without one, else None (checked in C:
+    the join refuses anything but strings, a newline inside one adds to the count)."""
+    try:
+        joined = "\n".join(values)
+    except TypeError:
+        return None
+    return joined if joined.count("\n") == max(len(values) - 1, 0) else None
 
 
 def pack_values(values: Sequence[Any]) -> Any:
@@ -120,8 +126,9 @@ def pack_values(values: Sequence[Any]) -> Any:
     runs = _runs(values)
     if runs is not None:
         return {"runs": runs}
-    if values and _joinable(values):
-        return {"lines": "\n".join(values)}
+    lines = _lines(values) if values else None
+    if lines is not None:
+        return {"lines": lines}
     return list(values)
 
 
@@ -133,7 +140,7 @@ def pack_columns(columns: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
     for name in COLUMNS:
         values = columns[name]
         if name == "storage_identity":
-            joined = "\n".join(values) if _joinable(values) else None
+            joined = _lines(values)
             packed[name] = {"json_lines": joined} if joined is not None else {"json": list(values)}
             continue
         packed[name] = pack_values(values)

@@ -659,7 +659,9 @@ class LineageRepository:
             )
 
         # the walk said which versions recorded provenance: the history starts from those
-        history = self.histories.history(conn, upstream.recorded, lambda ids: shown(ids)[1])
+        history = self.histories.history(
+            conn, upstream.recorded, lambda ids: shown(ids)[1], epoch=head.epoch
+        )
         sizes = (
             self.split_records.lookup(
                 trained,

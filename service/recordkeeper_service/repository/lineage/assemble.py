@@ -110,66 +110,31 @@ def lineage_record(
     (:data:`~recordkeeper.core.lineage.CONSUMED_COLUMN`, from the walk's counts).
     """
     nodes = {r.checkpoint_id: r for r in upstream.checkpoints}
-    depth_of: dict[int, int] = {}
-    chain: list[ChainLinkRecord] = []
-    ids: list[int] = []  # checkpoint id by depth
-    current: int | None = start.id
-    while current is not None and current in nodes and current not in depth_of:
-        node = nodes[current]
-        depth_of[current] = len(chain)
-        ids.append(current)
-        chain.append(
-            ChainLinkRecord(
-                node.model,
-                node.checkpoint,
-                node.step,
-                node.uri,
-                len(chain),
-                node.parent_kind,
-                node.run,
-                node.checkpoint_state,
-            )
+    ids = _chain_ids(start.id, nodes)
+    chain = tuple(
+        ChainLinkRecord(
+            node.model,
+            node.checkpoint,
+            node.step,
+            node.uri,
+            depth,
+            node.parent_kind,
+            node.run,
+            node.checkpoint_state,
         )
-        current = node.parent_id
-    # (version id, role) → [deepest depth, [depth, split, depth, split, …]]: one pair per edge
-    # (most versions are used once, by one split); the walk reached every edge's checkpoint
-    entries: dict[tuple[int, str], list[Any]] = {}
-    found_entry = entries.get
-    own_edges: list[queries.Edge] = []
-    for edge in upstream.edges:
-        checkpoint_id, version_id, split, role = edge
-        depth = depth_of[checkpoint_id]
-        found = found_entry((version_id, role))
-        if found is None:
-            entries[(version_id, role)] = [depth, [depth, split]]
-        else:
-            found[1] += (depth, split)
-            if depth > found[0]:
-                found[0] = depth
-        if not depth:
-            own_edges.append(edge)
-    # first use (deepest) first, then version name and role (one entry per name and role):
-    # sorted by name within each depth (~10 entries a depth on a long chain)
-    by_depth: dict[int, list[tuple[str, str, int, list[Any]]]] = {}
-    for (version_id, role), entry in entries.items():
-        by_depth.setdefault(entry[0], []).append(
-            (facts[version_id].version, role, version_id, entry[1])
-        )
-    ordered: list[tuple[str, str, int, list[Any]]] = []
-    for depth in sorted(by_depth, reverse=True):
-        group = by_depth[depth]
-        if len(group) > 1:
-            group.sort(key=_name_and_role)
-        ordered += group
+        for depth, node in enumerate(nodes[i] for i in ids)
+    )
+    ordered = _entries(upstream.edges, {cid: depth for depth, cid in enumerate(ids)}, facts)
     columns = _columns(ordered, facts, states)
     if sizes is not None:
-        columns[CONSUMED_COLUMN] = _consumed(ordered, columns["uses"], ids, upstream.counts, sizes)
+        columns[CONSUMED_COLUMN] = _consumed(ordered, ids, upstream.counts, sizes)
     own: list[queries.SegmentDataRow] = []
-    for _, version_id, split, role in own_edges:
-        f = facts[version_id]
-        own.append(
-            (start.id, f.version, f.dataset, f.content_digest, role, split, states[version_id])
-        )
+    for checkpoint_id, version_id, split, role in upstream.edges:
+        if checkpoint_id == start.id:
+            f = facts[version_id]
+            own.append(
+                (start.id, f.version, f.dataset, f.content_digest, role, split, states[version_id])
+            )
     parent = None
     if start.parent_id in nodes:
         p = nodes[start.parent_id]
@@ -177,16 +142,60 @@ def lineage_record(
     record = _record(start, parent, _group_data(own).get(start.id, ()))
     return LineageRecord(
         checkpoint=record,
-        chain=tuple(chain),
+        chain=chain,
         columns=columns,
         history=history.entries if history is not None else (),
         history_truncated=history.truncated if history is not None else False,
     )
 
 
+def _chain_ids(start: int, nodes: Mapping[int, queries.ChainRow]) -> list[int]:
+    """The checkpoint ids from ``start`` up its parents, by depth (0: ``start``); a link the
+    walk did not reach, or one seen before (a corrupted cycle), ends it."""
+    ids: list[int] = []
+    seen: set[int] = set()
+    current: int | None = start
+    while current is not None and current in nodes and current not in seen:
+        seen.add(current)
+        ids.append(current)
+        current = nodes[current].parent_id
+    return ids
+
+
+#: One entry of an answer: (-first use depth, version name, role, version id, uses), where
+#: ``uses`` is ``[depth, split, depth, split, …]`` deepest first, then by split.  Sorting the
+#: tuples orders the entries (a version name and role are one entry: nothing after them is
+#: compared).
+Entry = tuple[int, str, str, int, list[Any]]
+
+
+def _entries(
+    edges: Sequence[queries.Edge],
+    depth_of: Mapping[int, int],
+    facts: Mapping[int, queries.VersionFacts],
+) -> list[Entry]:
+    """The edges grouped per (version id, role), in entry order (first use, the deepest
+    segment first, then version name and role): one pass over the edges, one sort in C."""
+    grouped: dict[tuple[int, str], list[Any]] = {}
+    found = grouped.get
+    for checkpoint_id, version_id, split, role in edges:
+        key = (version_id, role)
+        uses = found(key)
+        if uses is None:
+            grouped[key] = [depth_of[checkpoint_id], split]
+        else:
+            uses += (depth_of[checkpoint_id], split)
+    entries: list[Entry] = []
+    for (version_id, role), uses in grouped.items():
+        if len(uses) > 2:  # most versions are used once, by one split
+            uses = _deepest_first(uses)
+        entries.append((-uses[0], facts[version_id].version, role, version_id, uses))
+    entries.sort()
+    return entries
+
+
 def _consumed(
-    ordered: Sequence[tuple[str, str, int, Any]],
-    uses: Sequence[list[Any]],
+    entries: Sequence[Entry],
     ids: Sequence[int],
     counts: Mapping[tuple[int, int, str], int],
     sizes: Mapping[int, Mapping[str, int]],
@@ -195,11 +204,10 @@ def _consumed(
     column :func:`recordkeeper.core.lineage.consumed_from_columns` expands): the records of
     the splits the segment used, and what it counted (None: not counted)."""
     column: list[list[int | None]] = []
-    for (_, role, version_id, _), used in zip(ordered, uses, strict=True):
+    for _, _, role, version_id, used in entries:
         of_version = sizes.get(version_id) or {}
         if len(used) == 2:  # one segment, one split: most entries
-            depth = used[0]
-            records = counts.get((ids[depth], version_id, role)) if counts else None
+            records = counts.get((ids[used[0]], version_id, role)) if counts else None
             column.append([of_version.get(used[1], 0), records])
             continue
         pairs: list[int | None] = []
@@ -214,21 +222,23 @@ def _consumed(
     return column
 
 
-_name_and_role = operator.itemgetter(0, 1)
+def _pick(mapping: Mapping[int, Any], keys: Sequence[int]) -> tuple[Any, ...]:
+    """``mapping[key]`` for each of ``keys`` (at least one), looked up in C."""
+    return operator.itemgetter(*keys)(mapping) if len(keys) > 1 else (mapping[keys[0]],)
 
 
 def _columns(
-    ordered: Sequence[tuple[str, str, int, list[Any]]],
+    entries: Sequence[Entry],
     facts: Mapping[int, queries.VersionFacts],
     states: Mapping[int, queries.VersionState],
 ) -> dict[str, list[Any]]:
-    """The compact form's columns of the ``ordered`` (name, role, version id, uses) entries:
-    the facts and states transposed in C (``zip(*…)``), not read field by field."""
-    if not ordered:
+    """The compact form's columns of ``entries``: the facts and states looked up and
+    transposed in C (``itemgetter``, ``zip(*…)``), not read field by field."""
+    if not entries:
         return {name: [] for name in LINEAGE_COLUMNS}
-    names, roles, version_ids, uses = zip(*ordered, strict=True)
-    _, datasets, numbers, digests = zip(*[facts[v] for v in version_ids], strict=True)
-    now = [states[v] for v in version_ids]
+    _, names, roles, version_ids, uses = zip(*entries, strict=True)
+    _, datasets, numbers, digests = zip(*_pick(facts, version_ids), strict=True)
+    now = _pick(states, version_ids)
     shown: Sequence[Sequence[Any]]
     if now.count(now[0]) == len(now):  # one state for all (every version committed, stored)
         shown = [[value] * len(now) for value in now[0]]
@@ -245,7 +255,7 @@ def _columns(
         "data_deleted_at": list(deleted_at),
         "data_deleted_reason": list(deleted_reason),
         "role": list(roles),
-        "uses": [u if len(u) == 2 else _deepest_first(u) for u in uses],
+        "uses": list(uses),
     }
 
 

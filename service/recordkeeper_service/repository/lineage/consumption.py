@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, func, select
+from sqlalchemy import Connection, Select, func, select
 from sqlalchemy.orm import Session
 
 from recordkeeper.core.errors import InvalidCheckpoint
@@ -32,6 +32,7 @@ from recordkeeper.core.limits import MAX_INT64
 from recordkeeper.core.refs import parse_reference
 from recordkeeper_service import tables as m
 from recordkeeper_service.repository.common import table_of
+from recordkeeper_service.repository.lineage.queries import _conn, ids_in
 from recordkeeper_service.repository.resolve import find_version
 from recordkeeper_service.tables.consumption import CheckpointConsumption
 
@@ -91,32 +92,34 @@ class SplitRecordsCache:
 
     def missing(self, ids: Collection[int]) -> set[int]:
         """Which of ``ids`` are not kept."""
-        kept = self._kept
-        return {vid for vid in ids if vid not in kept}
+        return set(ids).difference(self._kept)  # in C
 
     def lookup(self, ids: Collection[int], load: SplitLoader) -> Mapping[int, Mapping[str, int]]:
         """The split sizes of ``ids``: those kept, and ``load(the others)``, kept in turn."""
         kept = self._kept
-        missing = {vid for vid in ids if vid not in kept}
+        missing = set(ids).difference(kept)
         if not missing:
             return kept
-        found = {vid: kept[vid] for vid in ids if vid not in missing}
         loaded = load(missing)
-        for vid in missing:  # a version without shards has no splits: kept as that
-            found[vid] = loaded.get(vid, {})
+        # a version without shards has no splits: kept as that
+        sized = {vid: loaded.get(vid, {}) for vid in missing}
         if len(missing) <= self._max:
             with self._lock:
                 if len(self._kept) + len(missing) > self._max:
                     self._kept = {}
-                self._kept.update((vid, found[vid]) for vid in missing)
+                self._kept.update(sized)
+                if self._kept is kept:
+                    return kept  # it now holds every id: no copy
+        found = {vid: kept[vid] for vid in ids if vid not in missing}
+        found.update(sized)
         return found
 
 
 @functools.cache
-def _split_records_stmt() -> Select[Any]:
+def _split_records_stmt(dialect: str) -> Select[Any]:
     return (
         select(_shard.c.version_id, _shard.c.split, func.sum(_shard.c.record_count))
-        .where(_shard.c.version_id.in_(bindparam("ids", expanding=True)))
+        .where(ids_in(_shard.c.version_id, "ids", dialect))
         .group_by(_shard.c.version_id, _shard.c.split)
     )
 
@@ -129,6 +132,7 @@ def split_records(
     if not ids:
         return {}
     out: dict[int, dict[str, int]] = {}
-    for v, s, n in conn.execute(_split_records_stmt(), {"ids": ids}):
+    reader = _conn(conn)
+    for v, s, n in reader.execute(_split_records_stmt(reader.dialect.name), {"ids": ids}):
         out.setdefault(v, {})[s] = int(n or 0)
     return out

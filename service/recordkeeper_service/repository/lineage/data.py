@@ -156,12 +156,20 @@ class HistoryCache:
     Only versions reached from committed ones are asked for (checkpoints train on committed
     versions, parents are committed before their children), and their provenance is
     immutable: nothing is invalidated.  Bounded: when full it starts again empty.
+
+    Also the histories answered per lineage epoch (:meth:`history` with ``epoch``): the
+    checkpoints of a team train on the same few versions, so their answers share histories;
+    what a history shows changes only with its versions' states, that is with the epoch.
+    Bounded by entries held (``max_versions``): when full it starts again empty.
     """
 
     def __init__(self, max_versions: int = DEFAULT_MAX_HISTORY) -> None:
         self._max = max(0, max_versions)
         #: ``None``: the version recorded no provenance (nothing to walk from it)
         self._facts: dict[int, HistoryFacts | None] = {}
+        #: histories by (epoch, limit, starting ids), and how many entries they hold
+        self._answered: dict[tuple[int, ...], DataHistory] = {}
+        self._answered_entries = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -192,13 +200,43 @@ class HistoryCache:
         states: Callable[[set[int]], Mapping[int, VersionState]] | None = None,
         *,
         limit: int = MAX_HISTORY_VERSIONS,
+        epoch: int | None = None,
     ) -> DataHistory:
         """The history of ``ids``: entries for those that recorded provenance and for every
         ancestor of one.  ``states(ids)`` gives the state each answered version shows (default:
-        ``committed``)."""
+        ``committed``); with ``epoch``, the lineage epoch those states are as of (at least),
+        the history is kept and answered again for the same ids at the same epoch."""
         start = sorted(set(ids))
         if not start:
             return DataHistory(())
+        if epoch is None:
+            return self._walk(session, start, states, limit)
+        key = (epoch, limit, *start)
+        found = self._answered.get(key)
+        if found is None:
+            found = self._walk(session, start, states, limit)
+            self._keep(key, found)
+        return found
+
+    def _keep(self, key: tuple[int, ...], answer: DataHistory) -> None:
+        size = len(answer.entries) + 1
+        if size > self._max:
+            return
+        with self._lock:
+            if self._answered_entries + size > self._max:
+                self._answered, self._answered_entries = {}, 0
+            if key not in self._answered:
+                self._answered[key] = answer
+                self._answered_entries += size
+
+    def _walk(
+        self,
+        session: Reader,
+        start: list[int],
+        states: Callable[[set[int]], Mapping[int, VersionState]] | None,
+        limit: int,
+    ) -> DataHistory:
+        """:meth:`history` of the sorted ids ``start`` (not empty), computed."""
         facts = self.facts(session, start)
         depth: dict[int, int] = {}
         frontier = [vid for vid in start if _recorded(facts.get(vid))]

@@ -63,14 +63,10 @@ class VersionsShownCache:
             current = epoch == self._epoch
             kept_facts, kept_states = self._facts, self._states if current else {}
         # a state is kept only with its facts: every id with a state has both
-        missing = {vid for vid in ids if vid not in kept_states}
+        missing = set(ids).difference(kept_states)  # in C
         if not missing:
             return kept_facts, kept_states
-        facts = {vid: kept_facts[vid] for vid in ids if vid not in missing}
-        states = {vid: kept_states[vid] for vid in facts}
         loaded = load(missing)
-        for vid, (fact, state) in loaded.items():
-            facts[vid], states[vid] = fact, state
         if len(loaded) <= self._max:
             with self._lock:
                 if len(self._facts) + len(loaded) > self._max:
@@ -79,4 +75,10 @@ class VersionsShownCache:
                     self._facts[vid] = fact
                     if self._epoch == epoch:
                         self._states[vid] = state
+                if self._facts is kept_facts and self._states is kept_states:
+                    return kept_facts, kept_states  # they now hold every id: no copies
+        facts = {vid: kept_facts[vid] for vid in ids if vid not in missing}
+        states = {vid: kept_states[vid] for vid in facts}
+        for vid, (fact, state) in loaded.items():
+            facts[vid], states[vid] = fact, state
         return facts, states
