@@ -455,16 +455,14 @@ class Registry:
             return self._shard_diff(a, b)
         va = a if isinstance(a, DatasetVersion) else self.resolve(a)
         vb = b if isinstance(b, DatasetVersion) else self.resolve(b)
-        if records:
-            result = record_sets.record_diff(
-                self.http, va, vb, kind=kind, width=width, sample=sample, emit=emit
-            )
-            if save:
-                record_diffs.save_record_diff(self.http, va.name, vb.name, result, kind, width)
-            if decode:
-                record_finder.decode_diff(result, va, vb, kind=kind, width=width, progress=progress)
-            return result
-        return diff_versions(va, vb)
+        result = record_sets.record_diff(
+            self.http, va, vb, kind=kind, width=width, sample=sample, emit=emit
+        )
+        if save:
+            record_diffs.save_record_diff(self.http, va.name, vb.name, result, kind, width)
+        if decode:
+            record_finder.decode_diff(result, va, vb, kind=kind, width=width, progress=progress)
+        return result
 
     def _shard_diff(self, a: str | DatasetVersion, b: str | DatasetVersion) -> VersionDiff:
         """:meth:`diff` of shards: by the service from the derivation when one version is
