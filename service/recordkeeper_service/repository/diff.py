@@ -157,14 +157,21 @@ class DiffRepository:
                     self._kept.popitem(last=False)
             return result
 
-    def diff(self, old_ref: str, new_ref: str) -> core_diff.VersionDiff[ShardRecord]:
-        """What changed from the version ``old_ref`` names to the one ``new_ref`` names (from
-        the derivation when one is derived from the other, :meth:`derived`)."""
-        old = self._versions.resolve(old_ref, shards=False)
-        new = self._versions.resolve(new_ref, shards=False)
+    def between(self, old: VersionRecord, new: VersionRecord) -> core_diff.VersionDiff[ShardRecord]:
+        """The diff of two versions resolved without their shards: from the derivation when
+        one is derived from the other (:meth:`derived`), else on both versions' shards."""
         found = self.derived(old, new)
         if found is not None:
             return found
-        old = self._versions.resolve(old.name, shards=True)
-        new = self._versions.resolve(new.name, shards=True)
-        return self.compare(old, new)
+        return self.compare(
+            self._versions.resolve(old.name, shards=True),
+            self._versions.resolve(new.name, shards=True),
+        )
+
+    def diff(self, old_ref: str, new_ref: str) -> core_diff.VersionDiff[ShardRecord]:
+        """What changed from the version ``old_ref`` names to the one ``new_ref`` names
+        (:meth:`between`)."""
+        return self.between(
+            self._versions.resolve(old_ref, shards=False),
+            self._versions.resolve(new_ref, shards=False),
+        )

@@ -135,18 +135,17 @@ def _render(
 ) -> bytes:
     """The page (``limit``, ``offset``, ``full``) of the diff, computed in a worker thread."""
     limit, offset, full = page
-    found = repository.diffs.derived(old, new)
-    if found is None and basis == "derivation":
-        raise DiffNotDerived(
-            f"{old.name} and {new.name}: neither is a published version derived from the other "
-            "(or the derivation predates the recorded prefixes); ask with basis=any to compare "
-            "their shards"
-        )
-    if found is None:
-        found = repository.diffs.compare(
-            repository.versions.resolve(old.name, shards=True),
-            repository.versions.resolve(new.name, shards=True),
-        )
+    if basis == "any":
+        found = repository.diffs.between(old, new)
+    else:
+        derived = repository.diffs.derived(old, new)
+        if derived is None:
+            raise DiffNotDerived(
+                f"{old.name} and {new.name}: neither is a published version derived from the "
+                "other (or the derivation predates the recorded prefixes); ask with basis=any "
+                "to compare their shards"
+            )
+        found = derived
     answer = found.to_dict(limit=limit, offset=offset, full=full)
     return DiffOut.model_validate(answer).model_dump_json(by_alias=True).encode()
 
