@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 from recordkeeper.core import diff as core_diff
 from recordkeeper.core.diff import (
@@ -22,7 +21,6 @@ from recordkeeper.core.diff import (
     diff_schemas,
 )
 from recordkeeper.core.errors import DiffNotDerived, InvalidResponse
-from recordkeeper.core.schema import Feature
 from recordkeeper.core.shard_columns import ShardColumns
 from recordkeeper.http import HttpCore, quote_segment, reading_answer
 from recordkeeper.values import DatasetVersion, Shard
@@ -113,58 +111,10 @@ def derived_diff(http: HttpCore, old: str, new: str) -> VersionDiff[Shard] | Non
         if not isinstance(body, dict) or body.get("basis") != "derivation":
             return None  # a service from before basis=derivation: it answered another form
         with reading_answer("a diff"):
-            page = _page_changes(body["shards"])
+            page = core_diff.page_changes(body["shards"], Shard.from_dict)
             changes.extend(page)
             if not body["shards"]["more"]:
-                return _diff_of(body, changes)
+                return VersionDiff.from_dict(body, changes)
         if not page:
             raise InvalidResponse(f"the service's diff of {old} and {new} stopped paging")
         offset += len(page)
-
-
-def _page_changes(shards: dict[str, Any]) -> list[ShardChange[Shard]]:
-    """A page's changes in ``(split, index)`` order (the answer lists them by kind)."""
-    page = [
-        ShardChange(
-            c["split"],
-            int(c["index"]),
-            c["change"],
-            None if c["old"] is None else Shard.from_dict(c["old"]),
-            None if c["new"] is None else Shard.from_dict(c["new"]),
-        )
-        for kind in ("added", "removed", "changed")
-        for c in shards[kind]
-    ]
-    page.sort(key=lambda c: (c.split, c.index))
-    return page
-
-
-def _feature(data: dict[str, Any] | None) -> Feature | None:
-    return None if data is None else Feature.from_dict(data)
-
-
-def _diff_of(body: dict[str, Any], changes: list[ShardChange[Shard]]) -> VersionDiff[Shard]:
-    return VersionDiff(
-        old=body["old"],
-        new=body["new"],
-        same_content=bool(body["same_content"]),
-        shards=tuple(changes),
-        unchanged_shards=int(body["shards"]["unchanged"]),
-        splits=tuple(
-            SplitCounts(
-                split,
-                int(c["old_records"]),
-                int(c["new_records"]),
-                int(c["old_shards"]),
-                int(c["new_shards"]),
-            )
-            for split, c in sorted(body["splits"].items())
-        ),
-        schema=tuple(
-            FeatureChange(
-                c["name"], c["scope"], c["change"], _feature(c["old"]), _feature(c["new"])
-            )
-            for c in body["schema"]
-        ),
-        basis=body["basis"],
-    )

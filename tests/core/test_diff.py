@@ -75,3 +75,20 @@ def test_a_removed_shard_is_one_removal_not_a_shift_of_every_later_shard() -> No
     appended = [*base, _shard("train", 5, "a")]
     diff = diff_versions(old, _side("c", appended, None, None)[0])
     assert [(c.index, c.change) for c in diff.shards] == [(5, "added")]
+
+
+def test_the_answer_reads_back_page_by_page() -> None:
+    """``VersionDiff.from_dict`` and ``page_changes`` read what ``to_dict(full=True)`` wrote,
+    one page at a time: what a client gets from the service's diff."""
+    from recordkeeper.core.diff import VersionDiff, page_changes
+
+    label = Feature("label", "int64", 1, 1, 10)
+    old, _ = _side("a", [_shard("train", i, str(i)) for i in range(5)], Schema(), "sha256:s1")
+    new_shards = [_shard("train", i, str(i + 1)) for i in range(5)] + [_shard("test", 0, "9")]
+    new, _ = _side("b", new_shards, Schema("example", 10, (label,)), "sha256:s2")
+    diff = diff_versions(old, new)
+    changes = []
+    for offset in range(0, len(diff.shards), 2):
+        page = diff.to_dict(limit=2, offset=offset, full=True)
+        changes += page_changes(page["shards"], ShardRecord.from_json)
+    assert VersionDiff.from_dict(page, changes) == diff

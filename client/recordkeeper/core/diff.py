@@ -37,6 +37,7 @@ __all__ = [
     "diff_shards",
     "diff_tables",
     "diff_versions",
+    "page_changes",
     "shard_rows",
 ]
 
@@ -66,6 +67,21 @@ class ShardChange(Generic[S]):
     change: Literal["added", "removed", "changed"]
     old: S | None
     new: S | None
+
+    @classmethod
+    def from_dict(
+        cls, data: Mapping[str, Any], shard: Callable[[Mapping[str, Any]], S]
+    ) -> ShardChange[S]:
+        """The change :meth:`to_dict` wrote; ``shard`` builds each side's record (from a whole
+        record: ``to_dict(full=True)``)."""
+        old, new = data["old"], data["new"]
+        return cls(
+            data["split"],
+            int(data["index"]),
+            data["change"],
+            None if old is None else shard(old),
+            None if new is None else shard(new),
+        )
 
     def to_dict(self, *, full: bool = False) -> dict[str, Any]:
         """The change; ``full``: each side as the whole shard record, not its summary."""
@@ -98,6 +114,18 @@ class FeatureChange:
         if self.change == "kind_changed":
             return f"~ {self.name}: kind {self.old.kind} -> {self.new.kind}"
         return f"~ {self.name}: values per record {_shape(self.old)} -> {_shape(self.new)}"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FeatureChange:
+        """The change :meth:`to_dict` wrote."""
+        old, new = data["old"], data["new"]
+        return cls(
+            data["name"],
+            data["scope"],
+            data["change"],
+            None if old is None else Feature.from_dict(old),
+            None if new is None else Feature.from_dict(new),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -165,6 +193,32 @@ class VersionDiff(Generic[S]):
 
         return diff_html(self)
 
+    @classmethod
+    def from_dict(
+        cls, data: Mapping[str, Any], changes: Sequence[ShardChange[S]]
+    ) -> VersionDiff[S]:
+        """The diff :meth:`to_dict` wrote, with its shard ``changes`` (read from every page of
+        it by :func:`page_changes`)."""
+        return cls(
+            old=data["old"],
+            new=data["new"],
+            same_content=bool(data["same_content"]),
+            shards=tuple(changes),
+            unchanged_shards=int(data["shards"]["unchanged"]),
+            splits=tuple(
+                SplitCounts(
+                    split,
+                    int(c["old_records"]),
+                    int(c["new_records"]),
+                    int(c["old_shards"]),
+                    int(c["new_shards"]),
+                )
+                for split, c in sorted(data["splits"].items())
+            ),
+            schema=tuple(FeatureChange.from_dict(c) for c in data["schema"]),
+            basis=data["basis"],
+        )
+
     def to_dict(
         self, *, limit: int | None = None, offset: int = 0, full: bool = False
     ) -> dict[str, Any]:
@@ -208,6 +262,20 @@ class VersionDiff(Generic[S]):
             },
             "schema": [c.to_dict() for c in self.schema],
         }
+
+
+def page_changes(
+    shards: Mapping[str, Any], shard: Callable[[Mapping[str, Any]], S]
+) -> list[ShardChange[S]]:
+    """The shard changes of one page of :meth:`VersionDiff.to_dict`'s ``shards`` (listed there
+    by kind), in ``(split, index)`` order."""
+    page = [
+        ShardChange.from_dict(c, shard)
+        for kind in ("added", "removed", "changed")
+        for c in shards[kind]
+    ]
+    page.sort(key=lambda c: (c.split, c.index))
+    return page
 
 
 def diff_schemas(old: Schema, new: Schema) -> list[FeatureChange]:
