@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+import recordkeeper as rk
 from recordkeeper import _native
 
 
@@ -27,3 +29,14 @@ def implementation(
             pytest.fail(reason)
         pytest.skip(reason)
     yield request.param
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[rk.Client]:
+    """A client of the service in-process (SQLite, default settings); a test file that needs
+    other settings defines its own ``client``."""
+    pytest.importorskip("fastapi")
+    from tests.apps import sqlite_app
+
+    with sqlite_app(tmp_path) as http:
+        yield rk.Client(http_client=http)

@@ -4,23 +4,15 @@ version warns with the reason, in Python and on the CLI; a lock still refuses it
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 import recordkeeper as rk
-from tests.apps import sqlite_app
 from tests.integration._scenarios import sample_examples
 
 pytest.importorskip("fastapi")
-
-
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[rk.Client]:
-    with sqlite_app(tmp_path) as http:
-        yield rk.Client(http_client=http)
 
 
 @pytest.fixture

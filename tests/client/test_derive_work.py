@@ -4,7 +4,6 @@ base shard (the sample of a kept split is the base's stored sample).  Counted, n
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,16 +12,9 @@ import pytest
 import recordkeeper as rk
 from recordkeeper import storage
 from recordkeeper.registry import Registry
-from tests.apps import sqlite_app
 from tests.client._records import example_bytes
 
 pytest.importorskip("fastapi")
-
-
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[rk.Client]:
-    with sqlite_app(tmp_path) as http:
-        yield rk.Client(http_client=http)
 
 
 def _labels(sample: dict[str, Any], split: str) -> list[Any]:

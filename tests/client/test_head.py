@@ -5,8 +5,6 @@ decoder (pure Python) agrees with TensorFlow's own parsing of Examples and Seque
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,16 +12,9 @@ from typer.testing import CliRunner
 
 import recordkeeper as rk
 from recordkeeper.core.example_decode import NotAnExample, decode_example, shown
-from tests.apps import sqlite_app
 from tests.client._records import example_bytes
 
 pytest.importorskip("fastapi")
-
-
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[rk.Client]:
-    with sqlite_app(tmp_path) as http:
-        yield rk.Client(http_client=http)
 
 
 def test_decoding_matches_tensorflow(tensorflow: Any) -> None:

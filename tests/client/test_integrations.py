@@ -18,19 +18,12 @@ import pytest
 
 import recordkeeper as rk
 from recordkeeper.errors import CorruptShard
-from tests.apps import sqlite_app
 from tests.client._records import example_bytes
 from tests.servers.mlflow_server import mlflow_server as start_mlflow_server
 from tests.servers.ports import LOCALHOST
 
 pytest.importorskip("fastapi")
 SPEC = Path(__file__).parent / "openlineage_spec"
-
-
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[rk.Client]:
-    with sqlite_app(tmp_path) as http:
-        yield rk.Client(http_client=http)
 
 
 def _publish(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +13,8 @@ import yaml
 import recordkeeper as rk
 from recordkeeper import locking, pinned
 from recordkeeper.checkpoint_lineage import DataUse
-from tests.apps import sqlite_app
 
 pytest.importorskip("fastapi")
-
-
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[rk.Client]:
-    with sqlite_app(tmp_path) as http:
-        yield rk.Client(http_client=http)
 
 
 def publish(client: rk.Client, dataset: str, tag: str) -> rk.DatasetVersion:

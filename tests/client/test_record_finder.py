@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
-from pathlib import Path
 
 import fsspec
 import pytest
@@ -17,7 +15,6 @@ from recordkeeper import tfrecord
 from recordkeeper.core.record_identity import record_hash
 from recordkeeper.record_finder import find_records
 from recordkeeper.record_sets import index_uri, lookup_uri
-from tests.apps import sqlite_app
 from tests.client._records import example_bytes
 
 pytest.importorskip("fastapi")
@@ -29,12 +26,6 @@ class _Counter:
 
     def advance(self, nbytes: int) -> None:
         self.bytes += nbytes
-
-
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[rk.Client]:
-    with sqlite_app(tmp_path) as http:
-        yield rk.Client(http_client=http)
 
 
 def _write(client: rk.Client, splits: dict[str, list[bytes]], **kw: object) -> rk.DatasetVersion:

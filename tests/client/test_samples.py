@@ -5,7 +5,6 @@ first records of each split, decoded, with the version (no extra pass over the d
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,16 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 import recordkeeper as rk
-from tests.apps import sqlite_app
 from tests.client._records import example_bytes, write_tfrecord
 
 pytest.importorskip("fastapi")
-
-
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[rk.Client]:
-    with sqlite_app(tmp_path) as http:
-        yield rk.Client(http_client=http)
 
 
 def _labels(sample: dict[str, Any], split: str) -> list[Any]:
