@@ -54,7 +54,7 @@ def _scan(data: bytes, mode: str, monkeypatch: pytest.MonkeyPatch) -> Any:
         else:
             patch.setattr(reader_module, "USE_LIBZSTD", mode != "c-without-libzstd")
         if mode == "c-small-output":  # walks that stop when their output is full
-            patch.setattr(reader_module, "_framed_cap", lambda _: 5000)
+            patch.setattr(reader_module, "_framed_cap", lambda: 5000)
         ids = RecordIds()
         try:
             scan = scan_riegeli(io.BytesIO(data), hash_in_background=False, record_ids=ids)

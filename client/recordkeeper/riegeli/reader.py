@@ -493,7 +493,7 @@ class RiegeliReader:
                 return
             begin = 0
             while source.ensure(begin + 1):
-                cap = _framed_cap(len(source.buf))
+                cap = _framed_cap()
                 walked = walk(source.buf, source.base, begin, zstd, cap)
                 if walked[2] == begin and walked[6] & _WALK_FULL and cap == _WALK_OUTPUT:
                     # no progress: a chunk whose records need more room than that
@@ -642,7 +642,7 @@ class RiegeliReader:
         self.info.array_record = metadata
 
 
-def _framed_cap(buffered: int) -> int:
+def _framed_cap() -> int:
     """The most bytes of framed records one C walk returns (it stops before a chunk whose
     records would not fit, and the next walk starts there; a chunk larger than that is walked
     with :func:`_room_for` the buffer, and one that never fits is read by the Python code)."""
