@@ -44,6 +44,7 @@ from recordkeeper.core.lineage import CheckpointRef, Consumer
 from recordkeeper.core.retention import data_status
 from recordkeeper.lineage_queue import RegistrationQueue
 from recordkeeper.locking import LockStatus, check_lock, lock_config
+from recordkeeper.provenance import source_uri
 
 if TYPE_CHECKING:
     from recordkeeper.client import Client
@@ -343,8 +344,8 @@ def impact_cmd(
         str | None,
         typer.Option(
             "--source",
-            help="a raw source URI (a file or a prefix) instead of a version: the versions "
-            "that recorded it, or a prefix it lies under",
+            help="a raw source URI or local path (a file or a prefix) instead of a version: "
+            "the versions that recorded it, or a prefix it lies under",
         ),
     ] = None,
     prefix: Annotated[
@@ -360,9 +361,11 @@ def impact_cmd(
     """What a version or a raw source affects: every version derived from it (through
     provenance parents, any depth) and every checkpoint trained on one of them."""
     if (version is None) == (source is None):
-        raise typer.BadParameter("give a version reference or --source, not both")
+        raise typer.BadParameter("give a version reference or --source URI: exactly one of them")
     if prefix and source is None:
         raise typer.BadParameter("--prefix goes with --source")
+    if source is not None:
+        source = source_uri(source)  # a local path, as publish --source recorded it
     client = connect()
     if json_out:
         print_json(
