@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import warnings
 from typing import Annotated, Any
 
@@ -336,7 +337,8 @@ def provenance_lines(provenance: Provenance) -> list[str]:
     if provenance.params is not None:
         lines.append(f"params  {provenance.params_digest}  {len(provenance.params)} keys")
     if provenance.command:
-        lines.append("command " + " ".join(provenance.command)[:300])
+        # quoted as a shell would need it: `--note "more boxes"` is not two arguments
+        lines.append("command " + shlex.join(provenance.command)[:300])
     env = provenance.environment
     if env is not None:
         lines.append(

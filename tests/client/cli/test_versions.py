@@ -146,3 +146,13 @@ def test_publishing_a_local_path_that_does_not_exist_is_file_not_found(
     assert result.exit_code == 3
     assert result.stderr.strip().endswith("[file_not_found]"), result.stderr
     assert missing in result.stderr and "Traceback" not in result.output
+
+
+def test_show_quotes_the_recorded_command_as_a_shell_would() -> None:
+    """An argument with a space is shown quoted: the line can be pasted to run it again."""
+    from recordkeeper.cli.versions import provenance_lines
+    from recordkeeper.provenance import Provenance
+
+    command = ["recordkeeper", "publish", "data", "--note", "more boxes", "--params", "p.yaml"]
+    lines = provenance_lines(Provenance.from_dict({"command": command}))
+    assert "command recordkeeper publish data --note 'more boxes' --params p.yaml" in lines
