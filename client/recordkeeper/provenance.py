@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from recordkeeper.core.canonical import canonical_json
-from recordkeeper.core.errors import InvalidParams, InvalidProvenance
+from recordkeeper.core.errors import InvalidParams, InvalidProvenance, InvalidRequest
 from recordkeeper.core.provenance import (
     canonical_params,
     digest_bytes,
@@ -638,7 +638,11 @@ def source_uri(source: str | os.PathLike[str]) -> str:
     ``client.impact(source=...)``, ``client.versions_from_source`` and the CLI ask with it, so a
     path finds what a publish with that path recorded.
     """
+    if not isinstance(source, str | os.PathLike):
+        raise InvalidRequest(f"a source is a URI or a local path, not {type(source).__name__}")
     text = os.fspath(source)
+    if not isinstance(text, str):
+        raise InvalidRequest("a source path is text, not bytes")
     if "://" in text:
         return text
     uri = to_uri(text)
