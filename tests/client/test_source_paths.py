@@ -54,3 +54,49 @@ def test_a_local_path_finds_what_a_publish_with_it_recorded(
 
     neither = runner.invoke(cli.app, ["impact"])
     assert neither.exit_code == 2 and "exactly one" in neither.output
+
+
+def test_writer_publish_and_derive_hash_sources_when_asked(
+    client: rk.Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``hash_sources=True`` (docs/provenance.md; ``--hash-sources`` in the CLI) reads each
+    source for a sha256 identity, in every call that records sources."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "a.json").write_text("{}")
+    with client.writer("coco", sources=["raw/"], code=None, hash_sources=True) as w:
+        w.write(b"one", split="train")
+    with client.derive(w.version.name, sources=["raw/"], code=None, hash_sources=True) as d:
+        d.write(b"two", split="train")
+    (tmp_path / "data").mkdir()
+    version = client.resolve(w.version.name)
+    (tmp_path / "data" / "train.tfrecord").write_bytes(
+        Path(version.splits["train"].shards[0].uri.removeprefix("file://")).read_bytes()
+    )
+    dataset = rk.Dataset.from_directory(str(tmp_path / "data"), name="other")
+    published = client.publish(
+        dataset, sources=["raw/"], code=None, hash_sources=True, copy_to=True
+    )
+    for made in (w.version, d.version, published):
+        (source,) = made.provenance.sources
+        assert source.identity is not None and source.identity.method == "sha256", made.name
+    with client.writer("coco", sources=["raw/"], code=None) as plain:
+        plain.write(b"three", split="train")
+    (source,) = plain.version.provenance.sources
+    assert source.identity is not None and source.identity.method == "listing"
+
+
+def test_cli_derive_hashes_sources_when_asked(
+    client: rk.Client, runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "a.json").write_text("{}")
+    with client.writer("coco", code=None) as w:
+        w.write(b"one", split="train")
+        w.write(b"two", split="validation")
+    args = ["derive", w.version.name, "--remove-split", "validation", "--no-code"]
+    answer = runner.invoke(cli.app, [*args, "--source", "raw/", "--hash-sources", "--json"])
+    assert answer.exit_code == 0, answer.output
+    (source,) = json.loads(answer.stdout)["provenance"]["sources"]
+    assert source["uri"] == f"file://{tmp_path}/raw/" and source["identity"]["method"] == "sha256"
