@@ -380,12 +380,15 @@ def log(
     producer commit and what changed against its base parent (or the previous version)."""
     client = connect()
     entries: list[dict[str, Any]] = []
-    while len(entries) < limit:  # pages of at most 100, the route's bound (-n 500 was refused)
-        want = min(_LOG_PAGE, limit - len(entries))
+    wanted = limit + 1  # one more than shown: whether older versions were left out
+    while len(entries) < wanted:  # pages of at most 100, the route's bound (-n 500 was refused)
+        want = min(_LOG_PAGE, wanted - len(entries))
         page = client.log(dataset, limit=want, offset=len(entries))
         entries += page
         if len(page) < want:
             break
+    more = len(entries) > limit
+    entries = entries[:limit]
     if as_json:
         print_json(entries)
         return
@@ -408,6 +411,12 @@ def log(
         )
     if not entries:
         out.print(f"no published version of {dataset}")
+    elif more:
+        out.print(
+            f"(older versions not shown: recordkeeper log {dataset} -n {limit + 20})",
+            markup=False,
+            highlight=False,
+        )
 
 
 def list_(
