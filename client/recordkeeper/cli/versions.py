@@ -332,6 +332,9 @@ def provenance_lines(provenance: Provenance) -> list[str]:
             lines.append(f"code    {where}")
             if producer.dirty and producer.diff_digest:
                 lines.append(f"        uncommitted changes {producer.diff_digest[:19]}…")
+        elif producer.vcs == "git":  # `git init` without a commit yet
+            branch = f" (branch {producer.branch})" if producer.branch else ""
+            lines.append(f"code    a git work tree with no commit yet{branch}")
         else:
             lines.append("code    unknown (not run in a git work tree)")
     if provenance.params is not None:
