@@ -202,7 +202,7 @@ def history_tree(node: Any, history: Sequence[HistoryEntry]) -> None:
                 else ""
             )
             child.add(f"[dim]source {escape(str(source['uri']))}{escape(note)}[/]")
-        for p in entry.parents:
+        for p in entry.parents_base_first:
             up = by_name.get(p["version"])
             if up is not None and up.version not in seen:
                 add(child, up, seen | {up.version})
