@@ -40,6 +40,7 @@ from recordkeeper.checkpoint_lineage import (
 )
 from recordkeeper.cli.common import ExitCode, JsonOpt, connect, console, print_json
 from recordkeeper.core.data_lineage import HistoryEntry, describe
+from recordkeeper.core.display import counted
 from recordkeeper.core.lineage import CheckpointRef, Consumer
 from recordkeeper.core.retention import data_status
 from recordkeeper.lineage_queue import RegistrationQueue
@@ -323,7 +324,7 @@ def consumers_cmd(
 ) -> None:
     """Checkpoints and models trained on a version (or on one shard)."""
     if (ref is None) == (shard is None):
-        raise typer.BadParameter("give a version reference or --shard, not both")
+        raise typer.BadParameter("give a version reference or --shard: exactly one of them")
     client = connect()
     if shard is not None:
         result = client.shard_consumers(shard, transitive=not direct)
@@ -336,6 +337,16 @@ def consumers_cmd(
         print_json(_consumers_json(result))
         return
     console().print(consumers_tree(result, title))
+    if ref is not None and not result.checkpoints:
+        derived = client.children(ref)
+        if derived:  # "which checkpoints used this data?" goes on through them: say where
+            names = ", ".join(d["name"] for d in derived[:3]) + (", …" if len(derived) > 3 else "")
+            console().print(
+                f"{counted(len(derived), 'version')} derived from it ({names}): "
+                f"`recordkeeper impact {ref}` lists the checkpoints trained on those",
+                markup=False,
+                highlight=False,
+            )
 
 
 def impact_cmd(
