@@ -59,6 +59,7 @@ from recordkeeper.core.retention import data_status
 from recordkeeper.core.splits import is_split_name
 from recordkeeper.http import quote_segment, reading_answer
 from recordkeeper.listing import Listing
+from recordkeeper.provenance import source_uri
 
 if TYPE_CHECKING:
     from recordkeeper.http import HttpCore
@@ -1152,7 +1153,7 @@ def impact_json(
     else:
         if not isinstance(source, str) or not source.strip():
             raise InvalidCheckpoint("source must be a URI (a file or a prefix)")
-        params["source"] = source.strip()
+        params["source"] = source_uri(source.strip())
         params["prefix"] = str(bool(prefix)).lower()
     page = 10_000 if limit is None else max(1, min(limit, 10_000))
     rows: list[dict[str, Any]] = []
@@ -1181,9 +1182,10 @@ def impact(
     trained on one of them ("this raw annotation file was wrong — what is affected?").
 
     ``source`` matches versions that recorded that URI, or a prefix it lies under (a file
-    inside a recorded directory); ``prefix=True`` also matches sources recorded under it.
-    With ``transitive`` (the default) checkpoints restored or initialised from an affected one
-    are included (``direct=False``).
+    inside a recorded directory); a local path is asked as its ``file://`` URI, as a publish
+    with that path recorded it (:func:`recordkeeper.provenance.source_uri`); ``prefix=True``
+    also matches sources recorded under it. With ``transitive`` (the default) checkpoints
+    restored or initialised from an affected one are included (``direct=False``).
     """
     return Impact.from_dict(
         impact_json(

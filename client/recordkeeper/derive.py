@@ -124,6 +124,7 @@ class Derivation:
         params: Mapping[str, Any] | str | os.PathLike[str] | None = None,
         code: Any = "auto",
         note: str | None = None,
+        hash_sources: bool = False,
         sample_records: int = SAMPLE_RECORDS,
         **writer_options: Any,
     ) -> None:
@@ -147,6 +148,7 @@ class Derivation:
             code=code,
             note=note,
             storage_options=self.storage_options,
+            hash_sources=hash_sources,
         )
         self._writer = VersionWriter(
             registry,

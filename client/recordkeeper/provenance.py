@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from recordkeeper.core.canonical import canonical_json
-from recordkeeper.core.errors import InvalidParams, InvalidProvenance
+from recordkeeper.core.errors import InvalidParams, InvalidProvenance, InvalidRequest
 from recordkeeper.core.provenance import (
     canonical_params,
     digest_bytes,
@@ -70,6 +70,7 @@ __all__ = [
     "command_line",
     "load_params",
     "source_identity",
+    "source_uri",
 ]
 
 #: How long one ``git`` call may take before the producer is recorded as unknown.
@@ -629,6 +630,27 @@ def _dataset_of(ref: str) -> str | None:
         return None
 
 
+def source_uri(source: str | os.PathLike[str]) -> str:
+    """A raw source as it is recorded and looked up: a URI as given, a local path as the
+    ``file://`` URI of its absolute path, keeping the trailing ``/`` of a directory written
+    ``raw/`` (``file:///…/raw/``, as ``Path("raw").absolute().as_uri() + "/"``).
+
+    ``client.impact(source=...)``, ``client.versions_from_source`` and the CLI ask with it, so a
+    path finds what a publish with that path recorded.
+    """
+    if not isinstance(source, str | os.PathLike):
+        raise InvalidRequest(f"a source is a URI or a local path, not {type(source).__name__}")
+    text = os.fspath(source)
+    if not isinstance(text, str):
+        raise InvalidRequest("a source path is text, not bytes")
+    if "://" in text:
+        return text
+    uri = to_uri(text)
+    if text.endswith(("/", os.sep)) and not uri.endswith("/"):
+        uri += "/"
+    return uri
+
+
 def _sources(
     sources: Iterable[SourceSpec], options: Mapping[str, Any] | None, hash_contents: bool
 ) -> list[dict[str, Any]]:
@@ -641,8 +663,7 @@ def _sources(
         elif isinstance(item, Mapping):
             out.append({"uri": str(item["uri"]), "identity": item.get("identity")})
         else:
-            text = os.fspath(item)
-            uri = to_uri(text) if "://" not in text else text
+            uri = source_uri(item)
             identity = source_identity(uri, options, hash_contents=hash_contents)
             out.append({"uri": strip_userinfo(uri), "identity": identity.to_dict()})
     return out

@@ -608,6 +608,7 @@ def publish(
     params: Mapping[str, Any] | str | os.PathLike[str] | None = None,
     code: Any = "auto",
     note: str | None = None,
+    hash_sources: bool = False,
     provenance: Mapping[str, Any] | None = None,
     record_index: bool = True,
     sample_records: int = SAMPLE_RECORDS,
@@ -615,7 +616,8 @@ def publish(
     """Register ``dataset``'s shards in place, or copied under ``copy_to``, as a new version.
 
     ``copy_to=True`` copies under the service's default storage root.  ``parents``,
-    ``sources``, ``params``, ``code`` and ``note`` record where the version came from (see
+    ``sources`` (``hash_sources``: read whole for a sha256 identity), ``params``, ``code`` and
+    ``note`` record where the version came from (see
     :func:`recordkeeper.provenance.build_provenance`; or pass a whole ``provenance``
     document); they are checked before any shard is read.  When the content equals an
     existing version's, that version is kept with its own provenance.
@@ -646,6 +648,7 @@ def publish(
             code=code,
             note=note,
             storage_options=options,
+            hash_sources=hash_sources,
         )
     )
     copy_to = copy_target(registry.info(), [s.uri for s in shards], copy_to)

@@ -48,7 +48,7 @@ from recordkeeper.diff import VersionDiff, derived_diff, diff_versions
 from recordkeeper.http import MAX_LIST_ITEMS, HttpCore, quote_segment, reading_answer
 from recordkeeper.leakage import save_leakage
 from recordkeeper.listing import Listing
-from recordkeeper.provenance import Provenance
+from recordkeeper.provenance import Provenance, source_uri
 from recordkeeper.record_lineage import RecordLineage
 from recordkeeper.tfds_export import export_tfds
 from recordkeeper.values import (
@@ -807,8 +807,9 @@ class Registry:
             return list(data["data"])
 
     def versions_from_source(self, uri: str) -> list[dict[str, Any]]:
-        """The versions that recorded ``uri`` as a source, with the identity each recorded."""
-        data = self.http.api("GET", "/sources/versions", params={"uri": uri})
+        """The versions that recorded ``uri`` as a source, with the identity each recorded (a
+        local path is asked as its ``file://`` URI, as recorded: ``provenance.source_uri``)."""
+        data = self.http.api("GET", "/sources/versions", params={"uri": source_uri(uri)})
         with reading_answer("a list of versions"):
             return list(data["data"])
 

@@ -452,6 +452,7 @@ class VersionWriter:
         params: Mapping[str, Any] | str | os.PathLike[str] | None = None,
         code: Any = "auto",
         note: str | None = None,
+        hash_sources: bool = False,
         provenance: Mapping[str, Any] | None = None,
         format: str = "tfrecord",
         format_options: Mapping[str, Any] | None = None,
@@ -459,7 +460,8 @@ class VersionWriter:
         sample_records: int = SAMPLE_RECORDS,
     ) -> None:
         """Provenance (docs/provenance.md): ``parents`` (``"coco@v2"``, ``"coco@v2:labels"``,
-        versions), ``sources`` (URIs, listed now), ``params`` (a mapping or a YAML/JSON file),
+        versions), ``sources`` (URIs, listed now; ``hash_sources``: read whole, for a sha256
+        identity), ``params`` (a mapping or a YAML/JSON file),
         ``code`` (``"auto"``: git around the entry script; a path; None: not recorded),
         ``note``; or a whole ``provenance`` document
         (:func:`recordkeeper.provenance.build_provenance`).  Checked before anything is
@@ -493,6 +495,7 @@ class VersionWriter:
                 code=code,
                 note=note,
                 storage_options=options,
+                hash_sources=hash_sources,
             )
         )
         self.dataset = dataset

@@ -130,6 +130,18 @@ def test_bad_changes_are_refused_and_nothing_is_stored(client: TestClient) -> No
     assert done.json()["number"] == 2
 
 
+def test_removing_every_shard_says_so(client: TestClient) -> None:
+    """The message was 'has no shards; register shards before committing', about a staged
+    name the caller never saw and registrations a derivation does not make."""
+    base = _base(client)
+    derived = stage(client, "coco", base=base["ref"])
+    body = error(
+        _commit(client, derived["name"], remove_splits=["test", "train"]), 409, "version_incomplete"
+    )
+    assert "remove every shard of its base and add none" in body["detail"]
+    assert client.get(f"{API}/versions/{derived['name']}").json()["state"] == "staged"
+
+
 def test_bad_bases_are_refused_before_anything_is_staged(client: TestClient) -> None:
     base = _base(client)
     versions = f"{API}/datasets/coco/versions"

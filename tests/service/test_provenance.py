@@ -101,6 +101,28 @@ def test_provenance_of_a_staged_version_can_be_replaced_not_after_commit(
     )
 
 
+def test_replacing_a_derived_versions_provenance_keeps_its_base(client: TestClient) -> None:
+    """A version staged with ``base`` keeps that base as its ``base`` parent when its
+    provenance is replaced (it stayed derived at commit, but its history had lost the link)."""
+    v1 = publish(client, content="one")
+    v2 = publish(client, content="two")
+    staged = stage(client, base="coco@v1")
+    url = f"{API}/versions/{staged['name']}/provenance"
+    response = client.put(url, json={"note": "replaced", "sources": [{"uri": "gs://raw/a/"}]})
+    assert response.status_code == 200, response.text
+    base = {"name": v1["name"], "dataset": "coco", "number": 1, "role": "base"}
+    assert response.json()["parents"] == [base] and response.json()["note"] == "replaced"
+    # the base sent back by its exact name (as a GET answers it) is the same parent
+    again = {"parents": [{"ref": v1["name"], "role": "base"}], "note": "again"}
+    assert client.put(url, json=again).json()["parents"] == [base]
+    # another base is a second base
+    other = {"parents": [{"ref": v2["name"], "role": "base"}]}
+    error(client.put(url, json=other), 422, "invalid_provenance")
+    register(client, staged["name"], shards(staged["storage_prefix"], 1, content="x"))
+    committed = commit(client, staged["name"]).json()
+    assert committed["provenance"]["parents"] == [base]
+
+
 @pytest.mark.parametrize(
     ("provenance", "status", "code"),
     [

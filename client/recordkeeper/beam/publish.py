@@ -92,6 +92,7 @@ class PublishExisting(beam.PTransform):
         params: Mapping[str, Any] | str | os.PathLike[str] | None = None,
         code: Any = "auto",
         note: str | None = None,
+        hash_sources: bool = False,
     ) -> None:
         super().__init__()
         self.parents = parents
@@ -99,6 +100,7 @@ class PublishExisting(beam.PTransform):
         self.params = params
         self.code = code
         self.note = note
+        self.hash_sources = hash_sources
         self.source = source
         self.name = name
         self.desc = desc
@@ -145,6 +147,7 @@ class PublishExisting(beam.PTransform):
                     code=self.code,
                     note=self.note,
                     storage_options=options,
+                    hash_sources=self.hash_sources,
                 ),
             )
             self.staged = self.plan.staged_version

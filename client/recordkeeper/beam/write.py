@@ -247,6 +247,7 @@ class WriteVersionedTFRecords(beam.PTransform):
         params: Mapping[str, Any] | str | os.PathLike[str] | None = None,
         code: Any = "auto",
         note: str | None = None,
+        hash_sources: bool = False,
         record_index: bool = RECORD_INDEX_DEFAULT,
     ) -> None:
         super().__init__()
@@ -269,6 +270,7 @@ class WriteVersionedTFRecords(beam.PTransform):
         self.params = params
         self.code = code
         self.note = note
+        self.hash_sources = hash_sources
         self.record_index = record_index
         self._client = client
         self._storage_options = storage_options
@@ -299,6 +301,7 @@ class WriteVersionedTFRecords(beam.PTransform):
                     code=self.code,
                     note=self.note,
                     storage_options=config.storage_options,
+                    hash_sources=self.hash_sources,
                 ),
                 record_index=self.record_index,
             )

@@ -84,6 +84,10 @@ def derive(
     no_code: Annotated[
         bool, typer.Option("--no-code", help="Do not record the git state of the work tree.")
     ] = False,
+    hash_sources: Annotated[
+        bool,
+        typer.Option("--hash-sources", help="Identify sources by reading their bytes (sha256)."),
+    ] = False,
     force_new: Annotated[
         bool, typer.Option("--force-new", help="Commit even if identical content exists.")
     ] = False,
@@ -104,6 +108,7 @@ def derive(
         params=params,
         code=None if no_code else os.getcwd(),
         note=note,
+        hash_sources=hash_sources,
     )
     for split in replace_split or []:
         d.replace_split(split)

@@ -40,10 +40,12 @@ from recordkeeper.checkpoint_lineage import (
 )
 from recordkeeper.cli.common import ExitCode, JsonOpt, connect, console, print_json
 from recordkeeper.core.data_lineage import HistoryEntry, describe
+from recordkeeper.core.display import counted
 from recordkeeper.core.lineage import CheckpointRef, Consumer
 from recordkeeper.core.retention import data_status
 from recordkeeper.lineage_queue import RegistrationQueue
 from recordkeeper.locking import LockStatus, check_lock, lock_config
+from recordkeeper.provenance import source_uri
 
 if TYPE_CHECKING:
     from recordkeeper.client import Client
@@ -201,7 +203,7 @@ def history_tree(node: Any, history: Sequence[HistoryEntry]) -> None:
                 else ""
             )
             child.add(f"[dim]source {escape(str(source['uri']))}{escape(note)}[/]")
-        for p in entry.parents:
+        for p in entry.parents_base_first:
             up = by_name.get(p["version"])
             if up is not None and up.version not in seen:
                 add(child, up, seen | {up.version})
@@ -322,7 +324,7 @@ def consumers_cmd(
 ) -> None:
     """Checkpoints and models trained on a version (or on one shard)."""
     if (ref is None) == (shard is None):
-        raise typer.BadParameter("give a version reference or --shard, not both")
+        raise typer.BadParameter("give a version reference or --shard: exactly one of them")
     client = connect()
     if shard is not None:
         result = client.shard_consumers(shard, transitive=not direct)
@@ -335,6 +337,16 @@ def consumers_cmd(
         print_json(_consumers_json(result))
         return
     console().print(consumers_tree(result, title))
+    if ref is not None and not result.checkpoints:
+        derived = client.children(ref)
+        if derived:  # "which checkpoints used this data?" goes on through them: say where
+            names = ", ".join(d["name"] for d in derived[:3]) + (", …" if len(derived) > 3 else "")
+            console().print(
+                f"{counted(len(derived), 'version')} derived from it ({names}): "
+                f"`recordkeeper impact {ref}` lists the checkpoints trained on those",
+                markup=False,
+                highlight=False,
+            )
 
 
 def impact_cmd(
@@ -343,8 +355,8 @@ def impact_cmd(
         str | None,
         typer.Option(
             "--source",
-            help="a raw source URI (a file or a prefix) instead of a version: the versions "
-            "that recorded it, or a prefix it lies under",
+            help="a raw source URI or local path (a file or a prefix) instead of a version: "
+            "the versions that recorded it, or a prefix it lies under",
         ),
     ] = None,
     prefix: Annotated[
@@ -360,9 +372,11 @@ def impact_cmd(
     """What a version or a raw source affects: every version derived from it (through
     provenance parents, any depth) and every checkpoint trained on one of them."""
     if (version is None) == (source is None):
-        raise typer.BadParameter("give a version reference or --source, not both")
+        raise typer.BadParameter("give a version reference or --source URI: exactly one of them")
     if prefix and source is None:
         raise typer.BadParameter("--prefix goes with --source")
+    if source is not None:
+        source = source_uri(source)  # a local path, as publish --source recorded it
     client = connect()
     if json_out:
         print_json(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import warnings
 from typing import Annotated, Any
 
@@ -331,12 +332,16 @@ def provenance_lines(provenance: Provenance) -> list[str]:
             lines.append(f"code    {where}")
             if producer.dirty and producer.diff_digest:
                 lines.append(f"        uncommitted changes {producer.diff_digest[:19]}…")
+        elif producer.vcs == "git":  # `git init` without a commit yet
+            branch = f" (branch {producer.branch})" if producer.branch else ""
+            lines.append(f"code    a git work tree with no commit yet{branch}")
         else:
             lines.append("code    unknown (not run in a git work tree)")
     if provenance.params is not None:
         lines.append(f"params  {provenance.params_digest}  {len(provenance.params)} keys")
     if provenance.command:
-        lines.append("command " + " ".join(provenance.command)[:300])
+        # quoted as a shell would need it: `--note "more boxes"` is not two arguments
+        lines.append("command " + shlex.join(provenance.command)[:300])
     env = provenance.environment
     if env is not None:
         lines.append(
@@ -378,12 +383,15 @@ def log(
     producer commit and what changed against its base parent (or the previous version)."""
     client = connect()
     entries: list[dict[str, Any]] = []
-    while len(entries) < limit:  # pages of at most 100, the route's bound (-n 500 was refused)
-        want = min(_LOG_PAGE, limit - len(entries))
+    wanted = limit + 1  # one more than shown: whether older versions were left out
+    while len(entries) < wanted:  # pages of at most 100, the route's bound (-n 500 was refused)
+        want = min(_LOG_PAGE, wanted - len(entries))
         page = client.log(dataset, limit=want, offset=len(entries))
         entries += page
         if len(page) < want:
             break
+    more = len(entries) > limit
+    entries = entries[:limit]
     if as_json:
         print_json(entries)
         return
@@ -406,6 +414,12 @@ def log(
         )
     if not entries:
         out.print(f"no published version of {dataset}")
+    elif more:
+        out.print(
+            f"(older versions not shown: recordkeeper log {dataset} -n {limit + 20})",
+            markup=False,
+            highlight=False,
+        )
 
 
 def list_(

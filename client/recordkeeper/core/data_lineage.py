@@ -37,10 +37,10 @@ _SHORT_COMMIT = 7
 
 
 class HistoryEntry(NamedTuple):
-    """What one version was made of: ``parents`` (``(name, ref, role)``, base first as
-    recorded), ``sources`` (``{uri, identity}``), ``producer`` (``{vcs, commit, ...}`` or None),
-    ``params_digest``; ``depth`` is its distance (in parent links) from the versions asked
-    about (0: one of them)."""
+    """What one version was made of: ``parents`` (``(name, ref, role)``, as recorded;
+    :attr:`parents_base_first` to show them), ``sources`` (``{uri, identity}``), ``producer``
+    (``{vcs, commit, ...}`` or None), ``params_digest``; ``depth`` is its distance (in parent
+    links) from the versions asked about (0: one of them)."""
 
     version: str
     dataset: str
@@ -58,6 +58,12 @@ class HistoryEntry(NamedTuple):
     def ref(self) -> str:
         """``dataset@vN`` (the exact name when it has no number)."""
         return _short_ref(self.dataset, self.number, self.version)
+
+    @property
+    def parents_base_first(self) -> list[Mapping[str, Any]]:
+        """``parents`` with the ``base`` parent first, the others in their recorded order (a
+        writer given ``{"labels@v1": "labels", "coco@v4": "base"}`` recorded them so)."""
+        return sorted(self.parents, key=lambda p: p.get("role") != "base")
 
     @property
     def commit(self) -> str | None:
@@ -110,7 +116,7 @@ def describe(entry: HistoryEntry) -> str:
     A version that recorded nothing of where it came from reads ``coco@v1 (no provenance)``."""
     head = entry.ref
     inputs = []
-    for parent in entry.parents:
+    for parent in entry.parents_base_first:
         text = _short_ref(str(parent["dataset"]), parent.get("number"), str(parent["version"]))
         role = parent.get("role")
         inputs.append(text if role == "base" else f"{text} ({role})")
@@ -131,10 +137,29 @@ def describe(entry: HistoryEntry) -> str:
 
 
 def history_lines(history: Iterable[HistoryEntry]) -> list[str]:
-    """One :func:`describe` line per entry, nearest first (by depth, then name), indented by
-    depth."""
-    ordered = sorted(history, key=lambda e: (e.depth, e.version))
-    return ["  " * e.depth + describe(e) for e in ordered]
+    """One :func:`describe` line per entry, as a tree: each version the chain trained on
+    (depth 0, by name), then its parents under it (base first), indented one step per parent
+    link — so a line's parent is the nearest less indented line above it.  A version reached
+    through several children is listed once, under the first."""
+    entries = list(history)
+    by_name = {e.version: e for e in entries}
+    lines: list[str] = []
+    seen: set[str] = set()
+    # depth first, with an explicit stack: a chain of 100,000 versions is no recursion limit
+    stack = [(e, 0) for e in sorted(entries, key=lambda e: e.version, reverse=True) if not e.depth]
+    while stack:
+        entry, level = stack.pop()
+        if entry.version in seen:
+            continue
+        seen.add(entry.version)
+        lines.append("  " * level + describe(entry))
+        ups = [by_name.get(str(p.get("version"))) for p in entry.parents_base_first]
+        stack.extend((up, level + 1) for up in reversed(ups) if up is not None)
+    # entries no version of depth 0 reaches (an answer cut at its guard): nearest first
+    for entry in sorted(entries, key=lambda e: (e.depth, e.version)):
+        if entry.version not in seen:
+            lines.append("  " * entry.depth + describe(entry))
+    return lines
 
 
 def source_candidates(uri: str) -> list[str]:

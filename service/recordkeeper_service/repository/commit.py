@@ -208,7 +208,9 @@ def _commit_staged(
 ) -> VersionRecord:
     splits, body, schemas = _scan(session, version.id)
     if not _complete(splits):  # the rows name what is missing (the rare, failing case)
-        _check_complete(version.name, _position_rows(session, version.id))
+        _check_complete(
+            version.name, _position_rows(session, version.id), derived=derived is not None
+        )
     _check_not_released(session, version, added)
     # the dataset's leakage policy judges the content, whatever becomes of it below
     warning = enforce_at_commit(
@@ -445,8 +447,14 @@ def _existing_answer(session: Session, version_id: int, dataset: str) -> Version
     return replace(record, duplicate_of=existing.name)
 
 
-def _check_complete(name: str, rows: Sequence[Any]) -> None:
-    """``rows``: the shards' (split, index, count, ...) rows in (split, index) order."""
+def _check_complete(name: str, rows: Sequence[Any], *, derived: bool = False) -> None:
+    """``rows``: the shards' (split, index, count, ...) rows in (split, index) order;
+    ``derived``: the version is a change of a base (its rows are the kept and added ones)."""
+    if not rows and derived:
+        raise VersionIncomplete(
+            f"{name} would have no shards: the changes remove every shard of its base and add none",
+            missing={},
+        )
     if not rows:
         raise VersionIncomplete(
             f"{name} has no shards; register shards before committing", missing={}

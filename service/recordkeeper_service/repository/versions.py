@@ -392,7 +392,10 @@ class VersionRepository:
 
     def set_provenance(self, version_name: str, provenance: Any, *, actor: str) -> VersionRecord:
         """Replace the provenance of a staged version; a committed (or deprecated) version's
-        is immutable (``409 provenance_immutable``), an abandoned one's is refused too."""
+        is immutable (``409 provenance_immutable``), an abandoned one's is refused too.
+
+        A version staged as a change of a base keeps that base as its ``base`` parent: it is
+        merged into the new document as at stage (another ``base`` is two bases: refused)."""
         ref = parse_version_ref(version_name)
         validate_provenance(provenance)
         with self._db.transaction() as session:
@@ -405,6 +408,11 @@ class VersionRepository:
                 raise state_error(
                     VersionNotStaged, row, "only a staged version's provenance can be set"
                 )
+            if row.base_version_id is not None:
+                base = session.get(m.Version, row.base_version_id)
+                if base is not None:  # always (a foreign key), but never a 500
+                    provenance = _with_base(provenance, base.name)
+                    validate_provenance(provenance)
             store_provenance(session, row, provenance, actor=actor)
             record_event(
                 session, actor, "version.provenance_set", dataset=ref.dataset, version=row.name

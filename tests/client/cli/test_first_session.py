@@ -70,8 +70,39 @@ def test_log_pages_through_a_long_history(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(versions_cli, "connect", lambda options=None: Service())
     result = CliRunner().invoke(app, ["log", "coco", "-n", "120", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == history[:120] and asked == [(100, 0), (20, 100)]
+    assert json.loads(result.stdout) == history[:120] and asked == [(100, 0), (21, 100)]
     asked.clear()
     result = CliRunner().invoke(app, ["log", "coco", "-n", "1000", "--json"])
     assert len(json.loads(result.stdout)) == 250 and asked[-1] == (100, 200)
     assert CliRunner().invoke(app, ["log", "coco", "-n", "0"]).exit_code == 2  # usage
+
+
+def test_log_says_when_older_versions_are_not_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``recordkeeper log`` shows 20 versions: a longer history ended at v5 with nothing
+    saying that v1..v4 exist."""
+    history = [
+        {
+            "name": f"coco_20231015_v{n}",
+            "number": n,
+            "date": "2023-10-15",
+            "desc": None,
+            "state": "committed",
+            "parents": [],
+            "commit": None,
+            "compared_with": None,
+            "change": None,
+        }
+        for n in range(3, 0, -1)
+    ]
+
+    class Service:
+        def log(self, dataset: str, *, limit: int, offset: int) -> list[dict]:
+            return history[offset : offset + limit]
+
+    monkeypatch.setattr(versions_cli, "connect", lambda options=None: Service())
+    two = CliRunner().invoke(app, ["log", "coco", "-n", "2"])
+    assert two.exit_code == 0, two.output
+    assert "v2 coco_20231015_v2" in two.output and "coco_20231015_v1" not in two.output
+    assert "older versions not shown: recordkeeper log coco -n 22" in two.output
+    every = CliRunner().invoke(app, ["log", "coco", "-n", "3"])
+    assert "v1 coco_20231015_v1" in every.output and "older versions" not in every.output

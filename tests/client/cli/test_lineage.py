@@ -103,6 +103,23 @@ def test_consumers_tree_direct_and_shard(runner: CliRunner, client: rk.Client) -
     assert runner.invoke(cli.app, ["consumers"]).exit_code != 0
 
 
+def test_consumers_of_an_untrained_version_point_to_what_derives_from_it(
+    runner: CliRunner, client: rk.Client
+) -> None:
+    """``consumers coco@v1`` said '0 checkpoint(s)' for a version a trained one derives from,
+    with nothing saying that ``impact`` answers through derived versions."""
+    v1 = publish(client, "first")
+    with client.writer("coco", desc="more", parents=[v1.name], code=None) as w:
+        w.write(b"more", split="train")
+    client.register_checkpoint(model="det", checkpoint="ckpt-1", data={"train": w.version})
+    out = runner.invoke(cli.app, ["consumers", "coco@v1"]).output
+    assert "0 checkpoint(s)" in out
+    assert f"1 version derived from it ({w.version.name})" in out
+    assert "recordkeeper impact coco@v1" in out
+    trained = runner.invoke(cli.app, ["consumers", w.version.name]).output
+    assert "det" in trained and "derived from it" not in trained
+
+
 def test_checkpoints_ls_and_flush(
     runner: CliRunner,
     client: rk.Client,

@@ -146,3 +146,25 @@ def test_publishing_a_local_path_that_does_not_exist_is_file_not_found(
     assert result.exit_code == 3
     assert result.stderr.strip().endswith("[file_not_found]"), result.stderr
     assert missing in result.stderr and "Traceback" not in result.output
+
+
+def test_show_quotes_the_recorded_command_as_a_shell_would() -> None:
+    """An argument with a space is shown quoted: the line can be pasted to run it again."""
+    from recordkeeper.cli.versions import provenance_lines
+    from recordkeeper.provenance import Provenance
+
+    command = ["recordkeeper", "publish", "data", "--note", "more boxes", "--params", "p.yaml"]
+    lines = provenance_lines(Provenance.from_dict({"command": command}))
+    assert "command recordkeeper publish data --note 'more boxes' --params p.yaml" in lines
+
+
+def test_show_tells_a_repository_without_commits_from_no_repository() -> None:
+    """``git init`` and no commit yet was shown as 'not run in a git work tree'."""
+    from recordkeeper.cli.versions import provenance_lines
+    from recordkeeper.provenance import Provenance
+
+    fresh = {"vcs": "git", "commit": None, "branch": "main", "dirty": True}
+    lines = provenance_lines(Provenance.from_dict({"producer": fresh}))
+    assert "code    a git work tree with no commit yet (branch main)" in lines
+    lines = provenance_lines(Provenance.from_dict({"producer": {"vcs": "unknown"}}))
+    assert "code    unknown (not run in a git work tree)" in lines
