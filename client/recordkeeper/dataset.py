@@ -23,7 +23,10 @@ The split is the last split word in the name (``train``, ``validation``, ``val``
 published alone (:meth:`Dataset.from_file`).  Several unsharded files of one split become its
 shards in natural name order.  Compression comes from the suffix (``.gz`` → gzip,
 ``.zlib``/``.zz`` → zlib) or is detected from the bytes at publish time (``write_small_dataset``
-with ``tfrecords_gzip`` writes GZIP without a ``.gz`` suffix).
+with ``tfrecords_gzip`` writes GZIP without a ``.gz`` suffix).  Hidden files and everything
+under a hidden directory (a name starting with ``.`` or ``_``: ``.git/``, ``.recordkeeper/``,
+``_temporary/``) are skipped, as are known non-record files (``dataset_info.json``,
+``README``, images, …).
 """
 
 from __future__ import annotations
@@ -290,8 +293,8 @@ def _classify(
     single: dict[str, list[str]] = {}
     skipped: list[str] = []
     for uri, rel in candidates:
-        base = rel.rsplit("/", 1)[-1]
-        if _ignored(base) and not explicit:
+        *directories, base = rel.split("/")
+        if not explicit and (_ignored(base) or any(_hidden(d) for d in directories)):
             skipped.append(rel)
             continue
         sharded_name = parse_sharded_name(base)
@@ -351,8 +354,13 @@ def _compression_from_name(uri: str) -> str | None:
     return None
 
 
+def _hidden(name: str) -> bool:
+    """A hidden file or directory (``.git``, ``.recordkeeper``, ``_temporary``): never data."""
+    return name.startswith((".", "_"))
+
+
 def _ignored(base: str) -> bool:
-    if base.startswith((".", "_")) or base in _IGNORED_NAMES:
+    if _hidden(base) or base in _IGNORED_NAMES:
         return True
     return base.lower().endswith(_IGNORED_SUFFIXES)
 

@@ -178,3 +178,19 @@ def test_record_indexes_beside_shards_are_never_shards(tmp_path: Path) -> None:
         _touch(tmp_path, index[len(tmp_path.as_uri()) + 1 :])
     ds = rk.Dataset.from_directory(tmp_path, name="coco")
     assert _layout(ds) == {"train": [(i, 2, names[i], None) for i in range(2)]}
+
+
+def test_files_under_hidden_directories_are_never_shards(tmp_path: Path) -> None:
+    # `publish .` in a git work tree: .git/config, .git/index, .git/HEAD… are not splits, and
+    # neither is what a Hadoop/Beam job leaves under _temporary/
+    _touch(tmp_path, "train.tfrecord", ".git/config", ".git/index", ".git/HEAD")
+    _touch(tmp_path, ".git/objects/d3/36b5437d", "_temporary/0/train-part.tfrecord")
+    _touch(tmp_path, "data/.cache/validation.tfrecord", "data/test.tfrecord")
+    ds = rk.Dataset.from_directory(tmp_path, name="coco")
+    assert _layout(ds) == {
+        "test": [(0, 1, "test.tfrecord", None)],
+        "train": [(0, 1, "train.tfrecord", None)],
+    }
+    # a file named explicitly is taken wherever it is
+    alone = rk.Dataset.from_file(tmp_path / "data/.cache/validation.tfrecord", name="coco")
+    assert list(alone.splits) == ["validation"]
