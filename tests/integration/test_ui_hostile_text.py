@@ -11,6 +11,7 @@ and producer branch carry markup (``<script>``, ``<img onerror>``, ``<svg onload
 from __future__ import annotations
 
 import json
+import shlex
 import urllib.request
 from typing import Any
 
@@ -105,6 +106,12 @@ def test_hostile_sample_and_provenance_are_text(live_service: LiveService, page:
         zip(headers, table.locator("tbody tr").first.locator("td").all_inner_texts(), strict=True)
     )
     assert [first["toString"], first["constructor"], first["__proto__"]] == ["t", "c", "p"]
+    # The command line reads as a shell would take it (as `recordkeeper show` prints it): the
+    # arguments with spaces and quotes are quoted, not run together with spaces.
+    with urllib.request.urlopen(f"{live_service.url}/api/v1/versions/{name}", timeout=30) as r:
+        stored = json.loads(r.read())["provenance"]["command"]
+    assert len(stored) == 2
+    expect(page.get_by_test_id("provenance-command")).to_have_text(shlex.join(stored))
     # Nothing ran and nothing was parsed as markup: no element the text describes exists.
     assert page.evaluate("window.__pwned") is None
     for tag in ("main script", "main img", "main svg", "main a[href^='javascript:']"):

@@ -106,6 +106,18 @@ export function dataStatus(version) {
   return h("span", { class: "badge badge-data-deleted", "data-testid": "data-status" }, text);
 }
 
+// A command line as a POSIX shell reads it (Python's shlex.join, as `recordkeeper show`
+// prints it): an argument with spaces or shell characters is single-quoted.
+export function shellJoin(args) {
+  return args
+    .map((arg) => {
+      const text = String(arg);
+      if (text === "") return "''";
+      return /^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replaceAll("'", "'\"'\"'")}'`;
+    })
+    .join(" ");
+}
+
 export function json(value) {
   return h("pre", { class: "json" }, JSON.stringify(value, null, 2));
 }

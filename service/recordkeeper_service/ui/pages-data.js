@@ -1,6 +1,6 @@
 // Pages about data: datasets, a dataset's versions and aliases, one version, compare two.
 import { api, seg } from "./api.js";
-import { badge, bytes, clear, count, counted, dataStatus, errorBox, h, hash, json, link, table, when } from "./dom.js";
+import { badge, bytes, clear, count, counted, dataStatus, errorBox, h, hash, json, link, shellJoin, table, when } from "./dom.js";
 import { checkpointHref } from "./graph.js";
 import { fullTable, loadingList } from "./lists.js";
 import { fetchRecords, recordDiffSection, recordsSection } from "./compare-records.js";
@@ -418,7 +418,7 @@ function provenanceSection(version) {
     facts.push(["Code", "unknown (not produced in a git work tree)"]);
   }
   if (p.params) facts.push(["Parameters", h("span", {}, hash(p.params_digest, 71), json(p.params))]);
-  if (p.command) facts.push(["Command", h("code", {}, p.command.join(" "))]);
+  if (p.command) facts.push(["Command", h("code", { "data-testid": "provenance-command" }, shellJoin(p.command))]);
   if (p.environment) {
     const env = p.environment;
     facts.push(["Environment", `Python ${env.python || "?"} · TensorFlow ${env.tensorflow || "—"} · recordkeeper ${env.recordkeeper || "?"}`]);
