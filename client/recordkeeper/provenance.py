@@ -39,8 +39,8 @@ from recordkeeper.core.canonical import canonical_json
 from recordkeeper.core.errors import InvalidParams, InvalidProvenance, InvalidRequest
 from recordkeeper.core.provenance import (
     canonical_params,
+    check_role,
     digest_bytes,
-    is_role,
     parse_parent_spec,
     strip_userinfo,
     validate_provenance,
@@ -617,9 +617,7 @@ def assign_roles(
     for ref, role in pairs:
         if role is None:
             role = "base" if not has_base and len(same) == 1 and ref == same[0] else "source"
-        if not is_role(role):
-            raise InvalidProvenance(f"parent {ref!r}: {role!r} is not a role")
-        out.append({"ref": ref, "role": role})
+        out.append({"ref": ref, "role": check_role(role, f"parent {ref[:100]!r}")})
     return out
 
 

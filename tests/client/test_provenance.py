@@ -102,3 +102,22 @@ def test_params_files(tmp_path: Any) -> None:
         load_params(tmp_path / "bad.yaml")
     with pytest.raises(InvalidParams):
         load_params(tmp_path / "missing.yaml")
+
+
+def test_a_bad_role_reads_the_same_from_python_the_cli_and_the_service() -> None:
+    from recordkeeper.core.errors import InvalidProvenance
+    from recordkeeper.core.provenance import parse_parent_spec
+
+    said = []
+    for attempt in (
+        lambda: assign_roles("coco", [("coco@v2", "Labels")]),
+        lambda: parse_parent_spec("coco@v2:Labels"),
+        lambda: validate_provenance(
+            {**empty_provenance(), "parents": [{"ref": "coco@v2", "role": "Labels"}]}
+        ),
+    ):
+        with pytest.raises(InvalidProvenance) as caught:
+            attempt()
+        said.append(str(caught.value).split(": ", 1)[1])
+    assert len(set(said)) == 1, said
+    assert "(base, source, labels or a lowercase slug" in said[0]

@@ -58,6 +58,7 @@ __all__ = [
     "ROLES",
     "SOURCE_METHODS",
     "canonical_params",
+    "check_role",
     "digest_bytes",
     "empty_provenance",
     "has_provenance",
@@ -116,6 +117,18 @@ def is_role(text: object) -> bool:
     return isinstance(text, str) and _ROLE.fullmatch(text) is not None
 
 
+def check_role(role: object, where: str) -> str:
+    """``role`` if it is a parent role (:func:`is_role`), else ``invalid_provenance`` naming
+    ``where`` and what a role may be: the one message for the client, the CLI and the service."""
+    if not is_role(role):
+        raise InvalidProvenance(
+            f"{where}: {str(role)[:40]!r} is not a role (base, source, labels or a lowercase "
+            "slug [a-z][a-z0-9_-]{0,31})"
+        )
+    assert isinstance(role, str)
+    return role
+
+
 def digest_bytes(data: bytes) -> str:
     """``sha256:<hex>`` of ``data``."""
     return "sha256:" + hashlib.sha256(data).hexdigest()
@@ -141,12 +154,7 @@ def parse_parent_spec(text: str, default_role: str = "source") -> tuple[str, str
     head, sep, tail = text.rpartition(":")
     if not sep or head.endswith("@sha256") or not head:
         return text, default_role
-    if not is_role(tail):
-        raise InvalidProvenance(
-            f"parent {text[:100]!r}: {tail[:40]!r} is not a role (base, source, labels or a "
-            "lowercase slug)"
-        )
-    return head, tail
+    return head, check_role(tail, f"parent {text[:100]!r}")
 
 
 def strip_userinfo(url: str) -> str:
@@ -272,11 +280,7 @@ def _parents(value: Any) -> list[dict[str, str]]:
             raise InvalidProvenance(f"{where} must be an object with 'ref' and 'role'")
         ref = _text(item.get("ref"), f"{where}.ref", limit=MAX_REFERENCE_LENGTH, optional=False)
         role = item.get("role", "source")
-        if not is_role(role):
-            raise InvalidProvenance(
-                f"{where}.role: {str(role)[:40]!r} is not a role (base, source, labels or a "
-                "lowercase slug [a-z][a-z0-9_-]{0,31})"
-            )
+        check_role(role, f"{where}.role")
         assert ref is not None
         if ref in seen:
             raise InvalidProvenance(f"{where}: {ref!r} is named twice")
