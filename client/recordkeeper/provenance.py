@@ -30,7 +30,7 @@ import re
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -47,6 +47,7 @@ from recordkeeper.core.provenance import (
 )
 from recordkeeper.core.refs import parse_reference
 from recordkeeper.core.version import __version__
+from recordkeeper.progress import ProgressLike, byte_progress
 from recordkeeper.storage import (
     open_read,
     profile_of,
@@ -517,16 +518,21 @@ def _token(uri: str, path: str, info: Mapping[str, Any]) -> str:
     return ";".join(f"{k}={v}" for k, v in sorted(fields.items())) or "none"
 
 
-def _sha256(uri: str, options: Mapping[str, Any] | None) -> str:
+def _sha256(uri: str, options: Mapping[str, Any] | None, advance: Callable[[int], None]) -> str:
     h = hashlib.sha256()
     with open_read(uri, options) as f:
         while chunk := f.read(8 * 2**20):
             h.update(chunk)
+            advance(len(chunk))
     return h.hexdigest()
 
 
 def source_identity(
-    uri: str, storage_options: Mapping[str, Any] | None = None, *, hash_contents: bool = False
+    uri: str,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    hash_contents: bool = False,
+    progress: bool | ProgressLike | None = None,
 ) -> SourceIdentity:
     """The content identity of the file or prefix ``uri``, from one listing.
 
@@ -534,8 +540,9 @@ def source_identity(
     token (local: ``mtime_ns``; S3: ETag and VersionId; GCS: generation); the digest is the
     sha256 of the canonical JSON of that sorted listing.  No object is read — 100,000 raw files
     cost one paginated listing — unless ``hash_contents``, which reads every object and puts
-    its sha256 in place of the token (``method="sha256"``).  A missing ``uri`` raises
-    :class:`~recordkeeper.errors.StorageError`.
+    its sha256 in place of the token (``method="sha256"``), with a bytes/s bar on a terminal
+    (``progress``: as for :func:`recordkeeper.progress.byte_progress`).  A missing ``uri``
+    raises :class:`~recordkeeper.errors.StorageError`.
     """
     uri = to_uri(uri)
     local = profile_of(uri).local
@@ -551,23 +558,22 @@ def source_identity(
             if not found and not fs.exists(path):
                 raise FileNotFoundError(f"{uri} does not exist")
             base = path.rstrip("/")
+    files = [(key, found[key]) for key in sorted(found) if found[key].get("type") != "directory"]
+    total = sum(int(info.get("size") or 0) for _, info in files)
     entries = []
-    total = 0
-    for key in sorted(found):
-        info = found[key]
-        if info.get("type") == "directory":
-            continue
-        rel = key[len(base) :].lstrip("/") if key.startswith(base) else key
-        size = int(info.get("size") or 0)
-        total += size
-        full = to_uri(key) if local else fs.unstrip_protocol(key)
-        with storage_errors(full):
-            token = (
-                "sha256=" + _sha256(full, storage_options)
-                if hash_contents
-                else _token(full, key, info)
-            )
-        entries.append([rel, size, token])
+    reading = hash_contents and total > 0
+    shown = strip_userinfo(uri)
+    with byte_progress(f"hashing {shown}", total, progress if reading else False) as advance:
+        for key, info in files:
+            rel = key[len(base) :].lstrip("/") if key.startswith(base) else key
+            full = to_uri(key) if local else fs.unstrip_protocol(key)
+            with storage_errors(full):
+                token = (
+                    "sha256=" + _sha256(full, storage_options, advance)
+                    if hash_contents
+                    else _token(full, key, info)
+                )
+            entries.append([rel, int(info.get("size") or 0), token])
     digest = digest_bytes(canonical_json(entries))
     return SourceIdentity(
         method="sha256" if hash_contents else "listing",

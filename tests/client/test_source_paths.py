@@ -100,3 +100,25 @@ def test_cli_derive_hashes_sources_when_asked(
     assert answer.exit_code == 0, answer.output
     (source,) = json.loads(answer.stdout)["provenance"]["sources"]
     assert source["uri"] == f"file://{tmp_path}/raw/" and source["identity"]["method"] == "sha256"
+
+
+def test_hashing_sources_reports_progress_over_every_byte(tmp_path: Path) -> None:
+    from recordkeeper.provenance import source_identity
+
+    raw = tmp_path / "raw"
+    (raw / "a").mkdir(parents=True)
+    (raw / "a" / "one.json").write_bytes(b"x" * 1000)
+    (raw / "two.json").write_bytes(b"y" * 234)
+
+    class Seen:
+        total = 0
+
+        def advance(self, nbytes: int) -> None:
+            self.total += nbytes
+
+    seen = Seen()
+    hashed = source_identity(str(raw), hash_contents=True, progress=seen)
+    assert (hashed.method, hashed.files, hashed.size, seen.total) == ("sha256", 2, 1234, 1234)
+    listed = Seen()
+    source_identity(str(raw), progress=listed)  # a listing reads nothing: nothing to report
+    assert listed.total == 0
