@@ -102,6 +102,11 @@ def test_remove_rename_and_replace(client: TestClient) -> None:
         ("training", 0, 2, kept[0]["uri"]),
         ("training", 1, 2, kept[1]["uri"]),
     ]
+    # the log names the rename (the diff rule counts the renamed split's shards as removed
+    # and added); a version that renamed nothing says so with an empty mapping
+    log = client.get(f"{API}/datasets/coco/log").json()["data"]
+    assert log[0]["change"]["renamed_splits"] == {"train": "training"}
+    assert log[1]["change"] is None or log[1]["change"]["renamed_splits"] == {}
 
 
 def test_bad_changes_are_refused_and_nothing_is_stored(client: TestClient) -> None:

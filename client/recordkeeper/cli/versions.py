@@ -7,6 +7,7 @@ import errno
 import os
 import shlex
 import warnings
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
@@ -353,7 +354,7 @@ def provenance_lines(provenance: Provenance) -> list[str]:
     return lines
 
 
-def change_summary(change: dict[str, int] | None, compared_with: str | None) -> str:
+def change_summary(change: Mapping[str, Any] | None, compared_with: str | None) -> str:
     """``+10 shards (+1,200 records), -2 shards (-240 records) vs coco_…_v2`` for ``log``."""
     if change is None or compared_with is None:
         return "first version"
@@ -365,7 +366,10 @@ def change_summary(change: dict[str, int] | None, compared_with: str | None) -> 
     if change["shards_changed"]:
         parts.append(f"~{change['shards_changed']} changed")
     records = f"+{change['records_added']:,}/-{change['records_removed']:,} records"
-    return (", ".join(parts) or "no shard changed") + f" ({records}) vs {compared_with}"
+    renamed = "".join(
+        f", split {old} renamed {new}" for old, new in (change.get("renamed_splits") or {}).items()
+    )
+    return (", ".join(parts) or "no shard changed") + f" ({records}){renamed} vs {compared_with}"
 
 
 #: Versions per ``GET /datasets/{name}/log`` request (its ``limit`` is at most 100).

@@ -33,8 +33,26 @@ from recordkeeper_service.repository.versions import VersionRepository
 __all__ = ["ProvenanceRepository"]
 
 
-def _change(diff: core_diff.VersionDiff[Any]) -> dict[str, int]:
-    out = {
+def _renamed_splits(session: Session, names: list[str]) -> dict[str, dict[str, str]]:
+    """``{version: {old split: new split}}`` of the derived versions among ``names``, from
+    their ``version.committed`` events (the last one of each; one statement)."""
+    if not names:
+        return {}
+    rows = session.execute(
+        select(m.AuditEvent.version, m.AuditEvent.detail)
+        .where(m.AuditEvent.action == "version.committed", m.AuditEvent.version.in_(names))
+        .order_by(m.AuditEvent.id)
+    )
+    out: dict[str, dict[str, str]] = {}
+    for version, detail in rows:
+        renamed = ((detail or {}).get("derived") or {}).get("renamed_splits")
+        if version is not None and isinstance(renamed, dict):
+            out[version] = {str(old): str(new) for old, new in renamed.items()}
+    return out
+
+
+def _change(diff: core_diff.VersionDiff[Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "shards_added": 0,
         "shards_removed": 0,
         "shards_changed": 0,
@@ -92,6 +110,7 @@ class ProvenanceRepository:
                 )
             )
             provenances = load_provenances(session, (r.id for r in rows))
+            renames = _renamed_splits(session, [r.name for r in rows])
             # The version before each one (by number), for those without a base parent.
             previous: dict[int, str] = {}
             for row in rows:
@@ -111,6 +130,9 @@ class ProvenanceRepository:
             change = None
             if compared_with is not None:  # from the derivation when derived (in proportion)
                 change = _change(self._diffs.diff(compared_with, row.name))
+                # a derivation's renames: the diff rule (shards matched by split and index)
+                # counts a renamed split's shards as removed and added
+                change["renamed_splits"] = renames.get(row.name, {}) if base else {}
             producer = document["producer"] or {}
             entries.append(
                 {

@@ -148,6 +148,11 @@ class ChangeOut(OutModel):
     shards_changed: int
     records_added: int
     records_removed: int
+    renamed_splits: dict[str, str] = Field(
+        default_factory=dict,
+        description="splits the derivation renamed, old name → new (their shards count as "
+        "removed and added: shards are matched by split and index)",
+    )
 
 
 class LogEntryOut(OutModel):

@@ -106,3 +106,20 @@ def test_log_says_when_older_versions_are_not_shown(monkeypatch: pytest.MonkeyPa
     assert "older versions not shown: recordkeeper log coco -n 22" in two.output
     every = CliRunner().invoke(app, ["log", "coco", "-n", "3"])
     assert "v1 coco_20231015_v1" in every.output and "older versions" not in every.output
+
+
+def test_log_names_a_renamed_split() -> None:
+    change = {
+        "shards_added": 2,
+        "shards_removed": 2,
+        "shards_changed": 0,
+        "records_added": 20,
+        "records_removed": 20,
+        "renamed_splits": {"validation": "val"},
+    }
+    line = versions_cli.change_summary(change, "coco_20231015_v1")
+    assert line == (
+        "+2 shards, -2 shards (+20/-20 records), split validation renamed val vs coco_20231015_v1"
+    )
+    del change["renamed_splits"]  # an older service's answer
+    assert "renamed" not in versions_cli.change_summary(change, "coco_20231015_v1")
