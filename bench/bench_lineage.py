@@ -21,7 +21,9 @@ request runs, minus HTTP:
 * **downstream (direct)**: ``LineageRepository.consumers(version, transitive=False)`` — the
   checkpoints (and models) whose own segments trained on one version (~100);
 * **downstream (transitive)**: ``consumers(version)`` — plus every checkpoint restored or
-  fine-tuned from those (~4,900), which is what ``recordkeeper consumers`` shows.
+  fine-tuned from those (~4,900), which is what ``recordkeeper consumers`` shows;
+* **where a first answer goes**: the upstream route's own calls (head, answer, packed columns,
+  rendering) timed one by one in process by a fresh repository.
 
 Peer measured in the same run: the same upstream answer assembled hop by hop (one query per
 parent plus one per segment), as a client walking ``parent`` links or an ORM lazy-load would.
@@ -393,6 +395,40 @@ def _history_only(
     return cold, warm
 
 
+def _first_answer_parts(db: Database, tips: list[str]) -> dict[str, Any]:
+    """Where a first upstream answer goes, in process: the route's own calls
+    (:func:`recordkeeper_service.routes.lineage.lineage_response` without HTTP) timed one by
+    one, by a fresh repository (a new worker's caches) warmed as :func:`_over_http` warms the
+    service: the head, the answer (walk, versions not seen yet, history, grouping), the packed
+    columns and the rendered bytes."""
+    from recordkeeper_service.routes.lineage import render_lineage
+
+    repo = LineageRepository(db)
+    for tip in tips[:20]:
+        repo.lineage(tip.rsplit("/", 1)[0] + "/ckpt-1")
+    parts: dict[str, list[float]] = {"head": [], "answer": [], "packed": [], "render": []}
+    size = 0
+    for tip in tips:
+        t0 = time.perf_counter()
+        head = repo.lineage_head(tip)
+        t1 = time.perf_counter()
+        record = repo.answer_from(head)
+        t2 = time.perf_counter()
+        packed = record.to_json(form="packed")
+        t3 = time.perf_counter()
+        size = len(render_lineage(packed))
+        t4 = time.perf_counter()
+        for name, begin, end in (
+            ("head", t0, t1),
+            ("answer", t1, t2),
+            ("packed", t2, t3),
+            ("render", t3, t4),
+        ):
+            parts[name].append((end - begin) * 1000)
+    medians = {f"{name}_p50_ms": round(statistics.median(t), 2) for name, t in parts.items()}
+    return {**medians, "total_p50_ms": round(sum(medians.values()), 2), "answer_bytes": size}
+
+
 def _over_http(
     url: str,
     tips: list[str],
@@ -541,6 +577,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             # versions, walked with an empty per-process cache (a worker's first sight of
             # them) and with the repository's warm one.
             history_cold, history_warm = _history_only(db, repo, tips)
+            first_parts = _first_answer_parts(db, tips)
             http = (
                 {
                     "own_process": _over_http(url, tips, versions, args, own_process=True),
@@ -583,6 +620,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "peer_hop_by_hop_upstream": {**summary(peer_t), "queries": peer_n},
         "history_only_cold": summary(history_cold),
         "history_only_warm": summary(history_warm),
+        "first_answer_parts": first_parts,
         "http_client": http,
         "ml_metadata": _mlmd(args, tips, picks) if args.mlmd else None,
         "queries": n,
@@ -633,6 +671,13 @@ def print_table(result: dict[str, Any]) -> None:
     print("|---|---:|---:|")
     for label, figures in rows:
         print(f"| {label} | {figures['p50_ms']} | {figures['p99_ms']} |")
+    parts = result["first_answer_parts"]
+    print()
+    print(
+        "first answer in process, p50 ms: "
+        + ", ".join(f"{k.removesuffix('_p50_ms')} {v}" for k, v in parts.items() if "p50" in k)
+        + f" ({parts['answer_bytes']:,} bytes packed)"
+    )
     print()
     print(json.dumps(result, indent=2))
 
