@@ -214,3 +214,25 @@ def test_a_duplicate_burns_no_number(client: TestClient) -> None:
         f"{API}/events", params={"version": "coco_20231015_v2", "action": "version.committed"}
     ).json()["data"]
     assert events[0]["detail"]["staged_as"].startswith("coco_20231015_staged")
+
+
+def test_a_version_numbered_at_commit_is_stored_under_its_committed_name(
+    client: TestClient,
+) -> None:
+    """Shards registered in place elsewhere: the version's own prefix (where its record lookup
+    goes after commit) takes the committed name, as a reserved staging's does from the start;
+    one holding a shard of the version keeps the staged name."""
+    elsewhere = stage(client, "coco", desc="in_place")
+    staged_prefix = elsewhere["storage_prefix"]
+    assert staged_prefix.endswith(f"/coco/{elsewhere['staged_name']}/")
+    raw = staged_prefix.rsplit("/coco/", 1)[0] + "/raw/"
+    register(client, elsewhere["name"], shards(raw, 2))
+    done = commit(client, elsewhere["name"]).json()
+    assert done["name"].endswith("_v1_in_place")
+    assert done["storage_prefix"] == staged_prefix.replace(elsewhere["staged_name"], done["name"])
+    shown = client.get(f"{API}/versions/{done['name']}").json()
+    assert shown["storage_prefix"] == done["storage_prefix"]
+    holding = stage(client, "coco", desc="under_prefix")
+    register(client, holding["name"], shards(holding["storage_prefix"], 1, content="b"))
+    kept = commit(client, holding["name"]).json()
+    assert kept["storage_prefix"] == holding["storage_prefix"]

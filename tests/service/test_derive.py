@@ -102,11 +102,21 @@ def test_remove_rename_and_replace(client: TestClient) -> None:
         ("training", 0, 2, kept[0]["uri"]),
         ("training", 1, 2, kept[1]["uri"]),
     ]
+    # its replacement shard lies under the staged prefix: the prefix stays (it holds it)
+    assert done.json()["storage_prefix"] == derived["storage_prefix"]
+    only_renamed = stage(client, "coco", base=done.json()["name"], desc="renamed")
+    renamed = _commit(client, only_renamed["name"], rename_splits={"test": "holdout"}).json()
+    # nothing stored under the staged prefix: the version's own files (its record lookup,
+    # written after commit) go under its committed name
+    assert renamed["storage_prefix"].endswith(f"/coco/{renamed['name']}/")
     # the log names the rename (the diff rule counts the renamed split's shards as removed
     # and added); a version that renamed nothing says so with an empty mapping
     log = client.get(f"{API}/datasets/coco/log").json()["data"]
-    assert log[0]["change"]["renamed_splits"] == {"train": "training"}
-    assert log[1]["change"] is None or log[1]["change"]["renamed_splits"] == {}
+    assert [entry["change"]["renamed_splits"] for entry in log[:2]] == [
+        {"test": "holdout"},
+        {"train": "training"},
+    ]
+    assert log[2]["change"] is None or log[2]["change"]["renamed_splits"] == {}
 
 
 def test_bad_changes_are_refused_and_nothing_is_stored(client: TestClient) -> None:

@@ -265,6 +265,7 @@ def _commit_staged(
     if version.number is None:  # staged since numbers are given at commit
         version.number = allocate(session, version.dataset_id, m.Dataset.next_number)
         version.name = format_version_name(dataset, version.date, version.number, version.desc)
+        _name_the_prefix(session, version, staged_as, added)
     version.state = "committed"
     version.committed_at = m.utcnow()
     version.content_digest = digest
@@ -439,6 +440,36 @@ def _check_not_released(
             uri=uri,
             released_by=released,
         )
+
+
+def _name_the_prefix(
+    session: Session, version: m.Version, staged_as: str, added: list[str] | None
+) -> None:
+    """Give a version numbered at commit the storage prefix of its committed name
+    (``…/coco/coco_20261201_v2_add_person/``, where what the client stores for it after commit
+    goes: its record lookup), unless a shard of its own lies under the staged prefix (then
+    the prefix stays: it holds that shard).  ``added``: a derived version's own shards (its
+    other rows are its base's, stored elsewhere); else every shard of the version."""
+    staged = version.storage_prefix
+    tail = f"/{staged_as}/"
+    if not staged.endswith(tail):  # a prefix of another layout: left as it is
+        return
+    if added is not None:
+        holds = any(uri.startswith(staged) for uri in added)
+    else:
+        holds = (
+            session.scalar(
+                select(m.Shard.id)
+                .where(
+                    m.Shard.version_id == version.id,
+                    m.Shard.uri.startswith(staged, autoescape=True),
+                )
+                .limit(1)
+            )
+            is not None
+        )
+    if not holds:
+        version.storage_prefix = f"{staged[: -len(tail)]}/{version.name}/"
 
 
 def _existing_answer(session: Session, version_id: int, dataset: str) -> VersionRecord:
