@@ -42,10 +42,10 @@ from recordkeeper.core.provenance import (
     check_role,
     digest_bytes,
     parse_parent_spec,
-    strip_userinfo,
     validate_provenance,
 )
 from recordkeeper.core.refs import parse_reference
+from recordkeeper.core.secrets import redact_command, strip_credentials
 from recordkeeper.core.version import __version__
 from recordkeeper.progress import ProgressLike, byte_progress
 from recordkeeper.storage import (
@@ -397,7 +397,7 @@ def _remote(root: str) -> str | None:
     listed = names.splitlines()
     name = "origin" if "origin" in listed else listed[0]
     url = _git(root, "remote", "get-url", name)
-    return strip_userinfo(url) if url else None
+    return strip_credentials(url) if url else None
 
 
 def _changes(root: str, *, has_head: bool) -> tuple[bool | None, str | None]:
@@ -443,32 +443,14 @@ def capture_environment() -> Environment:
     )
 
 
-_SECRET_NAME = re.compile(
-    r"(token|secret|password|passwd|credential|api[-_]?key|access[-_]?key)", re.I
-)
-
-
 def command_line(argv: Sequence[str] | None = None) -> list[str]:
-    """The command line (``sys.argv`` by default) with secrets redacted: the value of an option
-    whose name looks like a secret (``--token=…``, ``--password …``) becomes ``***``, and URLs
-    lose their ``user:password@``."""
-    args = list(sys.argv if argv is None else argv)
-    out: list[str] = []
-    redact_next = False
-    for arg in args:
-        if redact_next:
-            out.append("***")
-            redact_next = False
-            continue
-        name, eq, _ = arg.partition("=")
-        if arg.startswith("-") and _SECRET_NAME.search(name):
-            if eq:
-                out.append(f"{name}=***")
-            else:
-                out.append(arg)
-                redact_next = True
-            continue
-        out.append(strip_userinfo(arg) if "://" in arg else arg)
+    """The command line (``sys.argv`` by default) with secrets redacted
+    (:func:`recordkeeper.core.secrets.redact_command`): the value of an option or a
+    ``NAME=value`` whose name looks like a secret (``--token=…``, ``--password …``,
+    ``AWS_SECRET_ACCESS_KEY=…``) becomes ``***``, ``Authorization:`` values too, and every URL
+    in an argument loses its ``user:password@`` and its secret query parameters
+    (``X-Amz-Signature``, ``token``, …)."""
+    out = redact_command(list(sys.argv if argv is None else argv))
     if out and not os.path.isabs(out[0]) and out[0].endswith(".py"):
         out[0] = Path(out[0]).as_posix()
     return out
@@ -669,7 +651,7 @@ def _sources(
         else:
             uri = source_uri(item)
             identity = source_identity(uri, options, hash_contents=hash_contents)
-            out.append({"uri": strip_userinfo(uri), "identity": identity.to_dict()})
+            out.append({"uri": strip_credentials(uri), "identity": identity.to_dict()})
     return out
 
 
