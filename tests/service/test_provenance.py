@@ -288,6 +288,28 @@ def test_parents_from_other_datasets_children_and_sources(client: TestClient) ->
     }
 
 
+def test_a_source_asked_with_its_credentials_is_found_without_echoing_them(
+    client: TestClient,
+) -> None:
+    """The client records a presigned source without its signature; asking about it with the
+    URL it was listed with (versions from a source, impact, the graph) finds that version, and
+    no answer repeats the secret."""
+    recorded = "https://b.s3.amazonaws.com/raw/a.json?versionId=3"
+    version = publish(client, content="s", provenance={"sources": [{"uri": recorded}]})
+    asked = recorded + "&X-Amz-Credential=AKIA&X-Amz-Signature=f00dfeed"
+    found = client.get(f"{API}/sources/versions", params={"uri": asked})
+    assert [v["name"] for v in found.json()["data"]] == [version["name"]]
+    impact = client.get(f"{API}/lineage/impact", params={"source": asked})
+    assert impact.status_code == 200 and impact.json()["target"]["source"] == recorded
+    assert [v["name"] for v in impact.json()["versions"]] == [version["name"]]
+    graph = client.get(f"{API}/lineage/graph", params={"source": asked})
+    assert graph.status_code == 200 and graph.json()["root"] == f"source:{recorded}"
+    for answer in (found, impact, graph):
+        assert "f00dfeed" not in answer.text and "AKIA" not in answer.text
+    bad = client.get(f"{API}/sources/versions", params={"uri": "gs://raw/../etc/"})
+    assert error(bad, 422, "invalid_request")  # as impact: no recorded source has '..'
+
+
 def test_log_summarises_each_version_against_its_base(client: TestClient) -> None:
     v1 = publish(client, count=2, content="a")
     # v2: a change of v1 — the same two shards plus... (content differs: all "changed")

@@ -45,6 +45,7 @@ from recordkeeper.core.limits import (
     MAX_URI_LENGTH,
     MIN_INT64,
     invalid_text_at,
+    is_valid_text,
 )
 from recordkeeper.core.secrets import (
     redact_command,
@@ -72,6 +73,7 @@ __all__ = [
     "has_provenance",
     "is_role",
     "parse_parent_spec",
+    "source_query",
     "source_uri_problem",
     "strip_credentials",
     "strip_userinfo",
@@ -303,6 +305,26 @@ def source_uri_problem(uri: str) -> str | None:
         if segment in (".", "..") or unicodedata.normalize("NFKC", segment) in (".", ".."):
             return f"URIs have no {segment!r} path segment (write the path it stands for)"
     return None
+
+
+def source_query(value: str) -> str:
+    """A source URI as asked about (impact, the lineage graph, versions from a source): stripped
+    of surrounding spaces and of credentials (:func:`strip_credentials`: the client records a
+    source without them, so asking with the URL used to list it finds it, and the answer never
+    echoes a secret).  Refused (:class:`InvalidRequest`) when empty, over the URI limit, not
+    valid text, or with a problem (:func:`source_uri_problem`) no recorded source can have."""
+    text = value.strip()
+    if not text or len(text.encode("utf-8", "surrogatepass")) > MAX_URI_LENGTH:
+        raise InvalidRequest(
+            f"source must be a URI of 1 to {MAX_URI_LENGTH} bytes of valid text, "
+            f"got {value[:200]!r}"
+        )
+    if not is_valid_text(text):
+        raise InvalidRequest(f"source {text[:200]!r} is not valid text (a lone surrogate, a NUL)")
+    problem = source_uri_problem(text)
+    if problem is not None:
+        raise InvalidRequest(f"source {text[:200]!r}: {problem}")
+    return strip_credentials(text)
 
 
 def _source_uri(value: Any, where: str) -> str:
