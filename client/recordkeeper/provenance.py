@@ -320,7 +320,7 @@ def _git(root: str, *args: str, text: bool = True) -> Any:
             env=env,
             check=False,
         )
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, ValueError, subprocess.SubprocessError):  # ValueError: a NUL in a path
         return None
     if done.returncode != 0:
         return None
@@ -466,11 +466,16 @@ def load_params(value: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, 
     if isinstance(value, Mapping):
         params, _, _ = canonical_params(value)
         return params
+    if not isinstance(value, str | os.PathLike) or isinstance(value, bytes):
+        raise InvalidParams(
+            "params are a mapping or the path of a .yaml/.yml/.json file, not "
+            f"{type(value).__name__}"
+        )
     path = Path(value)
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidParams(f"params file {path}: {exc}") from None
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or a NUL in the path
+        raise InvalidParams(f"params file {str(path)[:200]!r}: {exc}") from None
     if path.suffix.lower() == ".json":
         try:
             loaded = json.loads(text)
@@ -571,6 +576,14 @@ ParentSpec = Any  # "coco@v2", "coco@v2:labels", ("coco@v2", "labels"), a Datase
 SourceSpec = Any  # "gs://raw/coco/", a Source, {"uri": ..., "identity": ...}
 
 
+def _items(value: Any, what: str, kinds: str) -> list[Any]:
+    """``value`` as a list of the items of ``what``: refused (:class:`InvalidProvenance`) unless
+    it is a list, tuple or other iterable of them (not bytes, not a single number)."""
+    if isinstance(value, bytes | bytearray) or not isinstance(value, Iterable):
+        raise InvalidProvenance(f"{what} are {kinds} (a list of them), not {type(value).__name__}")
+    return list(value)
+
+
 def _parent_pairs(
     parents: Iterable[ParentSpec] | Mapping[str, str],
 ) -> list[tuple[str, str | None]]:
@@ -579,13 +592,13 @@ def _parent_pairs(
     if isinstance(parents, str):
         parents = [parents]
     out: list[tuple[str, str | None]] = []
-    for item in parents:
+    for item in _items(parents, "parents", "references, (ref, role) pairs or versions"):
         if isinstance(item, str):
             ref, role = parse_parent_spec(item, default_role="")
             out.append((ref, role or None))
         elif isinstance(item, tuple) and len(item) == 2:
             out.append((str(item[0]), str(item[1])))
-        elif isinstance(item, Mapping):
+        elif isinstance(item, Mapping) and "ref" in item:
             out.append((str(item["ref"]), item.get("role")))
         elif hasattr(item, "name") and hasattr(item, "dataset"):  # a DatasetVersion
             out.append((str(item.name), None))
@@ -640,14 +653,18 @@ def source_uri(source: str | os.PathLike[str]) -> str:
 def _sources(
     sources: Iterable[SourceSpec], options: Mapping[str, Any] | None, hash_contents: bool
 ) -> list[dict[str, Any]]:
-    if isinstance(sources, str):
+    if isinstance(sources, str | os.PathLike):
         sources = [sources]
     out = []
-    for item in sources:
+    for item in _items(sources, "sources", "URIs, paths or Source values"):
         if isinstance(item, Source):
             out.append(item.to_dict())
-        elif isinstance(item, Mapping):
+        elif isinstance(item, Mapping) and "uri" in item:
             out.append({"uri": str(item["uri"]), "identity": item.get("identity")})
+        elif not isinstance(item, str | os.PathLike):
+            raise InvalidProvenance(
+                f"a source is a URI, a path or a Source, not {type(item).__name__}"
+            )
         else:
             uri = source_uri(item)
             identity = source_identity(uri, options, hash_contents=hash_contents)
@@ -679,9 +696,13 @@ def build_provenance(
     ``sys.argv`` (redacted, :func:`command_line`).  ``environment``: record the versions.
     Checked with the service's rules before anything is staged.
     """
+    if not (code is None or isinstance(code, Producer | str | os.PathLike)):
+        raise InvalidProvenance(
+            f"code is 'auto', a work tree's path, a Producer or None, not {type(code).__name__}"
+        )
     document: dict[str, Any] = {
-        "parents": assign_roles(dataset, _parent_pairs(parents or [])),
-        "sources": _sources(sources or [], storage_options, hash_sources),
+        "parents": assign_roles(dataset, _parent_pairs([] if parents is None else parents)),
+        "sources": _sources([] if sources is None else sources, storage_options, hash_sources),
         "producer": None,
         "params": load_params(params) if params is not None else None,
         "command": None,
@@ -697,6 +718,10 @@ def build_provenance(
     if command == "auto":
         document["command"] = command_line()
     elif command is not None:
+        if isinstance(command, str) or not all(
+            isinstance(a, str) for a in _items(command, "command", "the arguments (strings)")
+        ):
+            raise InvalidProvenance("command is 'auto', None or a list of strings (the arguments)")
         document["command"] = command_line(command)
     validate_provenance(document)
     return document
