@@ -589,8 +589,8 @@ def _parent_pairs(
 ) -> list[tuple[str, str | None]]:
     if isinstance(parents, Mapping):
         return [(str(ref), str(role)) for ref, role in parents.items()]
-    if isinstance(parents, str):
-        parents = [parents]
+    if isinstance(parents, str) or (hasattr(parents, "name") and hasattr(parents, "dataset")):
+        parents = [parents]  # one reference, or one DatasetVersion
     out: list[tuple[str, str | None]] = []
     for item in _items(parents, "parents", "references, (ref, role) pairs or versions"):
         if isinstance(item, str):
@@ -653,8 +653,10 @@ def source_uri(source: str | os.PathLike[str]) -> str:
 def _sources(
     sources: Iterable[SourceSpec], options: Mapping[str, Any] | None, hash_contents: bool
 ) -> list[dict[str, Any]]:
-    if isinstance(sources, str | os.PathLike):
-        sources = [sources]
+    if isinstance(sources, str | os.PathLike | Source) or (
+        isinstance(sources, Mapping) and "uri" in sources
+    ):
+        sources = [sources]  # one source
     out = []
     for item in _items(sources, "sources", "URIs, paths or Source values"):
         if isinstance(item, Source):
