@@ -45,9 +45,10 @@ _SECRET_WORDS = frozenset({"sig", "auth", "pwd", "pass"})
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*")
 #: ``NAME=value`` where NAME is a variable or a dotted setting (``db.password=…``).
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*)=(.*)", re.S)
-#: An HTTP authorization header given as an argument (``-H 'Authorization: Bearer …'``).
+#: An HTTP authorization header given as an argument (``-H 'Authorization: Basic …'``).
 _AUTH_HEADER = re.compile(r"\s*(?:proxy-)?authorization\s*:", re.I)
-_BEARER = re.compile(r"(\b(?:bearer|basic)\s+)\S+", re.I)
+#: A bearer token anywhere in an argument (``curl -H "Authorization: Bearer …"`` as one).
+_BEARER = re.compile(r"(\bbearer\s+)\S+", re.I)
 
 
 def is_secret_name(name: str) -> bool:
