@@ -549,7 +549,7 @@ def source_identity(
     total = sum(int(info.get("size") or 0) for _, info in files)
     entries = []
     reading = hash_contents and total > 0
-    shown = strip_userinfo(uri)
+    shown = strip_credentials(uri)
     with byte_progress(f"hashing {shown}", total, progress if reading else False) as advance:
         for key, info in files:
             rel = key[len(base) :].lstrip("/") if key.startswith(base) else key
