@@ -59,6 +59,7 @@ from recordkeeper.core.errors import (
     RecordkeeperError,
     ShardConflict,
     StorageError,
+    VersionImmutable,
     VersionNotFound,
 )
 from recordkeeper.core.record_identity import DEFAULT_WIDTH
@@ -130,8 +131,9 @@ class Derivation:
     ) -> None:
         self._registry = registry
         self.sample_records = sample_records
-        ref = base.name if isinstance(base, DatasetVersion) else base.strip()
-        self.dataset = parse_reference(ref).dataset
+        ref = base.name if isinstance(base, DatasetVersion) else base
+        self.dataset = parse_reference(ref).dataset  # InvalidReference for a non-string too
+        ref = ref.strip()
         found = self._base_version(ref)
         #: The base's name (``coco_20231015_v2``), and its ``{split: shard count}``.
         self.base = found.name
@@ -174,6 +176,7 @@ class Derivation:
         self._remove_shards: list[str] = []
         self.staged: DatasetVersion | None = None
         self._version: DatasetVersion | None = None
+        self._abandoned = False
 
     # -- the base -----------------------------------------------------------------------------
 
@@ -206,8 +209,23 @@ class Derivation:
         """The core rule against the base, now (the service applies it again at commit)."""
         plan_changes(self.base_splits, {}, changes)
 
+    def _check_open(self, what: str) -> None:
+        """Refuse a change once the derivation is committed (its version never changes: a
+        change made now would be silently left out) or abandoned."""
+        if self._version is not None:
+            raise VersionImmutable(
+                f"{what}: {self._version.name} is committed (derived from {self.base}); a "
+                "committed version never changes: derive a new version from it for more",
+                state=self._version.state,
+            )
+        if self._abandoned:
+            raise InvalidRequest(
+                f"{what}: this derivation of {self.base} was abandoned; start a new one"
+            )
+
     def remove_split(self, split: str) -> Derivation:
         """Leave the base's ``split`` out (``split_not_found`` if the base has none)."""
+        self._check_open("remove_split")
         _check_text(split, "remove_split: the split")
         changes = Changes((*self._remove_splits, split), self._renames, tuple(self._remove_shards))
         self._check(changes)
@@ -216,6 +234,7 @@ class Derivation:
 
     def rename_split(self, old: str, new: str) -> Derivation:
         """Keep the base's split ``old`` under the name ``new``."""
+        self._check_open("rename_split")
         _check_text(old, "rename_split: the old name")
         _check_text(new, "rename_split: the new name")
         validate_split_name(new)
@@ -230,6 +249,7 @@ class Derivation:
         """Leave base shards out: ``"SPLIT:INDEX"`` (their position in the base) or URIs, as
         arguments or lists of them (``remove_shards("train:1", "train:2")`` or
         ``remove_shards(["train:1", "train:2"])``)."""
+        self._check_open("remove_shards")
         texts = tuple(_shard_texts(shards))
         for text in texts:
             parse_shard_position(text)
@@ -250,8 +270,9 @@ class Derivation:
     def write(self, record: Any, split: str = "train") -> None:
         """Append one record to the added shards of ``split`` (see :meth:`VersionWriter.write
         <recordkeeper.writer.VersionWriter.write>`)."""
+        self._check_open("write")
+        self._writer.write(record, split)  # checks the split and the record first
         self._written.add(split)
-        self._writer.write(record, split)
 
     def end_shard(self, split: str = "train") -> None:
         """Close ``split``'s open added shard now (the next record starts another)."""
@@ -260,10 +281,13 @@ class Derivation:
     def add_files(self, split: str, uris: Iterable[str]) -> Derivation:
         """Add existing record files to ``split``, registered in place (each is read once, at
         commit, to hash it; nothing is copied)."""
+        self._check_open("add_files")
         _check_text(split, "add_files: the split")
         validate_split_name(split)
         if isinstance(uris, str):
             raise InvalidRequest(f"add_files: give a list of URIs, not one string ({uris!r})")
+        if isinstance(uris, bytes | bytearray) or not isinstance(uris, Iterable):
+            raise InvalidRequest(f"add_files: give a list of URIs, not {type(uris).__name__}")
         listed = self._files.setdefault(split, [])
         for uri in uris:
             _check_text(uri, "add_files: each URI")
@@ -312,6 +336,7 @@ class Derivation:
         is kept, as by the writer, unless ``force_new``)."""
         if self._version is not None:
             return self._version
+        self._check_open("commit")
         changes = self.changes
         try:
             registrations = self._registrations()
@@ -348,7 +373,7 @@ class Derivation:
                 fetch_shards=False,  # fetched when first read (FetchedSplits)
             )
         except BaseException:
-            self.abort()
+            self._discard()
             raise
         if not version.was_staged_as(staged.name):  # an identical version was kept
             self._writer._delete_written()
@@ -497,7 +522,15 @@ class Derivation:
         return register_committed(self._registry.http, version, digests, storage_options=options)
 
     def abort(self) -> None:
-        """Abandon what was staged and delete what was written (best effort)."""
+        """Abandon what was staged and delete what was written (best effort).  Once committed
+        this does nothing: the version and its objects stay (never deleted by a cleanup path
+        calling ``abort()`` after a successful commit)."""
+        if self._version is not None:
+            return
+        self._abandoned = True
+        self._discard()
+
+    def _discard(self) -> None:
         self._writer.abort()
         if self.staged is not None and self.staged is not self._writer.staged:
             with contextlib.suppress(Exception):

@@ -308,7 +308,14 @@ class HttpCore:
         clean_params = {k: v for k, v in (params or {}).items() if v is not None}
         import httpx
 
-        target = self._target(url, clean_params)
+        try:
+            target = self._target(url, clean_params)
+        except httpx.InvalidURL as exc:  # a query or path over httpx's limits, a bad character
+            raise InvalidRequest(
+                f"{method} {url[:200]}: the request's URL cannot be sent ({exc}); a query value "
+                "is probably far too long",
+                request_id=request_id,
+            ) from None
         attempt = 0
         while True:
             try:

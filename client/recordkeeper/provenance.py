@@ -42,10 +42,10 @@ from recordkeeper.core.provenance import (
     check_role,
     digest_bytes,
     parse_parent_spec,
-    strip_userinfo,
     validate_provenance,
 )
 from recordkeeper.core.refs import parse_reference
+from recordkeeper.core.secrets import redact_command, strip_credentials
 from recordkeeper.core.version import __version__
 from recordkeeper.progress import ProgressLike, byte_progress
 from recordkeeper.storage import (
@@ -320,7 +320,7 @@ def _git(root: str, *args: str, text: bool = True) -> Any:
             env=env,
             check=False,
         )
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, ValueError, subprocess.SubprocessError):  # ValueError: a NUL in a path
         return None
     if done.returncode != 0:
         return None
@@ -397,7 +397,7 @@ def _remote(root: str) -> str | None:
     listed = names.splitlines()
     name = "origin" if "origin" in listed else listed[0]
     url = _git(root, "remote", "get-url", name)
-    return strip_userinfo(url) if url else None
+    return strip_credentials(url) if url else None
 
 
 def _changes(root: str, *, has_head: bool) -> tuple[bool | None, str | None]:
@@ -443,32 +443,14 @@ def capture_environment() -> Environment:
     )
 
 
-_SECRET_NAME = re.compile(
-    r"(token|secret|password|passwd|credential|api[-_]?key|access[-_]?key)", re.I
-)
-
-
 def command_line(argv: Sequence[str] | None = None) -> list[str]:
-    """The command line (``sys.argv`` by default) with secrets redacted: the value of an option
-    whose name looks like a secret (``--token=…``, ``--password …``) becomes ``***``, and URLs
-    lose their ``user:password@``."""
-    args = list(sys.argv if argv is None else argv)
-    out: list[str] = []
-    redact_next = False
-    for arg in args:
-        if redact_next:
-            out.append("***")
-            redact_next = False
-            continue
-        name, eq, _ = arg.partition("=")
-        if arg.startswith("-") and _SECRET_NAME.search(name):
-            if eq:
-                out.append(f"{name}=***")
-            else:
-                out.append(arg)
-                redact_next = True
-            continue
-        out.append(strip_userinfo(arg) if "://" in arg else arg)
+    """The command line (``sys.argv`` by default) with secrets redacted
+    (:func:`recordkeeper.core.secrets.redact_command`): the value of an option or a
+    ``NAME=value`` whose name looks like a secret (``--token=…``, ``--password …``,
+    ``AWS_SECRET_ACCESS_KEY=…``) becomes ``***``, ``Authorization:`` values too, and every URL
+    in an argument loses its ``user:password@`` and its secret query parameters
+    (``X-Amz-Signature``, ``token``, …)."""
+    out = redact_command(list(sys.argv if argv is None else argv))
     if out and not os.path.isabs(out[0]) and out[0].endswith(".py"):
         out[0] = Path(out[0]).as_posix()
     return out
@@ -484,11 +466,16 @@ def load_params(value: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, 
     if isinstance(value, Mapping):
         params, _, _ = canonical_params(value)
         return params
+    if not isinstance(value, str | os.PathLike) or isinstance(value, bytes):
+        raise InvalidParams(
+            "params are a mapping or the path of a .yaml/.yml/.json file, not "
+            f"{type(value).__name__}"
+        )
     path = Path(value)
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidParams(f"params file {path}: {exc}") from None
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or a NUL in the path
+        raise InvalidParams(f"params file {str(path)[:200]!r}: {exc}") from None
     if path.suffix.lower() == ".json":
         try:
             loaded = json.loads(text)
@@ -562,7 +549,7 @@ def source_identity(
     total = sum(int(info.get("size") or 0) for _, info in files)
     entries = []
     reading = hash_contents and total > 0
-    shown = strip_userinfo(uri)
+    shown = strip_credentials(uri)
     with byte_progress(f"hashing {shown}", total, progress if reading else False) as advance:
         for key, info in files:
             rel = key[len(base) :].lstrip("/") if key.startswith(base) else key
@@ -589,21 +576,29 @@ ParentSpec = Any  # "coco@v2", "coco@v2:labels", ("coco@v2", "labels"), a Datase
 SourceSpec = Any  # "gs://raw/coco/", a Source, {"uri": ..., "identity": ...}
 
 
+def _items(value: Any, what: str, kinds: str) -> list[Any]:
+    """``value`` as a list of the items of ``what``: refused (:class:`InvalidProvenance`) unless
+    it is a list, tuple or other iterable of them (not bytes, not a single number)."""
+    if isinstance(value, bytes | bytearray) or not isinstance(value, Iterable):
+        raise InvalidProvenance(f"{what} are {kinds} (a list of them), not {type(value).__name__}")
+    return list(value)
+
+
 def _parent_pairs(
     parents: Iterable[ParentSpec] | Mapping[str, str],
 ) -> list[tuple[str, str | None]]:
     if isinstance(parents, Mapping):
         return [(str(ref), str(role)) for ref, role in parents.items()]
-    if isinstance(parents, str):
-        parents = [parents]
+    if isinstance(parents, str) or (hasattr(parents, "name") and hasattr(parents, "dataset")):
+        parents = [parents]  # one reference, or one DatasetVersion
     out: list[tuple[str, str | None]] = []
-    for item in parents:
+    for item in _items(parents, "parents", "references, (ref, role) pairs or versions"):
         if isinstance(item, str):
             ref, role = parse_parent_spec(item, default_role="")
             out.append((ref, role or None))
         elif isinstance(item, tuple) and len(item) == 2:
             out.append((str(item[0]), str(item[1])))
-        elif isinstance(item, Mapping):
+        elif isinstance(item, Mapping) and "ref" in item:
             out.append((str(item["ref"]), item.get("role")))
         elif hasattr(item, "name") and hasattr(item, "dataset"):  # a DatasetVersion
             out.append((str(item.name), None))
@@ -658,18 +653,24 @@ def source_uri(source: str | os.PathLike[str]) -> str:
 def _sources(
     sources: Iterable[SourceSpec], options: Mapping[str, Any] | None, hash_contents: bool
 ) -> list[dict[str, Any]]:
-    if isinstance(sources, str):
-        sources = [sources]
+    if isinstance(sources, str | os.PathLike | Source) or (
+        isinstance(sources, Mapping) and "uri" in sources
+    ):
+        sources = [sources]  # one source
     out = []
-    for item in sources:
+    for item in _items(sources, "sources", "URIs, paths or Source values"):
         if isinstance(item, Source):
             out.append(item.to_dict())
-        elif isinstance(item, Mapping):
+        elif isinstance(item, Mapping) and "uri" in item:
             out.append({"uri": str(item["uri"]), "identity": item.get("identity")})
+        elif not isinstance(item, str | os.PathLike):
+            raise InvalidProvenance(
+                f"a source is a URI, a path or a Source, not {type(item).__name__}"
+            )
         else:
             uri = source_uri(item)
             identity = source_identity(uri, options, hash_contents=hash_contents)
-            out.append({"uri": strip_userinfo(uri), "identity": identity.to_dict()})
+            out.append({"uri": strip_credentials(uri), "identity": identity.to_dict()})
     return out
 
 
@@ -697,9 +698,13 @@ def build_provenance(
     ``sys.argv`` (redacted, :func:`command_line`).  ``environment``: record the versions.
     Checked with the service's rules before anything is staged.
     """
+    if not (code is None or isinstance(code, Producer | str | os.PathLike)):
+        raise InvalidProvenance(
+            f"code is 'auto', a work tree's path, a Producer or None, not {type(code).__name__}"
+        )
     document: dict[str, Any] = {
-        "parents": assign_roles(dataset, _parent_pairs(parents or [])),
-        "sources": _sources(sources or [], storage_options, hash_sources),
+        "parents": assign_roles(dataset, _parent_pairs([] if parents is None else parents)),
+        "sources": _sources([] if sources is None else sources, storage_options, hash_sources),
         "producer": None,
         "params": load_params(params) if params is not None else None,
         "command": None,
@@ -715,6 +720,10 @@ def build_provenance(
     if command == "auto":
         document["command"] = command_line()
     elif command is not None:
+        if isinstance(command, str) or not all(
+            isinstance(a, str) for a in _items(command, "command", "the arguments (strings)")
+        ):
+            raise InvalidProvenance("command is 'auto', None or a list of strings (the arguments)")
         document["command"] = command_line(command)
     validate_provenance(document)
     return document

@@ -565,7 +565,11 @@ class VersionWriter:
         lock = self._lock
         lock.acquire()  # not `with`: two bound methods and a call through a tuple less
         try:
-            current = self._open.get(split)
+            try:
+                current = self._open.get(split)
+            except TypeError:  # an unhashable split (a list): refused as any bad split name
+                validate_split_name(split)
+                raise
             if current is None:
                 current = self._start_shard(split)  # raises once the writer is closed
             current.batch.append(data)
@@ -655,8 +659,12 @@ class VersionWriter:
         return self._version
 
     def abort(self) -> None:
-        """Abandon the staged version and delete what was written (best effort)."""
+        """Abandon the staged version and delete what was written (best effort).  Once the
+        version is committed this does nothing: its objects are the version's (a cleanup path
+        calling ``abort()`` after a successful ``close()`` must not delete them)."""
         self._closed = True
+        if self._version is not None:
+            return
         for current in self._open.values():
             current.shard.pipe.abort()
             if current.shard.ids is not None:

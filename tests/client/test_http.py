@@ -40,6 +40,16 @@ def test_retry_statuses(status: int) -> None:
     assert len(seen) == 2
 
 
+def test_a_url_too_long_to_send_is_invalid_request_and_sends_nothing() -> None:
+    """A query value past httpx's URL limits (``client.versions_from_source`` of a 70,000
+    character URI, a log ``limit`` of that length) is refused as ``invalid_request``, not
+    ``httpx.InvalidURL`` from inside."""
+    core, seen = _core(lambda r, n: httpx.Response(200, json={}))
+    with pytest.raises(rk.InvalidRequest, match="URL cannot be sent"):
+        core.request("GET", "/sources/versions", params={"uri": "gs://" + "x" * 70_000})
+    assert seen == []
+
+
 def test_4xx_is_never_retried_and_is_typed() -> None:
     def handler(request, n):
         return httpx.Response(

@@ -3,13 +3,24 @@ the value object and its JSON form, params files."""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from recordkeeper.core.errors import InvalidParams
+from recordkeeper.core.errors import InvalidParams, InvalidProvenance
 from recordkeeper.core.provenance import empty_provenance, has_provenance, validate_provenance
-from recordkeeper.provenance import Provenance, assign_roles, command_line, load_params
+from recordkeeper.provenance import (
+    Provenance,
+    Source,
+    assign_roles,
+    build_provenance,
+    capture_git,
+    command_line,
+    load_params,
+)
 
 DIGEST = "sha256:" + "0" * 64
 
@@ -52,6 +63,53 @@ def test_commands_are_redacted() -> None:
         "https://host/x",
         "--lr=0.1",
     ]
+
+
+def test_secrets_inside_arguments_are_redacted() -> None:
+    """A password in an option's URL, a presigned URL and an assignment: the option names say
+    nothing, the URLs and names do."""
+    argv = [
+        "prep.py",
+        "--db-url=postgresql://etl:hunter2@db/raw",
+        "https://b.s3.amazonaws.com/raw.tar?X-Amz-Credential=AKIA&X-Amz-Signature=ab12",
+        "HF_TOKEN=hf_abc",
+    ]
+    assert command_line(argv) == [
+        "prep.py",
+        "--db-url=postgresql://db/raw",
+        "https://b.s3.amazonaws.com/raw.tar",
+        "HF_TOKEN=***",
+    ]
+
+
+def test_a_remote_with_a_token_in_its_query_is_recorded_without_it(tmp_path: Path) -> None:
+    """``capture_git`` strips what the service would refuse: the recorded document is accepted
+    as captured."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["remote", "add", "origin", "https://git.example.com/a/prep.git?private_token=glpat-x"],
+    ):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+    producer = capture_git(repo)
+    assert producer.remote == "https://git.example.com/a/prep.git"
+    document = build_provenance(code=producer, command=None, environment=False)
+    assert validate_provenance(document)["producer"]["remote"] == producer.remote
+
+
+def test_one_source_or_parent_need_not_be_in_a_list() -> None:
+    """As one URI string is: a ``Source``, a ``{"uri": ...}`` mapping, a version (anything
+    with ``name`` and ``dataset``); a single number is refused with a code."""
+    quiet = {"code": None, "command": None, "environment": False}
+    for given in (Source("gs://raw/", None), {"uri": "gs://raw/", "identity": None}):
+        document = build_provenance(dataset="coco", sources=given, **quiet)
+        assert document["sources"] == [{"uri": "gs://raw/", "identity": None}]
+    version = SimpleNamespace(name="coco_20261201_v1", dataset="coco")
+    document = build_provenance(dataset="coco", parents=version, **quiet)
+    assert document["parents"] == [{"ref": "coco_20261201_v1", "role": "base"}]
+    with pytest.raises(InvalidProvenance, match="not float"):
+        build_provenance(dataset="coco", sources=1.5, **quiet)
 
 
 def test_an_empty_document_records_nothing() -> None:

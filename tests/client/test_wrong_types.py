@@ -69,3 +69,38 @@ def test_wrong_types_are_refused_with_a_code(client: rk.Client, tmp_path: Path) 
             except Exception as exc:  # the point: nothing else may escape
                 crashed.append(f"{method_name}({bad!r}): {type(exc).__name__}: {exc}")
     assert crashed == []
+
+
+def test_derivations_and_provenance_keywords_refuse_wrong_types(client: rk.Client) -> None:
+    """``derive`` (skipped above) and the provenance keywords every writer takes (``parents``,
+    ``sources``, ``params``, ``code``: shared by ``writer``, ``derive``, ``publish``
+    and Beam through ``build_provenance``), and a derivation's changes: a wrong type is a typed
+    error before anything is staged, never a ``TypeError``/``AttributeError`` from inside."""
+    with client.writer("coco", storage_options={}, code=None) as w:
+        w.write(b"one record", split="train")
+    base = w.version.name
+    staged_before = client.versions("coco", state="staged")
+    bad_values = [*BAD_VALUES, 0, True, object(), "\x00", {1, 2}]
+    crashed = []
+
+    def attempt(what: str, call: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            call(*args, **kwargs)
+        except rk.RecordkeeperError as exc:
+            assert exc.code, what
+        except Exception as exc:  # the point: nothing else may escape
+            crashed.append(f"{what}: {type(exc).__name__}: {exc}")
+
+    for bad in bad_values:
+        attempt(f"derive({bad!r})", client.derive, bad)
+        for keyword in ("parents", "sources", "params", "code"):
+            options = {"code": None, keyword: bad}
+            attempt(f"derive({keyword}={bad!r})", client.derive, base, **options)
+            attempt(f"writer({keyword}={bad!r})", client.writer, "coco", **options)
+        derivation = client.derive(base, code=None)
+        attempt(f"add_files('train', {bad!r})", derivation.add_files, "train", bad)
+        attempt(f"write(split={bad!r})", derivation.write, b"x", split=bad)
+        attempt(f"writer.write(split={bad!r})", client.writer("coco", code=None).write, b"x", bad)
+        derivation.abort()
+    assert crashed == []
+    assert client.versions("coco", state="staged") == staged_before  # nothing was staged

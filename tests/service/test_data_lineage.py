@@ -193,6 +193,25 @@ def test_impact_from_a_source_or_a_version(client: TestClient) -> None:
     assert {c["ref"] for c in direct["data"]} == {"det@default/ckpt-1", "other@default/ckpt-1"}
 
 
+def test_a_source_prefix_matches_its_exact_text(client: TestClient) -> None:
+    """Object keys are case-sensitive and sources are matched by their text: the prefix
+    ``gs://raw/a_`` holds ``gs://raw/a_b/`` — not ``gs://raw/A_B/`` (SQLite's LIKE ignores ASCII
+    case), nor ``gs://raw/axb/`` or ``gs://raw/a%b/`` (LIKE's wildcards)."""
+    names = {}
+    for i, uri in enumerate(["gs://raw/a_b/", "gs://raw/A_B/", "gs://raw/axb/", "gs://raw/a%b/"]):
+        provenance = {"sources": [{"uri": uri}]}
+        names[publish(client, content=str(i), provenance=provenance)["name"]] = uri
+    for prefix, expected in (
+        ("gs://raw/a_", ["gs://raw/a_b/"]),
+        ("gs://raw/A_", ["gs://raw/A_B/"]),
+        ("gs://raw/a%", ["gs://raw/a%b/"]),
+    ):
+        params = {"source": prefix, "prefix": "true"}
+        answer = client.get(f"{API}/lineage/impact", params=params).json()
+        assert [names[v["name"]] for v in answer["versions"]] == expected, prefix
+        assert [s["uri"] for s in answer["sources"]] == expected, prefix
+
+
 @pytest.mark.parametrize(
     ("params", "status", "code"),
     [

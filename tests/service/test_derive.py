@@ -129,6 +129,8 @@ def test_bad_changes_are_refused_and_nothing_is_stored(client: TestClient) -> No
     error(_commit(client, name, remove_shards=["train:9"]), 404, "shard_not_found")
     error(_commit(client, name, remove_shards=["s3://no/such.tfrecord"]), 404, "shard_not_found")
     error(_commit(client, name, remove_shards=["not a position"]), 422, "invalid_request")
+    # a misspelt change is refused, not ignored: the version would keep the split for good
+    error(_commit(client, name, remove_split=["test"]), 422, "invalid_request")
     # a base object added again is the same object twice
     again = dict(_shards_of(client, base["name"])[0], split="extra", index=0, count=1)
     again.pop("registered_at", None)

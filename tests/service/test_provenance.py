@@ -123,6 +123,39 @@ def test_replacing_a_derived_versions_provenance_keeps_its_base(client: TestClie
     assert committed["provenance"]["parents"] == [base]
 
 
+def test_a_command_sent_with_secrets_is_stored_redacted(client: TestClient) -> None:
+    """The client redacts the command it captures; one sent over REST as it was typed is
+    redacted by the service all the same: a password in a database URL, a token option, an
+    assignment and a presigned URL never reach the registry."""
+    command = [
+        "python",
+        "prep.py",
+        "--db-url=postgresql://etl:hunter2@db/raw",
+        "--token",
+        "ghp_secret",
+        "AWS_SECRET_ACCESS_KEY=wJalr",
+        "https://b.s3.amazonaws.com/raw?X-Amz-Signature=ab12&versionId=3",
+        "--lr=0.1",
+    ]
+    staged = stage(client, provenance={"command": command})
+    expected = [
+        "python",
+        "prep.py",
+        "--db-url=postgresql://db/raw",
+        "--token",
+        "***",
+        "AWS_SECRET_ACCESS_KEY=***",
+        "https://b.s3.amazonaws.com/raw?versionId=3",
+        "--lr=0.1",
+    ]
+    assert staged["provenance"]["command"] == expected
+    url = f"{API}/versions/{staged['name']}/provenance"
+    replaced = client.put(url, json={"command": command})
+    assert replaced.status_code == 200 and replaced.json()["command"] == expected
+    stored = client.get(f"{API}/versions/{staged['name']}").text
+    assert all(secret not in stored for secret in ("hunter2", "ghp_secret", "wJalr", "ab12"))
+
+
 @pytest.mark.parametrize(
     ("provenance", "status", "code"),
     [
@@ -142,6 +175,28 @@ def test_replacing_a_derived_versions_provenance_keeps_its_base(client: TestClie
         ({"note": "bad \ud800 text"}, 422, "invalid_request"),
         ({"note": "nul \x00"}, 422, "invalid_request"),
         ({"sources": [{"uri": "https://user:secret@host/raw/"}]}, 422, "invalid_provenance"),
+        # credentials in a query or a fragment: presigned S3 and GCS URLs, SAS, OAuth tokens
+        (
+            {
+                "sources": [
+                    {"uri": "https://b.s3.amazonaws.com/raw?X-Amz-Signature=ab&X-Amz-Date=1"}
+                ]
+            },
+            422,
+            "invalid_provenance",
+        ),
+        (
+            {"sources": [{"uri": "https://acct.blob.core.windows.net/raw?sv=1&sig=ab"}]},
+            422,
+            "invalid_provenance",
+        ),
+        ({"sources": [{"uri": "gs://raw/coco/?access_token=ya29.x"}]}, 422, "invalid_provenance"),
+        ({"sources": [{"uri": "https://host/raw/#id_token=abc"}]}, 422, "invalid_provenance"),
+        (
+            {"producer": {"vcs": "git", "remote": "https://github.com/a/b.git?token=ghp_x"}},
+            422,
+            "invalid_provenance",
+        ),
         (
             {"producer": {"vcs": "git", "remote": "https://tok@github.com/a"}},
             422,
@@ -231,6 +286,28 @@ def test_parents_from_other_datasets_children_and_sources(client: TestClient) ->
     assert client.get(f"{API}/sources/versions", params={"uri": "gs://raw/x"}).json() == {
         "data": []
     }
+
+
+def test_a_source_asked_with_its_credentials_is_found_without_echoing_them(
+    client: TestClient,
+) -> None:
+    """The client records a presigned source without its signature; asking about it with the
+    URL it was listed with (versions from a source, impact, the graph) finds that version, and
+    no answer repeats the secret."""
+    recorded = "https://b.s3.amazonaws.com/raw/a.json?versionId=3"
+    version = publish(client, content="s", provenance={"sources": [{"uri": recorded}]})
+    asked = recorded + "&X-Amz-Credential=AKIA&X-Amz-Signature=f00dfeed"
+    found = client.get(f"{API}/sources/versions", params={"uri": asked})
+    assert [v["name"] for v in found.json()["data"]] == [version["name"]]
+    impact = client.get(f"{API}/lineage/impact", params={"source": asked})
+    assert impact.status_code == 200 and impact.json()["target"]["source"] == recorded
+    assert [v["name"] for v in impact.json()["versions"]] == [version["name"]]
+    graph = client.get(f"{API}/lineage/graph", params={"source": asked})
+    assert graph.status_code == 200 and graph.json()["root"] == f"source:{recorded}"
+    for answer in (found, impact, graph):
+        assert "f00dfeed" not in answer.text and "AKIA" not in answer.text
+    bad = client.get(f"{API}/sources/versions", params={"uri": "gs://raw/../etc/"})
+    assert error(bad, 422, "invalid_request")  # as impact: no recorded source has '..'
 
 
 def test_log_summarises_each_version_against_its_base(client: TestClient) -> None:

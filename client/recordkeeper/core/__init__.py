@@ -22,6 +22,7 @@ module            rule
 ``diff``          what changed between two versions (shards, counts per split, schema)
 ``limits``        text and number limits (64-bit bounds, shard counts, lengths)
 ``provenance``    a version's parents, sources, producer, params: rules and canonical params
+``secrets``       credentials in recorded text: URL userinfo and token parameters, commands
 ``version``       the package version
 ``file_kinds``    what a file looks like from its first bytes (TFRecord, Riegeli, Parquet...)
 ``riegeli``       the Riegeli/records file layout: blocks, block and chunk headers, chunk ends

@@ -12,10 +12,12 @@ immutable once it is committed.  Its parts:
   backend's identity token — GCS generation, S3 ETag/VersionId, local mtime), or, on request,
   over their sha256.  The identity changes when a raw file changes, is added or removed.
 * ``producer`` — the code: ``vcs`` (``git`` or ``unknown``), ``commit``, ``remote`` (never
-  with userinfo), ``branch``, ``dirty`` and ``diff_digest`` (sha256 of the uncommitted diff),
-  ``entry`` (the entry script relative to the repository root).
+  with credentials: :mod:`recordkeeper.core.secrets`), ``branch``, ``dirty`` and
+  ``diff_digest`` (sha256 of the uncommitted diff), ``entry`` (the entry script relative to
+  the repository root).
 * ``params`` — a JSON object, stored canonically (:func:`canonical_params`) with its digest.
-* ``command`` — the command line (arguments that look like secrets are redacted by the client).
+* ``command`` — the command line, its secrets redacted by the client and again here
+  (:func:`~recordkeeper.core.secrets.redact_command`).
 * ``environment`` — Python, TensorFlow and recordkeeper versions, nothing else (never
   environment variables).
 * ``note`` — free text.
@@ -33,7 +35,7 @@ import re
 import unicodedata
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from recordkeeper.core.canonical import canonical_json
 from recordkeeper.core.errors import InvalidParams, InvalidProvenance, InvalidRequest
@@ -43,6 +45,13 @@ from recordkeeper.core.limits import (
     MAX_URI_LENGTH,
     MIN_INT64,
     invalid_text_at,
+    is_valid_text,
+)
+from recordkeeper.core.secrets import (
+    redact_command,
+    strip_credentials,
+    strip_userinfo,
+    url_credentials,
 )
 
 __all__ = [
@@ -64,7 +73,9 @@ __all__ = [
     "has_provenance",
     "is_role",
     "parse_parent_spec",
+    "source_query",
     "source_uri_problem",
+    "strip_credentials",
     "strip_userinfo",
     "validate_provenance",
 ]
@@ -155,33 +166,6 @@ def parse_parent_spec(text: str, default_role: str = "source") -> tuple[str, str
     if not sep or head.endswith("@sha256") or not head:
         return text, default_role
     return head, check_role(tail, f"parent {text[:100]!r}")
-
-
-def strip_userinfo(url: str) -> str:
-    """``url`` without ``user:password@`` (``https://tok@github.com/x`` → ``https://github.com/x``).
-
-    An scp-like remote (``git@github.com:org/repo.git``) names a login, not a secret, and is
-    kept as it is.
-    """
-    if "://" not in url:
-        return url
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
-
-
-def _has_userinfo(url: str) -> bool:
-    if "://" not in url:
-        return False
-    try:
-        return "@" in urlsplit(url).netloc
-    except ValueError:
-        return True
 
 
 # -- params ---------------------------------------------------------------------------------
@@ -323,13 +307,34 @@ def source_uri_problem(uri: str) -> str | None:
     return None
 
 
+def source_query(value: str) -> str:
+    """A source URI as asked about (impact, the lineage graph, versions from a source): stripped
+    of surrounding spaces and of credentials (:func:`strip_credentials`: the client records a
+    source without them, so asking with the URL used to list it finds it, and the answer never
+    echoes a secret).  Refused (:class:`InvalidRequest`) when empty, over the URI limit, not
+    valid text, or with a problem (:func:`source_uri_problem`) no recorded source can have."""
+    text = value.strip()
+    if not text or len(text.encode("utf-8", "surrogatepass")) > MAX_URI_LENGTH:
+        raise InvalidRequest(
+            f"source must be a URI of 1 to {MAX_URI_LENGTH} bytes of valid text, "
+            f"got {value[:200]!r}"
+        )
+    if not is_valid_text(text):
+        raise InvalidRequest(f"source {text[:200]!r} is not valid text (a lone surrogate, a NUL)")
+    problem = source_uri_problem(text)
+    if problem is not None:
+        raise InvalidRequest(f"source {text[:200]!r}: {problem}")
+    return strip_credentials(text)
+
+
 def _source_uri(value: Any, where: str) -> str:
     uri = _text(value, where, limit=MAX_URI_LENGTH, optional=False)
     assert uri is not None
     if len(uri.encode("utf-8", "surrogatepass")) > MAX_URI_LENGTH:
         raise InvalidProvenance(f"{where} is longer than {MAX_URI_LENGTH} bytes")
-    if _has_userinfo(uri):
-        raise InvalidProvenance(f"{where}: URIs must not carry credentials (user:password@)")
+    credentials = url_credentials(uri)
+    if credentials is not None:
+        raise InvalidProvenance(f"{where}: URIs must not carry credentials ({credentials})")
     problem = source_uri_problem(uri)
     if problem is not None:
         raise InvalidProvenance(f"{where}: {problem}")
@@ -390,8 +395,9 @@ def _producer(value: Any) -> dict[str, Any] | None:
     if commit is not None and (not isinstance(commit, str) or not _COMMIT.fullmatch(commit)):
         raise InvalidProvenance("producer.commit must be a full lowercase hex commit id")
     remote = _text(value.get("remote"), "producer.remote")
-    if remote is not None and _has_userinfo(remote):
-        raise InvalidProvenance("producer.remote must not carry credentials (user:password@)")
+    credentials = None if remote is None else url_credentials(remote)
+    if credentials is not None:
+        raise InvalidProvenance(f"producer.remote must not carry credentials ({credentials})")
     dirty = value.get("dirty")
     if dirty is not None and not isinstance(dirty, bool):
         raise InvalidProvenance("producer.dirty must be true, false or null")
@@ -429,7 +435,7 @@ def _command(value: Any) -> list[str] | None:
         raise InvalidProvenance(f"command has more than {MAX_COMMAND_ARGS} arguments")
     if sum(len(a.encode("utf-8", "surrogatepass")) for a in value) > MAX_COMMAND_BYTES:
         raise InvalidProvenance(f"command is longer than {MAX_COMMAND_BYTES} bytes")
-    return list(value)
+    return redact_command(value)
 
 
 def _environment(value: Any) -> dict[str, str | None] | None:

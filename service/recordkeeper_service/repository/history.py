@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from recordkeeper.core import diff as core_diff
 from recordkeeper.core.naming import validate_dataset_name
-from recordkeeper.core.provenance import empty_provenance
+from recordkeeper.core.provenance import empty_provenance, source_query
 from recordkeeper.core.refs import parse_reference
 from recordkeeper_service import tables as m
 from recordkeeper_service.db import Database
@@ -169,7 +169,9 @@ class ProvenanceRepository:
             return _derived(session, [(v, role, None) for v, role in found])
 
     def from_source(self, uri: str, *, limit: int) -> list[dict[str, Any]]:
-        """The versions that recorded the source ``uri`` (index on uri)."""
+        """The versions that recorded the source ``uri`` (index on uri), asked as
+        :func:`~recordkeeper.core.provenance.source_query` makes it."""
+        uri = source_query(uri)
         with self._db.transaction(write=False) as session:
             found = versions_from_source(session, uri, limit=limit)
             return _derived(session, [(v, None, digest) for v, digest in found])

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import APIRouter, BackgroundTasks, Query, Request, Response
-from pydantic import Field, TypeAdapter
+from pydantic import ConfigDict, Field, TypeAdapter
 
 from recordkeeper.core.lifecycle import VersionState
 from recordkeeper_service.deps import Limit, Offset, Reader, RepositoryDep, Writer, get_principal
@@ -89,6 +89,12 @@ class StageIn(InModel):
 
 
 class ChangesIn(InModel):
+    """What a derived version's commit changes of its base.  Unknown fields are refused, not
+    ignored (as in every body that cannot be undone): a misspelt ``remove_split`` would
+    otherwise commit, for good, a version still holding the split it meant to leave out."""
+
+    model_config = ConfigDict(extra="forbid")
+
     remove_splits: list[str] = Field(
         default_factory=list, max_length=10_000, description="base splits left out whole"
     )

@@ -27,7 +27,6 @@ from recordkeeper.core.errors import (
     InvalidRequest,
     ModelNotFound,
 )
-from recordkeeper.core.limits import MAX_URI_LENGTH, is_valid_text
 from recordkeeper.core.lineage import (
     CHECKPOINT_STATES,
     CheckpointRef,
@@ -46,7 +45,7 @@ from recordkeeper.core.lineage import (
     validate_saved_model_name,
 )
 from recordkeeper.core.model_inputs import ModelInput, check_inputs, validate_model_inputs
-from recordkeeper.core.provenance import source_uri_problem
+from recordkeeper.core.provenance import source_query
 from recordkeeper.core.refs import parse_reference
 from recordkeeper.core.schema import Schema
 from recordkeeper_service import tables as m
@@ -334,20 +333,6 @@ def _differences(
         "metadata": dict(row.metadata or {}) == dict(spec.metadata),
     }
     return [name for name, same in checks.items() if not same]
-
-
-def _source_uri(value: str) -> str:
-    """A source URI as asked (``impact``): stripped, within the URI limit and the text
-    policy."""
-    text = value.strip()
-    if not text or len(text.encode()) > MAX_URI_LENGTH or not is_valid_text(text):
-        raise InvalidRequest(
-            f"source must be a URI of 1 to {MAX_URI_LENGTH} bytes of valid text, got {value!r}"
-        )
-    problem = source_uri_problem(text)  # no recorded source has one: it would match by text
-    if problem is not None:
-        raise InvalidRequest(f"source {text!r}: {problem}")
-    return text
 
 
 def _version_names(session: Session, ids: Sequence[int]) -> dict[int, str]:
@@ -778,7 +763,7 @@ class LineageRepository:
         if (version is None) == (source is None):
             raise InvalidRequest("give exactly one of version= or source= (not empty)")
         if source is not None:
-            source = _source_uri(source)
+            source = source_query(source)
         with self._db.transaction(write=False) as session:
             matched: list[dict[str, Any]] = []
             guard = MAX_HISTORY_VERSIONS  # read at each call (tests lower it)
@@ -905,7 +890,7 @@ class LineageRepository:
             if checkpoint is not None:
                 root = ("checkpoint", _checkpoint_row(session, parse_checkpoint_ref(checkpoint)).id)
             elif source is not None:
-                uri = _source_uri(source)
+                uri = source_query(source)
                 if not source_versions(session, uri):
                     raise InvalidRequest(f"no version recorded the source {uri!r}")
                 root = ("source", uri)

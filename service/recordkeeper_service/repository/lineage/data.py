@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, bindparam, or_, select
+from sqlalchemy import Select, and_, bindparam, func, or_, select
 
 from recordkeeper.core.data_lineage import (
     MAX_HISTORY_VERSIONS,
@@ -373,7 +373,15 @@ def source_versions(
     Index lookups on ``ix_version_sources_uri``."""
     clauses: list[Any] = [_vs.c.uri.in_(source_candidates(uri))]
     if prefix:
-        clauses.append(_vs.c.uri.startswith(uri, autoescape=True))
+        # LIKE finds the candidates (by the index where the database can); it ignores ASCII
+        # case on SQLite, and sources are matched by their exact text (S3 and GCS keys are
+        # case-sensitive): the leading characters must equal the prefix, on both databases.
+        clauses.append(
+            and_(
+                _vs.c.uri.startswith(uri, autoescape=True),
+                func.substr(_vs.c.uri, 1, len(uri)) == uri,
+            )
+        )
     stmt = (
         select(_vs.c.version_id, _vs.c.uri, _vs.c.identity_digest)
         .where(or_(*clauses))
