@@ -60,3 +60,30 @@ def test_the_backoff_is_jittered_exponential_and_bounded_in_time() -> None:
         retry += 1
     assert elapsed <= policy.budget
     assert RetryPolicy(max_attempts=3).wait(2, 0.0, 0.5) is None
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        # s3fs reads userinfo as part of the bucket name and quotes it bare
+        _client_error(404, "NoSuchBucket", "The bucket AKIA:SeCrEt@raw does not exist"),
+        FileNotFoundError("s3://AKIA:SeCrEt@raw/coco/?X-Amz-Signature=f00d&part=1"),
+        PermissionError("denied for https://tok:SeCrEt@host/x"),
+    ],
+)
+def test_a_storage_error_never_shows_credentials(exc: Exception) -> None:
+    uri = "s3://AKIA:SeCrEt@raw/coco/?X-Amz-Signature=f00d&part=1"
+    with pytest.raises(StorageError) as err, storage_errors(uri):
+        raise exc
+    shown = f"{err.value} {err.value.extra}"
+    assert "SeCrEt" not in shown and "f00d" not in shown
+    assert err.value.extra["uri"] == "s3://raw/coco/?part=1"
+
+
+def test_a_source_with_credentials_fails_without_showing_them() -> None:
+    from recordkeeper.provenance import source_identity
+
+    with pytest.raises(StorageError) as err:
+        source_identity("memory://AKIA:SeCrEt@bucket/raw/?X-Amz-Signature=f00d")
+    assert "SeCrEt" not in str(err.value) and "f00d" not in str(err.value)
+    assert err.value.extra["reason"] == "missing"

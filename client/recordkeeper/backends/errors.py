@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Iterator
 
 from recordkeeper.core.errors import StorageCredentialsMissing, StorageError, UnsupportedFormat
+from recordkeeper.core.secrets import redact_url_in, strip_credentials
 
 __all__ = ["classify", "storage_errors"]
 
@@ -181,7 +182,10 @@ def _no_credentials_text(uri: str) -> str:
 
 @contextlib.contextmanager
 def storage_errors(uri: str) -> Iterator[None]:
-    """Turn backend exceptions raised inside the block into :class:`StorageError`."""
+    """Turn backend exceptions raised inside the block into :class:`StorageError`.  The error
+    names ``uri`` without credentials (userinfo, signed-URL parameters) and takes them out of
+    the backend's own message too (:mod:`recordkeeper.core.secrets`): errors are printed and
+    logged."""
     try:
         yield
     except (StorageError, UnsupportedFormat):  # ours: a format's reader refusing what it read
@@ -191,7 +195,8 @@ def storage_errors(uri: str) -> Iterator[None]:
         if isinstance(exc, (KeyboardInterrupt, MemoryError)):
             raise
         reason = _classify(exc)
-        message = str(exc).strip() or type(exc).__name__
+        message = redact_url_in(str(exc).strip() or type(exc).__name__, uri)
+        uri = strip_credentials(uri)
         if reason == "no_credentials":
             raise StorageCredentialsMissing(
                 f"{uri}: {_no_credentials_text(uri)} ({type(exc).__name__}: {message[:300]})",

@@ -25,6 +25,8 @@ __all__ = [
     "REDACTED",
     "is_secret_name",
     "redact_command",
+    "redact_url_in",
+    "redact_urls",
     "strip_credentials",
     "strip_userinfo",
     "url_credentials",
@@ -131,8 +133,26 @@ def _redact_argument(arg: str) -> str:
     assignment = _ASSIGNMENT.fullmatch(arg)
     if assignment is not None and is_secret_name(assignment.group(1)):
         return f"{assignment.group(1)}={REDACTED}"
-    arg = _BEARER.sub(lambda m: m.group(1) + REDACTED, arg)
-    return _URL.sub(lambda m: strip_credentials(m.group(0)), arg) if "://" in arg else arg
+    return redact_urls(_BEARER.sub(lambda m: m.group(1) + REDACTED, arg))
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with the credentials of every URL in it stripped (:func:`strip_credentials`):
+    for messages and arguments that may quote a URL."""
+    return _URL.sub(lambda m: strip_credentials(m.group(0)), text) if "://" in text else text
+
+
+def redact_url_in(text: str, url: str) -> str:
+    """``text`` (a backend's error message about ``url``) with ``url``'s credentials taken out
+    wherever it quotes them: in URLs (:func:`redact_urls`) and bare, as a backend that read the
+    userinfo as part of a bucket name (``user:pw@bucket``) quotes it."""
+    text = redact_urls(text)
+    parts = _split(url)
+    if parts is not None and "@" in parts.netloc:
+        userinfo = parts.netloc.rpartition("@")[0]
+        if userinfo:
+            text = text.replace(userinfo, REDACTED)
+    return text
 
 
 def redact_command(argv: Sequence[str]) -> list[str]:
