@@ -31,6 +31,7 @@ from recordkeeper.core.errors import (
     DeprecatedVersionWarning,
     InvalidCheckpoint,
     InvalidReference,
+    InvalidRequest,
     InvalidResponse,
     NotFound,
 )
@@ -1145,14 +1146,14 @@ def impact_json(
 ) -> dict[str, Any]:
     """The service's impact answer (every page merged) as JSON (what ``impact --json``
     prints)."""
-    if (version is None) == (source is None):
-        raise InvalidCheckpoint("give exactly one of version= or source=")
+    if (version is None) == (source is None):  # the caller's request, not a checkpoint
+        raise InvalidRequest("impact: give exactly one of version= or source=")
     params: dict[str, Any] = {"transitive": str(transitive).lower()}
     if version is not None:
         params["version"] = _version_ref(version, "impact")
     else:
         if not isinstance(source, str) or not source.strip():
-            raise InvalidCheckpoint("source must be a URI (a file or a prefix)")
+            raise InvalidRequest("impact: source must be a URI (a file or a prefix)")
         params["source"] = source_uri(source.strip())
         params["prefix"] = str(bool(prefix)).lower()
     page = 10_000 if limit is None else max(1, min(limit, 10_000))

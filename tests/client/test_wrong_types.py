@@ -104,3 +104,13 @@ def test_derivations_and_provenance_keywords_refuse_wrong_types(client: rk.Clien
         derivation.abort()
     assert crashed == []
     assert client.versions("coco", state="staged") == staged_before  # nothing was staged
+
+
+def test_impact_of_a_bad_request_is_invalid_request_not_a_checkpoint_error(
+    client: rk.Client,
+) -> None:
+    for kwargs in ({}, {"version": "coco@v1", "source": "gs://raw/"}, {"source": "  "}):
+        with pytest.raises(rk.InvalidRequest):
+            client.impact(**kwargs)
+    with pytest.raises(rk.InvalidRequest):
+        client.impact(source=5)  # type: ignore[arg-type]
