@@ -375,13 +375,14 @@ class Derivation:
         except BaseException:
             self._discard()
             raise
+        # held first: abort() after a failure below keeps the committed version's objects
+        self._version = version.with_storage_options(self.storage_options or None)
         if not version.was_staged_as(staged.name):  # an identical version was kept
             self._writer._delete_written()
         else:
             if self.record_index:
                 self.record_set = self._register_record_set(version)
             self._send_sample(version, registrations, changes)
-        self._version = version.with_storage_options(self.storage_options or None)
         return self._version
 
     def _send_sample(

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from recordkeeper.core.errors import InvalidRequest, InvalidShard, StorageError
+from recordkeeper.core.errors import InvalidRequest, InvalidShard, StorageError, VersionImmutable
 from recordkeeper.core.record_sample import SAMPLE_RECORDS
 from recordkeeper.core.roots import storage_root_of
 from recordkeeper.core.shards import ShardRecord
@@ -646,6 +646,11 @@ class VersionWriter:
         except BaseException:
             self.abort()
             raise
+        # The version reads storage the way it was written (the registry's options otherwise).
+        # Held before anything else runs: from here on the written objects are the committed
+        # version's, and abort() — after a record identity or sample that failed below — keeps
+        # them.
+        self._version = version.with_storage_options(self.storage_options or None)
         if not version.was_staged_as(staged.name):  # an identical version was kept
             self._delete_written()
         else:
@@ -654,8 +659,6 @@ class VersionWriter:
             sample_committed(
                 self._registry, version, records=self.sample_records, collected=self._sample
             )
-        # the version reads storage the way it was written (the registry's options otherwise)
-        self._version = version.with_storage_options(self.storage_options or None)
         return self._version
 
     def abort(self) -> None:
@@ -699,7 +702,13 @@ class VersionWriter:
 
     def _start_shard(self, split: str) -> _OpenShard:
         if self._closed:
-            raise RuntimeError("this writer is closed")
+            if self._version is not None:
+                raise VersionImmutable(
+                    f"write: {self._version.name} is committed; a committed version never "
+                    "changes: write a new version, or derive one from it",
+                    state=self._version.state,
+                )
+            raise InvalidRequest("write: this writer was aborted; start a new one")
         validate_split_name(split)
         prefix = self._stage().storage_prefix
         index = self._next_index.get(split, 0)

@@ -62,3 +62,45 @@ def test_an_abandoned_derivation_refuses_changes(client: rk.Client) -> None:
     with pytest.raises(rk.InvalidRequest, match="abandoned"):
         d.write(b"x", split="train")
     assert [x.name for x in client.versions("coco")] == [base.name]
+
+
+@pytest.mark.parametrize("kind", ["writer", "derivation"])
+def test_a_failure_after_the_service_committed_keeps_the_data(
+    client: rk.Client, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sample sent after commit fails (the service went away, say): close()/commit() raise,
+    and the caller's cleanup abort() must not delete what the committed version holds."""
+    import recordkeeper.derive as derive_module
+    import recordkeeper.writer as writer_module
+
+    base = _base(client)
+
+    def fails(*_args: object, **_kwargs: object) -> None:
+        raise rk.ServiceUnavailable("the service went away after the commit")
+
+    monkeypatch.setattr(writer_module, "sample_committed", fails)
+    monkeypatch.setattr(derive_module.Derivation, "_send_sample", fails)
+    work = (
+        client.writer("coco", code=None, desc="third")
+        if kind == "writer"
+        else client.derive(base.name, code=None, desc="third")
+    )
+    work.write(b"a third record", split="train")
+    with pytest.raises(rk.ServiceUnavailable):
+        work.close() if isinstance(work, rk.VersionWriter) else work.commit()
+    work.abort()
+    committed = client.resolve("coco@latest")
+    assert committed.name.endswith("_third")
+    assert committed.verify(deep=True).ok
+
+
+def test_a_write_after_close_or_abort_is_refused_with_a_code(client: rk.Client) -> None:
+    with client.writer("coco", code=None) as w:
+        w.write(b"one", split="train")
+    with pytest.raises(rk.VersionImmutable):
+        w.write(b"too late", split="train")
+    aborted = client.writer("coco", code=None)
+    aborted.write(b"one", split="train")
+    aborted.abort()
+    with pytest.raises(rk.InvalidRequest):
+        aborted.write(b"too late", split="train")
