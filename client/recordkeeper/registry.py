@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
 from recordkeeper import record_diffs, record_finder, record_lineage, record_sets
+from recordkeeper.core.derive import refuse_staged_derived
 from recordkeeper.core.digests import parse_digest
 from recordkeeper.core.errors import (
     DeprecatedVersionWarning,
@@ -471,6 +472,12 @@ class Registry:
         versions' shards, fetched unless held."""
         va = a if isinstance(a, DatasetVersion) else self.resolve(a, shards=False)
         vb = b if isinstance(b, DatasetVersion) else self.resolve(b, shards=False)
+        for version in (va, vb):
+            refuse_staged_derived(
+                version.name,
+                version.state,
+                any(p.role == "base" for p in version.provenance.parents),
+            )
         if not (self._holds_shards(va) and self._holds_shards(vb)):
             found = derived_diff(self.http, va.name, vb.name)
             if found is not None:

@@ -104,3 +104,17 @@ def test_a_write_after_close_or_abort_is_refused_with_a_code(client: rk.Client) 
     aborted.abort()
     with pytest.raises(rk.InvalidRequest):
         aborted.write(b"too late", split="train")
+
+
+def test_a_derived_version_still_staged_is_not_compared(client: rk.Client) -> None:
+    base = _base(client)
+    derivation = client.derive(base.name, code=None, desc="pending")
+    derivation.write(b"one more", split="train")
+    derivation.end_shard("train")
+    staged = derivation.staged or derivation._writer.staged
+    assert staged is not None and staged.state == "staged"
+    for a, b in ((base, staged), (staged.name, base.name)):
+        with pytest.raises(rk.VersionIncomplete, match="still staged"):
+            client.diff(a, b)
+    derivation.commit()
+    assert [c.change for c in client.diff(base, derivation.version).shards] == ["added"]

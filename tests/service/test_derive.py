@@ -266,3 +266,18 @@ def test_the_commit_reads_the_derived_rows_once(
     assert grouped == []
     # the same digest as a from-scratch version with these shards
     assert done.json()["content_digest"] == expected_digest(_shards_of(client, done.json()["name"]))
+
+
+def test_a_derived_version_still_staged_is_not_compared(client: TestClient) -> None:
+    """Until its commit joins its base's kept shards, a staged derived version holds only what
+    was added: a diff would show every kept shard removed. Refused, in either order."""
+    base = _base(client)
+    derived = stage(client, "coco", base=base["name"], desc="pending")
+    register(client, derived["name"], shards(derived["storage_prefix"], 1, split="extra"))
+    for a, b in ((base["name"], derived["name"]), (derived["name"], base["name"])):
+        body = error(client.get(f"{API}/versions/{a}/diff/{b}"), 409, "version_incomplete")
+        assert "still staged" in body["detail"]
+    done = _commit(client, derived["name"])
+    assert done.status_code == 200, done.text
+    diff = client.get(f"{API}/versions/{base['name']}/diff/{done.json()['name']}").json()
+    assert diff["shards"]["counts"] == {"added": 1, "removed": 0, "changed": 0}

@@ -25,7 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recordkeeper.core.canonical import canonical_json
-from recordkeeper.core.errors import InvalidRequest, ShardNotFound, SplitExists, SplitNotFound
+from recordkeeper.core.errors import (
+    InvalidRequest,
+    ShardNotFound,
+    SplitExists,
+    SplitNotFound,
+    VersionIncomplete,
+)
 from recordkeeper.core.splits import is_split_name
 
 __all__ = [
@@ -34,11 +40,23 @@ __all__ = [
     "SplitPlan",
     "parse_shard_position",
     "plan_changes",
+    "refuse_staged_derived",
     "summary",
 ]
 
 #: Most entries one change list may carry (removing more shards is removing a split).
 MAX_CHANGE_ITEMS = 10_000
+
+
+def refuse_staged_derived(name: str, state: str, has_base: bool) -> None:
+    """Refuse to compare a derived version still staged (``version_incomplete``): it holds only
+    the shards added to it until its commit joins the base's kept ones, so a diff would show
+    every kept shard removed."""
+    if state == "staged" and has_base:
+        raise VersionIncomplete(
+            f"{name} is a derived version still staged: it holds only the shards added to it "
+            "until its commit joins its base's; commit it, then compare"
+        )
 
 
 def _is_uri(text: str) -> bool:

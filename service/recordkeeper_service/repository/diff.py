@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from recordkeeper.core import diff as core_diff
+from recordkeeper.core.derive import refuse_staged_derived
 from recordkeeper.core.schema import Schema
 from recordkeeper_service.db import Database
 from recordkeeper_service.domain import ShardRecord, VersionRecord
@@ -159,7 +160,13 @@ class DiffRepository:
 
     def between(self, old: VersionRecord, new: VersionRecord) -> core_diff.VersionDiff[ShardRecord]:
         """The diff of two versions resolved without their shards: from the derivation when
-        one is derived from the other (:meth:`derived`), else on both versions' shards."""
+        one is derived from the other (:meth:`derived`), else on both versions' shards.  A
+        derived version still staged is refused (:func:`.core.derive.refuse_staged_derived`)."""
+        for version in (old, new):
+            parents = (version.provenance or {}).get("parents") or ()
+            refuse_staged_derived(
+                version.name, version.state, any(p.get("role") == "base" for p in parents)
+            )
         found = self.derived(old, new)
         if found is not None:
             return found
