@@ -32,12 +32,19 @@ def test_source_uri_keeps_a_directorys_slash(
     assert source_uri("gs://raw/coco/") == "gs://raw/coco/"
 
 
-def test_a_local_path_finds_what_a_publish_with_it_recorded(
-    client: rk.Client, runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def raw_in_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``raw/annotations.json`` in ``tmp_path``, made the working directory (sources are given
+    as the relative path ``raw/``, as a preprocessing script run there would)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "raw").mkdir()
     (tmp_path / "raw" / "annotations.json").write_text("{}")
+    return tmp_path / "raw"
+
+
+def test_a_local_path_finds_what_a_publish_with_it_recorded(
+    client: rk.Client, runner: CliRunner, tmp_path: Path, raw_in_cwd: Path
+) -> None:
     with client.writer("coco", desc="prep", sources=["raw/"], code=None) as w:
         w.write(b"record", split="train")
     name = w.version.name
@@ -57,13 +64,10 @@ def test_a_local_path_finds_what_a_publish_with_it_recorded(
 
 
 def test_writer_publish_and_derive_hash_sources_when_asked(
-    client: rk.Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    client: rk.Client, tmp_path: Path, raw_in_cwd: Path
 ) -> None:
     """``hash_sources=True`` (docs/provenance.md; ``--hash-sources`` in the CLI) reads each
     source for a sha256 identity, in every call that records sources."""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "raw").mkdir()
-    (tmp_path / "raw" / "a.json").write_text("{}")
     with client.writer("coco", sources=["raw/"], code=None, hash_sources=True) as w:
         w.write(b"one", split="train")
     with client.derive(w.version.name, sources=["raw/"], code=None, hash_sources=True) as d:
@@ -87,11 +91,8 @@ def test_writer_publish_and_derive_hash_sources_when_asked(
 
 
 def test_cli_derive_hashes_sources_when_asked(
-    client: rk.Client, runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    client: rk.Client, runner: CliRunner, tmp_path: Path, raw_in_cwd: Path
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "raw").mkdir()
-    (tmp_path / "raw" / "a.json").write_text("{}")
     with client.writer("coco", code=None) as w:
         w.write(b"one", split="train")
         w.write(b"two", split="validation")
