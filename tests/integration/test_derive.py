@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 import recordkeeper as rk
 from recordkeeper.cli import app
 from recordkeeper.core.record_identity import record_hash
+from recordkeeper.record_sets import LOOKUP_NAME, lookup_uri
 from tests.client._records import frame, sample_examples
 from tests.integration import _scenarios as sc
 from tests.integration.conftest import LiveService
@@ -222,6 +223,12 @@ def test_cli_derive(setup: tuple[LiveService, str, dict[str, Any]]) -> None:
     v2 = client.resolve(answer["name"])
     assert v2.splits["train"].shards[-1].uri == extra
     assert "test" not in v2.splits
+    # nothing written, the number given at commit: the version's own objects (its record
+    # lookup) are stored under its committed name, none under the staged one
+    assert v2.storage_prefix.endswith(f"/coco/{v2.name}/")
+    assert _exists(lookup_uri(v2), opts)
+    staged_prefix = v2.storage_prefix.replace(v2.name, answer["staged_name"])
+    assert not _exists(staged_prefix + LOOKUP_NAME, opts)
     bad = CliRunner().invoke(
         app, ["--url", service.url, "derive", v1.name, "--remove-split", "nope"]
     )
